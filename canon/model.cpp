@@ -1,0 +1,238 @@
+#include "canon/model.hpp"
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+
+#include "canon/error.hpp"
+
+namespace einsumdb {
+
+void assertion_failed(const char* expr, const char* file, int line, const std::string& message) {
+  std::fprintf(stderr, "einsumdb: internal error: %s:%d: assertion '%s' failed: %s\n", file, line,
+               expr, message.c_str());
+  std::abort();
+}
+
+namespace {
+
+struct DtypeInfo {
+  Dtype dtype;
+  std::string_view name;
+  std::string_view long_name;
+  int rank;
+  std::size_t bytes;
+};
+
+constexpr std::array<DtypeInfo, 8> kDtypes{{
+    {Dtype::i8, "i8", "int8", 1, 1},
+    {Dtype::i32, "i32", "int32", 2, 4},
+    {Dtype::i64, "i64", "int64", 3, 8},
+    {Dtype::f16, "f16", "float16", 4, 2},
+    {Dtype::f32, "f32", "float32", 5, 4},
+    {Dtype::f64, "f64", "float64", 6, 8},
+    {Dtype::c64, "c64", "complex64", 7, 8},
+    {Dtype::c128, "c128", "complex128", 8, 16},
+}};
+
+const DtypeInfo& info(Dtype d) {
+  return kDtypes[static_cast<std::size_t>(d)];
+}
+
+constexpr std::array<std::string_view, 7> kJoinNames{"mul",     "add", "sub", "sqdiff",
+                                                     "absdiff", "max", "min"};
+constexpr std::array<std::string_view, 3> kAggNames{"sum", "max", "min"};
+
+bool is_symbol(std::string_view s) {
+  if (s.empty()) return false;
+  auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+  if (!alpha(s[0])) return false;
+  for (char c : s)
+    if (!alpha(c) && !(c >= '0' && c <= '9')) return false;
+  return true;
+}
+
+std::string quote(std::string_view s) {
+  return "'" + std::string(s) + "'";
+}
+
+}  // namespace
+
+std::string_view to_string(Dtype d) {
+  return info(d).name;
+}
+
+std::optional<Dtype> parse_dtype(std::string_view s) {
+  for (const auto& d : kDtypes)
+    if (s == d.name || s == d.long_name) return d.dtype;
+  return std::nullopt;
+}
+
+int dtype_rank(Dtype d) {
+  return info(d).rank;
+}
+std::size_t dtype_bytes(Dtype d) {
+  return info(d).bytes;
+}
+
+const std::vector<Dtype>& all_dtypes() {
+  static const std::vector<Dtype> all = [] {
+    std::vector<Dtype> v;
+    for (const auto& d : kDtypes) v.push_back(d.dtype);
+    return v;
+  }();
+  return all;
+}
+
+std::string_view to_string(JoinOp op) {
+  return kJoinNames[static_cast<std::size_t>(op)];
+}
+std::string_view to_string(AggOp op) {
+  return kAggNames[static_cast<std::size_t>(op)];
+}
+
+std::optional<JoinOp> parse_join(std::string_view s) {
+  for (std::size_t i = 0; i < kJoinNames.size(); ++i)
+    if (s == kJoinNames[i]) return static_cast<JoinOp>(i);
+  return std::nullopt;
+}
+
+std::optional<AggOp> parse_agg(std::string_view s) {
+  for (std::size_t i = 0; i < kAggNames.size(); ++i)
+    if (s == kAggNames[i]) return static_cast<AggOp>(i);
+  return std::nullopt;
+}
+
+bool is_commutative(JoinOp op) {
+  return op != JoinOp::sub;
+}
+
+std::string to_string(const Length& l) {
+  return l.symbolic() ? l.symbol : std::to_string(l.value);
+}
+
+std::string BatchedEinsum::einsum_string() const {
+  std::string s;
+  for (std::size_t j = 0; j < inputs.size(); ++j) {
+    if (j) s += ',';
+    s += inputs[j];
+  }
+  s += "->";
+  s += output;
+  return s;
+}
+
+std::map<char, Length> BatchedEinsum::index_lengths() const {
+  std::map<char, Length> lengths;
+  if (batch.empty()) return lengths;
+  for (std::size_t j = 0; j < inputs.size(); ++j) {
+    const auto it = arrays.find(batch[0][j]);
+    EINSUMDB_ASSERT(it != arrays.end(), "index_lengths needs a validated einsum");
+    for (std::size_t d = 0; d < inputs[j].size(); ++d)
+      lengths.emplace(inputs[j][d], it->second.shape.at(d));
+  }
+  return lengths;
+}
+
+void validate(const BatchedEinsum& e) {
+  const std::size_t n = e.inputs.size();
+  if (n == 0)
+    throw SpecError("einsum has no operands; expected at least one index list before '->'");
+  for (std::size_t j = 0; j < n; ++j)
+    for (char c : e.inputs[j])
+      if (!is_index_char(c))
+        throw SpecError("operand " + std::to_string(j) + " ('" + e.inputs[j] +
+                        "'): invalid index character " + quote(std::string(1, c)) +
+                        "; expected a letter a-z or A-Z");
+
+  // Output indices: letters, distinct, each appearing in some input.
+  for (std::size_t d = 0; d < e.output.size(); ++d) {
+    const char c = e.output[d];
+    if (!is_index_char(c))
+      throw SpecError("output ('" + e.output + "'): invalid index character " +
+                      quote(std::string(1, c)) + "; expected a letter a-z or A-Z");
+    if (e.output.find(c) != d)
+      throw SpecError("output ('" + e.output + "'): index '" + std::string(1, c) +
+                      "' appears more than once; output indices must be distinct");
+    bool found = false;
+    for (const auto& in : e.inputs) found = found || in.find(c) != std::string::npos;
+    if (!found)
+      throw SpecError("output index '" + std::string(1, c) +
+                      "' does not appear in any input operand");
+  }
+
+  if (e.batch.empty()) throw SpecError("batch is empty; expected at least one row of arrays");
+
+  // Every row has n arrays, each with a shape that agrees with its index list.
+  std::map<char, std::pair<Length, std::string>> index_length;  // index -> (length, where)
+  std::map<std::string, bool> used;
+  for (std::size_t i = 0; i < e.batch.size(); ++i) {
+    const auto& row = e.batch[i];
+    if (row.size() != n)
+      throw SpecError("batch row " + std::to_string(i) + " has " + std::to_string(row.size()) +
+                      " arrays; expected " + std::to_string(n) + " (one per operand of '" +
+                      e.einsum_string() + "')");
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::string& name = row[j];
+      if (name.empty())
+        throw SpecError("batch row " + std::to_string(i) + ", operand " + std::to_string(j) +
+                        ": empty array name");
+      const auto it = e.arrays.find(name);
+      if (it == e.arrays.end())
+        throw SpecError("array " + quote(name) + " (batch row " + std::to_string(i) + ", operand " +
+                        std::to_string(j) + ") has no shape; give it one");
+      used[name] = true;
+      const auto& shape = it->second.shape;
+      const std::string& idx = e.inputs[j];
+      if (shape.size() != idx.size())
+        throw SpecError("array " + quote(name) + " has rank " + std::to_string(shape.size()) +
+                        " but operand " + std::to_string(j) + " ('" + idx + "') indexes it with " +
+                        std::to_string(idx.size()) + " indices (batch row " + std::to_string(i) +
+                        ")");
+      for (std::size_t d = 0; d < shape.size(); ++d) {
+        const Length& len = shape[d];
+        const std::string where = "array " + quote(name) + " axis " + std::to_string(d);
+        if (len.symbolic() ? !is_symbol(len.symbol) : len.value <= 0)
+          throw SpecError(where + ": invalid length " + quote(to_string(len)) +
+                          "; expected a positive integer or a symbol such as 'Ne'");
+        const auto [pos, inserted] = index_length.try_emplace(idx[d], len, where);
+        if (!inserted && pos->second.first != len)
+          throw SpecError("index '" + std::string(1, idx[d]) + "' has length " +
+                          to_string(pos->second.first) + " at " + pos->second.second +
+                          " but length " + to_string(len) + " at " + where + " (batch row " +
+                          std::to_string(i) + ", operand " + std::to_string(j) +
+                          "); equal indices need equal lengths");
+      }
+    }
+  }
+  for (const auto& [name, info] : e.arrays) {
+    if (!used.count(name))
+      throw SpecError("array " + quote(name) + " has a shape but is not used in any batch row");
+    for (const auto& len : info.shape)
+      if (len.symbolic() ? !is_symbol(len.symbol) : len.value <= 0)
+        throw SpecError("array " + quote(name) + ": invalid length " + quote(to_string(len)));
+  }
+}
+
+nlohmann::ordered_json to_json(const BatchedEinsum& e) {
+  nlohmann::ordered_json j;
+  j["einsum"] = e.einsum_string();
+  j["batch"] = e.batch;
+  auto& shapes = j["shapes"] = nlohmann::ordered_json::object();
+  auto& dtypes = j["dtypes"] = nlohmann::ordered_json::object();
+  for (const auto& [name, info] : e.arrays) {
+    auto shape = nlohmann::ordered_json::array();
+    for (const auto& l : info.shape) {
+      if (l.symbolic())
+        shape.push_back(l.symbol);
+      else
+        shape.push_back(l.value);
+    }
+    shapes[name] = std::move(shape);
+    dtypes[name] = std::string(to_string(info.dtype));
+  }
+  j["ops"] = {{"join", std::string(to_string(e.join))}, {"agg", std::string(to_string(e.agg))}};
+  return j;
+}
+
+}  // namespace einsumdb

@@ -1,0 +1,52 @@
+// Readers for the spec formats of DESIGN.md: the einsum string (numpy style) completed by
+// command-line flags, and the spec JSON. Every reader validates what it builds and throws
+// SpecError with a message that names the column, key, array or axis at fault.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "canon/model.hpp"
+
+namespace einsumdb {
+
+// "ij,j->i". Without "->" the output follows numpy's implicit rule: the indices that appear
+// exactly once, in ASCII order. Spaces are ignored. Throws SpecError naming the column.
+struct EinsumPattern {
+  std::vector<std::string> inputs;
+  std::string output;
+};
+EinsumPattern parse_einsum_pattern(std::string_view text);
+
+// The spec JSON: {"einsum": "ij,j->i", "batch": [["A","B"],["A","C"]],
+//   "shapes": {"A": [96, 4], "B": [4], "C": ["Ne"]}, "dtypes": {"A": "f64", ...} | "dtype": "f64",
+//   "ops": {"join": "mul", "agg": "sum"}}. "dtype" is the default of every array not in "dtypes"
+// (f64 when neither is given); "ops" is optional. Unknown keys are errors.
+BatchedEinsum parse_spec_json(const nlohmann::json& j);
+// The same from text; JSON syntax errors name the line and column.
+BatchedEinsum parse_spec_text(std::string_view json_text);
+
+// The flags that complete an einsum string on the command line.
+struct SpecFlags {
+  std::string batch;                // "A,B;A,C": rows separated by ';', arrays by ','.
+                                    // Empty: one row whose arrays are named A, B, C, ...
+  std::vector<std::string> shapes;  // "A=96x4", "C=Nex4" (symbolic), "S=" (a scalar)
+  std::vector<std::string> dtypes;  // "f64" for every array, or "A=f32" for one
+  std::string join;                 // ⊗; empty means mul
+  std::string agg;                  // ⊕; empty means sum
+
+  bool empty() const {
+    return batch.empty() && shapes.empty() && dtypes.empty() && join.empty() && agg.empty();
+  }
+};
+BatchedEinsum parse_spec_flags(std::string_view einsum, const SpecFlags& flags);
+
+// A SPEC argument as every subcommand reads it: text starting with '{' is spec JSON, "@path"
+// reads spec JSON from a file, anything else is an einsum string completed by `flags`.
+// Flags given together with a JSON spec are an error.
+BatchedEinsum read_spec_argument(std::string_view arg, const SpecFlags& flags);
+
+}  // namespace einsumdb

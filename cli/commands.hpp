@@ -1,0 +1,24 @@
+// The subcommands of the `einsumdb` executable. Each `add_*` registers a subcommand on the app
+// and returns the function that runs it once the command line is parsed; that function returns
+// the process exit code (0 ok, 1 runtime failure, 2 bad usage or input, 3 nothing found) and
+// throws einsumdb::Error for failures that end the command.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace einsumdb::cli {
+
+using Command = std::function<int()>;
+
+Command add_canon_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);
+
+// Exit codes of DESIGN.md.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRuntime = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitNotFound = 3;
+
+}  // namespace einsumdb::cli

@@ -1,0 +1,25 @@
+// The SPEC argument and its completing flags, shared by every subcommand that takes a workload
+// (canon, and later best, tune, run, show), so that all of them read a spec the same way.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "canon/parse.hpp"
+
+namespace einsumdb::cli {
+
+struct SpecArgs {
+  std::string spec;  // '{...}' JSON, '@file.json', or an einsum string such as 'ij,j->i'
+  SpecFlags flags;
+};
+
+// Adds the positional SPEC (optional when `spec_required` is false) and the flags --batch,
+// --shape, --dtype, --join and --agg to `cmd`.
+void add_spec_options(CLI::App* cmd, SpecArgs& args, bool spec_required = true);
+
+// Reads the spec the way every subcommand does; throws SpecError.
+BatchedEinsum read_spec(const SpecArgs& args);
+
+}  // namespace einsumdb::cli

@@ -1,0 +1,28 @@
+# Shared helpers for the einsumdb scripts. Source it; do not run it.
+
+# The Debian packages einsumdb needs to build, test, fuzz and benchmark.
+EINSUMDB_PACKAGES=(
+  cmake ninja-build g++ clang libclang-rt-14-dev pkg-config python3
+  libnauty2-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+# Installs the packages that are missing (apt-get, as root or through sudo).
+install_deps() {
+  local missing=()
+  for p in "${EINSUMDB_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "einsumdb: installing ${missing[*]}" >&2
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Configures and builds the Release tree in build/ (warnings are errors).
+build_release() {
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEINSUMDB_WERROR=ON >/dev/null
+  cmake --build build -j "$(nproc)"
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what einsumdb needs, builds it, and runs the whole test suite: the Release build's
+# tests, the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (clang), and a
+# bounded libFuzzer run over the spec parsers. Exits non-zero on any failure.
+#   EINSUMDB_SKIP_SANITIZE=1  skip the sanitizer build
+#   EINSUMDB_FUZZ_SECONDS=N   fuzzing time (default 60; 0 skips)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+export OPENBLAS_NUM_THREADS=1
+
+install_deps
+build_release
+ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600
+
+if [ "${EINSUMDB_SKIP_SANITIZE:-0}" != 1 ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEINSUMDB_SANITIZE=ON \
+    -DEINSUMDB_WERROR=ON -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+  cmake --build build-asan -j "$(nproc)"
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$(nproc)" --timeout 900
+fi
+
+scripts/fuzz.sh "${EINSUMDB_FUZZ_SECONDS:-60}"
+echo "einsumdb: all tests passed"

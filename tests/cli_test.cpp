@@ -1,0 +1,153 @@
+// The einsumdb executable: canon on both spec forms, --file with a bad line, bench canon, and
+// errors with exit codes. Runs the real binary.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+Result run(const std::vector<std::string>& args, const std::string& stdin_text = "") {
+  const std::string dir = ::testing::TempDir();
+  const std::string err_path = dir + "/einsumdb_cli_err.txt",
+                    in_path = dir + "/einsumdb_cli_in.txt";
+  std::ofstream(in_path) << stdin_text;
+  std::string cmd = shell_quote(EINSUMDB_BIN);
+  for (const auto& a : args) cmd += " " + shell_quote(a);
+  cmd += " <" + shell_quote(in_path) + " 2>" + shell_quote(err_path);
+  Result r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  for (std::size_t n; (n = fread(buf.data(), 1, buf.size(), pipe)) > 0;)
+    r.out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(err), {});
+  return r;
+}
+
+std::vector<nlohmann::json> lines(const std::string& text) {
+  std::vector<nlohmann::json> out;
+  std::size_t start = 0;
+  for (std::size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1)
+    out.push_back(nlohmann::json::parse(text.substr(start, end - start)));
+  return out;
+}
+
+TEST(Cli, CanonFlagsAndJsonGiveOneKey) {
+  const auto a = run({"canon", "ij,j->i", "--batch", "A,B;A,C", "--shape", "A=96x4", "--shape",
+                      "B=4", "--shape", "C=4", "--dtype", "f64"});
+  ASSERT_EQ(a.code, 0) << a.err;
+  const auto b = run({"canon", R"({"einsum":"qp,p->q","batch":[["M","y"],["M","x"]],)"
+                               R"("shapes":{"M":[96,4],"x":[4],"y":[4]},"dtype":"f64"})"});
+  ASSERT_EQ(b.code, 0) << b.err;
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  EXPECT_EQ(ja.at("key"), jb.at("key"));
+  EXPECT_EQ(ja.at("hash"), jb.at("hash"));
+  EXPECT_EQ(jb.at("sigma").at("index").at("a"), "q");
+  EXPECT_EQ(jb.at("sigma").at("array").at("A0"), "M");
+  for (const char* field : {"key", "hash", "structure_hash", "canonical", "sigma"})
+    EXPECT_TRUE(ja.contains(field)) << field;
+  for (const char* map : {"index", "array", "operand", "row"})
+    EXPECT_TRUE(ja.at("sigma").contains(map)) << map;
+}
+
+TEST(Cli, SpecFromFile) {
+  const std::string path = ::testing::TempDir() + "/einsumdb_spec.json";
+  const std::string spec =
+      R"({"einsum":"ik,kj->ij","batch":[["A","B"]],"shapes":{"A":[10,4],"B":[4,10]}})";
+  std::ofstream(path) << spec;
+  const auto r = run({"canon", "@" + path});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto inline_spec = run({"canon", spec});
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("key"),
+            nlohmann::json::parse(inline_spec.out).at("key"));
+}
+
+TEST(Cli, FileAnswersEveryLineAndFlagsBadOnes) {
+  const std::string input =
+      R"({"einsum":"ij,j->i","batch":[["A","B"]],"shapes":{"A":[3,4],"B":[4]}})"
+      "\n"
+      "\n"
+      R"({"einsum":"ij,j->i","batch":[["A","B"]],"shapes":{"A":[3,4],"B":[5]}})"
+      "\n"
+      "not json\n"
+      R"({"name":"wrapped","spec":{"einsum":"i->","batch":[["x"]],"shapes":{"x":["N"]}}})"
+      "\n";
+  const auto r = run({"canon", "--file", "-"}, input);
+  EXPECT_EQ(r.code, 2);
+  const auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0].at("line"), 1);
+  EXPECT_TRUE(out[0].contains("key"));
+  EXPECT_EQ(out[1].at("line"), 3);
+  EXPECT_NE(out[1].at("error").get<std::string>().find("index 'j' has length 4"),
+            std::string::npos);
+  EXPECT_EQ(out[2].at("line"), 4);
+  EXPECT_TRUE(out[2].contains("error"));
+  EXPECT_EQ(out[3].at("name"), "wrapped");
+  EXPECT_TRUE(out[3].contains("key"));
+}
+
+TEST(Cli, FileOfCasesAllSucceed) {
+  const auto r = run({"canon", "--file", std::string(EINSUMDB_TEST_DATA) + "/dgfem.jsonl"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 60u);
+}
+
+TEST(Cli, ErrorsAndExitCodes) {
+  auto r = run({"canon", "ij,j->i", "--shape", "A=2x3", "--shape", "B=2"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("einsumdb: error: index 'j' has length 3"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  r = run({"canon", "ij,j->i", "--shape", "A=2x2", "--dtype", "f99"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown dtype 'f99'"), std::string::npos) << r.err;
+  r = run({"canon"});
+  EXPECT_EQ(r.code, 2);
+  r = run({"canon", "--file", "/nonexistent.jsonl"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cannot open '/nonexistent.jsonl'"), std::string::npos) << r.err;
+  r = run({"frobnicate"});
+  EXPECT_EQ(r.code, 2);
+  r = run({});
+  EXPECT_EQ(r.code, 2);
+}
+
+TEST(Cli, HelpOnEverySubcommand) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--help"}, {"canon", "--help"}, {"bench", "--help"}, {"bench", "canon", "--help"}}) {
+    const auto r = run(args);
+    EXPECT_EQ(r.code, 0) << args.front();
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << r.out;
+  }
+}
+
+TEST(Cli, BenchCanonReportsMedians) {
+  const auto r = run(
+      {"bench", "canon", std::string(EINSUMDB_TEST_DATA) + "/isomorphism.jsonl", "--repeat", "5"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("cases").size(), 20u);  // 10 pairs, two sides each
+  EXPECT_GT(j.at("median_us").get<double>(), 0.0);
+  for (const auto& c : j.at("cases")) EXPECT_GT(c.at("median_us").get<double>(), 0.0);
+}
+
+}  // namespace

@@ -1,0 +1,51 @@
+// libFuzzer target over the spec readers and the canonicalizer. The input is read both as spec
+// JSON and as an einsum string with flags (lines: einsum, batch, shapes, dtypes, join, agg).
+// Anything accepted must canonicalize, be idempotent, and map back through σ to itself.
+#include <cstdint>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+#include "canon/canonicalize.hpp"
+#include "canon/error.hpp"
+#include "canon/parse.hpp"
+
+namespace {
+
+void check(const einsumdb::BatchedEinsum& e) {
+  // Keep nauty's work bounded: the parser accepts arbitrary sizes, the fuzzer need not.
+  if (e.batch.size() * e.inputs.size() > 4096) return;
+  const auto c = einsumdb::canonicalize(e);
+  if (!(einsumdb::apply(c.sigma, c.form) == e)) std::abort();
+  if (einsumdb::canonicalize(c.form).key != c.key) std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  try {
+    check(einsumdb::parse_spec_text(text));
+  } catch (const einsumdb::SpecError&) {
+  }
+  std::istringstream in(text);
+  std::string einsum, line;
+  std::getline(in, einsum);
+  einsumdb::SpecFlags flags;
+  std::getline(in, flags.batch);
+  if (std::getline(in, line)) {
+    std::istringstream shapes(line);
+    for (std::string s; shapes >> s;) flags.shapes.push_back(s);
+  }
+  if (std::getline(in, line)) {
+    std::istringstream dtypes(line);
+    for (std::string s; dtypes >> s;) flags.dtypes.push_back(s);
+  }
+  std::getline(in, flags.join);
+  std::getline(in, flags.agg);
+  try {
+    check(einsumdb::read_spec_argument(einsum, flags));
+  } catch (const einsumdb::SpecError&) {
+  }
+  return 0;
+}
