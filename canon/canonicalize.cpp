@@ -10,11 +10,103 @@
 namespace einsumdb {
 namespace {
 
-struct Rebuilt {
-  BatchedEinsum form;
-  Substitution sigma;
-  std::vector<std::string> array_order;  // canonical array k -> "Ak"; in order
+// The batched einsum with arrays as integer ids, so that grouping rows and reading the
+// canonical form off a labeling touch no strings until the result is written.
+struct Dense {
+  std::vector<const std::string*> name;  // array id -> name (ids in map order)
+  std::vector<const ArrayInfo*> info;    // array id -> shape and dtype
+  std::vector<std::vector<int>> batch;   // row -> operand -> array id
+  std::array<const Length*, 128> index_length{};
+
+  explicit Dense(const BatchedEinsum& e) {
+    std::map<std::string_view, int> id;
+    for (const auto& [n, i] : e.arrays) {
+      id.emplace(n, static_cast<int>(name.size()));
+      name.push_back(&n);
+      info.push_back(&i);
+    }
+    for (const auto& row : e.batch) {
+      std::vector<int> ids;
+      ids.reserve(row.size());
+      for (const auto& n : row) ids.push_back(id.at(n));
+      batch.push_back(std::move(ids));
+    }
+    for (std::size_t j = 0; j < e.inputs.size(); ++j)
+      for (std::size_t d = 0; d < e.inputs[j].size(); ++d)
+        index_length[static_cast<unsigned char>(e.inputs[j][d])] = &info[batch[0][j]]->shape[d];
+  }
 };
+
+// Rows grouped into twin classes: rows that read the same shared arrays at the same operand
+// positions and, elsewhere, arrays private to the row (used in no other row) in the same
+// pattern and dtypes. Swapping two twins together with their private arrays is an automorphism,
+// so a class is labeled once, as one row with its multiplicity, and expanded afterwards. The
+// classes depend only on the einsum's structure, not on its names, so keys stay canonical;
+// without this, nauty searches one level per interchangeable row.
+struct RowClasses {
+  std::vector<std::vector<std::size_t>> members;  // class k -> its input rows, ascending
+  std::vector<int> multiplicity;                  // class k -> members[k].size()
+  BatchedEinsum reduced;                          // the first member of each class
+  std::vector<char> private_argument;             // per array of `reduced`: read by one row only
+};
+
+RowClasses twin_row_classes(const BatchedEinsum& e, const Dense& dense, bool enabled) {
+  RowClasses c;
+  const std::size_t rows = dense.batch.size();
+  if (!enabled) {
+    for (std::size_t i = 0; i < rows; ++i) c.members.push_back({i});
+  } else {
+    constexpr std::size_t kShared = static_cast<std::size_t>(-1), kUnseen = kShared - 1;
+    std::vector<std::size_t> row_of(dense.name.size(), kUnseen);  // array -> its only row
+    for (std::size_t i = 0; i < rows; ++i)
+      for (int a : dense.batch[i]) row_of[a] = row_of[a] == kUnseen || row_of[a] == i ? i : kShared;
+    std::map<std::vector<long>, std::size_t> class_of;
+    for (std::size_t i = 0; i < rows; ++i) {
+      const auto& row = dense.batch[i];
+      std::vector<long> signature;
+      signature.reserve(row.size());
+      for (std::size_t j = 0; j < row.size(); ++j) {
+        if (row_of[row[j]] == kShared) {
+          signature.push_back(row[j]);
+        } else {  // private: where it first occurs in the row, and its dtype
+          const auto first = std::find(row.begin(), row.end(), row[j]) - row.begin();
+          signature.push_back(-1 - (first * 16 + static_cast<long>(dense.info[row[j]]->dtype)));
+        }
+      }
+      const auto [it, inserted] = class_of.emplace(std::move(signature), c.members.size());
+      if (inserted) c.members.emplace_back();
+      c.members[it->second].push_back(i);
+    }
+  }
+  BatchedEinsum& r = c.reduced;
+  r.inputs = e.inputs;
+  r.output = e.output;
+  r.join = e.join;
+  r.agg = e.agg;
+  for (const auto& m : c.members) {
+    c.multiplicity.push_back(static_cast<int>(m.size()));
+    r.batch.push_back(e.batch[m.front()]);
+    for (int a : dense.batch[m.front()]) r.arrays.emplace(*dense.name[a], *dense.info[a]);
+  }
+  if (!enabled) {
+    c.multiplicity.clear();
+    return c;
+  }
+  // Which arrays of the reduced einsum belong to their row (and are replicated with it).
+  std::vector<std::size_t> uses(dense.name.size(), 0);
+  std::vector<std::size_t> last_row(dense.name.size(), static_cast<std::size_t>(-1));
+  for (std::size_t i = 0; i < rows; ++i)
+    for (int a : dense.batch[i])
+      if (last_row[a] != i) {
+        last_row[a] = i;
+        ++uses[a];
+      }
+  std::map<std::string_view, int> id;
+  for (std::size_t a = 0; a < dense.name.size(); ++a)
+    id.emplace(*dense.name[a], static_cast<int>(a));
+  for (const auto& [name, info] : r.arrays) c.private_argument.push_back(uses[id.at(name)] == 1);
+  return c;
+}
 
 std::string array_name(std::size_t k) {
   return "A" + std::to_string(k);
@@ -35,120 +127,138 @@ std::vector<std::size_t> order_of_class(const InducedGraph& g, NodeClass cls,
   return order;
 }
 
-Rebuilt rebuild(const BatchedEinsum& e, const InducedGraph& g, const std::vector<int>& labeling) {
+// The canonical order read off a labeling: rows and operands in the order of their nodes,
+// indices, arrays and symbols by first appearance.
+struct Order {
+  std::vector<std::size_t> row;      // canonical row -> input row
+  std::vector<std::size_t> operand;  // canonical operand -> input operand
+  std::array<char, 128> index{};     // input index -> canonical name
+  std::string index_input;           // canonical index k -> input index
+  std::vector<int> array;            // input array id -> canonical number (-1: none yet)
+  std::vector<int> array_input;      // canonical array k -> input array id
+  std::vector<const std::string*> symbol_input;  // canonical symbol k -> input symbol
+};
+
+Order read_order(const BatchedEinsum& e, const Dense& dense, const RowClasses& classes,
+                 const InducedGraph& g, const std::vector<int>& labeling) {
   std::vector<int> position(labeling.size());
   for (std::size_t p = 0; p < labeling.size(); ++p) position[labeling[p]] = static_cast<int>(p);
-
-  Rebuilt r;
-  Substitution& s = r.sigma;
-  s.row = order_of_class(g, NodeClass::output, position);
-  s.operand = order_of_class(g, NodeClass::argument_position, position);
-
-  // Indices by first appearance: output, then operands in canonical order.
-  std::array<char, 128> index_name{};
-  std::size_t next_index = 0;
+  Order o;
+  for (std::size_t k : order_of_class(g, NodeClass::output, position))
+    o.row.insert(o.row.end(), classes.members[k].begin(), classes.members[k].end());
+  o.operand = order_of_class(g, NodeClass::argument_position, position);
   auto name_index = [&](char c) {
-    char& slot = index_name[static_cast<unsigned char>(c)];
+    char& slot = o.index[static_cast<unsigned char>(c)];
     if (!slot) {
-      slot = canonical_index_name(next_index++);
-      s.index.emplace(slot, c);
+      slot = canonical_index_name(o.index_input.size());
+      o.index_input += c;
     }
-    return slot;
   };
-  auto rename = [&](const std::string& list) {
-    std::string out(list.size(), ' ');
-    for (std::size_t d = 0; d < list.size(); ++d) out[d] = name_index(list[d]);
-    return out;
-  };
-  BatchedEinsum& f = r.form;
+  for (char c : e.output) name_index(c);
+  for (std::size_t j : o.operand)
+    for (char c : e.inputs[j]) name_index(c);
+  o.array.assign(dense.name.size(), -1);
+  for (std::size_t i : o.row)
+    for (std::size_t j : o.operand) {
+      const int a = dense.batch[i][j];
+      if (o.array[a] < 0) {
+        o.array[a] = static_cast<int>(o.array_input.size());
+        o.array_input.push_back(a);
+      }
+    }
+  for (char c : o.index_input) {
+    const Length& len = *dense.index_length[static_cast<unsigned char>(c)];
+    if (len.symbolic() && std::none_of(o.symbol_input.begin(), o.symbol_input.end(),
+                                       [&](const std::string* s) { return *s == len.symbol; }))
+      o.symbol_input.push_back(&len.symbol);
+  }
+  return o;
+}
+
+std::string canonical_symbol(const Order& o, const std::string& input) {
+  for (std::size_t k = 0; k < o.symbol_input.size(); ++k)
+    if (*o.symbol_input[k] == input) return symbol_name(k);
+  EINSUMDB_ASSERT(false, "symbol '" + input + "' was not named");
+}
+
+// The key text, written straight from the order (see canonical_text for the format).
+std::string text_of(const BatchedEinsum& e, const Dense& dense, const Order& o, bool shapes) {
+  std::string out;
+  for (std::size_t c = 0; c < o.operand.size(); ++c) {
+    if (c) out += ',';
+    for (char x : e.inputs[o.operand[c]]) out += o.index[static_cast<unsigned char>(x)];
+  }
+  out += "->";
+  for (char x : e.output) out += o.index[static_cast<unsigned char>(x)];
+  out += ';';
+  out += to_string(e.join);
+  out += ',';
+  out += to_string(e.agg);
+  out += ';';
+  for (std::size_t r = 0; r < o.row.size(); ++r) {
+    if (r) out += '|';
+    for (std::size_t c = 0; c < o.operand.size(); ++c) {
+      if (c) out += ',';
+      out += 'A';
+      out += std::to_string(o.array[dense.batch[o.row[r]][o.operand[c]]]);
+    }
+  }
+  out += ';';
+  for (std::size_t k = 0; k < o.array_input.size(); ++k) {
+    const ArrayInfo& info = *dense.info[o.array_input[k]];
+    if (k) out += ',';
+    out += 'A';
+    out += std::to_string(k);
+    out += ':';
+    out += to_string(info.dtype);
+    if (!shapes) continue;
+    out += '[';
+    for (std::size_t d = 0; d < info.shape.size(); ++d) {
+      if (d) out += ',';
+      out += info.shape[d].symbolic() ? canonical_symbol(o, info.shape[d].symbol)
+                                      : std::to_string(info.shape[d].value);
+    }
+    out += ']';
+  }
+  return out;
+}
+
+// The canonical batched einsum and the σ maps.
+void write_form(const BatchedEinsum& e, const Dense& dense, const Order& o, Canonical& c) {
+  BatchedEinsum& f = c.form;
+  Substitution& s = c.sigma;
   f.join = e.join;
   f.agg = e.agg;
+  auto rename = [&](const std::string& list) {
+    std::string out = list;
+    for (char& x : out) x = o.index[static_cast<unsigned char>(x)];
+    return out;
+  };
   f.output = rename(e.output);
-  for (std::size_t j : s.operand) f.inputs.push_back(rename(e.inputs[j]));
-
-  // Arrays by first appearance over rows and operands in canonical order.
-  std::map<std::string_view, std::string> canonical_array;
-  for (std::size_t i : s.row) {
+  for (std::size_t j : o.operand) f.inputs.push_back(rename(e.inputs[j]));
+  std::vector<std::string> names;
+  names.reserve(o.array_input.size());
+  for (std::size_t k = 0; k < o.array_input.size(); ++k) names.push_back(array_name(k));
+  f.batch.reserve(o.row.size());
+  for (std::size_t i : o.row) {
     std::vector<std::string> row;
-    for (std::size_t j : s.operand) {
-      const std::string& name = e.batch[i][j];
-      auto [it, inserted] = canonical_array.try_emplace(name);
-      if (inserted) {
-        it->second = array_name(r.array_order.size());
-        r.array_order.push_back(it->second);
-        s.array.emplace(it->second, name);
-      }
-      row.push_back(it->second);
-    }
+    row.reserve(o.operand.size());
+    for (std::size_t j : o.operand) row.push_back(names[o.array[dense.batch[i][j]]]);
     f.batch.push_back(std::move(row));
   }
-
-  // Symbolic lengths by the first canonical index that has them.
-  const auto lengths = e.index_lengths();
-  std::map<std::string, std::string> canonical_symbol;
-  std::vector<std::pair<char, char>> by_canonical(s.index.begin(), s.index.end());
-  std::sort(by_canonical.begin(), by_canonical.end(), [](auto a, auto b) {
-    // canonical order is a..z then A..Z
-    auto rank = [](char c) { return c >= 'a' ? c - 'a' : 26 + (c - 'A'); };
-    return rank(a.first) < rank(b.first);
-  });
-  for (const auto& [cname, input] : by_canonical) {
-    (void)cname;
-    const Length& len = lengths.at(input);
-    if (len.symbolic() && !canonical_symbol.count(len.symbol)) {
-      const std::string name = symbol_name(canonical_symbol.size());
-      canonical_symbol.emplace(len.symbol, name);
-      s.symbol.emplace(name, len.symbol);
-    }
-  }
-  for (const auto& [input_name, cname] : canonical_array) {
-    ArrayInfo info = e.arrays.at(std::string(input_name));
+  for (std::size_t k = 0; k < o.array_input.size(); ++k) {
+    ArrayInfo info = *dense.info[o.array_input[k]];
     for (auto& len : info.shape)
-      if (len.symbolic()) len.symbol = canonical_symbol.at(len.symbol);
-    f.arrays.emplace(cname, std::move(info));
+      if (len.symbolic()) len.symbol = canonical_symbol(o, len.symbol);
+    f.arrays.emplace(names[k], std::move(info));
+    s.array.emplace(names[k], *dense.name[o.array_input[k]]);
   }
-  return r;
-}
-
-void append_arrays(std::string& out, const BatchedEinsum& f, bool with_shapes) {
-  // Arrays in canonical order A0, A1, ..., not the map's lexicographic order.
-  for (std::size_t k = 0; k < f.arrays.size(); ++k) {
-    const std::string name = array_name(k);
-    const auto it = f.arrays.find(name);
-    EINSUMDB_ASSERT(it != f.arrays.end(),
-                    "canonical arrays are A0..A" + std::to_string(f.arrays.size() - 1));
-    if (k) out += ',';
-    out += name;
-    out += ':';
-    out += to_string(it->second.dtype);
-    if (with_shapes) {
-      out += '[';
-      for (std::size_t d = 0; d < it->second.shape.size(); ++d) {
-        if (d) out += ',';
-        out += to_string(it->second.shape[d]);
-      }
-      out += ']';
-    }
-  }
-}
-
-std::string text_of(const BatchedEinsum& f, bool with_shapes) {
-  std::string out = f.einsum_string();
-  out += ';';
-  out += to_string(f.join);
-  out += ',';
-  out += to_string(f.agg);
-  out += ';';
-  for (std::size_t i = 0; i < f.batch.size(); ++i) {
-    if (i) out += '|';
-    for (std::size_t j = 0; j < f.batch[i].size(); ++j) {
-      if (j) out += ',';
-      out += f.batch[i][j];
-    }
-  }
-  out += ';';
-  append_arrays(out, f, with_shapes);
-  return out;
+  for (std::size_t k = 0; k < o.index_input.size(); ++k)
+    s.index.emplace(canonical_index_name(k), o.index_input[k]);
+  s.operand = o.operand;
+  s.row = o.row;
+  for (std::size_t k = 0; k < o.symbol_input.size(); ++k)
+    s.symbol.emplace(symbol_name(k), *o.symbol_input[k]);
 }
 
 }  // namespace
@@ -159,10 +269,26 @@ char canonical_index_name(std::size_t k) {
 }
 
 std::string canonical_text(const BatchedEinsum& f) {
-  return text_of(f, true);
-}
-std::string structure_text(const BatchedEinsum& f) {
-  return text_of(f, false);
+  const Dense dense(f);
+  Order o;
+  o.row.resize(f.batch.size());
+  std::iota(o.row.begin(), o.row.end(), std::size_t{0});
+  o.operand.resize(f.inputs.size());
+  std::iota(o.operand.begin(), o.operand.end(), std::size_t{0});
+  for (int c = 0; c < 128; ++c) o.index[c] = static_cast<char>(c);
+  // A canonical form's arrays are A0, A1, ... and its symbols N0, N1, ...
+  o.array.assign(dense.name.size(), -1);
+  o.array_input.assign(dense.name.size(), -1);
+  for (std::size_t a = 0; a < dense.name.size(); ++a) {
+    const int k = std::stoi(dense.name[a]->substr(1));
+    o.array[a] = k;
+    o.array_input.at(static_cast<std::size_t>(k)) = static_cast<int>(a);
+  }
+  std::map<int, const std::string*> symbols;
+  for (const Length* len : dense.index_length)
+    if (len && len->symbolic()) symbols.emplace(std::stoi(len->symbol.substr(1)), &len->symbol);
+  for (const auto& [k, s] : symbols) o.symbol_input.push_back(s);
+  return text_of(f, dense, o, true);
 }
 
 std::string hash_text(std::string_view text) {
@@ -179,27 +305,38 @@ std::string hash_text(std::string_view text) {
 
 Canonical canonicalize(const BatchedEinsum& e, const CanonOptions& options) {
   validate(e);
+  const Dense dense(e);
+  const RowClasses classes = twin_row_classes(e, dense, options.twin_rows);
+  auto graph_options = [&](bool with_lengths) {
+    GraphOptions o;
+    o.with_lengths = with_lengths;
+    o.layout = layout_of(options.labeling);
+    o.row_multiplicity = classes.multiplicity;
+    o.private_argument = classes.private_argument;
+    return o;
+  };
+
   Canonical c;
   {
-    const InducedGraph g = build_induced_graph(e, {.with_lengths = true});
-    Rebuilt r = rebuild(e, g, canonical_labeling(g, options.nauty));
-    c.form = std::move(r.form);
-    c.sigma = std::move(r.sigma);
+    const InducedGraph g = build_induced_graph(classes.reduced, graph_options(true));
+    const Order o = read_order(e, dense, classes, g, canonical_labeling(g, options.labeling));
+    c.key = text_of(e, dense, o, true);
+    write_form(e, dense, o, c);
+    c.stats = {g.num_nodes, g.num_edges(), classes.members.size()};
   }
-  c.key = canonical_text(c.form);
   c.hash = hash_text(c.key);
   if (options.structure) {
-    const InducedGraph g = build_induced_graph(e, {.with_lengths = false});
-    const Rebuilt r = rebuild(e, g, canonical_labeling(g, options.nauty));
-    c.structure_key = structure_text(r.form);
+    const InducedGraph g = build_induced_graph(classes.reduced, graph_options(false));
+    const Order o = read_order(e, dense, classes, g, canonical_labeling(g, options.labeling));
+    c.structure_key = text_of(e, dense, o, false);
     c.structure_hash = hash_text(c.structure_key);
     // Lengths of the structure form's indices, symbols in the canonical form's names.
-    std::map<std::string, std::string> to_canonical_symbol;
-    for (const auto& [cname, input] : c.sigma.symbol) to_canonical_symbol.emplace(input, cname);
-    const auto lengths = e.index_lengths();
-    for (std::size_t k = 0; k < r.sigma.index.size(); ++k) {
-      Length len = lengths.at(r.sigma.index.at(canonical_index_name(k)));
-      if (len.symbolic()) len.symbol = to_canonical_symbol.at(len.symbol);
+    for (char x : o.index_input) {
+      Length len = *dense.index_length[static_cast<unsigned char>(x)];
+      if (len.symbolic()) {
+        for (const auto& [canonical, input] : c.sigma.symbol)
+          if (input == len.symbol) len.symbol = canonical;
+      }
       c.structure_lengths.push_back(std::move(len));
     }
   }
@@ -242,31 +379,25 @@ nlohmann::ordered_json to_json(const Canonical& c) {
     j["structure_hash"] = c.structure_hash;
   }
   j["canonical"] = to_json(c.form);
-  ojson sigma;
   ojson index = ojson::object(), array = ojson::object(), operand = ojson::object(),
         row = ojson::object(), symbol = ojson::object();
-  // Indices in canonical order a, b, ..., then arrays A0, A1, ...
+  // In canonical order: a, b, ...; A0, A1, ...; 0, 1, ...; N0, N1, ...
   for (std::size_t k = 0; k < c.sigma.index.size(); ++k) {
     const char name = canonical_index_name(k);
     index[std::string(1, name)] = std::string(1, c.sigma.index.at(name));
   }
-  for (std::size_t k = 0; k < c.sigma.array.size(); ++k) {
-    const std::string name = "A" + std::to_string(k);
-    array[name] = c.sigma.array.at(name);
-  }
+  for (std::size_t k = 0; k < c.sigma.array.size(); ++k)
+    array[array_name(k)] = c.sigma.array.at(array_name(k));
   for (std::size_t k = 0; k < c.sigma.operand.size(); ++k)
     operand[std::to_string(k)] = c.sigma.operand[k];
   for (std::size_t k = 0; k < c.sigma.row.size(); ++k) row[std::to_string(k)] = c.sigma.row[k];
-  for (std::size_t k = 0; k < c.sigma.symbol.size(); ++k) {
-    const std::string name = "N" + std::to_string(k);
-    symbol[name] = c.sigma.symbol.at(name);
-  }
-  sigma["index"] = std::move(index);
-  sigma["array"] = std::move(array);
-  sigma["operand"] = std::move(operand);
-  sigma["row"] = std::move(row);
-  sigma["symbol"] = std::move(symbol);
-  j["sigma"] = std::move(sigma);
+  for (std::size_t k = 0; k < c.sigma.symbol.size(); ++k)
+    symbol[symbol_name(k)] = c.sigma.symbol.at(symbol_name(k));
+  j["sigma"] = {{"index", std::move(index)},
+                {"array", std::move(array)},
+                {"operand", std::move(operand)},
+                {"row", std::move(row)},
+                {"symbol", std::move(symbol)}};
   return j;
 }
 

@@ -1,11 +1,15 @@
 // The canonical form of a batched einsum (Algorithm 3 of the Feinsum paper) and its keys.
 //
-// canonicalize() builds the induced graph, labels it canonically with nauty and rebuilds the
-// batched einsum in canonical order: batch rows and operand positions in the order of their
-// nodes' canonical labels, then indices named a, b, c, ... (then A, B, ...) and arrays A0, A1,
-// ... by first appearance (output first, then operands; rows in order), and symbolic lengths
-// N0, N1, ... by the first index that has them. Two batched einsums are isomorphic (Sec. 5)
-// exactly when their keys are equal.
+// canonicalize() groups interchangeable batch rows into twin classes (rows that read the same
+// shared arrays at the same positions and private arrays in the same pattern), builds the
+// induced graph of one row per class (induced_graph.hpp; the compact layout, with each class's
+// multiplicity and each array's shared/private flag as colors), labels it canonically with
+// nauty, and reads the batched einsum off the labeling: batch rows (each class expanded in
+// place) and operand positions in the order of their nodes' canonical labels, then indices named
+// a, b, c, ... (then A, B, ...) and arrays A0, A1, ... by first appearance (output first, then
+// operands; rows in order), and symbolic lengths N0, N1, ... by the first index that has them.
+// The text so read describes the einsum completely, so equal keys mean isomorphic einsums; and
+// isomorphic einsums have isomorphic graphs, so they get equal keys (Sec. 5 and 6 of the paper).
 //
 // The key is the canonical form printed as one line of text; the hash is XXH3-128 of that text
 // as 32 lowercase hex digits, identical on every platform and run. The structure key and hash
@@ -43,26 +47,38 @@ struct Canonical {
   BatchedEinsum form;                     // the canonical batched einsum
   std::string key;                        // canonical_text(form)
   std::string hash;                       // hash_text(key)
-  std::string structure_key;              // structure_text of the structure-canonical form
+  std::string structure_key;              // the key text, without shapes, of the structure labeling
   std::string structure_hash;             // hash_text(structure_key)
   std::vector<Length> structure_lengths;  // length of each structure-canonical index a, b, ...
   Substitution sigma;                     // canonical -> input
+
+  // What was labeled: the graph of the canonical key (after twin-row reduction).
+  struct Stats {
+    int nodes = 0;
+    std::size_t edges = 0;
+    std::size_t row_classes = 0;
+  } stats;
 };
 
+// The labeling method that defines the keys stored in databases. Changing it changes every key.
+inline constexpr Labeling kKeyLabeling = Labeling::nauty_sparse;
+
 struct CanonOptions {
-  NautyApi nauty =
-      NautyApi::sparse;   // keys are defined with the sparse API; dense is for benchmarks
-  bool structure = true;  // also compute the structure key (a second nauty call)
+  Labeling labeling = kKeyLabeling;  // others give other (equally canonical) keys; for benchmarks
+  bool structure = true;
+  // Canonicalize interchangeable (twin) batch rows once; the keys are the same either way.
+  bool twin_rows = true;  // also compute the structure key (a second nauty call)
 };
 
 // Canonicalizes a validated batched einsum (validate() is called; throws SpecError).
 Canonical canonicalize(const BatchedEinsum& e, const CanonOptions& options = {});
 
-// "ab,ac->a;mul,sum;A0,A1|A0,A2;A0:f64[72,18],A1:f64[18],A2:f64[N0]": pattern; ops; batch rows
-// separated by '|'; arrays in canonical order with dtype and shape.
+// The key text of a canonical form: "ab,ac->a;mul,sum;A0,A1|A0,A2;A0:f64[72,18],A1:f64[18],
+// A2:f64[N0]" — pattern; ops; batch rows separated by '|'; arrays in canonical order A0, A1, ...
+// with dtype and shape. The structure key is the same text, from the structure labeling, without
+// the shapes. Requires a canonical form (arrays A0.., symbols N0..): canonical_text(c.form) ==
+// c.key.
 std::string canonical_text(const BatchedEinsum& canonical_form);
-// The same without the shapes (dtypes only).
-std::string structure_text(const BatchedEinsum& canonical_form);
 // XXH3-128 of the text, 32 lowercase hex digits (big-endian canonical representation).
 std::string hash_text(std::string_view text);
 

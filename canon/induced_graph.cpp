@@ -5,16 +5,25 @@
 
 #include <nauty/nausparse.h>
 #include <nauty/nautinv.h>
+// traces.h pulls in gtools.h, whose thread-local declarations use the C11 spelling.
+#define _Thread_local thread_local
+#include <nauty/traces.h>
+#undef _Thread_local
 
 #include "canon/error.hpp"
 
 namespace einsumdb {
 namespace {
 
-// Collects edges, then lays them out as CSR.
+// Collects edges, then lays them out as CSR (both directions when undirected).
 class EdgeList {
  public:
-  void add(int from, int to) { edges_.emplace_back(from, to); }
+  explicit EdgeList(bool directed) : directed_(directed) {}
+  void add(int from, int to) {
+    edges_.emplace_back(from, to);
+    if (!directed_) edges_.emplace_back(to, from);
+  }
+  // smaller -> larger among `count` nodes starting at `first`
   void add_tournament(int first, int count) {
     for (int a = 0; a < count; ++a)
       for (int b = a + 1; b < count; ++b) add(first + a, first + b);
@@ -29,12 +38,14 @@ class EdgeList {
   }
 
  private:
+  bool directed_;
   std::vector<std::pair<int, int>> edges_;
 };
 
 }  // namespace
 
 InducedGraph build_induced_graph(const BatchedEinsum& e, const GraphOptions& options) {
+  const bool paper = options.layout == GraphLayout::paper;
   const int n_ops = static_cast<int>(e.inputs.size());
   const int b = static_cast<int>(e.batch.size());
 
@@ -47,11 +58,15 @@ InducedGraph build_induced_graph(const BatchedEinsum& e, const GraphOptions& opt
   }
   std::array<int, 128> index_id;
   index_id.fill(-1);
-  for (const auto& in : e.inputs)
-    for (char c : in) index_id[static_cast<unsigned char>(c)] = 0;
+  std::array<const Length*, 128> index_length{};
+  for (int j = 0; j < n_ops; ++j) {
+    const auto& shape = e.arrays.at(e.batch[0][j]).shape;
+    for (std::size_t d = 0; d < e.inputs[j].size(); ++d)
+      index_length[static_cast<unsigned char>(e.inputs[j][d])] = &shape[d];
+  }
   int n_index = 0;
-  for (auto& id : index_id)
-    if (id == 0) id = n_index++;
+  for (int c = 0; c < 128; ++c)
+    if (index_length[c]) index_id[c] = n_index++;
 
   // Distinct dtypes (by rank), concrete lengths (by value), symbols, dimensions.
   std::vector<Dtype> dtypes;
@@ -59,47 +74,50 @@ InducedGraph build_induced_graph(const BatchedEinsum& e, const GraphOptions& opt
   std::sort(dtypes.begin(), dtypes.end(),
             [](Dtype x, Dtype y) { return dtype_rank(x) < dtype_rank(y); });
   dtypes.erase(std::unique(dtypes.begin(), dtypes.end()), dtypes.end());
-
-  const auto lengths_of = e.index_lengths();
   std::vector<std::int64_t> lengths;
   std::vector<std::string_view> symbols;
   if (options.with_lengths) {
-    for (const auto& [c, len] : lengths_of) {
-      if (len.symbolic())
-        symbols.push_back(len.symbol);
+    for (const Length* len : index_length) {
+      if (!len) continue;
+      if (len->symbolic())
+        symbols.push_back(len->symbol);
       else
-        lengths.push_back(len.value);
+        lengths.push_back(len->value);
     }
     std::sort(lengths.begin(), lengths.end());
     lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
     std::sort(symbols.begin(), symbols.end());
     symbols.erase(std::unique(symbols.begin(), symbols.end()), symbols.end());
   }
-  std::size_t n_dim = e.output.size();
-  for (const auto& in : e.inputs) n_dim = std::max(n_dim, in.size());
-  std::size_t n_access_in = 0, n_scalar = 0;
+  std::size_t n_dim = e.output.size(), total_rank = 0, n_scalar = 0;
   for (const auto& in : e.inputs) {
-    n_access_in += in.size() * static_cast<std::size_t>(b);
-    if (in.empty()) n_scalar += static_cast<std::size_t>(b);
+    n_dim = std::max(n_dim, in.size());
+    total_rank += in.size();
+    n_scalar += in.empty();
   }
+  const auto rows = static_cast<std::size_t>(b), ops = static_cast<std::size_t>(n_ops);
 
   InducedGraph g;
+  g.directed = paper;
   const std::array<std::size_t, kNodeClasses> counts{array_info.size(),
                                                      static_cast<std::size_t>(n_index),
-                                                     n_access_in,
+                                                     paper ? total_rank * rows : total_rank,
                                                      e.output.size(),
-                                                     static_cast<std::size_t>(b),
-                                                     static_cast<std::size_t>(n_ops),
+                                                     rows,
+                                                     ops,
                                                      dtypes.size(),
                                                      lengths.size(),
                                                      n_dim,
                                                      symbols.size(),
-                                                     n_scalar};
+                                                     paper ? n_scalar * rows : ops * rows};
   g.first[0] = 0;
   for (std::size_t c = 0; c < kNodeClasses; ++c)
     g.first[c + 1] = g.first[c] + static_cast<int>(counts[c]);
   g.num_nodes = g.first[kNodeClasses];
 
+  auto index_node = [&](char c) {
+    return g.node(NodeClass::index, index_id[static_cast<unsigned char>(c)]);
+  };
   auto dtype_node = [&](Dtype d) {
     const auto it = std::find(dtypes.begin(), dtypes.end(), d);
     return g.node(NodeClass::dtype, static_cast<int>(it - dtypes.begin()));
@@ -113,49 +131,60 @@ InducedGraph build_induced_graph(const BatchedEinsum& e, const GraphOptions& opt
     return g.node(NodeClass::length, static_cast<int>(it - lengths.begin()));
   };
 
-  EdgeList edges;
+  EdgeList edges(paper);
   int access = g.node(NodeClass::input_access, 0);
-  int scalar = g.node(NodeClass::scalar_access, 0);
+  int occurrence = g.node(NodeClass::occurrence, 0);
+  if (!paper) {
+    for (int j = 0; j < n_ops; ++j)
+      for (std::size_t d = 0; d < e.inputs[j].size(); ++d, ++access) {
+        edges.add(g.node(NodeClass::argument_position, j), access);
+        edges.add(index_node(e.inputs[j][d]), access);
+        edges.add(g.node(NodeClass::dimension, static_cast<int>(d)), access);
+      }
+  }
   for (int i = 0; i < b; ++i) {
     for (int j = 0; j < n_ops; ++j) {
       const int arg = g.node(NodeClass::argument, array_id.at(e.batch[i][j]));
       const std::string& idx = e.inputs[j];
-      if (idx.empty()) {
-        edges.add(scalar, arg);
-        edges.add(g.node(NodeClass::argument_position, j), scalar);
-        edges.add(g.node(NodeClass::output, i), scalar);
-        ++scalar;
+      if (!paper || idx.empty()) {
+        edges.add(occurrence, arg);
+        edges.add(g.node(NodeClass::argument_position, j), occurrence);
+        edges.add(g.node(NodeClass::output, i), occurrence);
+        ++occurrence;
       }
+      if (!paper) continue;
       for (std::size_t d = 0; d < idx.size(); ++d, ++access) {
         edges.add(access, arg);
         edges.add(g.node(NodeClass::argument_position, j), access);
         edges.add(g.node(NodeClass::output, i), access);
-        edges.add(g.node(NodeClass::index, index_id[static_cast<unsigned char>(idx[d])]), access);
+        edges.add(index_node(idx[d]), access);
         edges.add(g.node(NodeClass::dimension, static_cast<int>(d)), access);
       }
     }
   }
   for (std::size_t d = 0; d < e.output.size(); ++d) {
     const int out = g.node(NodeClass::output_access, static_cast<int>(d));
-    edges.add(g.node(NodeClass::index, index_id[static_cast<unsigned char>(e.output[d])]), out);
+    edges.add(index_node(e.output[d]), out);
     edges.add(g.node(NodeClass::dimension, static_cast<int>(d)), out);
   }
   if (options.with_lengths)
-    for (const auto& [c, len] : lengths_of)
-      edges.add(length_node(len),
-                g.node(NodeClass::index, index_id[static_cast<unsigned char>(c)]));
+    for (int c = 0; c < 128; ++c)
+      if (index_length[c])
+        edges.add(length_node(*index_length[c]), index_node(static_cast<char>(c)));
   for (std::size_t a = 0; a < array_info.size(); ++a)
     edges.add(dtype_node(array_info[a]->dtype), g.node(NodeClass::argument, static_cast<int>(a)));
-  edges.add_tournament(g.first[static_cast<std::size_t>(NodeClass::length)],
-                       static_cast<int>(lengths.size()));
-  edges.add_tournament(g.first[static_cast<std::size_t>(NodeClass::dtype)],
-                       static_cast<int>(dtypes.size()));
-  edges.add_tournament(g.first[static_cast<std::size_t>(NodeClass::dimension)],
-                       static_cast<int>(n_dim));
+  if (paper) {
+    edges.add_tournament(g.first[static_cast<std::size_t>(NodeClass::length)],
+                         static_cast<int>(lengths.size()));
+    edges.add_tournament(g.first[static_cast<std::size_t>(NodeClass::dtype)],
+                         static_cast<int>(dtypes.size()));
+    edges.add_tournament(g.first[static_cast<std::size_t>(NodeClass::dimension)],
+                         static_cast<int>(n_dim));
+  }
   edges.to_csr(g.num_nodes, g.offsets, g.targets);
 
-  // Ordered partition: one cell per class, ranked classes split into singletons, and operand
-  // positions split when the join is not commutative.
+  // Ordered partition: one cell per class in the order above; ranked classes split into
+  // singletons in rank order; operand positions split when the join is not commutative.
   g.lab.resize(g.num_nodes);
   g.ptn.assign(g.num_nodes, 1);
   for (int v = 0; v < g.num_nodes; ++v) g.lab[v] = v;
@@ -171,22 +200,40 @@ InducedGraph build_induced_graph(const BatchedEinsum& e, const GraphOptions& opt
     else
       g.ptn[hi - 1] = 0;
   }
+  if (!options.private_argument.empty()) {
+    EINSUMDB_ASSERT(options.private_argument.size() == array_info.size(), "one flag per array");
+    const int lo = g.first[static_cast<std::size_t>(NodeClass::argument)];
+    const int count = static_cast<int>(array_info.size());
+    auto priv = [&](int v) { return options.private_argument[static_cast<std::size_t>(v - lo)]; };
+    std::stable_sort(g.lab.begin() + lo, g.lab.begin() + lo + count,
+                     [&](int x, int y) { return priv(x) < priv(y); });
+    for (int k = lo; k + 1 < lo + count; ++k)
+      g.ptn[k] = priv(g.lab[k]) == priv(g.lab[k + 1]) ? 1 : 0;
+  }
+  if (!options.row_multiplicity.empty()) {
+    EINSUMDB_ASSERT(options.row_multiplicity.size() == rows, "one multiplicity per row");
+    const int lo = g.first[static_cast<std::size_t>(NodeClass::output)];
+    auto mult = [&](int v) { return options.row_multiplicity[static_cast<std::size_t>(v - lo)]; };
+    std::stable_sort(g.lab.begin() + lo, g.lab.begin() + lo + b,
+                     [&](int x, int y) { return mult(x) < mult(y); });
+    for (int k = lo; k + 1 < lo + b; ++k) g.ptn[k] = mult(g.lab[k]) == mult(g.lab[k + 1]) ? 1 : 0;
+  }
   return g;
 }
 
 namespace {
 
-// Scratch buffers reused across calls on one thread.
-struct SparseScratch {
-  sparsegraph canon;
-  SparseScratch() { SG_INIT(canon); }
-  ~SparseScratch() { SG_FREE(canon); }
-  SparseScratch(const SparseScratch&) = delete;
-  SparseScratch& operator=(const SparseScratch&) = delete;
+// The canonical graph nauty writes is reused across calls on one thread.
+struct CanonGraph {
+  sparsegraph sg;
+  CanonGraph() { SG_INIT(sg); }
+  ~CanonGraph() { SG_FREE(sg); }
+  CanonGraph(const CanonGraph&) = delete;
+  CanonGraph& operator=(const CanonGraph&) = delete;
 };
 
-std::vector<int> sparse_labeling(const InducedGraph& g) {
-  thread_local SparseScratch scratch;
+std::vector<int> sparse_labeling(const InducedGraph& g, bool traces) {
+  thread_local CanonGraph canon;
   thread_local std::vector<std::size_t> v;
   thread_local std::vector<int> d;
   const int n = g.num_nodes;
@@ -202,16 +249,28 @@ std::vector<int> sparse_labeling(const InducedGraph& g) {
   sg.nde = g.targets.size();
   sg.v = v.data();
   sg.d = d.data();
-  sg.e = const_cast<int*>(g.targets.data());
+  sg.e = const_cast<int*>(g.targets.data());  // nauty does not modify the input graph
   sg.vlen = sg.dlen = static_cast<std::size_t>(n);
   sg.elen = g.targets.size();
 
   std::vector<int> lab = g.lab, ptn = g.ptn, orbits(n);
-  DEFAULTOPTIONS_SPARSEDIGRAPH(options);
+  if (traces) {
+    DEFAULTOPTIONS_TRACES(options);
+    options.getcanon = TRUE;
+    options.defaultptn = FALSE;
+    TracesStats stats;
+    Traces(&sg, lab.data(), ptn.data(), orbits.data(), &options, &stats, &canon.sg);
+    EINSUMDB_ASSERT(stats.errstatus == 0,
+                    "Traces reported error status " + std::to_string(stats.errstatus));
+    return lab;
+  }
+  DEFAULTOPTIONS_SPARSEDIGRAPH(digraph_options);
+  DEFAULTOPTIONS_SPARSEGRAPH(graph_options);
+  optionblk& options = g.directed ? digraph_options : graph_options;
   options.getcanon = TRUE;
   options.defaultptn = FALSE;
   statsblk stats;
-  sparsenauty(&sg, lab.data(), ptn.data(), orbits.data(), &options, &stats, &scratch.canon);
+  sparsenauty(&sg, lab.data(), ptn.data(), orbits.data(), &options, &stats, &canon.sg);
   EINSUMDB_ASSERT(stats.errstatus == 0,
                   "nauty reported error status " + std::to_string(stats.errstatus));
   return lab;
@@ -220,7 +279,8 @@ std::vector<int> sparse_labeling(const InducedGraph& g) {
 std::vector<int> dense_labeling(const InducedGraph& g) {
   const int n = g.num_nodes;
   const int m = SETWORDSNEEDED(n);
-  std::vector<graph> dg(static_cast<std::size_t>(m) * n, 0), canon(static_cast<std::size_t>(m) * n);
+  std::vector<graph> dg(static_cast<std::size_t>(m) * n, 0);
+  std::vector<graph> canon(static_cast<std::size_t>(m) * n);
   for (int from = 0; from < n; ++from)
     for (int k = g.offsets[from]; k < g.offsets[from + 1]; ++k)
       ADDONEARC(dg.data(), from, g.targets[k], m);
@@ -236,10 +296,40 @@ std::vector<int> dense_labeling(const InducedGraph& g) {
   return lab;
 }
 
+constexpr std::array<std::string_view, 4> kLabelingNames{
+    "nauty-sparse-digraph", "nauty-dense-digraph", "nauty-sparse", "traces"};
+
 }  // namespace
 
-std::vector<int> canonical_labeling(const InducedGraph& g, NautyApi api) {
-  return api == NautyApi::sparse ? sparse_labeling(g) : dense_labeling(g);
+std::string_view to_string(Labeling l) {
+  return kLabelingNames[static_cast<std::size_t>(l)];
+}
+
+std::optional<Labeling> parse_labeling(std::string_view s) {
+  for (std::size_t i = 0; i < kLabelingNames.size(); ++i)
+    if (s == kLabelingNames[i]) return static_cast<Labeling>(i);
+  return std::nullopt;
+}
+
+GraphLayout layout_of(Labeling l) {
+  return l == Labeling::nauty_sparse_digraph || l == Labeling::nauty_dense_digraph
+             ? GraphLayout::paper
+             : GraphLayout::compact;
+}
+
+std::vector<int> canonical_labeling(const InducedGraph& g, Labeling method) {
+  EINSUMDB_ASSERT(g.directed == (layout_of(method) == GraphLayout::paper),
+                  std::string(to_string(method)) + " was given a graph of the other layout");
+  switch (method) {
+    case Labeling::nauty_dense_digraph:
+      return dense_labeling(g);
+    case Labeling::traces:
+      return sparse_labeling(g, true);
+    case Labeling::nauty_sparse_digraph:
+    case Labeling::nauty_sparse:
+      break;
+  }
+  return sparse_labeling(g, false);
 }
 
 }  // namespace einsumdb

@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 
 #include "canon/error.hpp"
 
@@ -163,9 +164,18 @@ void validate(const BatchedEinsum& e) {
 
   if (e.batch.empty()) throw SpecError("batch is empty; expected at least one row of arrays");
 
-  // Every row has n arrays, each with a shape that agrees with its index list.
-  std::map<char, std::pair<Length, std::string>> index_length;  // index -> (length, where)
-  std::map<std::string, bool> used;
+  // Every row has n arrays, each with a shape that agrees with its index list. Where each
+  // index's length was first seen is kept as numbers; text is built only for an error.
+  struct Seen {
+    const Length* length = nullptr;
+    const std::string* array = nullptr;
+    std::size_t axis = 0;
+  };
+  std::array<Seen, 128> index_length{};
+  std::set<std::string_view> used;
+  auto at = [](const std::string& array, std::size_t axis) {
+    return "array " + quote(array) + " axis " + std::to_string(axis);
+  };
   for (std::size_t i = 0; i < e.batch.size(); ++i) {
     const auto& row = e.batch[i];
     if (row.size() != n)
@@ -181,7 +191,7 @@ void validate(const BatchedEinsum& e) {
       if (it == e.arrays.end())
         throw SpecError("array " + quote(name) + " (batch row " + std::to_string(i) + ", operand " +
                         std::to_string(j) + ") has no shape; give it one");
-      used[name] = true;
+      used.insert(name);
       const auto& shape = it->second.shape;
       const std::string& idx = e.inputs[j];
       if (shape.size() != idx.size())
@@ -191,17 +201,19 @@ void validate(const BatchedEinsum& e) {
                         ")");
       for (std::size_t d = 0; d < shape.size(); ++d) {
         const Length& len = shape[d];
-        const std::string where = "array " + quote(name) + " axis " + std::to_string(d);
         if (len.symbolic() ? !is_symbol(len.symbol) : len.value <= 0)
-          throw SpecError(where + ": invalid length " + quote(to_string(len)) +
+          throw SpecError(at(name, d) + ": invalid length " + quote(to_string(len)) +
                           "; expected a positive integer or a symbol such as 'Ne'");
-        const auto [pos, inserted] = index_length.try_emplace(idx[d], len, where);
-        if (!inserted && pos->second.first != len)
+        Seen& seen = index_length[static_cast<unsigned char>(idx[d])];
+        if (!seen.length) {
+          seen = {&len, &name, d};
+        } else if (*seen.length != len) {
           throw SpecError("index '" + std::string(1, idx[d]) + "' has length " +
-                          to_string(pos->second.first) + " at " + pos->second.second +
-                          " but length " + to_string(len) + " at " + where + " (batch row " +
+                          to_string(*seen.length) + " at " + at(*seen.array, seen.axis) +
+                          " but length " + to_string(len) + " at " + at(name, d) + " (batch row " +
                           std::to_string(i) + ", operand " + std::to_string(j) +
                           "); equal indices need equal lengths");
+        }
       }
     }
   }

@@ -254,7 +254,7 @@ BatchedEinsum parse_spec_text(std::string_view json_text) {
   json j;
   try {
     j = json::parse(json_text.begin(), json_text.end());
-  } catch (const json::parse_error& err) {
+  } catch (const json::exception& err) {  // syntax errors, and numbers out of range
     throw SpecError(std::string("spec JSON is not valid JSON: ") + err.what());
   }
   return parse_spec_json(j);

@@ -118,6 +118,7 @@ const BadSpec kBadSpecs[] = {
   {"bad_join", R"({"einsum":"ij->i","batch":[["A"]],"shapes":{"A":[2,2]},"ops":{"join":"pow"}})", "", {}, "join: unknown operator 'pow'"},
   {"bad_ops_key", R"({"einsum":"ij->i","batch":[["A"]],"shapes":{"A":[2,2]},"ops":{"reduce":"sum"}})", "", {}, "ops: unknown key 'reduce'"},
   {"not_json", R"({"einsum": )", "", {}, "spec JSON is not valid JSON"},
+  {"number_out_of_range", R"({"einsum":"i->i","batch":[["A"]],"shapes":{"A":[1e99999]}})", "", {}, "spec JSON is not valid JSON"},
   {"not_object", R"([1,2])", "", {}, "expected an object, got array"},
   {"einsum_not_string", R"({"einsum":3,"batch":[["A"]],"shapes":{"A":[2]}})", "", {}, "'einsum' must be a string"},
   {"shape_conflict_across_rows", R"({"einsum":"ij,j->i","batch":[["A","B"],["C","B"]],"shapes":{"A":[2,3],"B":[3],"C":[4,3]}})", "", {}, "index 'i' has length 2 at array 'A' axis 0 but length 4 at array 'C' axis 0 (batch row 1, operand 0)"},

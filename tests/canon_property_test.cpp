@@ -26,6 +26,7 @@ TEST(CanonProperties, RespellingIdempotenceAndSigma) {
     const Canonical cc = canonicalize(c.form);
     ASSERT_EQ(cc.key, c.key) << to_json(e).dump();
     ASSERT_EQ(cc.form, c.form);
+    ASSERT_EQ(canonical_text(c.form), c.key);
     // Any respelling has the same key and structure key.
     const BatchedEinsum r = testing::random_respelling(e, rng);
     const Canonical rc = canonicalize(r);
@@ -148,15 +149,101 @@ TEST(CanonProperties, StructureHashIgnoresLengths) {
   }
 }
 
-TEST(CanonProperties, DenseApiIsAlsoCanonical) {
+// Every labeling method (the paper's digraph with sparse and dense nauty, the undirected
+// equivalent with nauty and Traces) is canonical, and all agree on which einsums are isomorphic.
+class LabelingMethods : public ::testing::TestWithParam<Labeling> {};
+
+TEST_P(LabelingMethods, CanonicalAndAgreeWithTheKeyMethod) {
   std::mt19937_64 rng(5);
-  CanonOptions dense;
-  dense.nauty = NautyApi::dense;
+  CanonOptions method;
+  method.labeling = GetParam();
   for (int t = 0; t < 2000; ++t) {
     const BatchedEinsum e = testing::random_einsum(rng);
     const BatchedEinsum r = testing::random_respelling(e, rng);
-    ASSERT_EQ(canonicalize(e, dense).key, canonicalize(r, dense).key) << to_json(e).dump();
+    const Canonical c = canonicalize(e, method);
+    ASSERT_EQ(c.key, canonicalize(r, method).key) << to_json(e).dump();
+    ASSERT_EQ(apply(c.sigma, c.form), e);
+    // A near miss is told apart by this method exactly when the key method tells it apart.
+    BatchedEinsum m = r;
+    auto it = m.arrays.begin();
+    it->second.dtype = it->second.dtype == Dtype::f64 ? Dtype::f32 : Dtype::f64;
+    ASSERT_EQ(canonicalize(m, method).key == c.key, canonicalize(m).key == canonicalize(e).key);
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, LabelingMethods,
+                         ::testing::Values(Labeling::nauty_sparse_digraph,
+                                           Labeling::nauty_dense_digraph, Labeling::nauty_sparse,
+                                           Labeling::traces),
+                         [](const auto& info) {
+                           std::string name(to_string(info.param));
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace einsumdb
+
+namespace einsumdb {
+namespace {
+
+// Labeling each class of interchangeable rows once must decide isomorphism exactly as labeling
+// every row does, on batches large enough to have big classes.
+TEST(CanonProperties, TwinRowsDecideLikeTheFullGraph) {
+  std::mt19937_64 rng(17);
+  testing::RandomEinsumOptions many_rows;
+  many_rows.max_rows = 10;
+  many_rows.max_operands = 3;
+  CanonOptions full;
+  full.twin_rows = false;
+  int multi_member_classes = 0;
+  for (int t = 0; t < 2000; ++t) {
+    many_rows.reuse_probability = (t % 5) * 0.2;
+    const BatchedEinsum e = testing::random_einsum(rng, many_rows);
+    const Canonical twin = canonicalize(e);
+    multi_member_classes += twin.stats.row_classes < e.batch.size();
+    const BatchedEinsum r = testing::random_respelling(e, rng);
+    ASSERT_EQ(canonicalize(r).key, twin.key) << to_json(e).dump();
+    ASSERT_EQ(apply(twin.sigma, twin.form), e);
+    const std::string full_key = canonicalize(e, full).key;
+    for (const BatchedEinsum& m : near_misses(e, rng)) {
+      try {
+        validate(m);
+      } catch (const SpecError&) {
+        continue;
+      }
+      const BatchedEinsum mr = testing::random_respelling(m, rng);
+      ASSERT_EQ(canonicalize(mr).key == twin.key, canonicalize(mr, full).key == full_key)
+          << to_json(e).dump() << "\n"
+          << to_json(mr).dump();
+    }
+  }
+  EXPECT_GT(multi_member_classes, 500);
+}
+
+TEST(CanonProperties, SixtyFourRowBatchIsInvariant) {
+  // b = 64 rows of 4 operands sharing two of them, as in a DG-FEM operator applied to 64 fields.
+  BatchedEinsum e;
+  e.inputs = {"xre", "rij", "xej", "ej"};
+  e.output = "ei";
+  e.arrays["J"] = {{Length::of(3), Length::of(3), Length::named("Ne")}, Dtype::f64};
+  e.arrays["D"] = {{Length::of(3), Length::of(10), Length::of(10)}, Dtype::f64};
+  for (int r = 0; r < 64; ++r) {
+    const std::string u = "U" + std::to_string(r), w = "W" + std::to_string(r);
+    e.arrays[u] = {{Length::of(3), Length::named("Ne"), Length::of(10)}, Dtype::f64};
+    e.arrays[w] = {{Length::named("Ne"), Length::of(10)}, r % 2 ? Dtype::f32 : Dtype::f64};
+    e.batch.push_back({"J", "D", u, w});
+  }
+  std::mt19937_64 rng(23);
+  const Canonical c = canonicalize(e);
+  EXPECT_EQ(c.stats.row_classes, 2u);  // f32 and f64 fields
+  EXPECT_EQ(apply(c.sigma, c.form), e);
+  for (int t = 0; t < 20; ++t)
+    EXPECT_EQ(canonicalize(testing::random_respelling(e, rng)).key, c.key);
+  CanonOptions full;
+  full.twin_rows = false;
+  const BatchedEinsum r = testing::random_respelling(e, rng);
+  EXPECT_EQ(canonicalize(r, full).key, canonicalize(e, full).key);
 }
 
 }  // namespace
