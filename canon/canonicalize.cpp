@@ -339,6 +339,12 @@ Canonical canonicalize(const BatchedEinsum& e, const CanonOptions& options) {
       }
       c.structure_lengths.push_back(std::move(len));
     }
+    for (std::size_t k = 0; k < o.index_input.size(); ++k)
+      c.structure_sigma.index.emplace(canonical_index_name(k), o.index_input[k]);
+    for (std::size_t k = 0; k < o.array_input.size(); ++k)
+      c.structure_sigma.array.emplace(array_name(k), *dense.name[o.array_input[k]]);
+    c.structure_sigma.operand = o.operand;
+    c.structure_sigma.row = o.row;
   }
   return c;
 }

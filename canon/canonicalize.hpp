@@ -51,6 +51,10 @@ struct Canonical {
   std::string structure_hash;             // hash_text(structure_key)
   std::vector<Length> structure_lengths;  // length of each structure-canonical index a, b, ...
   Substitution sigma;                     // canonical -> input
+  // Structure-canonical names -> the input's (index and array maps only; empty when
+  // CanonOptions::structure is false). Two workloads with one structure hash correspond index
+  // for index and array for array through their structure names.
+  Substitution structure_sigma;
 
   // What was labeled: the graph of the canonical key (after twin-row reduction).
   struct Stats {

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <functional>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -14,6 +16,8 @@ using Command = std::function<int()>;
 
 Command add_canon_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
+// record, best, show, list, stats, export, import, db check: each subcommand with its runner.
+std::vector<std::pair<CLI::App*, Command>> add_db_commands(CLI::App& app);
 
 // Exit codes of DESIGN.md.
 inline constexpr int kExitOk = 0;

@@ -13,12 +13,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("einsumdb ") + EINSUMDB_VERSION);
   std::vector<std::pair<CLI::App*, Command>> commands;
-  const auto before = app.get_subcommands({}).size();
-  (void)before;
   commands.emplace_back(nullptr, add_canon_command(app));
   commands.back().first = app.get_subcommand("canon");
   commands.emplace_back(nullptr, add_bench_command(app));
   commands.back().first = app.get_subcommand("bench");
+  for (auto& c : add_db_commands(app)) commands.push_back(std::move(c));
 
   try {
     app.parse(argc, argv);
@@ -33,6 +32,9 @@ int main(int argc, char** argv) {
   } catch (const einsumdb::SpecError& e) {
     std::cerr << "einsumdb: error: " << e.what() << '\n';
     return kExitUsage;
+  } catch (const einsumdb::DatabaseError& e) {
+    std::cerr << "einsumdb: error: " << e.what() << '\n';
+    return kExitRuntime;
   } catch (const einsumdb::Error& e) {
     std::cerr << "einsumdb: error: " << e.what() << '\n';
     return kExitRuntime;

@@ -1,54 +1,20 @@
 // The einsumdb executable: canon on both spec forms, --file with a bad line, bench canon, and
 // errors with exit codes. Runs the real binary.
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <fstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/run_cli.hpp"
+
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
+using Result = einsumdb::testing::CliResult;
 Result run(const std::vector<std::string>& args, const std::string& stdin_text = "") {
-  const std::string dir = ::testing::TempDir();
-  const std::string err_path = dir + "/einsumdb_cli_err.txt",
-                    in_path = dir + "/einsumdb_cli_in.txt";
-  std::ofstream(in_path) << stdin_text;
-  std::string cmd = shell_quote(EINSUMDB_BIN);
-  for (const auto& a : args) cmd += " " + shell_quote(a);
-  cmd += " <" + shell_quote(in_path) + " 2>" + shell_quote(err_path);
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  for (std::size_t n; (n = fread(buf.data(), 1, buf.size(), pipe)) > 0;)
-    r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(err), {});
-  return r;
+  return einsumdb::testing::run_cli(args, stdin_text);
 }
-
 std::vector<nlohmann::json> lines(const std::string& text) {
-  std::vector<nlohmann::json> out;
-  std::size_t start = 0;
-  for (std::size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1)
-    out.push_back(nlohmann::json::parse(text.substr(start, end - start)));
-  return out;
+  return einsumdb::testing::json_lines(text);
 }
 
 TEST(Cli, CanonFlagsAndJsonGiveOneKey) {

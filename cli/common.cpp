@@ -1,0 +1,133 @@
+#include "cli/common.hpp"
+
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "canon/error.hpp"
+
+extern "C" char* openblas_get_config(void);
+
+namespace einsumdb::cli {
+
+void add_db_option(CLI::App* cmd, DbArgs& args) {
+  cmd->add_option("--db", args.db,
+                  "Database file (default: $EINSUMDB_DB, else "
+                  "$XDG_DATA_HOME/einsumdb/einsumdb.sqlite)");
+}
+
+std::string resolve_db_path(const DbArgs& args) {
+  if (!args.db.empty()) return args.db;
+  if (const char* env = std::getenv("EINSUMDB_DB"); env && *env) return env;
+  std::string base;
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg) {
+    base = xdg;
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    base = std::string(home) + "/.local/share";
+  } else {
+    throw Error("cannot find a place for the database: give --db or set EINSUMDB_DB");
+  }
+  return base + "/einsumdb/einsumdb.sqlite";
+}
+
+Store open_for_writing(const DbArgs& args) {
+  const std::string path = resolve_db_path(args);
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw DatabaseError("cannot create directory '" + dir.string() + "': " + ec.message());
+  }
+  return Store::open(path);
+}
+
+std::optional<Store> open_for_reading(const DbArgs& args) {
+  const std::string path = resolve_db_path(args);
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  Store::Options options;
+  options.read_only = true;
+  return Store::open(path, options);
+}
+
+const Machine& this_machine() {
+  static const Machine machine = [] {
+    const char* blas = openblas_get_config();
+    utsname u{};
+    uname(&u);
+    nlohmann::ordered_json extra = {
+        {"compiler", __VERSION__},
+        {"einsumdb", EINSUMDB_VERSION},
+        {"os", std::string(u.sysname) + " " + u.release},
+        {"openblas_num_threads",
+         std::getenv("OPENBLAS_NUM_THREADS") ? std::getenv("OPENBLAS_NUM_THREADS") : ""}};
+    return detect_machine(blas ? blas : "unknown BLAS", extra);
+  }();
+  return machine;
+}
+
+void add_output_options(CLI::App* cmd, OutputArgs& args) {
+  cmd->add_flag("--json", args.json, "Print JSON (the default when stdout is not a terminal)");
+  cmd->add_flag("--table", args.table, "Print a table even when stdout is not a terminal");
+}
+
+bool want_json(const OutputArgs& args) {
+  if (args.json) return true;
+  if (args.table) return false;
+  return !isatty(STDOUT_FILENO);
+}
+
+namespace {
+std::size_t display_width(const std::string& s) {
+  std::size_t w = 0;
+  for (unsigned char c : s) w += (c & 0xC0) != 0x80;  // count UTF-8 code points
+  return w;
+}
+}  // namespace
+
+void print_table(const std::vector<std::string>& headers,
+                 const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width(headers.size());
+  for (std::size_t c = 0; c < headers.size(); ++c) width[c] = display_width(headers[c]);
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < row.size() && c < width.size(); ++c)
+      width[c] = std::max(width[c], display_width(row[c]));
+  auto line = [&](const std::vector<std::string>& cells) {
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      std::cout << cells[c];
+      if (c + 1 < cells.size())
+        std::cout << std::string(width[c] - display_width(cells[c]) + 2, ' ');
+    }
+    std::cout << '\n';
+  };
+  line(headers);
+  for (const auto& row : rows) line(row);
+}
+
+std::string format_seconds(double s) {
+  char buf[32];
+  if (s >= 1)
+    std::snprintf(buf, sizeof buf, "%.3f s", s);
+  else if (s >= 1e-3)
+    std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f us", s * 1e6);
+  return buf;
+}
+
+std::string format_number(std::optional<double> v, int precision) {
+  if (!v) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", precision, *v);
+  return buf;
+}
+
+void print_json(const nlohmann::ordered_json& j) {
+  std::cout << j.dump(2) << '\n';
+}
+
+}  // namespace einsumdb::cli

@@ -1,0 +1,47 @@
+// Pieces shared by the database subcommands: where the database is, which machine this is, and
+// how results are shown (a table on a terminal, JSON for scripts).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "db/machine.hpp"
+#include "db/store.hpp"
+
+namespace einsumdb::cli {
+
+struct DbArgs {
+  std::string db;  // --db PATH
+};
+void add_db_option(CLI::App* cmd, DbArgs& args);
+
+// --db, else $EINSUMDB_DB, else $XDG_DATA_HOME/einsumdb/einsumdb.sqlite (~/.local/share).
+std::string resolve_db_path(const DbArgs& args);
+// Opens for writing, creating the file and its directory on first use.
+Store open_for_writing(const DbArgs& args);
+// Opens read-only; nullopt when no database exists there yet.
+std::optional<Store> open_for_reading(const DbArgs& args);
+
+// This machine: CPU, cores, ISA flags and the BLAS library einsumdb is linked with.
+const Machine& this_machine();
+
+struct OutputArgs {
+  bool json = false;
+  bool table = false;
+};
+void add_output_options(CLI::App* cmd, OutputArgs& args);
+// JSON when asked for, or when stdout is not a terminal (unless --table).
+bool want_json(const OutputArgs& args);
+
+// Prints rows under headers with aligned columns.
+void print_table(const std::vector<std::string>& headers,
+                 const std::vector<std::vector<std::string>>& rows);
+std::string format_seconds(double s);
+std::string format_number(std::optional<double> v, int precision = 2);
+void print_json(const nlohmann::ordered_json& j);
+
+}  // namespace einsumdb::cli

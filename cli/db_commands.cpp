@@ -1,0 +1,480 @@
+// The database subcommands: record, best, show, list, stats, export, import, db check.
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "canon/error.hpp"
+#include "canon/parse.hpp"
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "cli/jsonl.hpp"
+#include "cli/spec_flags.hpp"
+#include "db/retrieve.hpp"
+
+namespace einsumdb::cli {
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+std::string short_hash(const std::string& h) {
+  return h.substr(0, 12);
+}
+
+bool looks_like_hash(const std::string& s) {
+  return s.size() == 32 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// ---------------------------------------------------------------- record
+
+struct RecordArgs {
+  DbArgs db;
+  OutputArgs out;
+  std::string file;
+  std::string label;
+};
+
+struct PendingLine {
+  std::size_t line;
+  std::string run;
+  Machine machine;
+  const Canonical* canonical;
+  Measurement measurement;
+};
+
+Measurement parse_measurement_line(const json& j, const Canonical& c) {
+  Measurement m;
+  const json& t = j.at("transform");
+  if (!t.is_object() || !t.contains("name"))
+    throw SpecError("'transform' must be {\"name\": ..., \"params\": {...}}");
+  for (const auto& [k, v] : t.items()) {
+    (void)v;
+    if (k != "name" && k != "params") throw SpecError("transform: unknown key '" + k + "'");
+  }
+  m.transform.name = t.at("name").get<std::string>();
+  m.transform.params = t.value("params", json::object());
+  const std::string status = j.value("status", "ok");
+  const auto s = parse_status(status);
+  if (!s) throw SpecError("unknown status '" + status + "'; expected ok, invalid, failed, timeout");
+  m.status = *s;
+  if (j.contains("seconds")) m.seconds = j.at("seconds").get<std::vector<double>>();
+  if (j.contains("max_rel_err") && !j.at("max_rel_err").is_null())
+    m.max_rel_err = j.at("max_rel_err").get<double>();
+  if (j.contains("bytes_moved") && !j.at("bytes_moved").is_null())
+    m.bytes_moved = j.at("bytes_moved").get<double>();
+  return to_canonical(c, std::move(m));
+}
+
+int run_record(const RecordArgs& args) {
+  static const char* const kKeys[] = {"spec",        "transform",   "seconds", "status",
+                                      "max_rel_err", "bytes_moved", "run",     "machine"};
+  std::map<std::string, Canonical> canonicals;  // spec text -> canonical form
+  std::vector<PendingLine> pending;
+  std::vector<std::string> errors;
+  const bool progress = isatty(STDERR_FILENO);
+  // Everything is parsed and checked first: a file with a bad line records nothing.
+  for_each_line(args.file, [&](std::size_t number, const std::string& text) {
+    try {
+      const json j = json::parse(text);
+      if (!j.is_object()) throw SpecError("expected an object");
+      for (const auto& [k, v] : j.items()) {
+        (void)v;
+        if (std::find(std::begin(kKeys), std::end(kKeys), k) == std::end(kKeys))
+          throw SpecError("unknown key '" + k + "'");
+      }
+      const std::string spec_text = j.at("spec").dump();
+      auto it = canonicals.find(spec_text);
+      if (it == canonicals.end())
+        it = canonicals.emplace(spec_text, canonicalize(parse_spec_json(j.at("spec")))).first;
+      PendingLine p{number, j.contains("run") ? j.at("run").get<std::string>() : args.label,
+                    j.contains("machine") ? machine_from_json(j.at("machine")) : this_machine(),
+                    &it->second, parse_measurement_line(j, it->second)};
+      if (p.measurement.status == Status::ok && !p.measurement.max_rel_err)
+        throw SpecError("status ok needs max_rel_err: only verified results may be recorded as ok");
+      if (p.measurement.status == Status::ok && p.measurement.seconds.empty())
+        throw SpecError("status ok needs seconds");
+      pending.push_back(std::move(p));
+    } catch (const json::exception& e) {
+      errors.push_back(args.file + ":" + std::to_string(number) + ": " + e.what());
+    } catch (const Error& e) {
+      errors.push_back(args.file + ":" + std::to_string(number) + ": " + e.what());
+    }
+    if (progress && number % 10000 == 0)
+      std::cerr << "\rrecord: read " << number << " lines" << std::flush;
+  });
+  if (progress) std::cerr << "\r" << std::string(40, ' ') << "\r";
+  if (!errors.empty()) {
+    for (const auto& e : errors) std::cerr << "einsumdb: error: " << e << '\n';
+    std::cerr << "einsumdb: error: " << errors.size() << " bad line(s); nothing was recorded\n";
+    return kExitUsage;
+  }
+
+  // One run per (label, machine), each committed atomically.
+  std::map<std::pair<std::string, std::string>,
+           std::vector<std::pair<const Canonical*, Measurement>>>
+      runs;
+  std::map<std::pair<std::string, std::string>, Machine> machines;
+  std::vector<std::pair<std::string, std::string>> order;
+  for (auto& p : pending) {
+    auto key = std::make_pair(p.run, p.machine.fingerprint());
+    if (!runs.count(key)) order.push_back(key);
+    machines.emplace(key, p.machine);
+    runs[key].emplace_back(p.canonical, std::move(p.measurement));
+  }
+  Store store = open_for_writing(args.db);
+  ojson summary = {{"db", store.path()}, {"lines", pending.size()}, {"runs", ojson::array()}};
+  std::size_t inserted = 0, duplicates = 0;
+  for (const auto& key : order) {
+    RunInfo info;
+    info.label = key.first;
+    info.command = "einsumdb record --file " + args.file;
+    const auto r = store.record_run(info, machines.at(key), runs.at(key));
+    inserted += r.inserted;
+    duplicates += r.duplicates;
+    summary["runs"].push_back({{"run", r.run},
+                               {"label", key.first},
+                               {"machine", key.second},
+                               {"inserted", r.inserted},
+                               {"duplicates", r.duplicates}});
+  }
+  summary["inserted"] = inserted;
+  summary["duplicates"] = duplicates;
+  if (want_json(args.out)) {
+    print_json(summary);
+  } else {
+    std::cout << "recorded " << inserted << " measurement(s) in " << order.size() << " run(s) into "
+              << store.path();
+    if (duplicates) std::cout << " (" << duplicates << " already present)";
+    std::cout << '\n';
+  }
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------- best
+
+struct BestArgs {
+  SpecArgs spec;
+  DbArgs db;
+  OutputArgs out;
+  std::string machine;
+  std::size_t top = 1;
+  bool exact = false;
+};
+
+int nothing_known(const std::string& key, const std::string& spec, const std::string& why) {
+  std::cerr << "einsumdb: nothing known: " << why << " (key " << key << ")\n"
+            << "hint: measure it with: einsumdb tune " << spec << '\n';
+  return kExitNotFound;
+}
+
+int run_best(const BestArgs& args) {
+  const Canonical query = canonicalize(read_spec(args.spec));
+  const std::string machine = args.machine.empty() ? this_machine().fingerprint() : args.machine;
+  auto store = open_for_reading(args.db);
+  if (!store)
+    return nothing_known(query.key, args.spec.spec,
+                         "no database at " + resolve_db_path(args.db) + " yet");
+  const auto answers = top_k_for(*store, query, machine, args.top, !args.exact);
+  if (answers.empty())
+    return nothing_known(query.key, args.spec.spec,
+                         "no verified measurement of this workload" +
+                             std::string(args.exact ? "" : " or of another size of it") +
+                             " on machine " + short_hash(machine));
+  if (want_json(args.out)) {
+    if (args.top == 1) {
+      print_json(to_json(answers.front()));
+    } else {
+      ojson all = ojson::array();
+      for (const auto& a : answers) all.push_back(to_json(a));
+      print_json(all);
+    }
+    return kExitOk;
+  }
+  if (answers.front().approximate)
+    std::cout << "approximate: measured on another size of this contraction ("
+              << answers.front().fact.workload_key << ", distance "
+              << format_number(answers.front().distance, 3) << ")\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& a : answers)
+    rows.push_back({a.fact.transform.name, a.params.dump(), format_seconds(a.fact.median_s),
+                    format_number(a.fact.gflops), std::to_string(a.fact.measurements)});
+  print_table({"transform", "params (your names)", "median", "GFLOP/s", "measurements"}, rows);
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------- show
+
+struct ShowArgs {
+  SpecArgs spec;
+  DbArgs db;
+  OutputArgs out;
+};
+
+int run_show(const ShowArgs& args) {
+  std::string hash, key = "?";
+  if (looks_like_hash(args.spec.spec) && args.spec.flags.empty()) {
+    hash = args.spec.spec;
+  } else {
+    const Canonical c = canonicalize(read_spec(args.spec));
+    hash = c.hash;
+    key = c.key;
+  }
+  auto store = open_for_reading(args.db);
+  const auto rows = store ? store->show(hash) : std::vector<ojson>{};
+  if (rows.empty()) {
+    std::cerr << "einsumdb: nothing known about workload " << hash << " (key " << key << ")\n";
+    return kExitNotFound;
+  }
+  if (want_json(args.out)) {
+    print_json({{"hash", hash}, {"key", rows.front()["workload"]["key"]}, {"measurements", rows}});
+    return kExitOk;
+  }
+  std::cout << "workload " << hash << "\nkey      "
+            << rows.front()["workload"]["key"].get<std::string>() << "\n\n";
+  std::vector<std::vector<std::string>> table;
+  for (const auto& r : rows) {
+    auto opt = [&](const char* k) -> std::optional<double> {
+      return r[k].is_null() ? std::nullopt : std::optional<double>(r[k].get<double>());
+    };
+    table.push_back({short_hash(r["machine"]["fingerprint"]), r["status"], r["transform"]["name"],
+                     r["transform"]["params"].dump(),
+                     opt("median_s") ? format_seconds(*opt("median_s")) : "-",
+                     format_number(opt("gflops")), std::to_string(r["repetitions"].get<int>()),
+                     r["max_rel_err"].is_null() ? "-" : r["max_rel_err"].dump(), r["run"]["label"],
+                     r["recorded_at"]});
+  }
+  print_table({"machine", "status", "transform", "params (canonical)", "median", "GFLOP/s", "reps",
+               "max_rel_err", "run", "recorded"},
+              table);
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------- list / stats / export / import /
+// check
+
+struct ListArgs {
+  DbArgs db;
+  OutputArgs out;
+  ListFilter filter;
+};
+
+void add_filter_options(CLI::App* cmd, ListFilter& f) {
+  cmd->add_option("--machine", f.machine, "Only this machine (fingerprint or a prefix of it)");
+  cmd->add_option("--strategy", f.strategy, "Only measurements of this strategy");
+  cmd->add_option("--since", f.since, "Only measurements recorded at or after this ISO 8601 time");
+}
+
+int run_list(const ListArgs& args) {
+  auto store = open_for_reading(args.db);
+  const auto rows = store ? store->list(args.filter) : std::vector<WorkloadSummary>{};
+  if (want_json(args.out)) {
+    ojson all = ojson::array();
+    for (const auto& r : rows)
+      all.push_back({{"hash", r.hash},
+                     {"key", r.key},
+                     {"measurements", r.measurements},
+                     {"ok", r.ok},
+                     {"best_gflops", r.best_gflops ? ojson(*r.best_gflops) : ojson()},
+                     {"best_strategy", r.best_strategy},
+                     {"last_recorded", r.last_recorded_at}});
+    print_json(all);
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> table;
+  for (const auto& r : rows)
+    table.push_back({short_hash(r.hash), r.key.size() > 60 ? r.key.substr(0, 57) + "..." : r.key,
+                     std::to_string(r.measurements), std::to_string(r.ok),
+                     format_number(r.best_gflops),
+                     r.best_strategy.empty() ? "-" : r.best_strategy});
+  print_table({"hash", "key", "measurements", "ok", "best GFLOP/s", "best strategy"}, table);
+  if (!store) std::cerr << "(no database at " << resolve_db_path(args.db) << " yet)\n";
+  return kExitOk;
+}
+
+struct SimpleArgs {
+  DbArgs db;
+  OutputArgs out;
+};
+
+int run_stats(const SimpleArgs& args) {
+  auto store = open_for_reading(args.db);
+  if (!store) {
+    std::cerr << "einsumdb: no database at " << resolve_db_path(args.db) << " yet\n";
+    return kExitNotFound;
+  }
+  const ojson s = store->stats();
+  if (want_json(args.out)) {
+    print_json(s);
+    return kExitOk;
+  }
+  for (const char* k :
+       {"path", "schema_version", "bytes", "machines", "workloads", "structures", "transforms",
+        "strategies", "runs", "measurements", "partitionings", "first_recorded", "last_recorded"})
+    std::cout << k << std::string(16 - std::string(k).size(), ' ')
+              << (s[k].is_string() ? s[k].get<std::string>() : s[k].dump()) << '\n';
+  std::cout << "by status       " << s["measurements_by_status"].dump() << '\n';
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& m : s["by_machine"])
+    rows.push_back({short_hash(m["fingerprint"]), m["cpu_model"], m["cores"].dump(), m["blas"],
+                    m["measurements"].dump()});
+  std::cout << '\n';
+  print_table({"machine", "cpu", "cores", "blas", "measurements"}, rows);
+  return kExitOk;
+}
+
+struct ExportArgs {
+  DbArgs db;
+  ListFilter filter;
+  std::string output;
+};
+
+int run_export(const ExportArgs& args) {
+  auto store = open_for_reading(args.db);
+  if (!store) throw DatabaseError("no database at " + resolve_db_path(args.db));
+  std::ofstream file;
+  if (!args.output.empty()) {
+    file.open(args.output, std::ios::binary | std::ios::trunc);
+    if (!file) throw Error("cannot write '" + args.output + "'");
+  }
+  const auto n = store->export_jsonl(args.output.empty() ? std::cout : file, args.filter);
+  if (!args.output.empty())
+    std::cerr << "exported " << n << " measurement(s) to " << args.output << '\n';
+  return kExitOk;
+}
+
+struct ImportArgs {
+  DbArgs db;
+  OutputArgs out;
+  std::vector<std::string> files;
+};
+
+int run_import(const ImportArgs& args) {
+  Store store = open_for_writing(args.db);
+  ojson summary = ojson::array();
+  for (const auto& f : args.files) {
+    std::ifstream file;
+    std::istream* in = &std::cin;
+    if (f != "-") {
+      file.open(f, std::ios::binary);
+      if (!file) throw Error("cannot open '" + f + "' for reading");
+      in = &file;
+    }
+    const auto r = store.import_jsonl(*in, f);
+    summary.push_back(
+        {{"file", f}, {"inserted", r.inserted}, {"duplicates", r.duplicates}, {"runs", r.runs}});
+  }
+  if (want_json(args.out)) {
+    print_json(summary);
+  } else {
+    for (const auto& s : summary)
+      std::cout << s["file"].get<std::string>() << ": " << s["inserted"] << " imported, "
+                << s["duplicates"] << " already present, " << s["runs"] << " new run(s)\n";
+  }
+  return kExitOk;
+}
+
+int run_check(const SimpleArgs& args) {
+  auto store = open_for_reading(args.db);
+  if (!store) throw DatabaseError("no database at " + resolve_db_path(args.db));
+  const ojson c = store->check();
+  if (want_json(args.out)) {
+    print_json(c);
+  } else {
+    std::cout << c["path"].get<std::string>() << ": schema " << c["schema_version"]
+              << " (this einsumdb: " << c["supported_schema_version"] << "), journal "
+              << c["journal_mode"].get<std::string>() << ", " << c["workloads_checked"]
+              << " workload keys checked: " << (c["ok"].get<bool>() ? "ok" : "PROBLEMS") << '\n';
+    for (const auto& p : c["problems"]) std::cout << "  " << p.get<std::string>() << '\n';
+  }
+  return c["ok"].get<bool>() ? kExitOk : kExitRuntime;
+}
+
+}  // namespace
+
+std::vector<std::pair<CLI::App*, Command>> add_db_commands(CLI::App& app) {
+  std::vector<std::pair<CLI::App*, Command>> out;
+
+  auto rec = std::make_shared<RecordArgs>();
+  auto* record =
+      app.add_subcommand("record", "Record measurements from a JSON-lines file (one per line)");
+  record->footer(
+      "Each line: {\"spec\": <spec JSON>, \"transform\": {\"name\": \"ttgt\", \"params\": {...}},\n"
+      "  \"seconds\": [t1, t2, ...], \"status\": \"ok\", \"max_rel_err\": 1e-15, \"run\": "
+      "\"label\",\n"
+      "  \"machine\": {...optional, default this machine}}. Parameters are in the spec's names:\n"
+      "{\"index\": \"i\"} names an index, {\"array\": \"A\"} an array. A file with a bad line "
+      "records\n"
+      "nothing; lines with one run label form one run, committed atomically.");
+  record->add_option("--file", rec->file, "JSON-lines file of measurements ('-' for stdin)")
+      ->required();
+  record->add_option("--label", rec->label, "Run label for lines that do not name one");
+  add_db_option(record, rec->db);
+  add_output_options(record, rec->out);
+  out.emplace_back(record, [rec] { return run_record(*rec); });
+
+  auto best_args = std::make_shared<BestArgs>();
+  auto* best =
+      app.add_subcommand("best", "The fastest verified transform for a workload, in your names");
+  add_spec_options(best, best_args->spec);
+  add_db_option(best, best_args->db);
+  add_output_options(best, best_args->out);
+  best->add_option("--machine", best_args->machine, "Machine fingerprint (default: this machine)");
+  best->add_option("--top", best_args->top, "How many transforms, fastest first (default 1)");
+  best->add_flag("--exact", best_args->exact, "No nearest-size answer for unseen shapes");
+  best->footer("Exit code 3 when nothing is known; measure the workload with einsumdb tune.");
+  out.emplace_back(best, [best_args] { return run_best(*best_args); });
+
+  auto show_args = std::make_shared<ShowArgs>();
+  auto* show =
+      app.add_subcommand("show", "Every measurement of one workload (SPEC or its 32-digit hash)");
+  add_spec_options(show, show_args->spec);
+  add_db_option(show, show_args->db);
+  add_output_options(show, show_args->out);
+  out.emplace_back(show, [show_args] { return run_show(*show_args); });
+
+  auto list_args = std::make_shared<ListArgs>();
+  auto* list = app.add_subcommand("list", "Workloads in the database with counts and best GFLOP/s");
+  add_db_option(list, list_args->db);
+  add_output_options(list, list_args->out);
+  add_filter_options(list, list_args->filter);
+  list->add_option("--limit", list_args->filter.limit, "At most this many workloads");
+  out.emplace_back(list, [list_args] { return run_list(*list_args); });
+
+  auto stats_args = std::make_shared<SimpleArgs>();
+  auto* stats =
+      app.add_subcommand("stats", "What the database holds: counts, machines, size, schema");
+  add_db_option(stats, stats_args->db);
+  add_output_options(stats, stats_args->out);
+  out.emplace_back(stats, [stats_args] { return run_stats(*stats_args); });
+
+  auto export_args = std::make_shared<ExportArgs>();
+  auto* exp =
+      app.add_subcommand("export", "Write measurements as JSON lines (for import elsewhere)");
+  add_db_option(exp, export_args->db);
+  add_filter_options(exp, export_args->filter);
+  exp->add_option("--output,-o", export_args->output, "File to write (default: stdout)");
+  out.emplace_back(exp, [export_args] { return run_export(*export_args); });
+
+  auto import_args = std::make_shared<ImportArgs>();
+  auto* imp =
+      app.add_subcommand("import", "Merge exported JSON lines; never overwrites, skips duplicates");
+  imp->add_option("FILES", import_args->files, "Files written by einsumdb export ('-' for stdin)")
+      ->required();
+  add_db_option(imp, import_args->db);
+  add_output_options(imp, import_args->out);
+  out.emplace_back(imp, [import_args] { return run_import(*import_args); });
+
+  auto check_args = std::make_shared<SimpleArgs>();
+  auto* dbcmd = app.add_subcommand("db", "Database maintenance");
+  dbcmd->require_subcommand(1);
+  auto* check =
+      dbcmd->add_subcommand("check", "Integrity, foreign keys, schema version and every key");
+  add_db_option(check, check_args->db);
+  add_output_options(check, check_args->out);
+  out.emplace_back(check, [check_args] { return run_check(*check_args); });
+  return out;
+}
+
+}  // namespace einsumdb::cli

@@ -1,0 +1,199 @@
+// The performance database: measured transforms and partitionings of batched einsums, keyed by
+// their canonical form, per machine, with statistics and provenance, in one SQLite file.
+//
+// A Store owns one SQLite connection and is move-only and not thread-safe (open one per thread
+// or process; any number of processes may share the file). The file is in WAL mode with a busy
+// timeout, so concurrent writers wait for each other instead of failing; every write happens in
+// a short BEGIN IMMEDIATE transaction, and record_run() commits one tuning run's measurements
+// atomically: a process killed mid-run leaves the run wholly absent. The schema carries an
+// application id and a version (PRAGMA user_version) with migrations; a file that is not an
+// einsumdb database, or whose schema is newer than this program, is refused without being
+// touched.
+//
+// Everything in the store is in canonical names: a workload is a canonical form, a transform's
+// parameters are written in that form's names. Translating from and to a user's names goes
+// through the σ maps (see retrieve.hpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "canon/canonicalize.hpp"
+#include "db/machine.hpp"
+#include "db/transform.hpp"
+
+namespace einsumdb {
+
+enum class Status : std::uint8_t { ok, invalid, failed, timeout };
+std::string_view to_string(Status s);
+std::optional<Status> parse_status(std::string_view s);
+
+// One measured candidate as a tuner reports it, parameters in canonical names.
+struct Measurement {
+  Transform transform;
+  Status status = Status::ok;
+  std::vector<double> seconds;        // the timed repetitions (empty for failed/timeout)
+  std::optional<double> max_rel_err;  // against the reference; required for status ok
+  std::optional<double> bytes_moved;  // default: the workload's footprint
+  std::string recorded_at;            // ISO 8601 UTC; empty: now
+};
+
+// Statistics of a measurement's repetitions.
+struct Summary {
+  int repetitions = 0;
+  double median_s = 0, min_s = 0, mean_s = 0, stddev_s = 0;
+};
+Summary summarize(const std::vector<double>& seconds);
+
+struct RunInfo {
+  std::string label;         // free text, stored verbatim
+  std::string command;       // the command line that produced the run
+  std::string tool_version;  // default: this einsumdb's version
+  std::string started_at;    // ISO 8601 UTC; empty: now
+};
+
+// A transform known for a workload on a machine: the median over its verified measurements.
+struct Fact {
+  Transform transform;  // in the canonical names of `workload_hash`
+  std::string workload_hash;
+  std::string workload_key;
+  std::string machine;  // fingerprint
+  double median_s = 0;  // median of the measurements' medians
+  double min_s = 0;
+  std::optional<double> gflops;
+  int measurements = 0;  // verified measurements of this transform
+  int repetitions = 0;   // timed repetitions behind them
+};
+
+// A row of list(): one workload with what is known about it.
+struct WorkloadSummary {
+  std::string hash, key;
+  int measurements = 0, ok = 0;
+  std::optional<double> best_gflops;
+  std::string best_strategy;
+  std::string last_recorded_at;
+};
+
+struct ListFilter {
+  std::string machine;    // fingerprint prefix; empty: all
+  std::string strategy;   // only measurements of this strategy; empty: all
+  std::string since;      // recorded at or after this ISO 8601 time; empty: all
+  std::size_t limit = 0;  // 0: no limit
+};
+
+// One row of show()/export: a measurement with everything needed to reproduce or import it.
+nlohmann::ordered_json measurement_json(const nlohmann::ordered_json& row);
+
+class Store {
+ public:
+  struct Options {
+    bool read_only = false;       // inspection only; any write fails with DatabaseError
+    int busy_timeout_ms = 60000;  // how long a writer waits for another before failing
+    const char* vfs = nullptr;    // SQLite VFS name (tests)
+  };
+
+  // Opens (creating if needed and not read-only) and checks or migrates the schema. Throws
+  // DatabaseError: not an einsumdb database, a newer schema, WAL unavailable, cannot open.
+  static Store open(const std::string& path, const Options& options);
+  static Store open(const std::string& path) { return open(path, Options{}); }
+  Store(Store&&) noexcept;
+  Store& operator=(Store&&) noexcept;
+  ~Store();
+
+  static constexpr int kSchemaVersion = 1;
+  int schema_version();
+  const std::string& path() const;
+
+  // --- writing (each call is its own transaction unless inside transaction())
+  std::int64_t machine_id(const Machine& m);     // inserted if new
+  std::int64_t workload_id(const Canonical& c);  // inserted if new
+  std::int64_t begin_run(const RunInfo& run, std::int64_t machine);
+  // Inserts unless an identical measurement (same workload, transform, machine, status and
+  // samples) is already stored; returns whether it inserted. Throws SpecError for a
+  // measurement that is not sound (status ok without max_rel_err, negative times, ...).
+  bool record(std::int64_t run, std::int64_t workload, std::int64_t machine, const Measurement& m);
+
+  struct RunResult {
+    std::int64_t run = 0;
+    std::size_t inserted = 0, duplicates = 0;
+  };
+  // One run, all of its measurements, one transaction.
+  RunResult record_run(const RunInfo& run, const Machine& machine,
+                       const std::vector<std::pair<const Canonical*, Measurement>>& measurements);
+
+  // BEGIN IMMEDIATE ... COMMIT around several calls; rolled back unless committed.
+  class Transaction {
+   public:
+    explicit Transaction(Store& store);
+    Transaction(const Transaction&) = delete;
+    Transaction& operator=(const Transaction&) = delete;
+    ~Transaction();
+    void commit();
+
+   private:
+    Store& store_;
+    bool done_ = false;
+  };
+
+  // --- reading
+  std::optional<std::int64_t> find_machine(const std::string& fingerprint);
+  std::optional<std::int64_t> find_workload(const std::string& hash);
+  // The k fastest transforms of a workload on a machine, verified measurements only.
+  std::vector<Fact> top_k(const std::string& workload_hash, const std::string& machine,
+                          std::size_t k);
+  std::optional<Fact> best(const std::string& workload_hash, const std::string& machine);
+  // For a workload never measured: the measured workload of the same structure whose axis
+  // lengths are nearest in log-ratio distance, and its best fact. `translation` receives the
+  // map from that workload's canonical names to its structure names.
+  struct Nearest {
+    Fact fact;
+    double distance = 0;  // sqrt(Σ log²(length ratio)) over structure-corresponding indices
+    NameMap to_structure;
+  };
+  std::optional<Nearest> nearest(const Canonical& query, const std::string& machine);
+
+  std::vector<WorkloadSummary> list(const ListFilter& filter);
+  // Every measurement of a workload (all machines, all statuses), as export rows.
+  std::vector<nlohmann::ordered_json> show(const std::string& workload_hash);
+  nlohmann::ordered_json stats();
+
+  // JSON lines: one measurement per line with its workload, transform, machine and run.
+  std::size_t export_jsonl(std::ostream& out, const ListFilter& filter = {});
+  struct ImportResult {
+    std::size_t inserted = 0, duplicates = 0, runs = 0;
+  };
+  // Merges lines written by export_jsonl, in one transaction. A measurement already present
+  // (same content) is skipped, a different one for the same key, transform and machine is
+  // kept beside it; nothing is overwritten. Throws SpecError naming the line on bad input, in
+  // which case nothing is imported.
+  ImportResult import_jsonl(std::istream& in, const std::string& source_name);
+
+  // integrity_check, foreign keys, schema, and every workload's key against its hash and spec.
+  nlohmann::ordered_json check();
+
+  // --- partitionings (written by the planner and the distributed executor)
+  struct Partitioning {
+    std::string graph_key;
+    int procs = 0;
+    nlohmann::json vectors;  // partition vectors per node
+    std::optional<double> predicted_bytes, measured_bytes, measured_seconds;
+    std::string machine;  // fingerprint
+  };
+  void record_partitioning(std::int64_t run, const Partitioning& p);
+  std::vector<Partitioning> partitionings(const std::string& graph_key, int procs);
+
+ private:
+  struct Impl;
+  explicit Store(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The current time as ISO 8601 UTC with microseconds ("2026-11-22T05:15:16.123456Z").
+std::string now_iso8601();
+
+}  // namespace einsumdb

@@ -1,0 +1,300 @@
+// The performance database: round trips, σ translation, verified-only answers, nearest-size
+// retrieval, names stored verbatim, and refusing files that are not ours, without touching them.
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "canon/error.hpp"
+#include "canon/parse.hpp"
+#include "db/retrieve.hpp"
+#include "db/store.hpp"
+
+namespace einsumdb {
+namespace {
+
+using json = nlohmann::json;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("einsumdb_store_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  static Machine machine(const std::string& cpu = "Test CPU") {
+    Machine m;
+    m.cpu_model = cpu;
+    m.cores = 2;
+    m.isa = "avx2 fma";
+    m.blas = "OpenBLAS 0.3.21";
+    m.description = {{"note", "test machine"}};
+    return m;
+  }
+
+  static Measurement ok(const char* name, json params, std::vector<double> seconds) {
+    Measurement m;
+    m.transform = {name, std::move(params)};
+    m.seconds = std::move(seconds);
+    m.max_rel_err = 1e-15;
+    return m;
+  }
+
+  std::filesystem::path dir_;
+};
+
+Canonical canon(const char* json_spec) {
+  return canonicalize(parse_spec_text(json_spec));
+}
+
+const char* kMatmul =
+    R"({"einsum":"ik,kj->ij","batch":[["A","B"]],"shapes":{"A":[64,32],"B":[32,48]}})";
+// The paper's respelling of the same product (Example 5.2): σ = {p->i, q->j, r->k}, {Y->A, X->B}.
+const char* kMatmulRespelled =
+    R"({"einsum":"rq,pr->pq","batch":[["X","Y"]],"shapes":{"X":[32,48],"Y":[64,32]}})";
+
+TEST_F(StoreTest, RecordBestExportImportRoundTrip) {
+  const Canonical c = canon(kMatmul);
+  const Machine m = machine();
+  {
+    Store store = Store::open(path("a.sqlite"));
+    const json params = {{"m", {{"index", "i"}}}, {"lhs", {{"array", "A"}}}};
+    store.record_run({"run one", "test", "", ""}, m,
+                     {{&c, to_canonical(c, ok("ttgt", params, {2e-5, 2.2e-5, 2.1e-5}))},
+                      {&c, to_canonical(c, ok("loop_nest", {{"order", "ijk"}}, {5e-5, 6e-5}))},
+                      {&c, to_canonical(c, ok("ttgt", params, {1.9e-5, 2.0e-5}))}});
+    std::ostringstream out;
+    EXPECT_EQ(store.export_jsonl(out), 3u);
+    std::ofstream(path("export.jsonl")) << out.str();
+  }
+  Store a = Store::open(path("a.sqlite"));
+  Store b = Store::open(path("b.sqlite"));
+  std::ifstream in(path("export.jsonl"));
+  const auto imported = b.import_jsonl(in, "export.jsonl");
+  EXPECT_EQ(imported.inserted, 3u);
+  EXPECT_EQ(imported.runs, 1u);
+
+  const auto fa = a.top_k(c.hash, m.fingerprint(), 10), fb = b.top_k(c.hash, m.fingerprint(), 10);
+  ASSERT_EQ(fa.size(), 2u);
+  ASSERT_EQ(fb.size(), fa.size());
+  for (std::size_t k = 0; k < fa.size(); ++k) {
+    EXPECT_EQ(fa[k].transform, fb[k].transform);
+    EXPECT_DOUBLE_EQ(fa[k].median_s, fb[k].median_s);
+    EXPECT_EQ(fa[k].measurements, fb[k].measurements);
+  }
+  EXPECT_EQ(fa[0].transform.name, "ttgt");  // median over both ttgt measurements
+  EXPECT_EQ(fa[0].measurements, 2);
+  EXPECT_EQ(a.stats()["measurements"], b.stats()["measurements"]);
+
+  // Importing again adds nothing; a second export is identical line for line but for run ids.
+  std::ifstream again(path("export.jsonl"));
+  const auto twice = b.import_jsonl(again, "export.jsonl");
+  EXPECT_EQ(twice.inserted, 0u);
+  EXPECT_EQ(twice.duplicates, 3u);
+  EXPECT_EQ(b.check()["ok"], true);
+}
+
+TEST_F(StoreTest, ParametersComeBackInTheCallersNames) {
+  Store store = Store::open(path("s.sqlite"));
+  const Canonical c = canon(kMatmul);
+  const json params = {{"m", {{"index", "i"}}},
+                       {"n", {{"index", "j"}}},
+                       {"k", {{"index", "k"}}},
+                       {"layout", {{"lhs", {{"array", "A"}}}, {"rhs", {{"array", "B"}}}}},
+                       {"block", json::array({{{"index", "k"}}, 32})}};
+  store.record_run({}, machine(), {{&c, to_canonical(c, ok("ttgt", params, {1e-5}))}});
+
+  const Canonical q = canon(kMatmulRespelled);
+  ASSERT_EQ(q.hash, c.hash);
+  const auto a = best_for(store, q, machine().fingerprint());
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(a->approximate);
+  const json expected = {{"m", {{"index", "p"}}},
+                         {"n", {{"index", "q"}}},
+                         {"k", {{"index", "r"}}},
+                         {"layout", {{"lhs", {{"array", "Y"}}}, {"rhs", {{"array", "X"}}}}},
+                         {"block", json::array({{{"index", "r"}}, 32})}};
+  EXPECT_EQ(a->params, expected);
+  // The stored parameters are in canonical names, not in either spelling's.
+  EXPECT_NE(a->fact.transform.params, params);
+  EXPECT_NE(a->fact.transform.params, expected);
+  // The transposed product is another computation: another key, no answer.
+  const Canonical t =
+      canon(R"({"einsum":"qp,rq->pr","batch":[["X","Y"]],"shapes":{"X":[32,48],"Y":[64,32]}})");
+  EXPECT_NE(t.hash, c.hash);
+  EXPECT_FALSE(best_for(store, t, machine().fingerprint()));
+}
+
+TEST_F(StoreTest, NamesAreStoredVerbatim) {
+  Store store = Store::open(path("n.sqlite"));
+  const char* spec =
+      R"({"einsum":"ij,j->i","batch":[["A\"; DROP TABLE measurements;--","naïve Ω₁"]],
+          "shapes":{"A\"; DROP TABLE measurements;--":[8,4],"naïve Ω₁":[4]}})";
+  const Canonical c = canon(spec);
+  const json params = {{"matrix", {{"array", "A\"; DROP TABLE measurements;--"}}},
+                       {"vector", {{"array", "naïve Ω₁"}}},
+                       {"note", "it's; \"quoted\" — ünïcödé"}};
+  const std::string label = "run'); DELETE FROM runs; -- ✓";
+  store.record_run({label, "cmd with 'quotes'", "", ""}, machine(),
+                   {{&c, to_canonical(c, ok("gemv", params, {1e-6}))}});
+  const auto a = best_for(store, c, machine().fingerprint());
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->params, params);
+  const auto rows = store.show(c.hash);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]["run"]["label"], label);
+  EXPECT_EQ(rows[0]["transform"]["params"]["note"], "it's; \"quoted\" — ünïcödé");
+  EXPECT_EQ(store.stats()["measurements"], 1);
+}
+
+TEST_F(StoreTest, OnlyVerifiedMeasurementsAreEverBest) {
+  Store store = Store::open(path("v.sqlite"));
+  const Canonical c = canon(kMatmul);
+  Measurement wrong = ok("fast_but_wrong", json::object(), {1e-9});
+  wrong.status = Status::invalid;
+  wrong.max_rel_err = 0.7;
+  Measurement failed;
+  failed.transform = {"crashed", json::object()};
+  failed.status = Status::failed;
+  store.record_run({}, machine(),
+                   {{&c, wrong}, {&c, failed}, {&c, ok("slow_but_right", json::object(), {1e-3})}});
+  const auto best = store.best(c.hash, machine().fingerprint());
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->transform.name, "slow_but_right");
+  EXPECT_EQ(store.top_k(c.hash, machine().fingerprint(), 10).size(), 1u);
+  // A result that was never checked cannot be recorded as ok.
+  Measurement unverified = ok("unchecked", json::object(), {1e-6});
+  unverified.max_rel_err.reset();
+  EXPECT_THROW(store.record_run({}, machine(), {{&c, unverified}}), SpecError);
+  Measurement negative = ok("negative", json::object(), {-1.0});
+  EXPECT_THROW(store.record_run({}, machine(), {{&c, negative}}), SpecError);
+  EXPECT_EQ(store.stats()["measurements"], 3);  // the failed attempts left nothing behind
+}
+
+TEST_F(StoreTest, RecordingIsIdempotentAndOtherMachinesAreApart) {
+  Store store = Store::open(path("i.sqlite"));
+  const Canonical c = canon(kMatmul);
+  const Measurement m = ok("ttgt", json::object(), {1e-5, 2e-5});
+  EXPECT_EQ(store.record_run({}, machine(), {{&c, m}}).inserted, 1u);
+  const auto again = store.record_run({}, machine(), {{&c, m}});
+  EXPECT_EQ(again.inserted, 0u);
+  EXPECT_EQ(again.duplicates, 1u);
+  // The same numbers on another machine are another fact, invisible from this one.
+  store.record_run({}, machine("Other CPU"), {{&c, ok("other", json::object(), {1e-7})}});
+  EXPECT_EQ(store.best(c.hash, machine().fingerprint())->transform.name, "ttgt");
+  EXPECT_EQ(store.best(c.hash, machine("Other CPU").fingerprint())->transform.name, "other");
+  EXPECT_FALSE(store.best(c.hash, machine("Unknown CPU").fingerprint()));
+}
+
+TEST_F(StoreTest, NearestSizeIsApproximateAndTranslated) {
+  Store store = Store::open(path("near.sqlite"));
+  auto spec = [](int m, int k, int n) {
+    return R"({"einsum":"ik,kj->ij","batch":[["A","B"]],"shapes":{"A":[)" + std::to_string(m) +
+           "," + std::to_string(k) + R"(],"B":[)" + std::to_string(k) + "," + std::to_string(n) +
+           "]}}";
+  };
+  const Canonical small = canon(spec(16, 16, 16).c_str()),
+                  large = canon(spec(1024, 1024, 1024).c_str());
+  store.record_run(
+      {}, machine(),
+      {{&small, to_canonical(small, ok("small_kernel", {{"inner", {{"index", "k"}}}}, {1e-6}))},
+       {&large, to_canonical(large, ok("large_kernel", {{"inner", {{"index", "k"}}}}, {1e-1}))}});
+  // 900x1000x1100 is nearer to 1024^3 than to 16^3, in another spelling.
+  const Canonical q = canon(
+      R"({"einsum":"ab,bc->ac","batch":[["P","Q"]],"shapes":{"P":[900,1000],"Q":[1000,1100]}})");
+  const auto a = best_for(store, q, machine().fingerprint());
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(a->approximate);
+  EXPECT_EQ(a->fact.transform.name, "large_kernel");
+  EXPECT_GT(a->distance, 0.0);
+  EXPECT_EQ(a->params, (json{{"inner", {{"index", "b"}}}}));
+  EXPECT_FALSE(best_for(store, q, machine().fingerprint(), /*nearest=*/false));
+  EXPECT_TRUE(to_json(*a)["approximate"].get<bool>());
+}
+
+std::string file_bytes(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void expect_error(const std::function<void()>& f, const std::string& fragment) {
+  try {
+    f();
+    FAIL() << "no error; expected one mentioning: " << fragment;
+  } catch (const DatabaseError& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(StoreTest, ForeignCorruptedNewerAndReadOnlyFilesAreRefusedUntouched) {
+  // Another program's SQLite database.
+  {
+    sqlite3* db;
+    ASSERT_EQ(sqlite3_open(path("foreign.sqlite").c_str(), &db), SQLITE_OK);
+    sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1);", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+  }
+  const std::string foreign = file_bytes(path("foreign.sqlite"));
+  expect_error([&] { Store::open(path("foreign.sqlite")); }, "is not an einsumdb database");
+  EXPECT_EQ(file_bytes(path("foreign.sqlite")), foreign);
+
+  // Not a database at all.
+  std::ofstream(path("garbage.sqlite")) << std::string(8192, '\x5a');
+  const std::string garbage = file_bytes(path("garbage.sqlite"));
+  expect_error([&] { Store::open(path("garbage.sqlite")); }, "is not an einsumdb database");
+  EXPECT_EQ(file_bytes(path("garbage.sqlite")), garbage);
+
+  // A schema from a newer einsumdb.
+  { Store::open(path("newer.sqlite")); }
+  {
+    sqlite3* db;
+    ASSERT_EQ(sqlite3_open(path("newer.sqlite").c_str(), &db), SQLITE_OK);
+    sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+  }
+  expect_error([&] { Store::open(path("newer.sqlite")); }, "newer than this einsumdb supports");
+
+  // Read-only: reads work, writes fail clearly.
+  {
+    Store w = Store::open(path("ro.sqlite"));
+    const Canonical c = canon(kMatmul);
+    w.record_run({}, machine(), {{&c, ok("ttgt", json::object(), {1e-5})}});
+  }
+  Store::Options ro;
+  ro.read_only = true;
+  Store r = Store::open(path("ro.sqlite"), ro);
+  EXPECT_TRUE(r.best(canon(kMatmul).hash, machine().fingerprint()));
+  expect_error([&] { r.machine_id(machine("New CPU")); }, "read-only");
+  expect_error([&] { Store::open(path("missing.sqlite"), ro); }, "cannot open database");
+
+  // A filesystem (here: a VFS) where write-ahead logging cannot work.
+  Store::Options dotfile;
+  dotfile.vfs = "unix-dotfile";
+  expect_error([&] { Store::open(path("nowal.sqlite"), dotfile); }, "write-ahead logging");
+}
+
+TEST_F(StoreTest, PartitioningsRoundTrip) {
+  Store store = Store::open(path("p.sqlite"));
+  const auto mid = store.machine_id(machine());
+  const auto run = store.begin_run({"plan", "einsumdb plan", "", ""}, mid);
+  store.record_partitioning(run, {"graph-key", 4, json{{"T1", {2, 2, 1}}}, 320.0, std::nullopt,
+                                  std::nullopt, machine().fingerprint()});
+  const auto p = store.partitionings("graph-key", 4);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].vectors, (json{{"T1", {2, 2, 1}}}));
+  EXPECT_EQ(p[0].predicted_bytes, 320.0);
+  EXPECT_FALSE(p[0].measured_seconds);
+  EXPECT_EQ(p[0].machine, machine().fingerprint());
+}
+
+}  // namespace
+}  // namespace einsumdb
