@@ -2,6 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include "canon/error.hpp"
@@ -24,13 +27,16 @@ Connection::Connection(const std::string& path, bool read_only, bool create, con
 }
 
 Connection::Connection(Connection&& other) noexcept
-    : db_(std::exchange(other.db_, nullptr)), path_(std::move(other.path_)) {}
+    : db_(std::exchange(other.db_, nullptr)),
+      path_(std::move(other.path_)),
+      busy_timeout_ms_(other.busy_timeout_ms_) {}
 
 Connection& Connection::operator=(Connection&& other) noexcept {
   if (this != &other) {
     sqlite3_close(db_);
     db_ = std::exchange(other.db_, nullptr);
     path_ = std::move(other.path_);
+    busy_timeout_ms_ = other.busy_timeout_ms_;
   }
   return *this;
 }
@@ -52,7 +58,23 @@ void Connection::exec(const char* sql) {
     const std::string message = err ? err : sqlite3_errstr(rc);
     sqlite3_free(err);
     throw DatabaseError("database '" + path_ + "': " + message + " (SQLite code " +
-                        std::to_string(rc) + ")");
+                        std::to_string(rc) + ", running '" + std::string(sql).substr(0, 40) + "')");
+  }
+}
+
+void Connection::exec_waiting(const char* sql) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms_);
+  auto pause = std::chrono::microseconds(200);
+  while (true) {
+    const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return;
+    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) {
+      exec(sql);  // reports the error as exec does (or succeeds on this last try)
+      return;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(20000));
   }
 }
 
@@ -81,20 +103,22 @@ void Connection::busy_timeout(int ms) {
   sqlite3_busy_timeout(db_, ms);
 }
 
-Statement::Statement(const Connection& conn, std::string_view sql) : conn_(&conn) {
+Statement::Statement(const Connection& conn, std::string_view sql)
+    : conn_(&conn), sql_(sql.substr(0, 60)) {
   const int rc = sqlite3_prepare_v3(conn.handle(), sql.data(), static_cast<int>(sql.size()),
                                     SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr);
   if (rc != SQLITE_OK) conn.fail(rc, "cannot prepare '" + std::string(sql.substr(0, 60)) + "'");
 }
 
 Statement::Statement(Statement&& other) noexcept
-    : conn_(other.conn_), stmt_(std::exchange(other.stmt_, nullptr)) {}
+    : conn_(other.conn_), stmt_(std::exchange(other.stmt_, nullptr)), sql_(std::move(other.sql_)) {}
 
 Statement& Statement::operator=(Statement&& other) noexcept {
   if (this != &other) {
     sqlite3_finalize(stmt_);
     conn_ = other.conn_;
     stmt_ = std::exchange(other.stmt_, nullptr);
+    sql_ = std::move(other.sql_);
   }
   return *this;
 }
@@ -136,7 +160,7 @@ bool Statement::step() {
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
   sqlite3_reset(stmt_);
-  conn_->fail(rc, "statement failed");
+  conn_->fail(rc, "'" + sql_ + "' failed");
 }
 
 void Statement::run() {

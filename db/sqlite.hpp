@@ -27,6 +27,9 @@ class Connection {
 
   // Runs statements without results (or ignoring them). Throws DatabaseError.
   void exec(const char* sql);
+  // exec(), retried while SQLite answers SQLITE_BUSY without waiting (it does so for some lock
+  // upgrades, e.g. while another process converts the file to WAL), up to the busy timeout.
+  void exec_waiting(const char* sql);
   // A statement prepared for repeated use.
   Statement prepare(std::string_view sql) const;
   // The first column of the first row as text or integer (nullopt when there is no row).
@@ -35,6 +38,7 @@ class Connection {
   std::int64_t last_insert_rowid() const;
   int changes() const;
   void busy_timeout(int ms);
+  int busy_timeout_ms() const { return busy_timeout_ms_; }
 
   sqlite3* handle() const { return db_; }
   const std::string& path() const { return path_; }
@@ -43,6 +47,7 @@ class Connection {
  private:
   sqlite3* db_ = nullptr;
   std::string path_;
+  int busy_timeout_ms_ = 0;
 };
 
 class Statement {
@@ -80,6 +85,7 @@ class Statement {
  private:
   const Connection* conn_;
   sqlite3_stmt* stmt_ = nullptr;
+  std::string sql_;  // the beginning of the statement, for error messages
 };
 
 // BEGIN IMMEDIATE ... COMMIT, rolled back if not committed (an exception, a return).

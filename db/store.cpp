@@ -10,6 +10,7 @@
 #include <istream>
 #include <map>
 #include <ostream>
+#include <thread>
 
 #include "canon/error.hpp"
 #include "canon/metrics.hpp"
@@ -205,6 +206,14 @@ struct Store::Impl {
     return *s;
   }
 
+  // Ends every cached statement's read transaction: a statement that returned a row and was
+  // not reset keeps its snapshot, which both hides other processes' commits and makes the next
+  // BEGIN IMMEDIATE fail with SQLITE_BUSY.
+  void release_statements() {
+    for (auto& [text, s] : statements)
+      if (s) s->reset();
+  }
+
   void clear_caches() {
     machine_ids.clear();
     machine_fingerprints.clear();
@@ -251,6 +260,7 @@ struct Store::Impl {
   auto write(F&& f) {
     if (read_only) throw DatabaseError("database '" + conn.path() + "' is open read-only");
     if (transaction_depth > 0) return f();
+    release_statements();
     sql::Transaction tx(conn);
     ++transaction_depth;
     try {
@@ -266,6 +276,14 @@ struct Store::Impl {
   }
 };
 
+namespace {
+// Resets the cached statements when a public call returns.
+struct ReleaseStatements {
+  Store::Impl& impl;
+  ~ReleaseStatements() { impl.release_statements(); }
+};
+}  // namespace
+
 Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
@@ -277,10 +295,14 @@ Store Store::open(const std::string& path, const Options& options) {
   // Identify the file before changing anything in it.
   std::int64_t app_id = 0, version = 0, objects = 0;
   try {
+    // One read transaction, one snapshot: another process may be creating the schema.
+    conn.exec_waiting("BEGIN");
     app_id = conn.query_int("PRAGMA application_id");
     version = conn.query_int("PRAGMA user_version");
     objects = conn.query_int("SELECT count(*) FROM sqlite_master");
+    conn.exec("COMMIT");
   } catch (const DatabaseError& e) {
+    sqlite3_exec(conn.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
     throw DatabaseError("'" + path + "' is not an einsumdb database (" + e.what() + ")");
   }
   if (app_id != kApplicationId && (app_id != 0 || objects != 0))
@@ -298,7 +320,20 @@ Store Store::open(const std::string& path, const Options& options) {
       throw DatabaseError("database '" + path + "' has schema version " + std::to_string(version) +
                           " and needs a migration; open it for writing once");
   } else {
-    const auto mode = conn.query_text("PRAGMA journal_mode=WAL");
+    // Switching a new file to WAL takes an exclusive lock for which SQLite does not wait.
+    std::optional<std::string> mode;
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(options.busy_timeout_ms);
+    for (auto pause = std::chrono::milliseconds(1);;
+         pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
+      try {
+        mode = conn.query_text("PRAGMA journal_mode=WAL");
+        break;
+      } catch (const DatabaseError&) {
+        if (std::chrono::steady_clock::now() >= deadline) throw;
+        std::this_thread::sleep_for(pause);
+      }
+    }
     if (!mode || *mode != "wal")
       throw DatabaseError("cannot use write-ahead logging for '" + path +
                           "' (journal mode stays '" + mode.value_or("?") +
@@ -328,7 +363,8 @@ const std::string& Store::path() const {
 Store::Transaction::Transaction(Store& store) : store_(store) {
   if (store_.impl_->read_only)
     throw DatabaseError("database '" + store_.path() + "' is open read-only");
-  store_.impl_->conn.exec("BEGIN IMMEDIATE");
+  store_.impl_->release_statements();
+  store_.impl_->conn.exec_waiting("BEGIN IMMEDIATE");
   ++store_.impl_->transaction_depth;
 }
 
@@ -346,6 +382,7 @@ void Store::Transaction::commit() {
 }
 
 std::int64_t Store::machine_id(const Machine& m) {
+  const ReleaseStatements release{*impl_};
   const std::string fp = m.fingerprint();
   if (const auto it = impl_->machine_ids.find(fp); it != impl_->machine_ids.end())
     return it->second;
@@ -365,6 +402,7 @@ std::int64_t Store::machine_id(const Machine& m) {
 }
 
 std::optional<std::int64_t> Store::find_machine(const std::string& fingerprint) {
+  const ReleaseStatements release{*impl_};
   if (const auto it = impl_->machine_ids.find(fingerprint); it != impl_->machine_ids.end())
     return it->second;
   auto& s = impl_->stmt("SELECT id FROM machines WHERE fingerprint = ?");
@@ -375,6 +413,7 @@ std::optional<std::int64_t> Store::find_machine(const std::string& fingerprint) 
 }
 
 std::int64_t Store::workload_id(const Canonical& c) {
+  const ReleaseStatements release{*impl_};
   if (const auto it = impl_->workloads_by_hash.find(c.hash); it != impl_->workloads_by_hash.end())
     return it->second.id;
   EINSUMDB_ASSERT(!c.structure_hash.empty(), "workloads need the structure key");
@@ -403,6 +442,7 @@ std::int64_t Store::workload_id(const Canonical& c) {
 }
 
 std::optional<std::int64_t> Store::find_workload(const std::string& hash) {
+  const ReleaseStatements release{*impl_};
   if (const auto it = impl_->workloads_by_hash.find(hash); it != impl_->workloads_by_hash.end())
     return it->second.id;
   auto& s = impl_->stmt("SELECT id FROM workloads WHERE hash = ?");
@@ -412,6 +452,7 @@ std::optional<std::int64_t> Store::find_workload(const std::string& hash) {
 }
 
 std::int64_t Store::begin_run(const RunInfo& run, std::int64_t machine) {
+  const ReleaseStatements release{*impl_};
   return impl_->write([&] {
     auto& s = impl_->stmt(
         "INSERT INTO runs(machine_id, label, command, tool_version, started_at) "
@@ -425,6 +466,7 @@ std::int64_t Store::begin_run(const RunInfo& run, std::int64_t machine) {
 
 bool Store::record(std::int64_t run, std::int64_t workload, std::int64_t machine,
                    const Measurement& m) {
+  const ReleaseStatements release{*impl_};
   for (double t : m.seconds)
     if (!std::isfinite(t) || t < 0)
       throw SpecError("measurement of '" + m.transform.name + "': time " + format_double(t) +
@@ -495,6 +537,7 @@ Store::RunResult Store::record_run(
 
 std::vector<Fact> Store::top_k(const std::string& workload_hash, const std::string& machine,
                                std::size_t k) {
+  const ReleaseStatements release{*impl_};
   auto& s = impl_->stmt(
       "SELECT t.strategy, t.params, m.median_s, m.min_s, m.repetitions, w.key, w.flops "
       "FROM workloads w JOIN measurements m ON m.workload_id = w.id "
@@ -547,6 +590,7 @@ std::optional<Fact> Store::best(const std::string& workload_hash, const std::str
 }
 
 std::optional<Store::Nearest> Store::nearest(const Canonical& query, const std::string& machine) {
+  const ReleaseStatements release{*impl_};
   auto& s = impl_->stmt(
       "SELECT w.hash, w.structure_lengths, w.structure_map FROM workloads w "
       "WHERE w.structure_hash = ? AND w.hash <> ? AND EXISTS (SELECT 1 FROM measurements m "
@@ -582,6 +626,7 @@ std::optional<Store::Nearest> Store::nearest(const Canonical& query, const std::
 }
 
 std::vector<WorkloadSummary> Store::list(const ListFilter& f) {
+  const ReleaseStatements release{*impl_};
   auto& s = impl_->stmt(
       "SELECT w.hash, w.key, count(m.id), sum(m.status = 'ok'), "
       "max(CASE WHEN m.status = 'ok' THEN m.gflops END), max(m.recorded_at), "
@@ -682,6 +727,7 @@ std::size_t Store::export_jsonl(std::ostream& out, const ListFilter& f) {
 }
 
 Store::ImportResult Store::import_jsonl(std::istream& in, const std::string& source) {
+  const ReleaseStatements release{*impl_};
   ImportResult result;
   Transaction tx(*this);
   std::map<std::string, std::int64_t> runs;  // source run -> local run
@@ -828,6 +874,7 @@ ojson Store::check() {
 }
 
 void Store::record_partitioning(std::int64_t run, const Partitioning& p) {
+  const ReleaseStatements release{*impl_};
   impl_->write([&] {
     const auto machine = find_machine(p.machine);
     auto& s = impl_->stmt(
@@ -845,6 +892,7 @@ void Store::record_partitioning(std::int64_t run, const Partitioning& p) {
 }
 
 std::vector<Store::Partitioning> Store::partitionings(const std::string& graph_key, int procs) {
+  const ReleaseStatements release{*impl_};
   auto& s = impl_->stmt(
       "SELECT p.graph_key, p.procs, p.vectors, p.predicted_bytes, p.measured_bytes, "
       "p.measured_seconds, coalesce(mc.fingerprint, '') FROM partitionings p LEFT JOIN machines "

@@ -187,8 +187,9 @@ class Store {
   void record_partitioning(std::int64_t run, const Partitioning& p);
   std::vector<Partitioning> partitionings(const std::string& graph_key, int procs);
 
- private:
   struct Impl;
+
+ private:
   explicit Store(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
