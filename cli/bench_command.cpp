@@ -11,6 +11,11 @@
 #include "canon/parse.hpp"
 #include "cli/commands.hpp"
 #include "cli/jsonl.hpp"
+#include "db/retrieve.hpp"
+#include "db/store.hpp"
+
+#include <filesystem>
+#include <random>
 
 namespace einsumdb::cli {
 namespace {
@@ -121,6 +126,166 @@ int run_canon_bench(const BenchArgs& args) {
   return kExitOk;
 }
 
+struct DbBenchArgs {
+  std::string db;
+  std::size_t workloads = 100000;
+  std::size_t measurements = 1000000;
+  std::size_t batch = 10000;
+  std::size_t queries = 2000;
+  bool keep = false;
+};
+
+// A user-named spec of workload w: four structures, lengths from w's digits, all distinct.
+BatchedEinsum bench_spec(std::size_t w) {
+  const std::size_t s = w % 4, v = w / 4;
+  auto len = [&](std::size_t digit) {
+    return Length::of(static_cast<std::int64_t>(2 + (v / digit) % 30));
+  };
+  BatchedEinsum e;
+  switch (s) {
+    case 0:  // matrix product
+      e.inputs = {"ik", "kj"};
+      e.output = "ij";
+      e.arrays["A"] = {{len(1), len(30)}, Dtype::f64};
+      e.arrays["B"] = {{len(30), len(900)}, Dtype::f64};
+      break;
+    case 1:  // two matrix products sharing the left factor
+      e.inputs = {"ij", "jk"};
+      e.output = "ik";
+      e.arrays["A"] = {{len(1), len(30)}, Dtype::f64};
+      e.arrays["B"] = {{len(30), len(900)}, Dtype::f64};
+      e.arrays["C"] = {{len(30), len(900)}, Dtype::f64};
+      e.batch = {{"A", "B"}, {"A", "C"}};
+      return e;
+    case 2:  // batched matrix product
+      e.inputs = {"bik", "bkj"};
+      e.output = "bij";
+      e.arrays["A"] = {{len(900), len(1), len(30)}, Dtype::f32};
+      e.arrays["B"] = {{len(900), len(30), Length::of(8)}, Dtype::f32};
+      break;
+    default:  // a TCCG contraction
+      e.inputs = {"abcd", "ea"};
+      e.output = "ebcd";
+      e.arrays["A"] = {{len(1), len(30), len(900), Length::of(4)}, Dtype::f64};
+      e.arrays["B"] = {{Length::of(6), len(1)}, Dtype::f64};
+      break;
+  }
+  e.batch = {{"A", "B"}};
+  return e;
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))];
+}
+
+int run_db_bench(const DbBenchArgs& args) {
+  if (args.workloads == 0 || args.measurements == 0 || args.batch == 0 || args.queries == 0)
+    throw SpecError("--workloads, --measurements, --batch and --queries must be positive");
+  const std::string path = args.db.empty()
+                               ? (std::filesystem::temp_directory_path() /
+                                  ("einsumdb_bench_" + std::to_string(getpid()) + ".sqlite"))
+                                     .string()
+                               : args.db;
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  const bool progress = isatty(STDERR_FILENO);
+  using clock = std::chrono::steady_clock;
+  auto seconds_since = [](clock::time_point t0) {
+    return std::chrono::duration<double>(clock::now() - t0).count();
+  };
+
+  std::vector<BatchedEinsum> specs;
+  std::vector<Canonical> canon;
+  specs.reserve(args.workloads);
+  canon.reserve(args.workloads);
+  auto t0 = clock::now();
+  for (std::size_t w = 0; w < args.workloads; ++w) {
+    specs.push_back(bench_spec(w));
+    canon.push_back(canonicalize(specs.back()));
+  }
+  const double canon_seconds = seconds_since(t0);
+
+  Machine machine;
+  machine.cpu_model = "bench";
+  machine.cores = 1;
+  machine.isa = "bench";
+  machine.blas = "bench";
+  auto measurement = [&](std::size_t i) {
+    const BatchedEinsum& e = specs[i % specs.size()];
+    Measurement m;
+    m.transform = {
+        "strategy" + std::to_string(i % 8),
+        {{"inner", {{"index", std::string(1, e.inputs[0].back())}}}, {"tile", 8 << (i % 3)}}};
+    m.seconds = {1e-6 * static_cast<double>(1 + i % 1000), 1e-6 * static_cast<double>(2 + i)};
+    m.max_rel_err = 1e-15;
+    return to_canonical(canon[i % canon.size()], std::move(m));
+  };
+
+  Store store = Store::open(path);
+  // Batched: one transaction per `batch` measurements. Only record_run is timed.
+  double batched_seconds = 0;
+  for (std::size_t start = 0; start < args.measurements; start += args.batch) {
+    std::vector<std::pair<const Canonical*, Measurement>> run;
+    for (std::size_t i = start; i < std::min(args.measurements, start + args.batch); ++i)
+      run.emplace_back(&canon[i % canon.size()], measurement(i));
+    t0 = clock::now();
+    store.record_run({"bench", "einsumdb bench db", "", ""}, machine, run);
+    batched_seconds += seconds_since(t0);
+    if (progress)
+      std::cerr << "\rbench db: recorded " << std::min(args.measurements, start + args.batch) << "/"
+                << args.measurements << std::flush;
+  }
+  // Baseline: one transaction per measurement, on a sample.
+  const std::size_t single = std::min<std::size_t>(2000, args.measurements);
+  double single_seconds = 0;
+  for (std::size_t i = 0; i < single; ++i) {
+    const std::size_t k = args.measurements + i;
+    const std::vector<std::pair<const Canonical*, Measurement>> one{
+        {&canon[k % canon.size()], measurement(k)}};
+    t0 = clock::now();
+    store.record_run({"bench single", "einsumdb bench db", "", ""}, machine, one);
+    single_seconds += seconds_since(t0);
+  }
+  if (progress) std::cerr << "\r" << std::string(60, ' ') << "\r";
+
+  // best(): canonicalize the user's spec, look up, translate, for random workloads.
+  std::mt19937_64 rng(1);
+  std::vector<double> best_us, canon_us;
+  std::size_t found = 0;
+  for (std::size_t q = 0; q < args.queries; ++q) {
+    const auto& e = specs[rng() % specs.size()];
+    auto t = clock::now();
+    const Canonical c = canonicalize(e);
+    canon_us.push_back(seconds_since(t) * 1e6);
+    t = clock::now();
+    const Canonical c2 = canonicalize(e);
+    found += best_for(store, c2, machine.fingerprint()).has_value();
+    best_us.push_back(seconds_since(t) * 1e6);
+  }
+  const auto stats = store.stats();
+  nlohmann::ordered_json out = {
+      {"db", path},
+      {"workloads", stats["workloads"]},
+      {"measurements", stats["measurements"]},
+      {"db_bytes", stats["bytes"]},
+      {"canonicalize_per_workload_us", canon_seconds / static_cast<double>(args.workloads) * 1e6},
+      {"record_batch", args.batch},
+      {"record_per_second_batched", static_cast<double>(args.measurements) / batched_seconds},
+      {"record_per_second_one_per_transaction", static_cast<double>(single) / single_seconds},
+      {"record_batched_speedup", (static_cast<double>(args.measurements) / batched_seconds) /
+                                     (static_cast<double>(single) / single_seconds)},
+      {"best_queries", args.queries},
+      {"best_found", found},
+      {"best_median_us", median(best_us)},
+      {"best_p90_us", percentile(best_us, 0.9)},
+      {"canonicalize_median_us", median(canon_us)},
+      {"best_over_canonicalize", median(best_us) / median(canon_us)}};
+  std::cout << out.dump(2) << '\n';
+  if (!args.keep && args.db.empty())
+    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  return found == args.queries ? kExitOk : kExitRuntime;
+}
+
 }  // namespace
 
 Command add_bench_command(CLI::App& app) {
@@ -146,7 +311,20 @@ Command add_bench_command(CLI::App& app) {
       "Label every batch row separately instead of once per class of interchangeable rows");
   canon->add_flag("--no-structure", args->no_structure,
                   "Skip the structure key (one nauty call, not two)");
-  return [args] { return run_canon_bench(*args); };
+  auto db_args = std::make_shared<DbBenchArgs>();
+  auto* db = bench->add_subcommand(
+      "db", "Fill a database with synthetic measurements, then time recording and best()");
+  db->add_option("--db", db_args->db, "Database file (default: a temporary file, removed after)");
+  db->add_option("--workloads", db_args->workloads, "Distinct workloads (default 100000)");
+  db->add_option("--measurements", db_args->measurements,
+                 "Measurements to record (default 1000000)");
+  db->add_option("--batch", db_args->batch, "Measurements per transaction (default 10000)");
+  db->add_option("--queries", db_args->queries, "best() queries to time (default 2000)");
+  db->add_flag("--keep", db_args->keep, "Keep the temporary database");
+  auto* canon_cmd = canon;
+  return [args, db_args, canon_cmd] {
+    return canon_cmd->parsed() ? run_canon_bench(*args) : run_db_bench(*db_args);
+  };
 }
 
 }  // namespace einsumdb::cli

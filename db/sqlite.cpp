@@ -149,6 +149,12 @@ Statement& Statement::bind(int i, std::optional<double> v) {
   return v ? bind(i, *v) : bind_null(i);
 }
 
+Statement& Statement::bind_blob(int i, const void* data, std::size_t size) {
+  const int rc = sqlite3_bind_blob64(stmt_, i, data, size, SQLITE_TRANSIENT);
+  if (rc != SQLITE_OK) conn_->fail(rc, "bind");
+  return *this;
+}
+
 Statement& Statement::bind_null(int i) {
   const int rc = sqlite3_bind_null(stmt_, i);
   if (rc != SQLITE_OK) conn_->fail(rc, "bind");
@@ -166,6 +172,10 @@ bool Statement::step() {
 void Statement::run() {
   while (step()) {
   }
+}
+
+void Statement::finish() {
+  sqlite3_reset(stmt_);
 }
 
 void Statement::reset() {

@@ -68,6 +68,7 @@ class Statement {
   Statement& bind(int i, const std::string& v) { return bind(i, std::string_view(v)); }
   Statement& bind(int i, std::optional<double> v);
   Statement& bind_null(int i);
+  Statement& bind_blob(int i, const void* data, std::size_t size);
 
   // Advances: true while there is a row. Throws DatabaseError.
   bool step();
@@ -75,6 +76,8 @@ class Statement {
   void run();
   // Ready for new bindings and a new execution.
   void reset();
+  // Ends the current execution (and its read transaction), keeping the bindings.
+  void finish();
 
   bool is_null(int col) const;
   std::int64_t column_int(int col) const;

@@ -92,9 +92,11 @@ nlohmann::ordered_json measurement_json(const nlohmann::ordered_json& row);
 class Store {
  public:
   struct Options {
-    bool read_only = false;       // inspection only; any write fails with DatabaseError
-    int busy_timeout_ms = 60000;  // how long a writer waits for another before failing
-    const char* vfs = nullptr;    // SQLite VFS name (tests)
+    bool read_only = false;        // inspection only; any write fails with DatabaseError
+    int busy_timeout_ms = 60000;   // how long a writer waits for another before failing
+    const char* vfs = nullptr;     // SQLite VFS name (tests)
+    std::int64_t cache_mib = 64;   // SQLite page cache of this connection, MiB
+    std::int64_t mmap_mib = 1024;  // memory-mapped reads, MiB of address space (0: off)
   };
 
   // Opens (creating if needed and not read-only) and checks or migrates the schema. Throws

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what einsumdb needs, builds it, and shows its main job so far: two spellings of the
 # paper's Figure 1 batched einsum get one canonical form and one key, and the σ maps translate
-# between each spelling and the canonical names.
+# between each spelling and the canonical names; a measurement recorded for one spelling of a
+# matrix product is retrieved for another spelling, in that spelling's names, from the embedded
+# SQLite database.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -36,6 +38,24 @@ echo
 echo "== The same computation after breaking one sharing (not isomorphic): a different key"
 c=$(sed -n 2p tests/data/isomorphism.jsonl | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["b"]))')
 $bin canon "$c" | python3 -c 'import json,sys; print("key   :", json.load(sys.stdin)["key"])'
+echo
+echo "== The performance database (a fresh SQLite file)"
+db=$(mktemp -d)/demo.sqlite
+cat > "${db%.sqlite}.jsonl" <<'JSONL'
+{"spec": {"einsum": "ik,kj->ij", "batch": [["A","B"]], "shapes": {"A": [64,32], "B": [32,48]}}, "transform": {"name": "ttgt", "params": {"m": {"index": "i"}, "n": {"index": "j"}, "k": {"index": "k"}, "lhs": {"array": "A"}}}, "seconds": [1.0e-5, 1.2e-5, 1.1e-5], "status": "ok", "max_rel_err": 1e-15, "run": "demo"}
+{"spec": {"einsum": "ik,kj->ij", "batch": [["A","B"]], "shapes": {"A": [64,32], "B": [32,48]}}, "transform": {"name": "reference", "params": {}}, "seconds": [2.1e-3, 2.0e-3], "status": "ok", "max_rel_err": 0, "run": "demo"}
+{"spec": {"einsum": "ik,kj->ij", "batch": [["A","B"]], "shapes": {"A": [64,32], "B": [32,48]}}, "transform": {"name": "broken", "params": {}}, "seconds": [1.0e-8], "status": "invalid", "max_rel_err": 0.9, "run": "demo"}
+JSONL
+echo "recorded for ik,kj->ij with A(64x32), B(32x48):"
+$bin record --file "${db%.sqlite}.jsonl" --db "$db" --table
+echo
+echo "asked for rq,pr->pq with X(32x48), Y(64x32) — the same product, other names:"
+$bin best '{"einsum":"rq,pr->pq","batch":[["X","Y"]],"shapes":{"X":[32,48],"Y":[64,32]}}' --db "$db" --top 3 --table
+echo
+echo "asked for a size never measured (X(32x96)): the nearest size answers, marked approximate:"
+$bin best 'rq,pr->pq' --batch X,Y --shape X=32x96 --shape Y=64x32 --db "$db" --table
+echo
+$bin list --db "$db" --table
 echo
 echo "== Canonicalization speed on the public cases"
 $bin bench canon tests/data/isomorphism.jsonl --repeat 200 | python3 -c 'import json,sys; j=json.load(sys.stdin); print("median %.1f us per batched einsum, slowest case %.1f us" % (j["median_us"], j["max_median_us"]))'
