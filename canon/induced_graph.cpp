@@ -10,6 +10,7 @@
 #include <nauty/traces.h>
 #undef _Thread_local
 
+#include "canon/enum_names.hpp"
 #include "canon/error.hpp"
 
 namespace einsumdb {
@@ -302,13 +303,10 @@ constexpr std::array<std::string_view, 4> kLabelingNames{
 }  // namespace
 
 std::string_view to_string(Labeling l) {
-  return kLabelingNames[static_cast<std::size_t>(l)];
+  return enum_name(kLabelingNames, l);
 }
-
 std::optional<Labeling> parse_labeling(std::string_view s) {
-  for (std::size_t i = 0; i < kLabelingNames.size(); ++i)
-    if (s == kLabelingNames[i]) return static_cast<Labeling>(i);
-  return std::nullopt;
+  return enum_from_name<Labeling>(kLabelingNames, s);
 }
 
 GraphLayout layout_of(Labeling l) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "canon/enum_names.hpp"
 #include "canon/error.hpp"
 
 namespace einsumdb {
@@ -86,22 +87,16 @@ const std::vector<Dtype>& all_dtypes() {
 }
 
 std::string_view to_string(JoinOp op) {
-  return kJoinNames[static_cast<std::size_t>(op)];
+  return enum_name(kJoinNames, op);
 }
 std::string_view to_string(AggOp op) {
-  return kAggNames[static_cast<std::size_t>(op)];
+  return enum_name(kAggNames, op);
 }
-
 std::optional<JoinOp> parse_join(std::string_view s) {
-  for (std::size_t i = 0; i < kJoinNames.size(); ++i)
-    if (s == kJoinNames[i]) return static_cast<JoinOp>(i);
-  return std::nullopt;
+  return enum_from_name<JoinOp>(kJoinNames, s);
 }
-
 std::optional<AggOp> parse_agg(std::string_view s) {
-  for (std::size_t i = 0; i < kAggNames.size(); ++i)
-    if (s == kAggNames[i]) return static_cast<AggOp>(i);
-  return std::nullopt;
+  return enum_from_name<AggOp>(kAggNames, s);
 }
 
 bool is_commutative(JoinOp op) {

@@ -16,6 +16,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "canon/enum_names.hpp"
 #include "canon/error.hpp"
 #include "canon/metrics.hpp"
 #include "canon/parse.hpp"
@@ -151,13 +152,10 @@ NameMap name_map_from_json(const json& j) {
 }  // namespace
 
 std::string_view to_string(Status s) {
-  return kStatusNames[static_cast<std::size_t>(s)];
+  return enum_name(kStatusNames, s);
 }
-
 std::optional<Status> parse_status(std::string_view s) {
-  for (std::size_t i = 0; i < kStatusNames.size(); ++i)
-    if (s == kStatusNames[i]) return static_cast<Status>(i);
-  return std::nullopt;
+  return enum_from_name<Status>(kStatusNames, s);
 }
 
 Summary summarize(const std::vector<double>& seconds) {
