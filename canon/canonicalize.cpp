@@ -349,6 +349,18 @@ Canonical canonicalize(const BatchedEinsum& e, const CanonOptions& options) {
   return c;
 }
 
+Substitution invert(const Substitution& sigma) {
+  Substitution inv;
+  for (const auto& [c, in] : sigma.index) inv.index.emplace(in, c);
+  for (const auto& [c, in] : sigma.array) inv.array.emplace(in, c);
+  for (const auto& [c, in] : sigma.symbol) inv.symbol.emplace(in, c);
+  inv.operand.resize(sigma.operand.size());
+  for (std::size_t k = 0; k < sigma.operand.size(); ++k) inv.operand.at(sigma.operand[k]) = k;
+  inv.row.resize(sigma.row.size());
+  for (std::size_t k = 0; k < sigma.row.size(); ++k) inv.row.at(sigma.row[k]) = k;
+  return inv;
+}
+
 BatchedEinsum apply(const Substitution& sigma, const BatchedEinsum& f) {
   BatchedEinsum e;
   e.join = f.join;

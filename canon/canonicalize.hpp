@@ -39,6 +39,10 @@ struct Substitution {
   bool operator==(const Substitution&) const = default;
 };
 
+// The other direction: input names and positions -> canonical ones, so that
+// apply(invert(c.sigma), input) == c.form.
+Substitution invert(const Substitution& sigma);
+
 // Rewrites an einsum in canonical names into the input's names and order. apply(c.sigma,
 // c.form) == input for every c = canonicalize(input).
 BatchedEinsum apply(const Substitution& sigma, const BatchedEinsum& canonical);

@@ -22,6 +22,7 @@ TEST(CanonProperties, RespellingIdempotenceAndSigma) {
     const Canonical c = canonicalize(e);
     // σ maps take the canonical form back to the input exactly.
     ASSERT_EQ(apply(c.sigma, c.form), e) << to_json(e).dump();
+    ASSERT_EQ(apply(invert(c.sigma), e), c.form);  // and back
     // Idempotence.
     const Canonical cc = canonicalize(c.form);
     ASSERT_EQ(cc.key, c.key) << to_json(e).dump();
