@@ -1,6 +1,7 @@
-// libFuzzer target over the spec readers and the canonicalizer. The input is read both as spec
-// JSON and as an einsum string with flags (lines: einsum, batch, shapes, dtypes, join, agg).
-// Anything accepted must canonicalize, be idempotent, and map back through σ to itself.
+// libFuzzer target over the spec readers, the canonicalizer and the einsum-tree parser. The
+// input is read as spec JSON, as an einsum string with flags (lines: einsum, batch, shapes,
+// dtypes, join, agg) and as an einsum tree. Anything accepted must canonicalize, be idempotent
+// and map back through σ to itself; an accepted tree must print back to an equal tree.
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "canon/canonicalize.hpp"
 #include "canon/error.hpp"
 #include "canon/parse.hpp"
+#include "planner/einsum_tree.hpp"
 
 namespace {
 
@@ -45,6 +47,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::getline(in, flags.agg);
   try {
     check(einsumdb::read_spec_argument(einsum, flags));
+  } catch (const einsumdb::SpecError&) {
+  }
+  try {
+    const std::vector<std::int64_t> sizes(16, 3);
+    const auto tree = einsumdb::parse_einsum_tree(text, sizes);
+    if (!(einsumdb::parse_einsum_tree(einsumdb::to_string(tree), sizes) == tree)) std::abort();
+    (void)einsumdb::tree_flops(tree);
   } catch (const einsumdb::SpecError&) {
   }
   return 0;
