@@ -149,7 +149,21 @@ EinsumPattern parse_einsum_pattern(std::string_view text) {
   return p;
 }
 
+void check_json_depth(const json& j, std::string_view what, std::size_t max_depth) {
+  std::vector<std::pair<const json*, std::size_t>> stack{{&j, 1}};
+  while (!stack.empty()) {
+    const auto [v, depth] = stack.back();
+    stack.pop_back();
+    if (depth > max_depth)
+      throw SpecError(std::string(what) + ": nested deeper than " + std::to_string(max_depth) +
+                      " levels");
+    if (v->is_structured())
+      for (const auto& child : *v) stack.emplace_back(&child, depth + 1);
+  }
+}
+
 BatchedEinsum parse_spec_json(const json& j) {
+  check_json_depth(j, "spec JSON");
   if (!j.is_object()) throw SpecError("spec JSON: expected an object, got " + type_name(j));
   static const char* const kKeys[] = {"einsum", "batch", "shapes", "dtypes", "dtype", "ops"};
   for (const auto& [key, value] : j.items()) {

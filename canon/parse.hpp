@@ -44,6 +44,13 @@ struct SpecFlags {
 };
 BatchedEinsum parse_spec_flags(std::string_view einsum, const SpecFlags& flags);
 
+// JSON read from users may nest arbitrarily deep; nlohmann parses that without recursion, but
+// copying, printing and walking it recurse. Every JSON input is checked with this first.
+inline constexpr std::size_t kMaxJsonDepth = 64;
+// Throws SpecError ("<what>: nested deeper than 64 levels") without recursing.
+void check_json_depth(const nlohmann::json& j, std::string_view what,
+                      std::size_t max_depth = kMaxJsonDepth);
+
 // A SPEC argument as every subcommand reads it: text starting with '{' is spec JSON, "@path"
 // reads spec JSON from a file, anything else is an einsum string completed by `flags`.
 // Flags given together with a JSON spec are an error.

@@ -40,6 +40,7 @@ std::vector<Case> read_cases(const std::string& path) {
     const std::string where = path + ":" + std::to_string(number);
     try {
       const auto j = nlohmann::json::parse(text);
+      check_json_depth(j, "line");
       const std::string name = j.is_object() && j.contains("name")
                                    ? j.at("name").get<std::string>()
                                    : "line" + std::to_string(number);

@@ -37,6 +37,7 @@ int run_file(const CanonArgs& args) {
     out["line"] = number;
     try {
       const auto j = nlohmann::json::parse(text);
+      check_json_depth(j, "line");
       // A line is a spec, or {"name": ..., "spec": {...}} as in tests/data/dgfem.jsonl.
       const bool wrapped = j.is_object() && j.contains("spec");
       if (wrapped) {

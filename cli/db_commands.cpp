@@ -78,6 +78,7 @@ int run_record(const RecordArgs& args) {
   for_each_line(args.file, [&](std::size_t number, const std::string& text) {
     try {
       const json j = json::parse(text);
+      check_json_depth(j, "line");
       if (!j.is_object()) throw SpecError("expected an object");
       for (const auto& [k, v] : j.items()) {
         (void)v;

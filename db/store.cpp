@@ -793,6 +793,7 @@ Store::ImportResult Store::import_jsonl(std::istream& in, const std::string& sou
     const std::string where = source + ":" + std::to_string(number);
     try {
       const json j = json::parse(line);
+      check_json_depth(j, "line");
       const json& w = j.at("workload");
       const std::string hash = w.at("hash").get<std::string>();
       auto it = canonicals.find(hash);

@@ -128,6 +128,18 @@ const BadSpec kBadSpecs[] = {
 INSTANTIATE_TEST_SUITE_P(Rules, BadSpecTest, ::testing::ValuesIn(kBadSpecs),
                          [](const auto& info) { return std::string(info.param.name); });
 
+TEST(ParseSpec, DeepNestingIsAnErrorNotACrash) {
+  const std::string deep = R"({"einsum":"i->i","batch":[["A"]],"shapes":{"A":)" +
+                           std::string(100000, '[') + std::string(100000, ']') + "}}";
+  try {
+    parse_spec_text(deep);
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("nested deeper than 64 levels"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ParseSpec, FlagErrors) {
   SpecFlags flags;
   flags.shapes = {"A2x2"};

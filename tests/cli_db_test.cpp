@@ -147,6 +147,22 @@ TEST_F(CliDb, ABadLineRecordsNothing) {
   EXPECT_FALSE(std::filesystem::exists(db_));
 }
 
+TEST_F(CliDb, DeeplyNestedLinesAreRefusedNotFatal) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  auto r = run({"record", "--file", file("deep.jsonl", R"({"spec":)" + deep + "}\n")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("nested deeper than 64 levels"), std::string::npos) << r.err.substr(0, 300);
+  r = run_cli({"canon", "--file",
+               file("deep2.jsonl", R"({"name":)" + deep +
+                                       R"(,"spec":{}})"
+                                       "\n")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("nested deeper than 64 levels"), std::string::npos) << r.out.substr(0, 300);
+  r = run({"import", file("deep3.jsonl", deep + "\n")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("nested deeper than 64 levels"), std::string::npos) << r.err.substr(0, 300);
+}
+
 TEST_F(CliDb, DefaultLocationFollowsEnvironment) {
   const auto m = file("m.jsonl", kLines);
   const std::string xdg = (dir_ / "xdg").string();
