@@ -355,14 +355,8 @@ int run_import(const ImportArgs& args) {
   Store store = open_for_writing(args.db);
   ojson summary = ojson::array();
   for (const auto& f : args.files) {
-    std::ifstream file;
-    std::istream* in = &std::cin;
-    if (f != "-") {
-      file.open(f, std::ios::binary);
-      if (!file) throw Error("cannot open '" + f + "' for reading");
-      in = &file;
-    }
-    const auto r = store.import_jsonl(*in, f);
+    InputFile input(f);
+    const auto r = store.import_jsonl(input.stream(), f);
     summary.push_back(
         {{"file", f}, {"inserted", r.inserted}, {"duplicates", r.duplicates}, {"runs", r.runs}});
   }
