@@ -18,8 +18,9 @@ struct Dense {
   std::vector<std::vector<int>> batch;   // row -> operand -> array id
   std::array<const Length*, 128> index_length{};
 
+  std::map<std::string_view, int> id;  // name -> array id
+
   explicit Dense(const BatchedEinsum& e) {
-    std::map<std::string_view, int> id;
     for (const auto& [n, i] : e.arrays) {
       id.emplace(n, static_cast<int>(name.size()));
       name.push_back(&n);
@@ -101,10 +102,9 @@ RowClasses twin_row_classes(const BatchedEinsum& e, const Dense& dense, bool ena
         last_row[a] = i;
         ++uses[a];
       }
-  std::map<std::string_view, int> id;
-  for (std::size_t a = 0; a < dense.name.size(); ++a)
-    id.emplace(*dense.name[a], static_cast<int>(a));
-  for (const auto& [name, info] : r.arrays) c.private_argument.push_back(uses[id.at(name)] == 1);
+  c.private_argument.resize(r.arrays.size());
+  std::size_t k = 0;
+  for (const auto& [name, info] : r.arrays) c.private_argument[k++] = uses[dense.id.at(name)] == 1;
   return c;
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -89,6 +90,39 @@ class Statement {
   const Connection* conn_;
   sqlite3_stmt* stmt_ = nullptr;
   std::string sql_;  // the beginning of the statement, for error messages
+};
+
+// One use of a cached prepared statement: fresh bindings at the start, and the execution ended
+// (sqlite3_reset) when the use goes out of scope. A statement that returned a row and was never
+// reset keeps its read snapshot, which hides other processes' commits and makes the next
+// BEGIN IMMEDIATE fail with SQLITE_BUSY; scoping every use rules that out.
+class Use {
+ public:
+  explicit Use(Statement& s) : s_(&s) { s_->reset(); }
+  Use(const Use&) = delete;
+  Use& operator=(const Use&) = delete;
+  ~Use() { s_->finish(); }
+
+  template <class... Args>
+  Statement& bind(Args&&... args) {
+    return s_->bind(std::forward<Args>(args)...);
+  }
+  Statement& bind_null(int i) { return s_->bind_null(i); }
+  Statement& bind_blob(int i, const void* data, std::size_t size) {
+    return s_->bind_blob(i, data, size);
+  }
+  bool step() { return s_->step(); }
+  void run() { s_->run(); }
+  bool is_null(int col) const { return s_->is_null(col); }
+  std::int64_t column_int(int col) const { return s_->column_int(col); }
+  double column_double(int col) const { return s_->column_double(col); }
+  std::optional<double> column_optional_double(int col) const {
+    return s_->column_optional_double(col);
+  }
+  std::string column_text(int col) const { return s_->column_text(col); }
+
+ private:
+  Statement* s_;
 };
 
 // BEGIN IMMEDIATE ... COMMIT, rolled back if not committed (an exception, a return).

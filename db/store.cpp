@@ -210,24 +210,14 @@ struct Store::Impl {
   std::string batch_time;  // set by record_run: one time for the measurements it commits together
   // Keyed by the address of the SQL literal: every caller passes a string literal.
   std::unordered_map<const char*, std::unique_ptr<sql::Statement>> statements;
-  std::vector<sql::Statement*> active;  // used since the last release
 
   Impl(sql::Connection c, bool ro) : conn(std::move(c)), read_only(ro) {}
 
-  sql::Statement& stmt(const char* text) {
+  // A scoped use of the cached statement for `text` (see sql::Use).
+  sql::Use stmt(const char* text) {
     auto& s = statements[text];
     if (!s) s = std::make_unique<sql::Statement>(conn, text);
-    s->reset();
-    active.push_back(s.get());
-    return *s;
-  }
-
-  // Ends every cached statement's read transaction: a statement that returned a row and was
-  // not reset keeps its snapshot, which both hides other processes' commits and makes the next
-  // BEGIN IMMEDIATE fail with SQLITE_BUSY.
-  void release_statements() {
-    for (sql::Statement* s : active) s->finish();
-    active.clear();
+    return sql::Use(*s);
   }
 
   void clear_caches() {
@@ -243,7 +233,7 @@ struct Store::Impl {
   const WorkloadInfo& workload(std::int64_t id) {
     const auto it = workloads_by_id.find(id);
     if (it != workloads_by_id.end()) return it->second;
-    auto& s = stmt("SELECT hash, flops, footprint_bytes FROM workloads WHERE id = ?");
+    auto s = stmt("SELECT hash, flops, footprint_bytes FROM workloads WHERE id = ?");
     s.bind(1, id);
     if (!s.step()) throw DatabaseError("no workload with id " + std::to_string(id));
     WorkloadInfo info{id, s.column_text(0), s.column_optional_double(1),
@@ -255,7 +245,7 @@ struct Store::Impl {
   const std::string& machine_fingerprint(std::int64_t id) {
     const auto it = machine_fingerprints.find(id);
     if (it != machine_fingerprints.end()) return it->second;
-    auto& s = stmt("SELECT fingerprint FROM machines WHERE id = ?");
+    auto s = stmt("SELECT fingerprint FROM machines WHERE id = ?");
     s.bind(1, id);
     if (!s.step()) throw DatabaseError("no machine with id " + std::to_string(id));
     return machine_fingerprints[id] = s.column_text(0);
@@ -263,7 +253,7 @@ struct Store::Impl {
 
   void require_run(std::int64_t id) {
     if (known_runs.count(id)) return;
-    auto& s = stmt("SELECT 1 FROM runs WHERE id = ?");
+    auto s = stmt("SELECT 1 FROM runs WHERE id = ?");
     s.bind(1, id);
     if (!s.step())
       throw DatabaseError("no run with id " + std::to_string(id) + " in '" + conn.path() + "'");
@@ -273,7 +263,7 @@ struct Store::Impl {
   const Transform& transform(std::int64_t id) {
     const auto it = transforms_by_id.find(id);
     if (it != transforms_by_id.end()) return it->second;
-    auto& s = stmt("SELECT strategy, params FROM transforms WHERE id = ?");
+    auto s = stmt("SELECT strategy, params FROM transforms WHERE id = ?");
     s.bind(1, id);
     if (!s.step()) throw DatabaseError("no transform with id " + std::to_string(id));
     return transforms_by_id[id] = Transform{s.column_text(0), json::parse(s.column_text(1))};
@@ -283,9 +273,9 @@ struct Store::Impl {
     auto key = std::make_pair(t.name, std::move(params_text));
     const auto it = transform_ids.find(key);
     if (it != transform_ids.end()) return it->second;
-    auto& ins = stmt("INSERT OR IGNORE INTO transforms(strategy, params) VALUES(?, ?)");
+    auto ins = stmt("INSERT OR IGNORE INTO transforms(strategy, params) VALUES(?, ?)");
     ins.bind(1, key.first).bind(2, key.second).run();
-    auto& sel = stmt("SELECT id FROM transforms WHERE strategy = ? AND params = ?");
+    auto sel = stmt("SELECT id FROM transforms WHERE strategy = ? AND params = ?");
     sel.bind(1, key.first).bind(2, key.second);
     sel.step();
     return transform_ids[std::move(key)] = sel.column_int(0);
@@ -296,7 +286,6 @@ struct Store::Impl {
   auto write(F&& f) {
     if (read_only) throw DatabaseError("database '" + conn.path() + "' is open read-only");
     if (transaction_depth > 0) return f();
-    release_statements();
     sql::Transaction tx(conn);
     ++transaction_depth;
     try {
@@ -311,14 +300,6 @@ struct Store::Impl {
     }
   }
 };
-
-namespace {
-// Resets the cached statements when a public call returns.
-struct ReleaseStatements {
-  Store::Impl& impl;
-  ~ReleaseStatements() { impl.release_statements(); }
-};
-}  // namespace
 
 Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Store::Store(Store&&) noexcept = default;
@@ -400,39 +381,45 @@ const std::string& Store::path() const {
   return impl_->conn.path();
 }
 
-Store::Transaction::Transaction(Store& store) : store_(store) {
-  if (store_.impl_->read_only)
-    throw DatabaseError("database '" + store_.path() + "' is open read-only");
-  store_.impl_->release_statements();
-  store_.impl_->conn.exec_waiting("BEGIN IMMEDIATE");
+namespace {
+sql::Connection& writable(Store::Impl& impl);
+}  // namespace
+
+Store::Transaction::Transaction(Store& store)
+    : store_(store), tx_(std::make_unique<sql::Transaction>(writable(*store.impl_))) {
   ++store_.impl_->transaction_depth;
 }
 
 Store::Transaction::~Transaction() {
   if (done_) return;
   --store_.impl_->transaction_depth;
-  sqlite3_exec(store_.impl_->conn.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
-  store_.impl_->clear_caches();
+  store_.impl_->clear_caches();  // ids cached inside the transaction may be rolled back
 }
 
 void Store::Transaction::commit() {
-  store_.impl_->conn.exec("COMMIT");
+  tx_->commit();
   --store_.impl_->transaction_depth;
   done_ = true;
 }
 
+namespace {
+sql::Connection& writable(Store::Impl& impl) {
+  if (impl.read_only) throw DatabaseError("database '" + impl.conn.path() + "' is open read-only");
+  return impl.conn;
+}
+}  // namespace
+
 std::int64_t Store::machine_id(const Machine& m) {
-  const ReleaseStatements release{*impl_};
   const std::string fp = m.fingerprint();
   if (const auto it = impl_->machine_ids.find(fp); it != impl_->machine_ids.end())
     return it->second;
   return impl_->write([&] {
-    auto& ins = impl_->stmt(
+    auto ins = impl_->stmt(
         "INSERT OR IGNORE INTO machines(fingerprint, cpu_model, cores, isa, blas, description, "
         "first_seen) VALUES(?, ?, ?, ?, ?, ?, ?)");
     ins.bind(1, fp).bind(2, m.cpu_model).bind(3, m.cores).bind(4, m.isa).bind(5, m.blas);
     ins.bind(6, m.description.dump()).bind(7, now_iso8601()).run();
-    auto& sel = impl_->stmt("SELECT id FROM machines WHERE fingerprint = ?");
+    auto sel = impl_->stmt("SELECT id FROM machines WHERE fingerprint = ?");
     sel.bind(1, fp);
     sel.step();
     const auto id = sel.column_int(0);
@@ -442,10 +429,9 @@ std::int64_t Store::machine_id(const Machine& m) {
 }
 
 std::optional<std::int64_t> Store::find_machine(const std::string& fingerprint) {
-  const ReleaseStatements release{*impl_};
   if (const auto it = impl_->machine_ids.find(fingerprint); it != impl_->machine_ids.end())
     return it->second;
-  auto& s = impl_->stmt("SELECT id FROM machines WHERE fingerprint = ?");
+  auto s = impl_->stmt("SELECT id FROM machines WHERE fingerprint = ?");
   s.bind(1, fingerprint);
   if (!s.step()) return std::nullopt;
   impl_->machine_fingerprints[s.column_int(0)] = fingerprint;
@@ -453,14 +439,13 @@ std::optional<std::int64_t> Store::find_machine(const std::string& fingerprint) 
 }
 
 std::int64_t Store::workload_id(const Canonical& c) {
-  const ReleaseStatements release{*impl_};
   if (const auto it = impl_->workloads_by_hash.find(c.hash); it != impl_->workloads_by_hash.end())
     return it->second.id;
   EINSUMDB_ASSERT(!c.structure_hash.empty(), "workloads need the structure key");
   return impl_->write([&] {
     const auto flops = flop_count(c.form);
     const auto footprint = footprint_bytes(c.form);
-    auto& ins = impl_->stmt(
+    auto ins = impl_->stmt(
         "INSERT OR IGNORE INTO workloads(hash, key, structure_hash, structure_lengths, "
         "structure_map, spec, flops, footprint_bytes, created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, "
         "?)");
@@ -468,7 +453,7 @@ std::int64_t Store::workload_id(const Canonical& c) {
     ins.bind(4, lengths_json(c.structure_lengths).dump()).bind(5, structure_map_json(c).dump());
     ins.bind(6, to_json(c.form).dump()).bind(7, flops).bind(8, footprint).bind(9, now_iso8601());
     ins.run();
-    auto& sel = impl_->stmt("SELECT id, key FROM workloads WHERE hash = ?");
+    auto sel = impl_->stmt("SELECT id, key FROM workloads WHERE hash = ?");
     sel.bind(1, c.hash);
     sel.step();
     if (sel.column_text(1) != c.key)
@@ -482,19 +467,17 @@ std::int64_t Store::workload_id(const Canonical& c) {
 }
 
 std::optional<std::int64_t> Store::find_workload(const std::string& hash) {
-  const ReleaseStatements release{*impl_};
   if (const auto it = impl_->workloads_by_hash.find(hash); it != impl_->workloads_by_hash.end())
     return it->second.id;
-  auto& s = impl_->stmt("SELECT id FROM workloads WHERE hash = ?");
+  auto s = impl_->stmt("SELECT id FROM workloads WHERE hash = ?");
   s.bind(1, hash);
   if (!s.step()) return std::nullopt;
   return s.column_int(0);
 }
 
 std::int64_t Store::begin_run(const RunInfo& run, std::int64_t machine) {
-  const ReleaseStatements release{*impl_};
   return impl_->write([&] {
-    auto& s = impl_->stmt(
+    auto s = impl_->stmt(
         "INSERT INTO runs(machine_id, label, command, tool_version, started_at) "
         "VALUES(?, ?, ?, ?, ?)");
     impl_->machine_fingerprint(machine);  // the machine must exist
@@ -509,7 +492,6 @@ std::int64_t Store::begin_run(const RunInfo& run, std::int64_t machine) {
 
 bool Store::record(std::int64_t run, std::int64_t workload, std::int64_t machine,
                    const Measurement& m) {
-  const ReleaseStatements release{*impl_};
   for (double t : m.seconds)
     if (!std::isfinite(t) || t < 0)
       throw SpecError("measurement of '" + m.transform.name + "': time " + format_double(t) +
@@ -545,7 +527,7 @@ bool Store::record(std::int64_t run, std::int64_t workload, std::int64_t machine
     digest_text += samples + "\n" + (m.max_rel_err ? format_double(*m.max_rel_err) : "-") + "\n" +
                    (m.bytes_moved ? format_double(*m.bytes_moved) : "-");
 
-    auto& ins = impl_->stmt(
+    auto ins = impl_->stmt(
         "INSERT OR IGNORE INTO measurements(run_id, workload_id, transform_id, machine_id, status, "
         "repetitions, median_s, min_s, mean_s, stddev_s, gflops, bytes_moved, max_rel_err, "
         "samples, recorded_at, digest) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
@@ -592,16 +574,15 @@ Store::RunResult Store::record_run(
 
 std::vector<Fact> Store::top_k(const std::string& workload_hash, const std::string& machine,
                                std::size_t k) {
-  const ReleaseStatements release{*impl_};
   const auto mid = find_machine(machine);
   if (!mid) return {};
-  auto& w = impl_->stmt("SELECT id, key, flops FROM workloads WHERE hash = ?");
+  auto w = impl_->stmt("SELECT id, key, flops FROM workloads WHERE hash = ?");
   w.bind(1, workload_hash);
   if (!w.step()) return {};
   const std::int64_t wid = w.column_int(0);
   const std::string key = w.column_text(1);
   const std::optional<double> flops = w.column_optional_double(2);
-  auto& s = impl_->stmt(
+  auto s = impl_->stmt(
       "SELECT transform_id, median_s, min_s, repetitions FROM measurements WHERE workload_id = ? "
       "AND machine_id = ? AND status = 'ok' AND max_rel_err IS NOT NULL");
   s.bind(1, wid).bind(2, *mid);
@@ -645,8 +626,7 @@ std::optional<Fact> Store::best(const std::string& workload_hash, const std::str
 }
 
 std::optional<Store::Nearest> Store::nearest(const Canonical& query, const std::string& machine) {
-  const ReleaseStatements release{*impl_};
-  auto& s = impl_->stmt(
+  auto s = impl_->stmt(
       "SELECT w.hash, w.structure_lengths, w.structure_map FROM workloads w "
       "WHERE w.structure_hash = ? AND w.hash <> ? AND EXISTS (SELECT 1 FROM measurements m "
       "JOIN machines mc ON mc.id = m.machine_id WHERE m.workload_id = w.id AND "
@@ -681,8 +661,7 @@ std::optional<Store::Nearest> Store::nearest(const Canonical& query, const std::
 }
 
 std::vector<WorkloadSummary> Store::list(const ListFilter& f) {
-  const ReleaseStatements release{*impl_};
-  auto& s = impl_->stmt(
+  auto s = impl_->stmt(
       "SELECT w.hash, w.key, count(m.id), sum(m.status = 'ok'), "
       "max(CASE WHEN m.status = 'ok' THEN m.gflops END), max(m.recorded_at), "
       "(SELECT t2.strategy FROM measurements m2 JOIN transforms t2 ON t2.id = m2.transform_id "
@@ -752,10 +731,6 @@ ojson export_row(sql::Statement& s) {
 
 }  // namespace
 
-ojson measurement_json(const ojson& row) {
-  return row;
-}
-
 std::vector<ojson> Store::show(const std::string& workload_hash) {
   sql::Statement s(impl_->conn, std::string(kExportColumns) +
                                     "WHERE w.hash = ? ORDER BY mc.fingerprint, m.status <> 'ok', "
@@ -782,11 +757,10 @@ std::size_t Store::export_jsonl(std::ostream& out, const ListFilter& f) {
 }
 
 Store::ImportResult Store::import_jsonl(std::istream& in, const std::string& source) {
-  const ReleaseStatements release{*impl_};
   ImportResult result;
   Transaction tx(*this);
-  std::map<std::string, std::int64_t> runs;  // source run -> local run
-  std::map<std::string, Canonical> canonicals;
+  std::map<std::string, std::int64_t> runs;     // source run -> local run
+  std::map<std::string, Canonical> canonicals;  // spec JSON text -> its canonical form
   std::string line;
   for (std::size_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -796,14 +770,14 @@ Store::ImportResult Store::import_jsonl(std::istream& in, const std::string& sou
       check_json_depth(j, "line");
       const json& w = j.at("workload");
       const std::string hash = w.at("hash").get<std::string>();
-      auto it = canonicals.find(hash);
-      if (it == canonicals.end()) {
-        Canonical c = canonicalize(parse_spec_json(w.at("spec")));
-        if (c.hash != hash)
-          throw SpecError("workload " + hash + " does not match its spec (which canonicalizes to " +
-                          c.hash + ")");
-        it = canonicals.emplace(hash, std::move(c)).first;
-      }
+      // Cached by the spec itself, and every line's stated hash checked against it.
+      const std::string spec_text = w.at("spec").dump();
+      auto it = canonicals.find(spec_text);
+      if (it == canonicals.end())
+        it = canonicals.emplace(spec_text, canonicalize(parse_spec_json(w.at("spec")))).first;
+      if (it->second.hash != hash)
+        throw SpecError("workload " + hash + " does not match its spec (which canonicalizes to " +
+                        it->second.hash + ")");
       const Machine machine = machine_from_json(j.at("machine"));
       const auto mid = machine_id(machine);
       const json& r = j.at("run");
@@ -811,7 +785,7 @@ Store::ImportResult Store::import_jsonl(std::istream& in, const std::string& sou
                                   r.at("label").dump() + "\n" + r.at("command").dump();
       auto run = runs.find(run_key);
       if (run == runs.end()) {
-        auto& find = impl_->stmt(
+        auto find = impl_->stmt(
             "SELECT id FROM runs WHERE machine_id = ? AND started_at = ? AND label = ? AND "
             "command = ? AND tool_version = ?");
         find.bind(1, mid).bind(2, r.at("started_at").get<std::string>());
@@ -930,10 +904,9 @@ ojson Store::check() {
 }
 
 void Store::record_partitioning(std::int64_t run, const Partitioning& p) {
-  const ReleaseStatements release{*impl_};
   impl_->write([&] {
     const auto machine = find_machine(p.machine);
-    auto& s = impl_->stmt(
+    auto s = impl_->stmt(
         "INSERT INTO partitionings(run_id, machine_id, graph_key, procs, vectors, predicted_bytes, "
         "measured_bytes, measured_seconds, recorded_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
     s.bind(1, run);
@@ -948,8 +921,7 @@ void Store::record_partitioning(std::int64_t run, const Partitioning& p) {
 }
 
 std::vector<Store::Partitioning> Store::partitionings(const std::string& graph_key, int procs) {
-  const ReleaseStatements release{*impl_};
-  auto& s = impl_->stmt(
+  auto s = impl_->stmt(
       "SELECT p.graph_key, p.procs, p.vectors, p.predicted_bytes, p.measured_bytes, "
       "p.measured_seconds, coalesce(mc.fingerprint, '') FROM partitionings p LEFT JOIN machines "
       "mc ON mc.id = p.machine_id WHERE p.graph_key = ? AND p.procs = ? ORDER BY p.id");

@@ -28,6 +28,9 @@
 #include "db/transform.hpp"
 
 namespace einsumdb {
+namespace sql {
+class Transaction;
+}
 
 enum class Status : std::uint8_t { ok, invalid, failed, timeout };
 std::string_view to_string(Status s);
@@ -86,9 +89,6 @@ struct ListFilter {
   std::size_t limit = 0;  // 0: no limit
 };
 
-// One row of show()/export: a measurement with everything needed to reproduce or import it.
-nlohmann::ordered_json measurement_json(const nlohmann::ordered_json& row);
-
 class Store {
  public:
   struct Options {
@@ -139,6 +139,7 @@ class Store {
 
    private:
     Store& store_;
+    std::unique_ptr<sql::Transaction> tx_;  // rolls back unless committed
     bool done_ = false;
   };
 

@@ -1,11 +1,14 @@
 // The database subcommands of the real executable: record, best, show, list, stats, export,
 // import and db check, their exit codes, the default database location, and concurrent writers.
+#include <sqlite3.h>
+
 #include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
 
 #include "tests/support/run_cli.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace {
 
@@ -15,27 +18,16 @@ using json = nlohmann::json;
 
 class CliDb : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("einsumdb_clidb_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    db_ = (dir_ / "facts.sqlite").string();
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string file(const std::string& name, const std::string& text) const {
-    const auto p = (dir_ / name).string();
-    std::ofstream(p) << text;
-    return p;
+    return dir_.write(name, text);
   }
   einsumdb::testing::CliResult run(std::vector<std::string> args, const std::string& in = "") {
     args.push_back("--db");
     args.push_back(db_);
     return run_cli(args, in);
   }
-  std::filesystem::path dir_;
-  std::string db_;
+  einsumdb::testing::TempDir dir_{"clidb"};
+  std::string db_ = dir_.path("facts.sqlite");
 };
 
 const char* kLines =
@@ -99,10 +91,10 @@ TEST_F(CliDb, RecordBestShowListStatsExportImportCheck) {
   EXPECT_EQ(stats["measurements_by_status"]["invalid"], 1);
   EXPECT_EQ(stats["schema_version"], 1);
 
-  const std::string exported = (dir_ / "export.jsonl").string();
+  const std::string exported = dir_.path("export.jsonl");
   r = run({"export", "--output", exported});
   ASSERT_EQ(r.code, 0) << r.err;
-  const std::string other = (dir_ / "other.sqlite").string();
+  const std::string other = dir_.path("other.sqlite");
   r = run_cli({"import", exported, "--db", other, "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)[0]["inserted"], 3);
@@ -116,6 +108,14 @@ TEST_F(CliDb, RecordBestShowListStatsExportImportCheck) {
   r = run({"db", "check", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["ok"], true);
+  // A file that fails the check makes `db check` exit 1.
+  sqlite3* db;
+  ASSERT_EQ(sqlite3_open(db_.c_str(), &db), SQLITE_OK);
+  sqlite3_exec(db, "UPDATE workloads SET key = key || 'x'", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  r = run({"db", "check", "--table"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("PROBLEMS"), std::string::npos) << r.out;
 }
 
 TEST_F(CliDb, NothingKnownIsExitThreeWithAHint) {
@@ -165,11 +165,11 @@ TEST_F(CliDb, DeeplyNestedLinesAreRefusedNotFatal) {
 
 TEST_F(CliDb, DefaultLocationFollowsEnvironment) {
   const auto m = file("m.jsonl", kLines);
-  const std::string xdg = (dir_ / "xdg").string();
+  const std::string xdg = dir_.path("xdg");
   auto r = run_cli({"record", "--file", m}, "", {"EINSUMDB_DB=", "XDG_DATA_HOME=" + xdg});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(std::filesystem::exists(xdg + "/einsumdb/einsumdb.sqlite"));
-  const std::string env_db = (dir_ / "env.sqlite").string();
+  const std::string env_db = dir_.path("env.sqlite");
   r = run_cli({"record", "--file", m}, "", {"EINSUMDB_DB=" + env_db});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(std::filesystem::exists(env_db));
@@ -204,7 +204,7 @@ TEST_F(CliDb, FourConcurrentRecordProcesses) {
   cmd += "for p in $pids; do wait $p; done";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << "a writer failed";
   for (int w = 0; w < 4; ++w) {
-    std::ifstream out((dir_ / ("w" + std::to_string(w) + ".jsonl.out")).string());
+    std::ifstream out(dir_.path("w" + std::to_string(w) + ".jsonl.out"));
     const json summary = json::parse(out);
     EXPECT_EQ(summary["inserted"], 2000);
     EXPECT_EQ(summary["runs"].size(), 20u);

@@ -1,5 +1,6 @@
 // The einsumdb executable: canon on both spec forms, --file with a bad line, bench canon, and
 // errors with exit codes. Runs the real binary.
+#include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -110,6 +111,24 @@ TEST(Cli, HelpOnEverySubcommand) {
     EXPECT_EQ(r.code, 0) << args.front();
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << r.out;
   }
+}
+
+TEST(Cli, BenchOptionsRun) {
+  auto r =
+      run({"bench", "canon", std::string(EINSUMDB_TEST_DATA) + "/isomorphism.jsonl", "--repeat",
+           "2", "--labeling", "nauty-dense-digraph", "--no-twin-rows", "--no-structure"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["labeling"], "nauty-dense-digraph");
+  EXPECT_EQ(j["twin_rows"], false);
+  r = run({"bench", "db", "--workloads", "40", "--measurements", "400", "--batch", "100",
+           "--queries", "20"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["best_found"], 20);
+  EXPECT_EQ(j["workloads"], 40);
+  EXPECT_GT(j["record_per_second_batched"].get<double>(), 0.0);
+  EXPECT_FALSE(std::filesystem::exists(j["db"].get<std::string>()));  // temporary file removed
 }
 
 TEST(Cli, BenchCanonReportsMedians) {

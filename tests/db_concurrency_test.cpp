@@ -12,6 +12,7 @@
 
 #include "canon/parse.hpp"
 #include "db/store.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace einsumdb {
 namespace {
@@ -44,17 +45,10 @@ Measurement measurement(int writer, int i) {
   return m;
 }
 
-std::string temp_db(const char* name) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) /
-                   ("einsumdb_" + std::string(name) + "_" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return (dir / "store.sqlite").string();
-}
-
 TEST(StoreConcurrency, FourWritersEveryMeasurementLands) {
   constexpr int kWriters = 4, kPerWriter = 2000, kPerRun = 100;
-  const std::string path = temp_db("concurrency");
+  const testing::TempDir dir("concurrency");
+  const std::string path = dir.path("store.sqlite");
   const auto specs = workloads();
   std::vector<pid_t> children;
   for (int w = 0; w < kWriters; ++w) {
@@ -103,7 +97,8 @@ char wait_for(int fd, int seconds) {
 }
 
 TEST(StoreDurability, WriterKilledMidRunLeavesEarlierRunsIntactAndNoHalfRun) {
-  const std::string path = temp_db("durability");
+  const testing::TempDir dir("durability");
+  const std::string path = dir.path("store.sqlite");
   const auto specs = workloads();
   int pipefd[2];
   ASSERT_EQ(pipe(pipefd), 0);

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -13,24 +14,30 @@
 #include "canon/parse.hpp"
 #include "db/retrieve.hpp"
 #include "db/store.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace einsumdb {
 namespace {
 
 using json = nlohmann::json;
 
+std::string file_bytes(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void expect_error(const std::function<void()>& f, const std::string& fragment) {
+  try {
+    f();
+    FAIL() << "no error; expected one mentioning: " << fragment;
+  } catch (const DatabaseError& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
 class StoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("einsumdb_store_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
+  std::string path(const std::string& name) const { return dir_.path(name); }
   static Machine machine(const std::string& cpu = "Test CPU") {
     Machine m;
     m.cpu_model = cpu;
@@ -49,7 +56,7 @@ class StoreTest : public ::testing::Test {
     return m;
   }
 
-  std::filesystem::path dir_;
+  testing::TempDir dir_{"store"};
 };
 
 Canonical canon(const char* json_spec) {
@@ -221,20 +228,6 @@ TEST_F(StoreTest, NearestSizeIsApproximateAndTranslated) {
   EXPECT_TRUE(to_json(*a)["approximate"].get<bool>());
 }
 
-std::string file_bytes(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-void expect_error(const std::function<void()>& f, const std::string& fragment) {
-  try {
-    f();
-    FAIL() << "no error; expected one mentioning: " << fragment;
-  } catch (const DatabaseError& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
-
 TEST_F(StoreTest, ForeignCorruptedNewerAndReadOnlyFilesAreRefusedUntouched) {
   // Another program's SQLite database.
   {
@@ -280,6 +273,76 @@ TEST_F(StoreTest, ForeignCorruptedNewerAndReadOnlyFilesAreRefusedUntouched) {
   Store::Options dotfile;
   dotfile.vfs = "unix-dotfile";
   expect_error([&] { Store::open(path("nowal.sqlite"), dotfile); }, "write-ahead logging");
+}
+
+TEST_F(StoreTest, ImportRefusesAKeyThatDoesNotMatchItsSpecAndImportsNothing) {
+  const Canonical c = canon(kMatmul);
+  std::ostringstream out;
+  {
+    Store store = Store::open(path("a.sqlite"));
+    store.record_run(
+        {}, machine(),
+        {{&c, ok("ttgt", json::object(), {1e-5})}, {&c, ok("other", json::object(), {2e-5})}});
+    store.export_jsonl(out);
+  }
+  // The second line's spec no longer canonicalizes to the hash it claims.
+  std::istringstream lines(out.str());
+  std::string first, second;
+  std::getline(lines, first);
+  std::getline(lines, second);
+  json tampered = json::parse(second);
+  // A valid spec of another size: the multiplication's inner length 32 becomes 49.
+  const std::string spec = tampered["workload"]["spec"].dump();
+  ASSERT_NE(spec.find("32"), std::string::npos);
+  tampered["workload"]["spec"] = json::parse(std::regex_replace(spec, std::regex("32"), "49"));
+  ASSERT_NO_THROW(parse_spec_json(tampered["workload"]["spec"]));
+  std::istringstream in(first + "\n" + tampered.dump() + "\n");
+  Store b = Store::open(path("b.sqlite"));
+  try {
+    b.import_jsonl(in, "tampered.jsonl");
+    FAIL() << "imported a line whose key does not match its spec";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("tampered.jsonl:2: workload"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("does not match its spec"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(b.stats()["measurements"], 0);  // one transaction: the good first line is gone too
+}
+
+TEST_F(StoreTest, CheckFindsATamperedKey) {
+  {
+    Store store = Store::open(path("t.sqlite"));
+    const Canonical c = canon(kMatmul);
+    store.record_run({}, machine(), {{&c, ok("ttgt", json::object(), {1e-5})}});
+    EXPECT_EQ(store.check()["ok"], true);
+  }
+  sqlite3* db;
+  ASSERT_EQ(sqlite3_open(path("t.sqlite").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE workloads SET key = 'ab->a;mul,sum;A0;A0:f64[2,2]'", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  Store store = Store::open(path("t.sqlite"));
+  const auto check = store.check();
+  EXPECT_EQ(check["ok"], false);
+  EXPECT_NE(check["problems"].dump().find("key does not hash to it"), std::string::npos)
+      << check.dump();
+  EXPECT_NE(check["problems"].dump().find("spec does not canonicalize to its key"),
+            std::string::npos);
+}
+
+TEST_F(StoreTest, RecordNeedsKnownRunWorkloadAndMachine) {
+  Store store = Store::open(path("r.sqlite"));
+  const Canonical c = canon(kMatmul);
+  const auto mid = store.machine_id(machine());
+  const auto wid = store.workload_id(c);
+  const auto run = store.begin_run({}, mid);
+  const Measurement m = ok("ttgt", json::object(), {1e-5});
+  expect_error([&] { store.record(run + 100, wid, mid, m); }, "no run with id");
+  expect_error([&] { store.record(run, wid + 100, mid, m); }, "no workload with id");
+  expect_error([&] { store.record(run, wid, mid + 100, m); }, "no machine with id");
+  EXPECT_TRUE(store.record(run, wid, mid, m));
+  EXPECT_EQ(store.check()["ok"], true);
 }
 
 TEST_F(StoreTest, PartitioningsRoundTrip) {
