@@ -323,7 +323,10 @@ Command add_bench_command(CLI::App& app) {
   db->add_option("--queries", db_args->queries, "best() queries to time (default 2000)");
   db->add_flag("--keep", db_args->keep, "Keep the temporary database");
   auto* canon_cmd = canon;
-  return [args, db_args, canon_cmd] {
+  Command plan_run = add_bench_plan_command(*bench);
+  auto* plan_cmd = bench->get_subcommand("plan");
+  return [args, db_args, canon_cmd, plan_cmd, plan_run] {
+    if (plan_cmd->parsed()) return plan_run();
     return canon_cmd->parsed() ? run_canon_bench(*args) : run_db_bench(*db_args);
   };
 }

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   commands.back().first = app.get_subcommand("canon");
   commands.emplace_back(nullptr, add_bench_command(app));
   commands.back().first = app.get_subcommand("bench");
+  commands.emplace_back(nullptr, add_plan_command(app));
+  commands.back().first = app.get_subcommand("plan");
   for (auto& c : add_db_commands(app)) commands.push_back(std::move(c));
 
   try {

@@ -920,18 +920,37 @@ void Store::record_partitioning(std::int64_t run, const Partitioning& p) {
   });
 }
 
-std::vector<Store::Partitioning> Store::partitionings(const std::string& graph_key, int procs) {
-  auto s = impl_->stmt(
-      "SELECT p.graph_key, p.procs, p.vectors, p.predicted_bytes, p.measured_bytes, "
-      "p.measured_seconds, coalesce(mc.fingerprint, '') FROM partitionings p LEFT JOIN machines "
-      "mc ON mc.id = p.machine_id WHERE p.graph_key = ? AND p.procs = ? ORDER BY p.id");
-  s.bind(1, graph_key).bind(2, procs);
-  std::vector<Partitioning> out;
+namespace {
+#define EINSUMDB_PARTITIONING_COLUMNS                                                         \
+  "SELECT p.graph_key, p.procs, p.vectors, p.predicted_bytes, p.measured_bytes, "            \
+  "p.measured_seconds, coalesce(mc.fingerprint, '') FROM partitionings p LEFT JOIN machines " \
+  "mc ON mc.id = p.machine_id "
+
+template <typename S>
+std::vector<Store::Partitioning> read_partitionings(S& s) {
+  std::vector<Store::Partitioning> out;
   while (s.step())
     out.push_back({s.column_text(0), static_cast<int>(s.column_int(1)),
                    json::parse(s.column_text(2)), s.column_optional_double(3),
                    s.column_optional_double(4), s.column_optional_double(5), s.column_text(6)});
   return out;
+}
+}  // namespace
+
+std::vector<Store::Partitioning> Store::partitionings(const std::string& graph_key, int procs) {
+  auto s = impl_->stmt(EINSUMDB_PARTITIONING_COLUMNS
+                       "WHERE p.graph_key = ? AND p.procs = ? ORDER BY p.id");
+  s.bind(1, graph_key).bind(2, procs);
+  return read_partitionings(s);
+}
+
+std::vector<Store::Partitioning> Store::measured_partitionings(const std::string& machine,
+                                                               int procs) {
+  auto s = impl_->stmt(EINSUMDB_PARTITIONING_COLUMNS
+                       "WHERE mc.fingerprint = ? AND p.procs = ? AND p.measured_seconds IS NOT "
+                       "NULL ORDER BY p.id");
+  s.bind(1, machine).bind(2, procs);
+  return read_partitionings(s);
 }
 
 }  // namespace einsumdb

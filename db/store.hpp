@@ -189,6 +189,8 @@ class Store {
   };
   void record_partitioning(std::int64_t run, const Partitioning& p);
   std::vector<Partitioning> partitionings(const std::string& graph_key, int procs);
+  // Every partitioning with a measured time on a machine (fingerprint) at P ranks.
+  std::vector<Partitioning> measured_partitionings(const std::string& machine, int procs);
 
   struct Impl;
 

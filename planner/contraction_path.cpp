@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
+#include <tuple>
 
 #include "canon/error.hpp"
 
@@ -16,6 +17,7 @@ struct Problem {
   Mask output = 0;
   std::vector<double> length;  // per index bit
   std::string letters;         // index bit -> index letter
+  std::vector<std::string> raw;  // each operand's indices as written
 
   double size(Mask m) const {
     double s = 1;
@@ -45,6 +47,7 @@ Problem make_problem(const std::vector<std::string>& inputs, const std::string& 
     }
     return Mask{1} << it->second;
   };
+  p.raw = inputs;
   for (const auto& in : inputs) {
     Mask m = 0;
     for (char c : in) m |= bit_of(c);
@@ -69,6 +72,20 @@ ContractionPath exact_path(const Problem& p, const PathOptions& o) {
   std::vector<double> cost(std::size_t{full} + 1, kInf), peak(std::size_t{full} + 1, 0);
   std::vector<std::uint32_t> split(std::size_t{full} + 1, 0);
   std::vector<Mask> idx(std::size_t{full} + 1, 0);
+  std::vector<double> flops(std::size_t{full} + 1, 0);
+  auto text = [&](std::uint32_t s) {
+    return std::popcount(s) == 1 ? p.raw[static_cast<std::size_t>(std::countr_zero(s))]
+                                 : p.indices(idx[s]);
+  };
+  std::map<std::tuple<std::string, std::string, std::string>, std::optional<double>> memo;
+  auto measured = [&](std::uint32_t a, std::uint32_t b, std::uint32_t s, double step) {
+    auto key = std::make_tuple(text(a), text(b), text(s));
+    auto it = memo.find(key);
+    if (it == memo.end())
+      it = memo.emplace(key, o.measured_step(std::get<0>(key), std::get<1>(key), std::get<2>(key)))
+               .first;
+    return it->second.value_or(step);
+  };
   // A single operand keeps all of its indices (summing one that only it has is part of the first
   // step that reads it); a group keeps what the output or the operands outside it still need.
   for (std::uint32_t s = 1; s <= full; ++s)
@@ -84,9 +101,11 @@ ContractionPath exact_path(const Problem& p, const PathOptions& o) {
       if (!(a & low)) continue;
       const std::uint32_t b = s ^ a;
       if (cost[a] == kInf || cost[b] == kInf) continue;
-      const double c = cost[a] + cost[b] + 2 * p.size(idx[a] | idx[b]);
+      const double step = 2 * p.size(idx[a] | idx[b]);
+      const double c = cost[a] + cost[b] + (o.measured_step ? measured(a, b, s, step) : step);
       if (c < cost[s]) {
         cost[s] = c;
+        flops[s] = flops[a] + flops[b] + step;
         split[s] = a;
         peak[s] = std::max({peak[a], peak[b], s == full ? 0.0 : result});
       }
@@ -95,7 +114,8 @@ ContractionPath exact_path(const Problem& p, const PathOptions& o) {
   if (cost[full] == kInf)
     throw SpecError("no contraction order keeps every intermediate within the memory limit");
   ContractionPath path;
-  path.flops = cost[full];
+  path.flops = flops[full];
+  path.objective = cost[full];
   path.largest_intermediate = peak[full];
   // Emit steps bottom-up; each subset's result gets the next operand number.
   std::map<std::uint32_t, int> operand_of;
@@ -143,6 +163,7 @@ ContractionPath greedy_path(const Problem& p, const PathOptions& o) {
       throw SpecError("no contraction order keeps every intermediate within the memory limit");
     path.steps.push_back({live[bi].operand, live[bj].operand, p.indices(best_idx)});
     path.flops += best;
+    path.objective += best;
     if (live.size() > 2) path.largest_intermediate = std::max(path.largest_intermediate, best_size);
     live[bi] = {next++, best_idx};
     live.erase(live.begin() + static_cast<long>(bj));

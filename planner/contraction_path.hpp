@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -19,7 +20,8 @@ struct ContractionStep {
 
 struct ContractionPath {
   std::vector<ContractionStep> steps;  // n - 1 steps; the last one yields the output
-  double flops = 0;
+  double flops = 0;       // FLOPs of the chosen order
+  double objective = 0;   // what the search minimised (== flops without measured steps)
   double largest_intermediate = 0;  // elements of the largest result before the last
   bool exact = true;                // false: greedy (n above PathOptions::exact_limit)
 };
@@ -27,6 +29,12 @@ struct ContractionPath {
 struct PathOptions {
   std::size_t exact_limit = 14;                 // dynamic program up to this many operands
   std::optional<double> memory_limit_elements;  // no intermediate larger than this (if possible)
+  // When set, a pairwise step (left indices, right indices, result indices; a single operand
+  // keeps its own index order, a group its indices in first-appearance order) costs what this
+  // returns, in FLOP-equivalents, instead of its FLOP count; nullopt keeps the FLOP count.
+  // Called once per distinct step, only by the dynamic program.
+  std::function<std::optional<double>(const std::string&, const std::string&, const std::string&)>
+      measured_step;
 };
 
 // Throws SpecError when no order satisfies the memory limit, or an index has no length.

@@ -217,4 +217,117 @@ double tree_flops(const EinsumTree& t) {
   return flops;
 }
 
+namespace {
+
+bool contains(const std::vector<int>& dims, int d) {
+  return std::find(dims.begin(), dims.end(), d) != dims.end();
+}
+
+// The position, from the right, of the last dimension of `dims` satisfying `is`; -1 if none.
+template <typename Pred>
+int rightmost(const std::vector<int>& dims, Pred is) {
+  for (int k = static_cast<int>(dims.size()) - 1; k >= 0; --k)
+    if (is(dims[static_cast<std::size_t>(k)])) return k;
+  return -1;
+}
+
+// `dims` reordered to end in (second, last) kinds, as the course's reorder does: the rightmost
+// dimension of the last kind moves to the end, then the rightmost of the second kind before it.
+template <typename A, typename B>
+std::vector<int> end_with(std::vector<int> dims, A second_kind, B last_kind) {
+  const int n = static_cast<int>(dims.size());
+  const int l = rightmost(dims, last_kind), s = rightmost(dims, second_kind);
+  if (l < 0 || s < 0 || n < 2) return dims;
+  std::iter_swap(dims.begin() + l, dims.begin() + (n - 1));
+  const int s_now = s == n - 1 ? l : s;
+  std::iter_swap(dims.begin() + s_now, dims.begin() + (n - 2));
+  return dims;
+}
+
+class TreeOptimizer {
+ public:
+  TreeOptimizer(const EinsumTree& t, const TreePasses& p, TreePassReport& r)
+      : in_(t), passes_(p), report_(r) {
+    nodes_ = t.nodes;
+  }
+
+  EinsumTree run() {
+    visit(in_.root());
+    EinsumTree out;
+    out.sizes = in_.sizes;
+    emit(in_.root(), out);
+    return out;
+  }
+
+ private:
+  void visit(int n) {
+    auto at = [&](int k) -> EinsumTree::Node& { return nodes_[static_cast<std::size_t>(k)]; };
+    if (at(n).is_leaf()) return;
+    if (!at(n).is_contraction()) {
+      visit(at(n).left);
+      return;
+    }
+    const std::vector<int> out = at(n).dims;  // copies: reorder() may grow nodes_
+    if (passes_.swap && !out.empty()) {
+      const int last = out.back();
+      if (contains(at(at(n).right).dims, last) && !contains(at(at(n).left).dims, last)) {
+        std::swap(at(n).left, at(n).right);
+        ++report_.swaps;
+      }
+    }
+    if (passes_.reorder) {
+      const std::vector<int> l = at(at(n).left).dims, r = at(at(n).right).dims;
+      auto is_m = [&](int d) { return contains(out, d) && contains(l, d) && !contains(r, d); };
+      auto is_n = [&](int d) { return contains(out, d) && contains(r, d) && !contains(l, d); };
+      auto is_k = [&](int d) { return !contains(out, d) && contains(l, d) && contains(r, d); };
+      const int left = reorder(at(n).left, end_with(l, is_k, is_m));
+      at(n).left = left;
+      const int right = reorder(at(n).right, end_with(r, is_n, is_k));
+      at(n).right = right;
+    }
+    visit(at(n).left);
+    visit(at(n).right);
+  }
+
+  // Child c producing `want` instead of its current order; returns the (possibly new) child.
+  int reorder(int c, const std::vector<int>& want) {
+    auto& child = nodes_[static_cast<std::size_t>(c)];
+    if (child.dims == want) return c;
+    if (!child.is_leaf()) {
+      child.dims = want;  // an inner node produces its result in any order we ask
+      ++report_.reorders;
+      return c;
+    }
+    if (!passes_.insert_permutations) return c;
+    EinsumTree::Node perm;
+    perm.dims = want;
+    perm.left = c;
+    nodes_.push_back(perm);
+    ++report_.permutations_inserted;
+    return static_cast<int>(nodes_.size()) - 1;
+  }
+
+  // Children before parents, in the order the text lists them.
+  int emit(int n, EinsumTree& out) {
+    EinsumTree::Node node = nodes_[static_cast<std::size_t>(n)];
+    if (node.left >= 0) node.left = emit(node.left, out);
+    if (node.right >= 0) node.right = emit(node.right, out);
+    out.nodes.push_back(node);
+    return static_cast<int>(out.nodes.size()) - 1;
+  }
+
+  const EinsumTree& in_;
+  const TreePasses& passes_;
+  TreePassReport& report_;
+  std::vector<EinsumTree::Node> nodes_;
+};
+
+}  // namespace
+
+EinsumTree optimize_tree(const EinsumTree& t, const TreePasses& passes, TreePassReport* report) {
+  TreePassReport local;
+  if (t.nodes.empty()) return t;
+  return TreeOptimizer(t, passes, report ? *report : local).run();
+}
+
 }  // namespace einsumdb

@@ -42,4 +42,24 @@ std::string to_string(const EinsumTree& t);
 // iteration space); permutations cost none.
 double tree_flops(const EinsumTree& t);
 
+// The optimisation passes of the course text, applied top-down from the root to every
+// contraction. The unit-stride dimension of a tensor is its last one; for a contraction, M
+// dimensions are in its left child and its result, N in its right child and its result, K in
+// both children but not in the result.
+//   swap:    when the result's last dimension is an N dimension, swap the children;
+//   reorder: order the left child to end in K,M and the right child to end in N,K (an inner
+//            child simply produces that order);
+//   insert:  when reorder would reorder a leaf (a user's tensor), insert a permutation node
+//            above it instead; without it, leaves are left as they are.
+// Leaves keep their input numbers; dimensions and FLOPs are unchanged.
+struct TreePasses {
+  bool swap = true, reorder = true, insert_permutations = true;
+};
+struct TreePassReport {
+  int swaps = 0, reorders = 0, permutations_inserted = 0;
+  bool applied() const { return swaps + reorders + permutations_inserted > 0; }
+};
+EinsumTree optimize_tree(const EinsumTree& t, const TreePasses& passes = {},
+                         TreePassReport* report = nullptr);
+
 }  // namespace einsumdb

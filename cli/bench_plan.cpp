@@ -1,0 +1,204 @@
+// einsumdb bench plan: the planner's figures, measured in one run — predicted communication of
+// EinDecomp against the sqrt and data baselines on the chain (A×B)+(C×(D×E)) of Sec. 9 of the
+// EinDecomp paper (square and skewed shapes) at several P, and planning time on large graphs.
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <random>
+
+#include "cli/commands.hpp"
+#include "planner/eindecomp.hpp"
+
+namespace einsumdb::cli {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+struct BenchPlanArgs {
+  std::int64_t s = 10000;
+  std::size_t nodes = 500;
+  std::int64_t procs = 16;
+  int repeat = 5;
+};
+
+EinGraph chain(std::int64_t s, bool skewed) {
+  const std::int64_t t = s / 10, w = s * 10;  // 0.1 s and 10 s
+  auto m = [](std::int64_t r, std::int64_t c) { return EinGraph::Tensor{{r, c}, Dtype::f64}; };
+  EinGraph g;
+  if (skewed)
+    g.inputs = {{"A", m(s, t)}, {"B", m(t, s)}, {"C", m(s, t)}, {"D", m(t, w)}, {"E", m(w, s)}};
+  else
+    g.inputs = {{"A", m(s, s)}, {"B", m(s, s)}, {"C", m(s, s)}, {"D", m(s, s)}, {"E", m(s, s)}};
+  auto node = [](std::string name, std::string einsum_x, std::string einsum_y, std::string z,
+                 std::string x, std::string y, JoinOp join) {
+    EinGraph::Node n;
+    n.name = std::move(name);
+    n.operands = {std::move(einsum_x), std::move(einsum_y)};
+    n.output = std::move(z);
+    n.inputs = {std::move(x), std::move(y)};
+    n.join = join;
+    return n;
+  };
+  g.nodes = {node("AB", "ij", "jk", "ik", "A", "B", JoinOp::mul),
+             node("DE", "ij", "jk", "ik", "D", "E", JoinOp::mul),
+             node("CDE", "ij", "jk", "ik", "C", "DE", JoinOp::mul),
+             node("Z", "ij", "ij", "ij", "AB", "CDE", JoinOp::add)};
+  validate(g);
+  return g;
+}
+
+// A deterministic graph of `n` nodes over matrices: products (also with a transposed operand),
+// element-wise sums and transpositions; operands are picked among recent results, so results
+// have several consumers, with fresh inputs when no result fits. `tree` keeps every result to
+// one consumer (a forest of chains).
+EinGraph large_graph(std::size_t n, bool tree, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const std::int64_t dims[] = {512, 1024, 2048, 4096};
+  EinGraph g;
+  std::vector<std::string> tensors;
+  std::map<std::string, int> uses;
+  auto shape = [&](const std::string& t) { return g.tensor(t).shape; };
+  auto fresh = [&](std::int64_t r, std::int64_t c) {
+    const std::string name = "I" + std::to_string(g.inputs.size());
+    g.inputs[name] = {{r, c}, Dtype::f64};
+    return name;
+  };
+  auto pick = [&](auto&& fits) -> std::string {
+    for (int tries = 0; tries < 8 && !tensors.empty(); ++tries) {
+      const std::size_t back = std::min<std::size_t>(tensors.size(), 12);
+      const auto& t = tensors[tensors.size() - 1 - rng() % back];
+      if ((!tree || !uses.count(t)) && fits(shape(t))) return t;
+    }
+    return {};
+  };
+  for (std::size_t k = 0; k < n; ++k) {
+    EinGraph::Node node;
+    node.name = "N" + std::to_string(k);
+    const int kind = static_cast<int>(rng() % 10);
+    std::string x = pick([](const auto&) { return true; });
+    if (x.empty()) x = fresh(dims[rng() % 4], dims[rng() % 4]);
+    const auto sx = shape(x);
+    if (kind < 6) {  // product ij,jk->ik (or ij,kj->ik)
+      const bool transposed = kind == 5;
+      std::string y = pick([&](const auto& s) { return s[transposed ? 1 : 0] == sx[1]; });
+      if (y.empty() || y == x)
+        y = transposed ? fresh(dims[rng() % 4], sx[1]) : fresh(sx[1], dims[rng() % 4]);
+      node.operands = {"ij", transposed ? "kj" : "jk"};
+      node.output = "ik";
+      node.inputs = {x, y};
+    } else if (kind < 9) {  // element-wise sum
+      std::string y = pick([&](const auto& s) { return s == sx; });
+      if (y.empty() || y == x) y = fresh(sx[0], sx[1]);
+      node.operands = {"ij", "ij"};
+      node.output = "ij";
+      node.inputs = {x, y};
+      node.join = JoinOp::add;
+    } else {  // transposition
+      node.operands = {"ij"};
+      node.output = "ji";
+      node.inputs = {x};
+    }
+    for (const auto& in : node.inputs) ++uses[in];
+    g.nodes.push_back(node);
+    g.results[node.name] = {};  // shape filled by validate(); needed by pick() meanwhile
+    EinGraph probe = g;
+    validate(probe);
+    g.results = probe.results;
+    tensors.push_back(node.name);
+  }
+  g.outputs.clear();
+  validate(g);
+  return g;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int run_bench_plan(const BenchPlanArgs& a) {
+  ojson out;
+  out["chain"] = ojson::array();
+  std::cout << "chain (A x B) + (C x (D x E)), s = " << a.s
+            << "; predicted numbers moved (lower is better)\n";
+  std::cout << "shapes   P   eindecomp     sqrt          data          sqrt/eindecomp  "
+               "data/eindecomp\n";
+  for (bool skewed : {false, true}) {
+    const StepGraph steps = expand(chain(a.s, skewed));
+    for (std::int64_t p : {4, 8, 16}) {
+      double cost[3];
+      int k = 0;
+      for (auto m : {PlanMethod::eindecomp, PlanMethod::sqrt, PlanMethod::data}) {
+        PlanOptions o;
+        o.procs = p;
+        o.method = m;
+        cost[k++] = make_plan(steps, o).total;
+      }
+      std::printf("%-8s %-3lld %-13.4g %-13.4g %-13.4g %-15.2f %.2f\n",
+                  skewed ? "skewed" : "square", static_cast<long long>(p), cost[0], cost[1],
+                  cost[2], cost[1] / cost[0], cost[2] / cost[0]);
+      out["chain"].push_back({{"shapes", skewed ? "skewed" : "square"},
+                              {"procs", p},
+                              {"eindecomp", cost[0]},
+                              {"sqrt", cost[1]},
+                              {"data", cost[2]},
+                              {"sqrt_over_eindecomp", cost[1] / cost[0]},
+                              {"data_over_eindecomp", cost[2] / cost[0]}});
+    }
+  }
+  out["large"] = ojson::array();
+  std::cout << "\nplanning time, " << a.nodes << " nodes, P = " << a.procs << " (median of "
+            << a.repeat << ")\n";
+  bool ok = true;
+  for (bool tree : {true, false}) {
+    const EinGraph g = large_graph(a.nodes, tree, 7);
+    std::vector<double> seconds;
+    Plan plan;
+    for (int r = 0; r < a.repeat; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      PlanOptions o;
+      o.procs = a.procs;
+      plan = make_plan(expand(g), o);
+      seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    PlanOptions o;
+    o.procs = a.procs;
+    o.method = PlanMethod::sqrt;
+    const double sqrt_total = make_plan(expand(g), o).total;
+    o.method = PlanMethod::data;
+    const double data_total = make_plan(expand(g), o).total;
+    const double t = median(seconds);
+    ok = ok && t < 1.0;
+    std::printf("%-5s %zu steps, search %-22s %.3f s (target < 1 s: %s); sqrt/eindecomp %.2f, "
+                "data/eindecomp %.2f\n",
+                tree ? "tree" : "DAG", plan.graph.steps.size(), plan.search.c_str(), t,
+                t < 1.0 ? "ok" : "MISSED", sqrt_total / plan.total, data_total / plan.total);
+    out["large"].push_back({{"graph", tree ? "tree" : "dag"},
+                            {"steps", plan.graph.steps.size()},
+                            {"search", plan.search},
+                            {"seconds", t},
+                            {"sqrt_over_eindecomp", sqrt_total / plan.total},
+                            {"data_over_eindecomp", data_total / plan.total}});
+  }
+  std::cout << "\n" << out.dump() << "\n";
+  return ok ? kExitOk : kExitRuntime;
+}
+
+}  // namespace
+
+Command add_bench_plan_command(CLI::App& bench) {
+  auto a = std::make_shared<BenchPlanArgs>();
+  auto* cmd = bench.add_subcommand(
+      "plan", "EinDecomp against the sqrt and data baselines on the chain of Sec. 9, and "
+              "planning time on a large graph");
+  cmd->add_option("--s", a->s, "The chain's size parameter s")->capture_default_str();
+  cmd->add_option("--nodes", a->nodes, "Nodes of the large graphs")->capture_default_str();
+  cmd->add_option("--procs", a->procs, "P for the large graphs")->capture_default_str();
+  cmd->add_option("--repeat", a->repeat, "Timed plannings per large graph")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  return [a] { return run_bench_plan(*a); };
+}
+
+}  // namespace einsumdb::cli

@@ -1,0 +1,140 @@
+#include "planner/plan_store.hpp"
+
+#include <algorithm>
+
+#include "canon/metrics.hpp"
+
+namespace einsumdb {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+BatchedEinsum pairwise_einsum(const std::vector<std::string>& operands, const std::string& result,
+                              const std::vector<std::string>& arrays,
+                              const std::map<char, std::int64_t>& lengths, Dtype dtype,
+                              JoinOp join, AggOp agg) {
+  BatchedEinsum e;
+  e.inputs = operands;
+  e.output = result;
+  e.batch = {arrays};
+  e.join = join;
+  e.agg = agg;
+  for (std::size_t k = 0; k < operands.size(); ++k) {
+    ArrayInfo info;
+    info.dtype = dtype;
+    for (char l : operands[k]) info.shape.push_back(Length::of(lengths.at(l)));
+    e.arrays[arrays[k]] = info;
+  }
+  return e;
+}
+
+}  // namespace
+
+BatchedEinsum step_einsum(const PlanStep& s) {
+  std::vector<std::string> operands{s.x};
+  if (!s.y.empty()) operands.push_back(s.y);
+  std::vector<std::string> arrays(s.inputs.begin(), s.inputs.end());
+  // The same tensor read twice with different labels is one array only if the shapes agree.
+  if (arrays.size() == 2 && arrays[0] == arrays[1]) {
+    std::vector<std::int64_t> a, b;
+    for (char l : s.x) a.push_back(s.bounds.at(l));
+    for (char l : s.y) b.push_back(s.bounds.at(l));
+    if (a != b) arrays[1] += "'";
+  }
+  return pairwise_einsum(operands, s.z, arrays, s.bounds, s.dtype, s.join, s.agg);
+}
+
+nlohmann::json canonical_vector(const Canonical& c, const PartitionVector& d) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [canon, input] : c.sigma.index)
+    if (const auto it = d.find(input); it != d.end()) j[std::string(1, canon)] = it->second;
+  return j;
+}
+
+MeasuredPartitionings::MeasuredPartitionings(Store& store, std::string machine,
+                                             std::int64_t procs)
+    : store_(store), machine_(std::move(machine)), procs_(procs) {
+  double bytes = 0, seconds = 0;
+  for (const auto& p : store_.measured_partitionings(machine_, static_cast<int>(procs_))) {
+    ++entries_;
+    if (p.predicted_bytes && *p.predicted_bytes > 0 && p.measured_seconds &&
+        *p.measured_seconds > 0) {
+      bytes += *p.predicted_bytes;
+      seconds += *p.measured_seconds;
+    }
+  }
+  bytes_per_second_ = seconds > 0 ? bytes / seconds : 0;
+}
+
+std::optional<double> MeasuredPartitionings::operator()(const PlanStep& s,
+                                                        const PartitionVector& d) {
+  if (entries_ == 0 || bytes_per_second_ <= 0) return std::nullopt;
+  const std::string text = s.einsum_string() + "|" + nlohmann::json(s.inputs).dump();
+  auto it = canon_.find(text);
+  if (it == canon_.end()) it = canon_.emplace(text, canonicalize(step_einsum(s))).first;
+  const Canonical& c = it->second;
+  const nlohmann::json want = canonical_vector(c, d);
+  std::vector<double> times;
+  for (const auto& p : store_.partitionings(c.hash, static_cast<int>(procs_)))
+    if (p.machine == machine_ && p.measured_seconds && p.vectors.value("d", nlohmann::json()) == want)
+      times.push_back(*p.measured_seconds);
+  if (times.empty()) return std::nullopt;
+  ++hits_;
+  return median(times) * bytes_per_second_ / static_cast<double>(dtype_bytes(s.dtype));
+}
+
+MeasuredSteps::MeasuredSteps(Store& store, std::string machine, Dtype dtype, JoinOp join,
+                             AggOp agg, std::map<char, std::int64_t> lengths)
+    : store_(store),
+      machine_(std::move(machine)),
+      dtype_(dtype),
+      join_(join),
+      agg_(agg),
+      lengths_(std::move(lengths)) {}
+
+std::optional<double> MeasuredSteps::operator()(const std::string& a, const std::string& b,
+                                                const std::string& result) {
+  const BatchedEinsum e = pairwise_einsum({a, b}, result, {"X", "Y"}, lengths_, dtype_, join_, agg_);
+  const Canonical c = canonicalize(e);
+  const auto fact = store_.best(c.hash, machine_);
+  if (!fact || fact->median_s <= 0) return std::nullopt;
+  ++hits_;
+  double points = 1;
+  for (char l : join_labels(a, b)) points *= static_cast<double>(lengths_.at(l));
+  const double flops = 2 * points;
+  rates_.push_back(flops / fact->median_s);
+  return fact->median_s * median(rates_);
+}
+
+std::size_t record_plan(Store& store, const Plan& plan, const Machine& machine,
+                        const RunInfo& run) {
+  Store::Transaction tx(store);
+  const auto machine_id = store.machine_id(machine);
+  const auto run_id = store.begin_run(run, machine_id);
+  std::size_t rows = 0;
+  for (std::size_t v = 0; v < plan.graph.steps.size(); ++v) {
+    const auto& s = plan.graph.steps[v];
+    const auto& c = plan.choice[v];
+    const Canonical canon = canonicalize(step_einsum(s));
+    Store::Partitioning p;
+    p.graph_key = canon.hash;
+    p.procs = static_cast<int>(plan.procs);
+    p.vectors = {{"d", canonical_vector(canon, c.d)},
+                 {"step", s.name},
+                 {"einsum", s.einsum_string()},
+                 {"method", to_string(plan.method)}};
+    p.predicted_bytes =
+        (c.join + c.aggregation + c.repartition) * static_cast<double>(dtype_bytes(s.dtype));
+    p.machine = machine.fingerprint();
+    store.record_partitioning(run_id, p);
+    ++rows;
+  }
+  tx.commit();
+  return rows;
+}
+
+}  // namespace einsumdb

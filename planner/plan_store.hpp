@@ -1,0 +1,70 @@
+// The planner and the performance database: pairwise steps and partitionings are looked up and
+// recorded under the canonical key of the einsum they compute, so what was measured for one
+// spelling serves every isomorphic one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "canon/canonicalize.hpp"
+#include "db/machine.hpp"
+#include "db/store.hpp"
+#include "planner/eindecomp.hpp"
+
+namespace einsumdb {
+
+// A step as a one-row batched einsum whose operands are the tensors it reads.
+BatchedEinsum step_einsum(const PlanStep& s);
+
+// d renamed into the canonical index names of c ({"a": 2, "b": 1, ...}).
+nlohmann::json canonical_vector(const Canonical& c, const PartitionVector& d);
+
+// Measured partitionings on one machine at one P: the objective of a (step, vector) that the
+// distributed executor has measured is its median measured time converted to numbers moved at
+// the rate (predicted bytes per measured second, over every measured partitioning of this
+// machine and P) the measurements achieved; nullopt when it was never measured.
+class MeasuredPartitionings {
+ public:
+  MeasuredPartitionings(Store& store, std::string machine, std::int64_t procs);
+  std::optional<double> operator()(const PlanStep& s, const PartitionVector& d);
+  std::size_t measured_entries() const { return entries_; }
+  std::size_t hits() const { return hits_; }
+
+ private:
+  Store& store_;
+  std::string machine_;
+  std::int64_t procs_;
+  double bytes_per_second_ = 0;
+  std::size_t entries_ = 0, hits_ = 0;
+  std::map<std::string, Canonical> canon_;  // by step einsum text
+};
+
+// Measured pairwise steps for contraction trees: the median time of the best verified transform
+// of a step's canonical form on `machine`, converted to FLOP-equivalents at the median FLOP rate
+// of the measured steps seen so far (the FLOP count itself until one is seen).
+class MeasuredSteps {
+ public:
+  MeasuredSteps(Store& store, std::string machine, Dtype dtype, JoinOp join, AggOp agg,
+                std::map<char, std::int64_t> lengths);
+  std::optional<double> operator()(const std::string& a, const std::string& b,
+                                   const std::string& result);
+  std::size_t hits() const { return hits_; }
+
+ private:
+  Store& store_;
+  std::string machine_;
+  Dtype dtype_;
+  JoinOp join_;
+  AggOp agg_;
+  std::map<char, std::int64_t> lengths_;
+  std::vector<double> rates_;  // FLOP/s of the measured steps
+  std::size_t hits_ = 0;
+};
+
+// One partitioning row per step: its canonical key, P, its vector in canonical names, and the
+// predicted bytes moved (floats × the step's dtype size). Returns the rows written.
+std::size_t record_plan(Store& store, const Plan& plan, const Machine& machine,
+                        const RunInfo& run);
+
+}  // namespace einsumdb
