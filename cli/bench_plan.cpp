@@ -170,10 +170,11 @@ int run_bench_plan(const BenchPlanArgs& a) {
     const double data_total = make_plan(expand(g), o).total;
     const double t = median(seconds);
     ok = ok && t < 1.0;
-    std::printf("%-5s %zu steps, search %-22s %.3f s (target < 1 s: %s); sqrt/eindecomp %.2f, "
-                "data/eindecomp %.2f\n",
-                tree ? "tree" : "DAG", plan.graph.steps.size(), plan.search.c_str(), t,
-                t < 1.0 ? "ok" : "MISSED", sqrt_total / plan.total, data_total / plan.total);
+    std::printf(
+        "%-5s %zu steps, search %-22s %.3f s (target < 1 s: %s); sqrt/eindecomp %.2f, "
+        "data/eindecomp %.2f\n",
+        tree ? "tree" : "DAG", plan.graph.steps.size(), plan.search.c_str(), t,
+        t < 1.0 ? "ok" : "MISSED", sqrt_total / plan.total, data_total / plan.total);
     out["large"].push_back({{"graph", tree ? "tree" : "dag"},
                             {"steps", plan.graph.steps.size()},
                             {"search", plan.search},
@@ -190,8 +191,9 @@ int run_bench_plan(const BenchPlanArgs& a) {
 Command add_bench_plan_command(CLI::App& bench) {
   auto a = std::make_shared<BenchPlanArgs>();
   auto* cmd = bench.add_subcommand(
-      "plan", "EinDecomp against the sqrt and data baselines on the chain of Sec. 9, and "
-              "planning time on a large graph");
+      "plan",
+      "EinDecomp against the sqrt and data baselines on the chain of Sec. 9, and "
+      "planning time on a large graph");
   cmd->add_option("--s", a->s, "The chain's size parameter s")->capture_default_str();
   cmd->add_option("--nodes", a->nodes, "Nodes of the large graphs")->capture_default_str();
   cmd->add_option("--procs", a->procs, "P for the large graphs")->capture_default_str();

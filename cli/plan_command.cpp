@@ -1,5 +1,6 @@
 // einsumdb plan: contraction trees and EinDecomp partition vectors for a graph of einsums.
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -73,8 +74,9 @@ TreePasses parse_passes(const std::string& text, bool& any) {
     any = true;
   }
   if (p.insert_permutations && !p.reorder)
-    throw SpecError("--passes: 'insert' places the permutations that 'reorder' asks for; give "
-                    "it with reorder");
+    throw SpecError(
+        "--passes: 'insert' places the permutations that 'reorder' asks for; give "
+        "it with reorder");
   return p;
 }
 
@@ -119,6 +121,13 @@ std::string fmt(double v) {
   else
     s.precision(0), s << std::fixed << v;
   return s.str();
+}
+
+std::string ratio(double baseline, double total) {
+  if (total <= 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2fx", baseline / total);
+  return buf;
 }
 
 ojson alternatives_json(const std::vector<Alternative>& alts) {
@@ -231,8 +240,8 @@ int run_plan(const PlanArgs& a) {
   if (a.record) {
     Store db = open_for_writing(a.db);
     RunInfo run;
-    run.label = "plan " + (a.graph.empty() ? std::string("--tree") : a.graph) + " P=" +
-                std::to_string(a.procs);
+    run.label = "plan " + (a.graph.empty() ? std::string("--tree") : a.graph) +
+                " P=" + std::to_string(a.procs);
     run.command = "einsumdb plan";
     const std::size_t rows = record_plan(db, plan, this_machine(), run);
     j["recorded"] = {{"partitionings", rows}, {"db", db.path()}};
@@ -243,12 +252,12 @@ int run_plan(const PlanArgs& a) {
     return kExitOk;
   }
   std::cout << "plan: " << plan.graph.steps.size() << " steps on P = " << plan.procs << ", "
-            << to_string(plan.method) << " (" << plan.search << "), predicted "
-            << fmt(plan.total) << " numbers moved";
+            << to_string(plan.method) << " (" << plan.search << "), predicted " << fmt(plan.total)
+            << " numbers moved";
   for (const auto& [name, v] : baselines.items())
     if (!v.is_null())
       std::cout << "; " << name << " " << fmt(v.get<double>()) << " ("
-                << (plan.total > 0 ? fmt(v.get<double>() / plan.total) + "x" : "-") << ")";
+                << ratio(v.get<double>(), plan.total) << ")";
   std::cout << "\n";
   std::vector<std::vector<std::string>> rows;
   for (std::size_t v = 0; v < plan.graph.steps.size(); ++v) {
@@ -259,8 +268,8 @@ int run_plan(const PlanArgs& a) {
   }
   print_table({"step", "einsum", "partition", "join", "aggregation", "repartition", "total"}, rows);
   for (const auto& [node, tree] : plan.graph.trees) {
-    std::cout << "contraction tree of " << node << " (" << (tree.exact ? "exact" : "greedy")
-              << ", " << fmt(tree.flops) << " FLOPs):";
+    std::cout << "contraction tree of " << node << " (" << (tree.exact ? "exact" : "greedy") << ", "
+              << fmt(tree.flops) << " FLOPs):";
     for (const auto& s : tree.steps)
       std::cout << " (" << s.left << "," << s.right << ")->" << s.indices;
     std::cout << "\n";

@@ -922,7 +922,7 @@ void Store::record_partitioning(std::int64_t run, const Partitioning& p) {
 
 namespace {
 #define EINSUMDB_PARTITIONING_COLUMNS                                                         \
-  "SELECT p.graph_key, p.procs, p.vectors, p.predicted_bytes, p.measured_bytes, "            \
+  "SELECT p.graph_key, p.procs, p.vectors, p.predicted_bytes, p.measured_bytes, "             \
   "p.measured_seconds, coalesce(mc.fingerprint, '') FROM partitionings p LEFT JOIN machines " \
   "mc ON mc.id = p.machine_id "
 

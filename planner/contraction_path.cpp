@@ -15,8 +15,8 @@ using Mask = std::uint64_t;  // a set of indices (bit per distinct index)
 struct Problem {
   std::vector<Mask> operand;  // index set of each input
   Mask output = 0;
-  std::vector<double> length;  // per index bit
-  std::string letters;         // index bit -> index letter
+  std::vector<double> length;    // per index bit
+  std::string letters;           // index bit -> index letter
   std::vector<std::string> raw;  // each operand's indices as written
 
   double size(Mask m) const {

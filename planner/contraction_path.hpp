@@ -20,8 +20,8 @@ struct ContractionStep {
 
 struct ContractionPath {
   std::vector<ContractionStep> steps;  // n - 1 steps; the last one yields the output
-  double flops = 0;       // FLOPs of the chosen order
-  double objective = 0;   // what the search minimised (== flops without measured steps)
+  double flops = 0;                    // FLOPs of the chosen order
+  double objective = 0;             // what the search minimised (== flops without measured steps)
   double largest_intermediate = 0;  // elements of the largest result before the last
   bool exact = true;                // false: greedy (n above PathOptions::exact_limit)
 };

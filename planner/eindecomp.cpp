@@ -47,8 +47,7 @@ struct Context {
       for (const auto& in : s.inputs) producer[v].push_back(g.producer(in));
       shape.push_back(s.result_shape());
     }
-    for (std::size_t v = 0; v < n; ++v)
-      consumers[v] = g.consumers(static_cast<int>(v));
+    for (std::size_t v = 0; v < n; ++v) consumers[v] = g.consumers(static_cast<int>(v));
   }
 
   // Join and aggregation of step v under d, and the objective's term for it.
@@ -84,7 +83,7 @@ void optimize_set(const Context& cx, const std::vector<bool>& in_set,
                   std::vector<std::optional<PartitionVector>>& chosen) {
   struct Entry {
     double cost = kInf;
-    std::size_t d = 0;                      // index into viable
+    std::size_t d = 0;                         // index into viable
     std::vector<std::pair<int, Parts>> picks;  // producer in the set and its result parts
   };
   const int n = static_cast<int>(cx.g.steps.size());
@@ -113,7 +112,8 @@ void optimize_set(const Context& cx, const std::vector<bool>& in_set,
           cost += best;
           picks.emplace_back(p, *best_parts);
         } else if (const auto& fixed = chosen[static_cast<std::size_t>(p)]) {
-          cost += cx.repart_into(p, parts_of(cx.g.steps[static_cast<std::size_t>(p)].z, *fixed), v, d);
+          cost +=
+              cx.repart_into(p, parts_of(cx.g.steps[static_cast<std::size_t>(p)].z, *fixed), v, d);
         }
       }
       const Parts out = parts_of(s.z, d);
@@ -146,8 +146,8 @@ void optimize_set(const Context& cx, const std::vector<bool>& in_set,
 }
 
 // The longest path (in steps) among the unlabelled steps, following producer -> consumer edges.
-std::vector<int> longest_unlabelled_path(const Context& cx,
-                                         const std::vector<std::optional<PartitionVector>>& chosen) {
+std::vector<int> longest_unlabelled_path(
+    const Context& cx, const std::vector<std::optional<PartitionVector>>& chosen) {
   const int n = static_cast<int>(cx.g.steps.size());
   std::vector<int> length(static_cast<std::size_t>(n), 0), next(static_cast<std::size_t>(n), -1);
   int start = -1;
@@ -182,7 +182,8 @@ Local local_cost(const Context& cx, const std::vector<StepChoice>& choice, int v
   if (cx.options.measured) l.measured = cx.options.measured(s, d);
   const auto& prod = cx.producer[static_cast<std::size_t>(v)];
   for (std::size_t k = 0; k < prod.size(); ++k)
-    if (prod[k] >= 0) l.in += cx.repart(prod[k], choice[static_cast<std::size_t>(prod[k])].result_parts, v, k, d);
+    if (prod[k] >= 0)
+      l.in += cx.repart(prod[k], choice[static_cast<std::size_t>(prod[k])].result_parts, v, k, d);
   const Parts out = parts_of(s.z, d);
   for (int c : cx.consumers[static_cast<std::size_t>(v)])
     l.out += cx.repart_into(v, out, c, choice[static_cast<std::size_t>(c)].d);
@@ -238,7 +239,8 @@ double evaluate_choices(const Context& cx, std::vector<StepChoice>& choice) {
     const auto& prod = cx.producer[static_cast<std::size_t>(v)];
     for (std::size_t k = 0; k < prod.size(); ++k)
       if (prod[k] >= 0)
-        c.repartition += cx.repart(prod[k], choice[static_cast<std::size_t>(prod[k])].result_parts, v, k, c.d);
+        c.repartition +=
+            cx.repart(prod[k], choice[static_cast<std::size_t>(prod[k])].result_parts, v, k, c.d);
     objective += c.measured.value_or(c.join + c.aggregation) + c.repartition;
   }
   return objective;
@@ -335,9 +337,12 @@ StepGraph expand(const EinGraph& g, const PathOptions& options, const PathOption
 
 std::string_view to_string(PlanMethod m) {
   switch (m) {
-    case PlanMethod::eindecomp: return "eindecomp";
-    case PlanMethod::sqrt: return "sqrt";
-    case PlanMethod::data: return "data";
+    case PlanMethod::eindecomp:
+      return "eindecomp";
+    case PlanMethod::sqrt:
+      return "sqrt";
+    case PlanMethod::data:
+      return "data";
   }
   return "?";
 }
@@ -444,7 +449,8 @@ std::vector<Alternative> alternatives(const Plan& plan, int step, const PlanOpti
 
 std::string to_string(const PartitionVector& d) {
   std::string s;
-  for (const auto& [l, p] : d) s += (s.empty() ? "" : " ") + std::string(1, l) + "=" + std::to_string(p);
+  for (const auto& [l, p] : d)
+    s += (s.empty() ? "" : " ") + std::string(1, l) + "=" + std::to_string(p);
   return s;
 }
 

@@ -71,7 +71,7 @@ struct PlanOptions {
 
 struct StepChoice {
   PartitionVector d;
-  std::vector<std::int64_t> result_parts;  // per result axis
+  std::vector<std::int64_t> result_parts;             // per result axis
   double join = 0, aggregation = 0, repartition = 0;  // repartition: into this step's operands
   std::optional<double> measured;                     // objective term when measured
 };
@@ -80,10 +80,10 @@ struct Plan {
   StepGraph graph;
   std::int64_t procs = 1;
   PlanMethod method = PlanMethod::eindecomp;
-  std::string search;  // "exact", "linearized" (+ which start won), or "baseline"
-  std::vector<StepChoice> choice;  // per step
-  double total = 0;                // floats moved under the cost model
-  double objective = 0;            // what was minimised (== total without measured costs)
+  std::string search;                   // "exact", "linearized" (+ which start won), or "baseline"
+  std::vector<StepChoice> choice;       // per step
+  double total = 0;                     // floats moved under the cost model
+  double objective = 0;                 // what was minimised (== total without measured costs)
   std::vector<std::vector<int>> paths;  // the linearization, when the graph needed it
 };
 
@@ -106,8 +106,7 @@ struct Alternative {
   std::optional<double> measured;
   bool chosen = false;
 };
-std::vector<Alternative> alternatives(const Plan& plan, int step,
-                                      const PlanOptions& options = {});
+std::vector<Alternative> alternatives(const Plan& plan, int step, const PlanOptions& options = {});
 
 std::string to_string(const PartitionVector& d);  // "i=2 j=1 k=4"
 

@@ -148,7 +148,8 @@ void validate(EinGraph& g) {
       if (g.inputs.count(in)) continue;
       const auto p = node_at.find(in);
       if (p == node_at.end())
-        throw SpecError(where + ": input " + in_quotes(in) + " is neither a graph input nor a node");
+        throw SpecError(where + ": input " + in_quotes(in) +
+                        " is neither a graph input nor a node");
       if (p->second == k) throw SpecError(where + " reads its own result");
       ++pending[k];
       consumers[p->second].push_back(k);
@@ -156,8 +157,8 @@ void validate(EinGraph& g) {
     if (n.operands.size() > 2 && !is_pairwise_decomposable(n.join, n.agg))
       throw SpecError(where + ": an einsum of " + std::to_string(n.operands.size()) +
                       " operands needs a join/agg pair that may be evaluated pairwise (mul/sum, "
-                      "add/max, add/min, max/max, min/min), got " + std::string(to_string(n.join)) +
-                      "/" + std::string(to_string(n.agg)));
+                      "add/max, add/min, max/max, min/min), got " +
+                      std::string(to_string(n.join)) + "/" + std::string(to_string(n.agg)));
   }
   std::set<std::size_t> ready;
   for (std::size_t k = 0; k < g.nodes.size(); ++k)
@@ -176,17 +177,17 @@ void validate(EinGraph& g) {
       dtype = dtype_rank(t.dtype) > dtype_rank(dtype) || o == 0 ? t.dtype : dtype;
       if (t.shape.size() != n.operands[o].size())
         throw SpecError(where + ": operand " + std::to_string(o) + " (" + in_quotes(n.inputs[o]) +
-                        ") has " + std::to_string(t.shape.size()) + " axes but the einsum gives it " +
-                        std::to_string(n.operands[o].size()) + " labels (" +
-                        in_quotes(n.operands[o]) + ")");
+                        ") has " + std::to_string(t.shape.size()) +
+                        " axes but the einsum gives it " + std::to_string(n.operands[o].size()) +
+                        " labels (" + in_quotes(n.operands[o]) + ")");
       for (std::size_t a = 0; a < t.shape.size(); ++a) {
         const char l = n.operands[o][a];
         const std::string here = in_quotes(n.inputs[o]) + " axis " + std::to_string(a);
         const auto [it, inserted] = seen.emplace(l, std::make_pair(t.shape[a], here));
         if (!inserted && it->second.first != t.shape[a])
           throw SpecError(where + ": label '" + std::string(1, l) + "' has length " +
-                          std::to_string(it->second.first) + " at " + it->second.second +
-                          " but " + std::to_string(t.shape[a]) + " at " + here);
+                          std::to_string(it->second.first) + " at " + it->second.second + " but " +
+                          std::to_string(t.shape[a]) + " at " + here);
       }
     }
     EinGraph::Tensor result{{}, dtype};
@@ -196,8 +197,8 @@ void validate(EinGraph& g) {
         throw SpecError(where + ": output label '" + std::string(1, l) + "' repeats");
       const auto it = seen.find(l);
       if (it == seen.end())
-        throw SpecError(where + ": output label '" + std::string(1, l) +
-                        "' is in no operand of " + in_quotes(n.einsum_string()));
+        throw SpecError(where + ": output label '" + std::string(1, l) + "' is in no operand of " +
+                        in_quotes(n.einsum_string()));
       result.shape.push_back(it->second.first);
     }
     g.results[n.name] = result;
@@ -225,7 +226,8 @@ void validate(EinGraph& g) {
 
 EinGraph parse_eingraph(const json& j) {
   check_json_depth(j, "the graph");
-  if (!j.is_object()) throw SpecError("a graph must be a JSON object with \"inputs\" and \"nodes\"");
+  if (!j.is_object())
+    throw SpecError("a graph must be a JSON object with \"inputs\" and \"nodes\"");
   check_keys(j, {"inputs", "nodes", "outputs"}, "the graph");
   EinGraph g;
   const json& inputs = required(j, "inputs", "the graph");

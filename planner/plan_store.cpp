@@ -15,8 +15,8 @@ double median(std::vector<double> v) {
 
 BatchedEinsum pairwise_einsum(const std::vector<std::string>& operands, const std::string& result,
                               const std::vector<std::string>& arrays,
-                              const std::map<char, std::int64_t>& lengths, Dtype dtype,
-                              JoinOp join, AggOp agg) {
+                              const std::map<char, std::int64_t>& lengths, Dtype dtype, JoinOp join,
+                              AggOp agg) {
   BatchedEinsum e;
   e.inputs = operands;
   e.output = result;
@@ -55,8 +55,7 @@ nlohmann::json canonical_vector(const Canonical& c, const PartitionVector& d) {
   return j;
 }
 
-MeasuredPartitionings::MeasuredPartitionings(Store& store, std::string machine,
-                                             std::int64_t procs)
+MeasuredPartitionings::MeasuredPartitionings(Store& store, std::string machine, std::int64_t procs)
     : store_(store), machine_(std::move(machine)), procs_(procs) {
   double bytes = 0, seconds = 0;
   for (const auto& p : store_.measured_partitionings(machine_, static_cast<int>(procs_))) {
@@ -80,34 +79,39 @@ std::optional<double> MeasuredPartitionings::operator()(const PlanStep& s,
   const nlohmann::json want = canonical_vector(c, d);
   std::vector<double> times;
   for (const auto& p : store_.partitionings(c.hash, static_cast<int>(procs_)))
-    if (p.machine == machine_ && p.measured_seconds && p.vectors.value("d", nlohmann::json()) == want)
+    if (p.machine == machine_ && p.measured_seconds &&
+        p.vectors.value("d", nlohmann::json()) == want)
       times.push_back(*p.measured_seconds);
   if (times.empty()) return std::nullopt;
   ++hits_;
   return median(times) * bytes_per_second_ / static_cast<double>(dtype_bytes(s.dtype));
 }
 
-MeasuredSteps::MeasuredSteps(Store& store, std::string machine, Dtype dtype, JoinOp join,
-                             AggOp agg, std::map<char, std::int64_t> lengths)
+MeasuredSteps::MeasuredSteps(Store& store, std::string machine, Dtype dtype, JoinOp join, AggOp agg,
+                             std::map<char, std::int64_t> lengths)
     : store_(store),
       machine_(std::move(machine)),
       dtype_(dtype),
       join_(join),
       agg_(agg),
-      lengths_(std::move(lengths)) {}
+      lengths_(std::move(lengths)) {
+  ListFilter filter;
+  filter.machine = machine_;
+  std::vector<double> rates;
+  for (const auto& w : store_.list(filter))
+    if (w.best_gflops && *w.best_gflops > 0) rates.push_back(*w.best_gflops * 1e9);
+  if (!rates.empty()) flops_per_second_ = median(rates);
+}
 
 std::optional<double> MeasuredSteps::operator()(const std::string& a, const std::string& b,
                                                 const std::string& result) {
-  const BatchedEinsum e = pairwise_einsum({a, b}, result, {"X", "Y"}, lengths_, dtype_, join_, agg_);
-  const Canonical c = canonicalize(e);
-  const auto fact = store_.best(c.hash, machine_);
+  if (flops_per_second_ <= 0) return std::nullopt;
+  const BatchedEinsum e =
+      pairwise_einsum({a, b}, result, {"X", "Y"}, lengths_, dtype_, join_, agg_);
+  const auto fact = store_.best(canonicalize(e).hash, machine_);
   if (!fact || fact->median_s <= 0) return std::nullopt;
   ++hits_;
-  double points = 1;
-  for (char l : join_labels(a, b)) points *= static_cast<double>(lengths_.at(l));
-  const double flops = 2 * points;
-  rates_.push_back(flops / fact->median_s);
-  return fact->median_s * median(rates_);
+  return fact->median_s * flops_per_second_;
 }
 
 std::size_t record_plan(Store& store, const Plan& plan, const Machine& machine,

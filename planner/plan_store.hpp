@@ -41,8 +41,9 @@ class MeasuredPartitionings {
 };
 
 // Measured pairwise steps for contraction trees: the median time of the best verified transform
-// of a step's canonical form on `machine`, converted to FLOP-equivalents at the median FLOP rate
-// of the measured steps seen so far (the FLOP count itself until one is seen).
+// of a step's canonical form on `machine`, converted to FLOP-equivalents at the median of the
+// best FLOP rates of every workload measured on that machine (so a step that runs faster than
+// is typical there costs less than its FLOP count, and a slower one more).
 class MeasuredSteps {
  public:
   MeasuredSteps(Store& store, std::string machine, Dtype dtype, JoinOp join, AggOp agg,
@@ -58,13 +59,12 @@ class MeasuredSteps {
   JoinOp join_;
   AggOp agg_;
   std::map<char, std::int64_t> lengths_;
-  std::vector<double> rates_;  // FLOP/s of the measured steps
+  double flops_per_second_ = 0;  // 0: nothing measured on this machine
   std::size_t hits_ = 0;
 };
 
 // One partitioning row per step: its canonical key, P, its vector in canonical names, and the
 // predicted bytes moved (floats × the step's dtype size). Returns the rows written.
-std::size_t record_plan(Store& store, const Plan& plan, const Machine& machine,
-                        const RunInfo& run);
+std::size_t record_plan(Store& store, const Plan& plan, const Machine& machine, const RunInfo& run);
 
 }  // namespace einsumdb

@@ -33,8 +33,8 @@ class CliPlan : public ::testing::Test {
 TEST_F(CliPlan, PlansAGraphFromAFileInlineOrStdin) {
   const std::string file = dir_.path("chain.json");
   std::ofstream(file) << kChain;
-  for (const auto& [arg, in] : std::vector<std::pair<std::string, std::string>>{
-           {file, ""}, {kChain, ""}, {"-", kChain}}) {
+  for (const auto& [arg, in] :
+       std::vector<std::pair<std::string, std::string>>{{file, ""}, {kChain, ""}, {"-", kChain}}) {
     const auto r = run({"plan", arg, "--procs", "8", "--json"}, in);
     ASSERT_EQ(r.code, 0) << r.err;
     const auto j = json::parse(r.out);
@@ -76,15 +76,15 @@ TEST_F(CliPlan, TableBaselineExplainAndPlanFile) {
 TEST_F(CliPlan, TreesWithPasses) {
   const std::string tree =
       "[[8,4],[7,3,8]->[7,3,4]],[[[2,6,7],[1,5,6]->[1,2,5,7]],[0,5]->[0,1,2,7]]->[0,1,2,3,4]";
-  const auto r = run({"plan", "--tree", tree, "--sizes", "100,72,128,128,3,71,305,32,3", "-P",
-                      "4", "--passes", "all", "--json"});
+  const auto r = run({"plan", "--tree", tree, "--sizes", "100,72,128,128,3,71,305,32,3", "-P", "4",
+                      "--passes", "all", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = json::parse(r.out);
   EXPECT_EQ(j["tree_flops"], 39609704448.0);
   EXPECT_TRUE(j["passes"]["applied"].get<bool>());
   EXPECT_EQ(j["steps"].size(), 4u);
-  const auto none = run({"plan", "--tree", tree, "--sizes", "100,72,128,128,3,71,305,32,3",
-                         "-P", "4", "--json"});
+  const auto none =
+      run({"plan", "--tree", tree, "--sizes", "100,72,128,128,3,71,305,32,3", "-P", "4", "--json"});
   ASSERT_EQ(none.code, 0) << none.err;
   EXPECT_FALSE(json::parse(none.out).contains("passes"));
 }

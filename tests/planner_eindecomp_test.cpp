@@ -80,7 +80,8 @@ EinGraph random_graph(std::mt19937& rng, int nodes, bool tree) {
     std::string all;
     for (const auto& [c, b] : bound) all += c;
     std::shuffle(all.begin(), all.end(), rng);
-    n.output = all.substr(0, std::min<std::size_t>(all.size(), static_cast<std::size_t>(uniform(4))));
+    n.output =
+        all.substr(0, std::min<std::size_t>(all.size(), static_cast<std::size_t>(uniform(4))));
     if (n.output.empty()) n.output = all.substr(0, 1);
     const JoinOp joins[] = {JoinOp::mul, JoinOp::add, JoinOp::sqdiff};
     n.join = arity == 3 ? JoinOp::mul : joins[uniform(3)];
@@ -203,11 +204,16 @@ TEST(EinDecomp, LinearizedPathsCoverEveryStepOnce) {
 
 EinGraph chain(std::int64_t s) {
   return parse_eingraph_text(R"({"inputs": {
-      "A": {"shape": [)" + std::to_string(s) + "," + std::to_string(s / 10) + R"(]},
-      "B": {"shape": [)" + std::to_string(s / 10) + "," + std::to_string(s) + R"(]},
-      "C": {"shape": [)" + std::to_string(s) + "," + std::to_string(s / 10) + R"(]},
-      "D": {"shape": [)" + std::to_string(s / 10) + "," + std::to_string(s * 10) + R"(]},
-      "E": {"shape": [)" + std::to_string(s * 10) + "," + std::to_string(s) + R"(]}},
+      "A": {"shape": [)" + std::to_string(s) +
+                             "," + std::to_string(s / 10) + R"(]},
+      "B": {"shape": [)" + std::to_string(s / 10) +
+                             "," + std::to_string(s) + R"(]},
+      "C": {"shape": [)" + std::to_string(s) +
+                             "," + std::to_string(s / 10) + R"(]},
+      "D": {"shape": [)" + std::to_string(s / 10) +
+                             "," + std::to_string(s * 10) + R"(]},
+      "E": {"shape": [)" + std::to_string(s * 10) +
+                             "," + std::to_string(s) + R"(]}},
     "nodes": [{"name": "Z", "einsum": "ij,ij->ij", "inputs": ["AB", "CDE"], "join": "add"},
               {"name": "AB", "einsum": "ij,jk->ik", "inputs": ["A", "B"]},
               {"name": "CDE", "einsum": "ij,jk->ik", "inputs": ["C", "DE"]},
@@ -396,10 +402,10 @@ TEST(EinsumTreePasses, KeepFlopsAndReportWhatApplied) {
       };
       const int last = n.dims.back();
       EXPECT_FALSE(in(rr, last) && !in(l, last)) << c.name;
-      const bool has_k = std::any_of(l.begin(), l.end(),
-                                     [&](int d) { return in(rr, d) && !in(n.dims, d); });
-      const bool has_m = std::any_of(l.begin(), l.end(),
-                                     [&](int d) { return !in(rr, d) && in(n.dims, d); });
+      const bool has_k =
+          std::any_of(l.begin(), l.end(), [&](int d) { return in(rr, d) && !in(n.dims, d); });
+      const bool has_m =
+          std::any_of(l.begin(), l.end(), [&](int d) { return !in(rr, d) && in(n.dims, d); });
       if (has_k && has_m && l.size() >= 2) {
         EXPECT_TRUE(in(n.dims, l.back()) && !in(rr, l.back())) << c.name << ": " << to_string(o);
         EXPECT_TRUE(in(rr, l[l.size() - 2]) && !in(n.dims, l[l.size() - 2])) << c.name;
@@ -491,8 +497,8 @@ TEST(EinDecompStore, MeasuredPartitioningsSteerThePlan) {
     p.graph_key = c.hash;
     p.procs = 4;
     p.vectors = {{"d", canonical_vector(c, d)}};
-    p.predicted_bytes = 8 * (join_cost(s.x, s.y, d, s.bounds, 4) +
-                             aggregation_cost(s.x, s.y, s.z, d, s.bounds, 4));
+    p.predicted_bytes =
+        8 * (join_cost(s.x, s.y, d, s.bounds, 4) + aggregation_cost(s.x, s.y, s.z, d, s.bounds, 4));
     p.measured_seconds = seconds;
     p.machine = m.fingerprint();
     store.record_partitioning(r, p);
@@ -525,6 +531,66 @@ TEST(EinDecompStore, StepKeysAreCanonical) {
   EXPECT_EQ(ca.hash, cb.hash);
   EXPECT_EQ(canonical_vector(ca, {{'i', 2}, {'j', 1}, {'k', 4}}),
             canonical_vector(cb, {{'r', 2}, {'q', 1}, {'p', 4}}));
+}
+
+}  // namespace
+}  // namespace einsumdb
+
+namespace einsumdb {
+namespace {
+
+TEST(EinDecompStore, MeasuredStepsSteerTheContractionTree) {
+  testing::TempDir dir("steps");
+  Store store = Store::open(dir.path("s.sqlite"));
+  const Machine m = detect_machine("test BLAS");
+  const std::map<char, std::int64_t> len{{'i', 10}, {'j', 1000}, {'k', 10}, {'l', 1000}};
+  const std::vector<std::string> ops{"ij", "jk", "kl"};
+  // By FLOPs: (ij,jk) first, 4e5 in all; (jk,kl) first costs 4e7.
+  const auto flops_path = contraction_path(ops, "il", len);
+  EXPECT_EQ(flops_path.steps[0].indices, "ik");
+  EXPECT_EQ(flops_path.flops, 4e5);
+  // The tuner measured ij,jk->ik as very slow and jk,kl->jl as very fast on this machine.
+  auto step = [&](std::string x, std::string y, std::string z) {
+    BatchedEinsum e;
+    e.inputs = {x, y};
+    e.output = z;
+    e.batch = {{"X", "Y"}};
+    for (auto [name, labels] : {std::pair{"X", x}, std::pair{"Y", y}}) {
+      ArrayInfo a;
+      for (char l : labels) a.shape.push_back(Length::of(len.at(l)));
+      e.arrays[name] = a;
+    }
+    return canonicalize(e);
+  };
+  const Canonical slow = step("ij", "jk", "ik"), fast = step("jk", "kl", "jl");
+  auto measured = [](double seconds) {
+    Measurement x;
+    x.transform = {"ttgt", nlohmann::json::object()};
+    x.seconds = {seconds, seconds, seconds};
+    x.max_rel_err = 0;
+    return x;
+  };
+  RunInfo run;
+  run.label = "tuning";
+  store.record_run(run, m, {{&slow, measured(10.0)}, {&fast, measured(1e-6)}});
+
+  MeasuredSteps steps(store, m.fingerprint(), Dtype::f64, JoinOp::mul, AggOp::sum, len);
+  PathOptions o;
+  o.measured_step = [&](const std::string& a, const std::string& b, const std::string& r) {
+    return steps(a, b, r);
+  };
+  const auto path = contraction_path(ops, "il", len, o);
+  EXPECT_EQ(path.steps[0].indices, "jl");  // the measured-fast step first
+  EXPECT_EQ(path.flops, 4e7);              // FLOPs of the chosen order, as counted
+  EXPECT_LT(path.objective, 1e14);
+  EXPECT_GE(steps.hits(), 2u);
+  // Another machine: nothing measured, FLOPs decide.
+  MeasuredSteps other(store, "0123456789abcdef0123456789abcdef", Dtype::f64, JoinOp::mul,
+                      AggOp::sum, len);
+  o.measured_step = [&](const std::string& a, const std::string& b, const std::string& r) {
+    return other(a, b, r);
+  };
+  EXPECT_EQ(contraction_path(ops, "il", len, o).steps[0].indices, "ik");
 }
 
 }  // namespace

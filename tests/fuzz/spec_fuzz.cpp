@@ -1,7 +1,9 @@
 // libFuzzer target over the spec readers, the canonicalizer and the einsum-tree parser. The
 // input is read as spec JSON, as an einsum string with flags (lines: einsum, batch, shapes,
-// dtypes, join, agg) and as an einsum tree. Anything accepted must canonicalize, be idempotent
-// and map back through σ to itself; an accepted tree must print back to an equal tree.
+// dtypes, join, agg), as an einsum tree and as an EinGraph. Anything accepted must
+// canonicalize, be idempotent and map back through σ to itself; an accepted tree must print back
+// to an equal tree and keep its FLOPs through the rewrite passes; an accepted graph must plan
+// (or be refused with SpecError) and print back to an equal graph.
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
@@ -10,6 +12,7 @@
 #include "canon/canonicalize.hpp"
 #include "canon/error.hpp"
 #include "canon/parse.hpp"
+#include "planner/eindecomp.hpp"
 #include "planner/einsum_tree.hpp"
 
 namespace {
@@ -53,7 +56,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::vector<std::int64_t> sizes(16, 3);
     const auto tree = einsumdb::parse_einsum_tree(text, sizes);
     if (!(einsumdb::parse_einsum_tree(einsumdb::to_string(tree), sizes) == tree)) std::abort();
-    (void)einsumdb::tree_flops(tree);
+    const auto optimized = einsumdb::optimize_tree(tree);
+    if (einsumdb::tree_flops(optimized) != einsumdb::tree_flops(tree)) std::abort();
+  } catch (const einsumdb::SpecError&) {
+  }
+  try {
+    const auto graph = einsumdb::parse_eingraph_text(text);
+    if (!(einsumdb::parse_eingraph(nlohmann::json::parse(einsumdb::to_json(graph).dump())) ==
+          graph))
+      std::abort();
+    if (graph.nodes.size() <= 16) {
+      einsumdb::PathOptions path;
+      path.exact_limit = 8;
+      einsumdb::PlanOptions options;
+      options.procs = 4;
+      (void)einsumdb::make_plan(einsumdb::expand(graph, path), options);
+    }
   } catch (const einsumdb::SpecError&) {
   }
   return 0;
