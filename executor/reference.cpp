@@ -1,0 +1,150 @@
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "executor/execute.hpp"
+
+namespace einsumdb {
+namespace {
+
+double join(JoinOp op, double a, double b) {
+  switch (op) {
+    case JoinOp::mul:
+      return a * b;
+    case JoinOp::add:
+      return a + b;
+    case JoinOp::sub:
+      return a - b;
+    case JoinOp::sqdiff:
+      return (a - b) * (a - b);
+    case JoinOp::absdiff:
+      return std::abs(a - b);
+    case JoinOp::max:
+      return std::max(a, b);
+    case JoinOp::min:
+      return std::min(a, b);
+  }
+  return 0;
+}
+
+double identity(AggOp op) {
+  switch (op) {
+    case AggOp::sum:
+      return 0;
+    case AggOp::max:
+      return -std::numeric_limits<double>::infinity();
+    case AggOp::min:
+      return std::numeric_limits<double>::infinity();
+  }
+  return 0;
+}
+
+double combine(AggOp op, double acc, double v) {
+  switch (op) {
+    case AggOp::sum:
+      return acc + v;
+    case AggOp::max:
+      return std::max(acc, v);
+    case AggOp::min:
+      return std::min(acc, v);
+  }
+  return acc;
+}
+
+}  // namespace
+
+std::map<char, std::int64_t> bind_lengths(const BatchedEinsum& e, const Arrays& arrays) {
+  std::map<char, std::int64_t> lengths;
+  std::map<char, std::string> from;
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    for (std::size_t k = 0; k < e.inputs.size(); ++k) {
+      const std::string& name = e.batch[r][k];
+      const auto it = arrays.find(name);
+      if (it == arrays.end()) throw SpecError("no data bound to array '" + name + "'");
+      const Tensor& t = it->second;
+      const ArrayInfo& info = e.arrays.at(name);
+      if (t.dtype() != info.dtype)
+        throw SpecError("array '" + name + "' holds " + std::string(to_string(t.dtype())) +
+                        " data but the spec says " + std::string(to_string(info.dtype)));
+      if (t.rank() != info.shape.size())
+        throw SpecError("array '" + name + "' has " + std::to_string(t.rank()) +
+                        " axes but the spec gives it " + std::to_string(info.shape.size()));
+      for (std::size_t a = 0; a < t.rank(); ++a) {
+        const std::int64_t len = t.shape()[a];
+        const Length& want = info.shape[a];
+        const std::string where = "array '" + name + "' axis " + std::to_string(a);
+        if (!want.symbolic() && want.value != len)
+          throw SpecError(where + " has length " + std::to_string(len) + " but the spec says " +
+                          std::to_string(want.value));
+        const char l = e.inputs[k][a];
+        const auto [at, inserted] = lengths.emplace(l, len);
+        if (inserted)
+          from[l] = where;
+        else if (at->second != len)
+          throw SpecError(where + " has length " + std::to_string(len) + " but index '" +
+                          std::string(1, l) + "' has length " + std::to_string(at->second) +
+                          " at " + from[l]);
+      }
+    }
+  return lengths;
+}
+
+Dtype result_dtype(const BatchedEinsum& e, std::size_t row) {
+  Dtype d = e.arrays.at(e.batch[row][0]).dtype;
+  for (const auto& name : e.batch[row])
+    if (dtype_rank(e.arrays.at(name).dtype) > dtype_rank(d)) d = e.arrays.at(name).dtype;
+  return d;
+}
+
+Results run_reference(const BatchedEinsum& e, const Arrays& arrays) {
+  const auto lengths = bind_lengths(e, arrays);
+  std::string labels;
+  for (const auto& [l, len] : lengths) labels += l;
+  const std::size_t n = labels.size(), ops = e.inputs.size();
+  Results out;
+  for (std::size_t r = 0; r < e.batch.size(); ++r) {
+    std::vector<std::int64_t> shape;
+    for (char l : e.output) shape.push_back(lengths.at(l));
+    Tensor z(result_dtype(e, r), shape);
+    // Per label: its length and its stride in each operand and in the output (repeated labels
+    // within one operand add their strides: a diagonal).
+    std::vector<std::int64_t> len(n);
+    std::vector<std::vector<std::int64_t>> stride(ops + 1, std::vector<std::int64_t>(n, 0));
+    std::vector<const Tensor*> in(ops);
+    for (std::size_t i = 0; i < n; ++i) len[i] = lengths.at(labels[i]);
+    for (std::size_t k = 0; k <= ops; ++k) {
+      const std::string& idx = k < ops ? e.inputs[k] : e.output;
+      const Tensor* t = k < ops ? &arrays.at(e.batch[r][k]) : &z;
+      if (k < ops) in[k] = t;
+      const auto s = t->strides();
+      for (std::size_t a = 0; a < idx.size(); ++a) stride[k][labels.find(idx[a])] += s[a];
+    }
+    std::vector<double> acc(static_cast<std::size_t>(z.size()), identity(e.agg));
+    const bool empty = std::any_of(len.begin(), len.end(), [](std::int64_t v) { return v == 0; });
+    std::vector<std::int64_t> counter(n, 0), offset(ops + 1, 0);
+    for (bool done = empty; !done;) {
+      double v = in[0]->at(offset[0]);
+      for (std::size_t k = 1; k < ops; ++k) v = join(e.join, v, in[k]->at(offset[k]));
+      auto& a = acc[static_cast<std::size_t>(offset[ops])];
+      a = combine(e.agg, a, v);
+      // Odometer, last label fastest.
+      for (std::size_t i = n;;) {
+        if (i == 0) {
+          done = true;
+          break;
+        }
+        --i;
+        ++counter[i];
+        for (std::size_t k = 0; k <= ops; ++k) offset[k] += stride[k][i];
+        if (counter[i] < len[i]) break;
+        for (std::size_t k = 0; k <= ops; ++k) offset[k] -= stride[k][i] * len[i];
+        counter[i] = 0;
+      }
+    }
+    for (std::int64_t k = 0; k < z.size(); ++k) z.set(k, acc[static_cast<std::size_t>(k)]);
+    out.push_back(std::move(z));
+  }
+  return out;
+}
+
+}  // namespace einsumdb

@@ -1,0 +1,88 @@
+#include "executor/tensor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+namespace einsumdb {
+
+void Tensor::Free::operator()(void* p) const {
+  std::free(p);
+}
+
+bool executable_dtype(Dtype d) {
+  return d == Dtype::f32 || d == Dtype::f64;
+}
+
+Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape)
+    : dtype_(dtype), shape_(std::move(shape)), size_(1) {
+  if (!executable_dtype(dtype))
+    throw SpecError("the executor computes in f32 and f64; got " + std::string(to_string(dtype)));
+  for (std::size_t a = 0; a < shape_.size(); ++a) {
+    if (shape_[a] < 0) throw SpecError("axis " + std::to_string(a) + " has a negative length");
+    if (shape_[a] > 0 && size_ > std::numeric_limits<std::int64_t>::max() / shape_[a])
+      throw SpecError("a tensor of this shape has more elements than can be addressed");
+    size_ *= shape_[a];
+  }
+  const std::size_t n = std::max<std::size_t>(64, (bytes() + 63) / 64 * 64);
+  void* p = std::aligned_alloc(64, n);
+  if (!p) throw Error("out of memory allocating " + std::to_string(n) + " bytes");
+  std::memset(p, 0, n);
+  data_.reset(p);
+}
+
+std::vector<std::int64_t> Tensor::strides() const {
+  std::vector<std::int64_t> s(shape_.size(), 1);
+  for (std::size_t a = shape_.size(); a-- > 1;) s[a - 1] = s[a] * shape_[a];
+  return s;
+}
+
+double Tensor::at(std::int64_t k) const {
+  return dtype_ == Dtype::f32 ? static_cast<double>(data<float>()[k]) : data<double>()[k];
+}
+
+void Tensor::set(std::int64_t k, double v) {
+  if (dtype_ == Dtype::f32)
+    data<float>()[k] = static_cast<float>(v);
+  else
+    data<double>()[k] = v;
+}
+
+double max_relative_error(const Tensor& a, const Tensor& reference) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (a.shape() != reference.shape()) return kInf;
+  double scale = 0, diff = 0;
+  for (std::int64_t k = 0; k < a.size(); ++k) {
+    const double x = a.at(k), r = reference.at(k);
+    if (std::isnan(x) != std::isnan(r)) return kInf;
+    if (std::isnan(r)) continue;
+    if (std::isinf(r) || std::isinf(x)) {
+      if (x != r) return kInf;
+      continue;
+    }
+    scale = std::max(scale, std::abs(r));
+    diff = std::max(diff, std::abs(x - r));
+  }
+  return diff / std::max(scale, std::numeric_limits<double>::min());
+}
+
+double tolerance(Dtype d, double terms) {
+  const double eps = d == Dtype::f32 ? 6e-8 : 1.1e-16;
+  return std::max(1e3, 16 * std::sqrt(std::max(terms, 1.0))) * eps * 8;
+}
+
+void fill_random(Tensor& t, std::uint64_t seed) {
+  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+  for (std::int64_t k = 0; k < t.size(); ++k) {
+    // splitmix64
+    std::uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    t.set(k, static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
+  }
+}
+
+}  // namespace einsumdb

@@ -1,0 +1,73 @@
+// Dense tensors in memory: row-major, 64-byte aligned, f32 or f64 elements.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "canon/error.hpp"
+#include "canon/model.hpp"
+
+namespace einsumdb {
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Zero-filled. Throws SpecError for a dtype the executor does not compute in (f32, f64).
+  Tensor(Dtype dtype, std::vector<std::int64_t> shape);
+
+  Dtype dtype() const { return dtype_; }
+  const std::vector<std::int64_t>& shape() const { return shape_; }
+  std::size_t rank() const { return shape_.size(); }
+  std::int64_t size() const { return size_; }
+  std::size_t bytes() const { return static_cast<std::size_t>(size_) * dtype_bytes(dtype_); }
+  // Row-major element strides.
+  std::vector<std::int64_t> strides() const;
+
+  template <typename T>
+  T* data() {
+    check<T>();
+    return static_cast<T*>(data_.get());
+  }
+  template <typename T>
+  const T* data() const {
+    check<T>();
+    return static_cast<const T*>(data_.get());
+  }
+  // Element k (row-major) as double, whatever the dtype.
+  double at(std::int64_t k) const;
+  void set(std::int64_t k, double v);
+
+ private:
+  template <typename T>
+  void check() const {
+    constexpr Dtype want = sizeof(T) == 4 ? Dtype::f32 : Dtype::f64;
+    EINSUMDB_ASSERT(dtype_ == want, "tensor accessed with the wrong element type");
+  }
+  struct Free {
+    void operator()(void* p) const;
+  };
+  Dtype dtype_ = Dtype::f64;
+  std::vector<std::int64_t> shape_;
+  std::int64_t size_ = 0;
+  std::unique_ptr<void, Free> data_;
+};
+
+// Whether the executor computes in this dtype.
+bool executable_dtype(Dtype d);
+
+// The largest relative difference max|a−b| / max(max|b|, tiny) over all elements (the
+// tolerance scale of verification); +inf when shapes or dtypes differ or a value is NaN in one
+// but not the other.
+double max_relative_error(const Tensor& a, const Tensor& reference);
+
+// The tolerance a result in this dtype is held to against the reference, for a reduction of
+// `terms` terms per output element.
+double tolerance(Dtype d, double terms);
+
+// Deterministic pseudo-random values in [-1, 1) from a seed.
+void fill_random(Tensor& t, std::uint64_t seed);
+
+}  // namespace einsumdb
