@@ -59,3 +59,14 @@ $bin list --db "$db" --table
 echo
 echo "== Canonicalization speed on the public cases"
 $bin bench canon tests/data/isomorphism.jsonl --repeat 200 | python3 -c 'import json,sys; j=json.load(sys.stdin); print("median %.1f us per batched einsum, slowest case %.1f us" % (j["median_us"], j["max_median_us"]))'
+echo
+echo "== Planning the chain (A x B) + (C x (D x E)) of the EinDecomp paper for 8 processes"
+cat > "${db%.sqlite}-chain.json" <<'JSON'
+{"inputs": {"A": {"shape": [1000, 100]}, "B": {"shape": [100, 1000]}, "C": {"shape": [1000, 100]},
+            "D": {"shape": [100, 10000]}, "E": {"shape": [10000, 1000]}},
+ "nodes": [{"name": "AB", "einsum": "ij,jk->ik", "inputs": ["A", "B"]},
+           {"name": "DE", "einsum": "ij,jk->ik", "inputs": ["D", "E"]},
+           {"name": "CDE", "einsum": "ij,jk->ik", "inputs": ["C", "DE"]},
+           {"name": "Z", "einsum": "ij,ij->ij", "inputs": ["AB", "CDE"], "join": "add"}]}
+JSON
+$bin plan "${db%.sqlite}-chain.json" --procs 8 --db "$db" --record --table
