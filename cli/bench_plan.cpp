@@ -99,14 +99,17 @@ EinGraph large_graph(std::size_t n, bool tree, std::uint64_t seed) {
       node.inputs = {x};
     }
     for (const auto& in : node.inputs) ++uses[in];
+    // The result's shape, for pick(); validate() below checks it all once.
+    std::map<char, std::int64_t> len;
+    for (std::size_t o = 0; o < node.operands.size(); ++o)
+      for (std::size_t a = 0; a < node.operands[o].size(); ++a)
+        len[node.operands[o][a]] = shape(node.inputs[o])[a];
+    EinGraph::Tensor result{{}, Dtype::f64};
+    for (char l : node.output) result.shape.push_back(len.at(l));
+    g.results[node.name] = result;
     g.nodes.push_back(node);
-    g.results[node.name] = {};  // shape filled by validate(); needed by pick() meanwhile
-    EinGraph probe = g;
-    validate(probe);
-    g.results = probe.results;
     tensors.push_back(node.name);
   }
-  g.outputs.clear();
   validate(g);
   return g;
 }

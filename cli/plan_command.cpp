@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <numeric>
 #include <sstream>
 
 #include "canon/error.hpp"
@@ -216,11 +217,15 @@ int run_plan(const PlanArgs& a) {
   j["planning_seconds"] = seconds;
   if (measured) {
     j["measured"] = {{"partitionings_on_this_machine", measured->measured_entries()},
-                     {"steps_with_measured_partitionings", measured->hits()}};
+                     {"steps_with_measured_partitionings", measured->hits()},
+                     {"pairwise_steps_with_measured_times",
+                      std::accumulate(steps_measured.begin(), steps_measured.end(), std::size_t{0},
+                                      [](std::size_t n, const auto& m) { return n + m->hits(); })}};
   }
   for (const auto& [k, v] : report.items()) j[k] = v;
 
   int explain_step = -1;
+  std::vector<Alternative> explained;
   if (!a.explain.empty()) {
     explain_step = steps.producer(a.explain);
     if (explain_step < 0) {
@@ -228,8 +233,8 @@ int run_plan(const PlanArgs& a) {
       for (const auto& s : steps.steps) names += (names.empty() ? "" : ", ") + s.name;
       throw SpecError("--explain: no step named '" + a.explain + "' (steps: " + names + ")");
     }
-    j["explain"] = {{"step", a.explain},
-                    {"alternatives", alternatives_json(alternatives(plan, explain_step, options))}};
+    explained = alternatives(plan, explain_step, options);
+    j["explain"] = {{"step", a.explain}, {"alternatives", alternatives_json(explained)}};
   }
   if (!a.output.empty()) {
     std::ofstream f(a.output);
@@ -284,7 +289,7 @@ int run_plan(const PlanArgs& a) {
   if (explain_step >= 0) {
     std::cout << "\nalternatives for " << a.explain << " (neighbours as planned):\n";
     std::vector<std::vector<std::string>> alt_rows;
-    for (const auto& alt : alternatives(plan, explain_step, options))
+    for (const auto& alt : explained)
       alt_rows.push_back({alt.chosen ? "*" : "", to_string(alt.d), fmt(alt.join),
                           fmt(alt.aggregation), fmt(alt.repartition_in), fmt(alt.repartition_out),
                           fmt(alt.total)});

@@ -5,7 +5,10 @@
 // into the output's order (no copy when it already is).
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include "executor/execute.hpp"
 
@@ -66,25 +69,17 @@ Tensor permute(const Tensor& t, const std::string& from, const std::string& to,
   return out;
 }
 
+// Row-major C[m×n] = A[m×k] · B[k×n], all contiguous.
 template <typename T>
-void gemm(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, const T* b, T* c);
-template <>
-void gemm<double>(std::int64_t m, std::int64_t n, std::int64_t k, const double* a, const double* b,
-                  double* c) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), 1.0, a,
-              static_cast<blasint>(std::max<std::int64_t>(k, 1)), b,
-              static_cast<blasint>(std::max<std::int64_t>(n, 1)), 0.0, c,
-              static_cast<blasint>(std::max<std::int64_t>(n, 1)));
-}
-template <>
-void gemm<float>(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b,
-                 float* c) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a,
-              static_cast<blasint>(std::max<std::int64_t>(k, 1)), b,
-              static_cast<blasint>(std::max<std::int64_t>(n, 1)), 0.0f, c,
-              static_cast<blasint>(std::max<std::int64_t>(n, 1)));
+void gemm(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, const T* b, T* c) {
+  const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
+  const blasint lda = std::max<blasint>(K, 1), ldb = std::max<blasint>(N, 1), ldc = ldb;
+  if constexpr (std::is_same_v<T, double>)
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0, a, lda, b, ldb, 0.0, c,
+                ldc);
+  else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, c,
+                ldc);
 }
 
 std::int64_t product(const std::string& labels, const std::map<char, std::int64_t>& len) {
@@ -104,6 +99,10 @@ Tensor run_row(const BatchedEinsum& e, const Tensor& x, const Tensor& y,
   const T* b = e.inputs[1] == yl ? y.data<T>() : yp.data<T>();
   const std::int64_t nb = product(l.batch, len), m = product(l.m, len), n = product(l.n, len),
                      k = product(l.k, len);
+  for (std::int64_t dim : {m, n, k})
+    if (dim > std::numeric_limits<blasint>::max())
+      throw SpecError("ttgt: a GEMM dimension of " + std::to_string(dim) +
+                      " exceeds what the BLAS can index");
   std::vector<std::int64_t> shape;
   for (char c : zl) shape.push_back(len.at(c));
   Tensor c(x.dtype(), shape);

@@ -28,27 +28,26 @@ struct Context {
   const StepGraph& g;
   std::int64_t procs;
   const PlanOptions& options;
-  std::vector<std::vector<PartitionVector>> viable;  // per step
-  std::vector<std::vector<int>> producer;            // per step, per operand: step or -1
-  std::vector<std::vector<int>> consumers;           // per step: distinct consumer steps
+  std::vector<std::vector<PartitionVector>> viable;  // per step (empty when not searching)
   std::vector<Parts> shape;                          // per step: result shape
 
-  Context(const StepGraph& graph, const PlanOptions& o) : g(graph), procs(o.procs), options(o) {
+  Context(const StepGraph& graph, const PlanOptions& o, bool search = true)
+      : g(graph), procs(o.procs), options(o) {
     const std::size_t n = g.steps.size();
-    viable.resize(n);
-    producer.resize(n);
-    consumers.resize(n);
+    if (search) viable.resize(n);
     for (std::size_t v = 0; v < n; ++v) {
       const auto& s = g.steps[v];
+      shape.push_back(s.result_shape());
+      if (!search) continue;
       viable[v] = partition_vectors(join_labels(s.x, s.y), s.bounds, procs);
       if (viable[v].empty())
         throw SpecError("step " + s.name + " (" + s.einsum_string() + ") cannot be split into " +
                         std::to_string(procs) + " pieces of work: its labels are too short");
-      for (const auto& in : s.inputs) producer[v].push_back(g.producer(in));
-      shape.push_back(s.result_shape());
     }
-    for (std::size_t v = 0; v < n; ++v) consumers[v] = g.consumers(static_cast<int>(v));
   }
+
+  const std::vector<int>& producers(int v) const { return g.operand_producers(v); }
+  const std::vector<int>& consumers(int v) const { return g.consumers(v); }
 
   // Join and aggregation of step v under d, and the objective's term for it.
   double step_objective(int v, const PartitionVector& d) const {
@@ -69,7 +68,7 @@ struct Context {
   // The cost of re-partitioning into every operand of consumer c that reads step v.
   double repart_into(int v, const Parts& from, int c, const PartitionVector& dc) const {
     double cost = 0;
-    const auto& prod = producer[static_cast<std::size_t>(c)];
+    const auto& prod = producers(c);
     for (std::size_t k = 0; k < prod.size(); ++k)
       if (prod[k] == v) cost += repart(v, from, c, k, dc);
     return cost;
@@ -91,7 +90,7 @@ void optimize_set(const Context& cx, const std::vector<bool>& in_set,
   for (int v = 0; v < n; ++v) {
     if (!in_set[static_cast<std::size_t>(v)]) continue;
     const auto& s = cx.g.steps[static_cast<std::size_t>(v)];
-    const auto& prod = cx.producer[static_cast<std::size_t>(v)];
+    const auto& prod = cx.producers(v);
     std::vector<int> groups;  // distinct producer steps
     for (int p : prod)
       if (p >= 0 && std::find(groups.begin(), groups.end(), p) == groups.end()) groups.push_back(p);
@@ -117,7 +116,7 @@ void optimize_set(const Context& cx, const std::vector<bool>& in_set,
         }
       }
       const Parts out = parts_of(s.z, d);
-      for (int c : cx.consumers[static_cast<std::size_t>(v)])
+      for (int c : cx.consumers(v))
         if (!in_set[static_cast<std::size_t>(c)])
           if (const auto& fixed = chosen[static_cast<std::size_t>(c)])
             cost += cx.repart_into(v, out, c, *fixed);
@@ -133,7 +132,7 @@ void optimize_set(const Context& cx, const std::vector<bool>& in_set,
   };
   for (int v = n - 1; v >= 0; --v) {
     if (!in_set[static_cast<std::size_t>(v)]) continue;
-    const auto& cons = cx.consumers[static_cast<std::size_t>(v)];
+    const auto& cons = cx.consumers(v);
     if (std::any_of(cons.begin(), cons.end(),
                     [&](int c) { return in_set[static_cast<std::size_t>(c)]; }))
       continue;
@@ -154,7 +153,7 @@ std::vector<int> longest_unlabelled_path(
   for (int v = n - 1; v >= 0; --v) {  // consumers come after producers
     if (chosen[static_cast<std::size_t>(v)]) continue;
     length[static_cast<std::size_t>(v)] = 1;
-    for (int c : cx.consumers[static_cast<std::size_t>(v)])
+    for (int c : cx.consumers(v))
       if (!chosen[static_cast<std::size_t>(c)] &&
           length[static_cast<std::size_t>(c)] + 1 > length[static_cast<std::size_t>(v)]) {
         length[static_cast<std::size_t>(v)] = length[static_cast<std::size_t>(c)] + 1;
@@ -180,12 +179,12 @@ Local local_cost(const Context& cx, const std::vector<StepChoice>& choice, int v
   l.join = join_cost(s.x, s.y, d, s.bounds, cx.procs);
   l.aggregation = aggregation_cost(s.x, s.y, s.z, d, s.bounds, cx.procs);
   if (cx.options.measured) l.measured = cx.options.measured(s, d);
-  const auto& prod = cx.producer[static_cast<std::size_t>(v)];
+  const auto& prod = cx.producers(v);
   for (std::size_t k = 0; k < prod.size(); ++k)
     if (prod[k] >= 0)
       l.in += cx.repart(prod[k], choice[static_cast<std::size_t>(prod[k])].result_parts, v, k, d);
   const Parts out = parts_of(s.z, d);
-  for (int c : cx.consumers[static_cast<std::size_t>(v)])
+  for (int c : cx.consumers(v))
     l.out += cx.repart_into(v, out, c, choice[static_cast<std::size_t>(c)].d);
   l.objective = l.measured.value_or(l.join + l.aggregation) + l.in + l.out;
   return l;
@@ -236,7 +235,7 @@ double evaluate_choices(const Context& cx, std::vector<StepChoice>& choice) {
     c.aggregation = aggregation_cost(s.x, s.y, s.z, c.d, s.bounds, cx.procs);
     c.measured = cx.options.measured ? cx.options.measured(s, c.d) : std::nullopt;
     c.repartition = 0;
-    const auto& prod = cx.producer[static_cast<std::size_t>(v)];
+    const auto& prod = cx.producers(v);
     for (std::size_t k = 0; k < prod.size(); ++k)
       if (prod[k] >= 0)
         c.repartition +=
@@ -274,18 +273,33 @@ std::vector<std::int64_t> PlanStep::result_shape() const {
 }
 
 int StepGraph::producer(const std::string& tensor) const {
-  for (std::size_t k = 0; k < steps.size(); ++k)
-    if (steps[k].name == tensor) return static_cast<int>(k);
-  return -1;
+  const auto it = index_.find(tensor);
+  return it == index_.end() ? -1 : it->second;
 }
 
-std::vector<int> StepGraph::consumers(int k) const {
-  std::vector<int> out;
-  const auto& name = steps[static_cast<std::size_t>(k)].name;
+const std::vector<int>& StepGraph::consumers(int k) const {
+  EINSUMDB_ASSERT(consumers_.size() == steps.size(), "StepGraph::link() after editing steps");
+  return consumers_[static_cast<std::size_t>(k)];
+}
+
+const std::vector<int>& StepGraph::operand_producers(int k) const {
+  EINSUMDB_ASSERT(producers_.size() == steps.size(), "StepGraph::link() after editing steps");
+  return producers_[static_cast<std::size_t>(k)];
+}
+
+void StepGraph::link() {
+  index_.clear();
+  for (std::size_t k = 0; k < steps.size(); ++k) index_[steps[k].name] = static_cast<int>(k);
+  producers_.assign(steps.size(), {});
+  consumers_.assign(steps.size(), {});
   for (std::size_t c = 0; c < steps.size(); ++c)
-    if (std::find(steps[c].inputs.begin(), steps[c].inputs.end(), name) != steps[c].inputs.end())
-      out.push_back(static_cast<int>(c));
-  return out;
+    for (const auto& in : steps[c].inputs) {
+      const int p = producer(in);
+      producers_[c].push_back(p);
+      if (p < 0) continue;
+      auto& cons = consumers_[static_cast<std::size_t>(p)];
+      if (cons.empty() || cons.back() != static_cast<int>(c)) cons.push_back(static_cast<int>(c));
+    }
 }
 
 StepGraph expand(const EinGraph& g, const PathOptions& options, const PathOptionsFor& per_node) {
@@ -332,6 +346,7 @@ StepGraph expand(const EinGraph& g, const PathOptions& options, const PathOption
     if (!names.insert(s.name).second)
       throw SpecError("the contraction tree of node '" + s.node + "' needs a step named '" +
                       s.name + "', which the graph already uses; rename that node");
+  out.link();
   return out;
 }
 
@@ -382,7 +397,7 @@ double evaluate(const StepGraph& g, std::int64_t procs, std::vector<StepChoice>&
                 const PlanOptions& options) {
   PlanOptions o = options;
   o.procs = procs;
-  const Context cx(g, o);
+  const Context cx(g, o, /*search=*/false);
   EINSUMDB_ASSERT(choice.size() == g.steps.size(), "one choice per step");
   evaluate_choices(cx, choice);
   return total_of(choice);
@@ -400,8 +415,8 @@ Plan make_plan(const StepGraph& g, const PlanOptions& options) {
     plan.choice = baseline_choices(cx, options.method);
   } else {
     std::vector<std::optional<PartitionVector>> chosen(n);
-    const bool tree = std::all_of(cx.consumers.begin(), cx.consumers.end(),
-                                  [](const auto& c) { return c.size() <= 1; });
+    bool tree = true;
+    for (int v = 0; v < static_cast<int>(n); ++v) tree = tree && cx.consumers(v).size() <= 1;
     if (tree) {
       plan.search = "exact";
       optimize_set(cx, std::vector<bool>(n, true), chosen);

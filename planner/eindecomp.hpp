@@ -48,7 +48,17 @@ struct StepGraph {
   // Index of the step producing `tensor`, or -1 for a graph input.
   int producer(const std::string& tensor) const;
   // The distinct steps reading step k's result, in order.
-  std::vector<int> consumers(int k) const;
+  const std::vector<int>& consumers(int k) const;
+  // Per step, per operand: the step producing it, or -1 for a graph input.
+  const std::vector<int>& operand_producers(int k) const;
+
+  // Builds the name index and the edges above from `steps`; expand() calls it, and whoever
+  // edits `steps` by hand must call it again.
+  void link();
+
+ private:
+  std::map<std::string, int> index_;
+  std::vector<std::vector<int>> producers_, consumers_;
 };
 
 // Expands every node into steps; n-ary nodes through contraction_path(options), where
@@ -111,7 +121,10 @@ std::vector<Alternative> alternatives(const Plan& plan, int step, const PlanOpti
 std::string to_string(const PartitionVector& d);  // "i=2 j=1 k=4"
 
 // The plan file: {"format": "einsumdb-plan", "version": 1, "procs", "method", "search",
-// "graph", "steps": [...], "trees": {...}, "predicted_total"}.
+// "inputs", "steps": [{"name", "node", "einsum", "inputs", "join", "agg", "dtype", "bounds",
+// "partition", "result_parts", "predicted": {...}}], "trees": {...}, "outputs",
+// "predicted_total"} (+ "objective" with measured costs, "linearization" when linearized).
+// `einsumdb plan` adds the graph, the cost mode, the baselines' totals and the planning time.
 nlohmann::ordered_json to_json(const Plan& p);
 
 }  // namespace einsumdb

@@ -72,16 +72,22 @@ MeasuredPartitionings::MeasuredPartitionings(Store& store, std::string machine, 
 std::optional<double> MeasuredPartitionings::operator()(const PlanStep& s,
                                                         const PartitionVector& d) {
   if (entries_ == 0 || bytes_per_second_ <= 0) return std::nullopt;
-  const std::string text = s.einsum_string() + "|" + nlohmann::json(s.inputs).dump();
-  auto it = canon_.find(text);
-  if (it == canon_.end()) it = canon_.emplace(text, canonicalize(step_einsum(s))).first;
-  const Canonical& c = it->second;
-  const nlohmann::json want = canonical_vector(c, d);
+  // The step's tensors fix its shapes and dtype within one graph.
+  const std::string text = s.einsum_string() + "|" + std::string(to_string(s.join)) + "," +
+                           std::string(to_string(s.agg)) + "|" + nlohmann::json(s.inputs).dump();
+  auto it = known_.find(text);
+  if (it == known_.end()) {
+    Known k{canonicalize(step_einsum(s)), {}};
+    for (const auto& p : store_.partitionings(k.canonical.hash, static_cast<int>(procs_)))
+      if (p.machine == machine_ && p.measured_seconds)
+        k.measured.emplace_back(p.vectors.value("d", nlohmann::json()), *p.measured_seconds);
+    it = known_.emplace(text, std::move(k)).first;
+  }
+  if (it->second.measured.empty()) return std::nullopt;
+  const nlohmann::json want = canonical_vector(it->second.canonical, d);
   std::vector<double> times;
-  for (const auto& p : store_.partitionings(c.hash, static_cast<int>(procs_)))
-    if (p.machine == machine_ && p.measured_seconds &&
-        p.vectors.value("d", nlohmann::json()) == want)
-      times.push_back(*p.measured_seconds);
+  for (const auto& [vector, seconds] : it->second.measured)
+    if (vector == want) times.push_back(seconds);
   if (times.empty()) return std::nullopt;
   ++hits_;
   return median(times) * bytes_per_second_ / static_cast<double>(dtype_bytes(s.dtype));

@@ -37,7 +37,11 @@ class MeasuredPartitionings {
   std::int64_t procs_;
   double bytes_per_second_ = 0;
   std::size_t entries_ = 0, hits_ = 0;
-  std::map<std::string, Canonical> canon_;  // by step einsum text
+  struct Known {
+    Canonical canonical;
+    std::vector<std::pair<nlohmann::json, double>> measured;  // (vector, seconds), this machine
+  };
+  std::map<std::string, Known> known_;  // by step: read once, the DP asks per vector
 };
 
 // Measured pairwise steps for contraction trees: the median time of the best verified transform

@@ -89,6 +89,44 @@ TEST_F(CliPlan, TreesWithPasses) {
   EXPECT_FALSE(json::parse(none.out).contains("passes"));
 }
 
+TEST_F(CliPlan, ContractionTreeOptions) {
+  const std::string g = R"({"inputs": {"A": {"shape": [100, 10]}, "B": {"shape": [10, 200]},
+    "C": {"shape": [200, 5]}, "D": {"shape": [5, 300]}},
+    "nodes": [{"name": "Z", "einsum": "ij,jk,kl,lm->im", "inputs": ["A", "B", "C", "D"]}]})";
+  auto tree = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"plan", g, "-P", "2", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = run(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return json::parse(r.out)["trees"]["Z"];
+  };
+  const auto exact = tree({});
+  EXPECT_TRUE(exact["exact"].get<bool>());
+  EXPECT_EQ(exact["steps"].size(), 3u);
+  EXPECT_FALSE(tree({"--exact-limit", "3"})["exact"].get<bool>());  // greedy beyond 3 operands
+  // A chain whose cheapest order keeps a 1×1000 intermediate; under a limit of 999 elements the
+  // other order (a 2×2 intermediate, 8 more FLOPs) is chosen.
+  const std::string chain = R"({"inputs": {"A": {"shape": [1, 2]}, "B": {"shape": [2, 1000]},
+    "C": {"shape": [1000, 2]}}, "nodes": [{"name": "Z", "einsum": "ij,jk,kl->il",
+    "inputs": ["A", "B", "C"]}]})";
+  auto chain_tree = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"plan", chain, "-P", "1", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = run(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return json::parse(r.out)["trees"]["Z"];
+  };
+  const auto fastest = chain_tree({});
+  EXPECT_EQ(fastest["largest_intermediate"], 1000.0);
+  EXPECT_EQ(fastest["flops"], 8000.0);
+  const auto limited = chain_tree({"--memory-limit", "999"});
+  EXPECT_EQ(limited["largest_intermediate"], 4.0);
+  EXPECT_EQ(limited["flops"], 8008.0);
+  const auto none = run({"plan", g, "-P", "2", "--memory-limit", "1"});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("memory limit"), std::string::npos) << none.err;
+}
+
 TEST_F(CliPlan, RecordsAndUsesMeasuredCosts) {
   auto r = run({"plan", kChain, "-P", "4", "--record", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -101,6 +139,7 @@ TEST_F(CliPlan, RecordsAndUsesMeasuredCosts) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = json::parse(r.out);
   EXPECT_EQ(j["measured"]["partitionings_on_this_machine"], 0);
+  EXPECT_EQ(j["measured"]["pairwise_steps_with_measured_times"], 0);
   EXPECT_EQ(j["cost"], "measured");
   // Without a database, a notice and the model.
   const auto nodb = run_cli({"plan", kChain, "-P", "4", "--cost", "measured", "--json", "--db",

@@ -139,7 +139,7 @@ TEST(EinDecomp, DynamicProgramEqualsExhaustiveSearchOnTrees) {
     const StepGraph g = expand(graph);
     for (std::int64_t procs : {2, 4, 8}) {
       if (!splittable(g, procs)) continue;
-      const auto best = exhaustive(g, procs, 20000);
+      const auto best = exhaustive(g, procs, 100000);
       if (!best) continue;
       const Plan plan = make_plan(g, on(procs));
       ASSERT_EQ(plan.search, "exact");
@@ -168,8 +168,17 @@ TEST(EinDecomp, NeverWorseThanTheBaselinesOnDags) {
       ASSERT_LE(plan.total, plan_total(g, procs, PlanMethod::sqrt) * (1 + 1e-12)) << trial;
       ASSERT_LE(plan.total, plan_total(g, procs, PlanMethod::data) * (1 + 1e-12)) << trial;
       // Never better than the optimum either.
-      if (const auto best = exhaustive(g, procs, 5000)) {
+      if (const auto best = exhaustive(g, procs, 20000)) {
         ASSERT_GE(plan.total, *best * (1 - 1e-12));
+      }
+      // A local optimum too: no single step can change its vector and lower the cost.
+      for (int v = 0; v < static_cast<int>(g.steps.size()); ++v) {
+        const auto alts = alternatives(plan, v);
+        const auto chosen =
+            std::find_if(alts.begin(), alts.end(), [](const Alternative& a) { return a.chosen; });
+        ASSERT_NE(chosen, alts.end());
+        ASSERT_LE(chosen->total, alts.front().total * (1 + 1e-12) + 1e-9)
+            << trial << " step " << g.steps[static_cast<std::size_t>(v)].name;
       }
       ++dags;
       linearized += plan.search != "exact";
