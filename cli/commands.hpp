@@ -17,6 +17,8 @@ using Command = std::function<int()>;
 Command add_canon_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
+Command add_tune_command(CLI::App& app);
+Command add_run_command(CLI::App& app);
 // `bench plan`, registered on the bench subcommand.
 Command add_bench_plan_command(CLI::App& bench);
 // record, best, show, list, stats, export, import, db check: each subcommand with its runner.

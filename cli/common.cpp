@@ -130,4 +130,45 @@ void print_json(const nlohmann::ordered_json& j) {
   std::cout << j.dump(2) << '\n';
 }
 
+namespace {
+
+// The letters of [{"index": i}, ...], or nullopt when `j` is not such a list.
+std::optional<std::string> letters(const nlohmann::json& j) {
+  if (!j.is_array()) return std::nullopt;
+  std::string out;
+  for (const auto& item : j) {
+    if (!item.is_object() || !item.contains("index") || !item["index"].is_string())
+      return std::nullopt;
+    out += item["index"].get<std::string>();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string describe_params(const nlohmann::json& params) {
+  std::string out;
+  for (const auto& [key, value] : params.items()) {
+    std::string v;
+    if (const auto l = letters(value)) {
+      v = l->empty() ? "-" : *l;
+    } else if (key == "block" && value.is_array()) {
+      for (const auto& b : value)
+        if (b.is_array() && b.size() == 2)
+          v += (v.empty() ? "" : ",") + letters(nlohmann::json::array({b[0]})).value_or("?") +
+               ":" + b[1].dump();
+    } else if (key == "path" && value.is_array()) {
+      for (const auto& step : value)
+        if (step.is_array() && step.size() == 2)
+          v += "(" + letters(step[0]).value_or("?") + "," + letters(step[1]).value_or("?") + ")";
+    } else if (value.is_string()) {
+      v = value.get<std::string>();
+    } else {
+      v = value.dump();
+    }
+    out += (out.empty() ? "" : " ") + key + "=" + v;
+  }
+  return out;
+}
+
 }  // namespace einsumdb::cli

@@ -44,4 +44,8 @@ std::string format_seconds(double s);
 std::string format_number(std::optional<double> v, int precision = 2);
 void print_json(const nlohmann::ordered_json& j);
 
+// Transform parameters in short form: index lists as their letters (order=ikj), blocks as
+// i:64, contraction paths as (ij,jk)(ik,kl), everything else as compact JSON.
+std::string describe_params(const nlohmann::json& params);
+
 }  // namespace einsumdb::cli

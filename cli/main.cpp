@@ -19,6 +19,10 @@ int main(int argc, char** argv) {
   commands.back().first = app.get_subcommand("bench");
   commands.emplace_back(nullptr, add_plan_command(app));
   commands.back().first = app.get_subcommand("plan");
+  commands.emplace_back(nullptr, add_tune_command(app));
+  commands.back().first = app.get_subcommand("tune");
+  commands.emplace_back(nullptr, add_run_command(app));
+  commands.back().first = app.get_subcommand("run");
   for (auto& c : add_db_commands(app)) commands.push_back(std::move(c));
 
   try {

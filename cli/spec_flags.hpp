@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "canon/parse.hpp"
+#include "executor/expression.hpp"
 
 namespace einsumdb::cli {
 
@@ -19,7 +20,9 @@ struct SpecArgs {
 // --shape, --dtype, --join and --agg to `cmd`.
 void add_spec_options(CLI::App* cmd, SpecArgs& args, bool spec_required = true);
 
-// Reads the spec the way every subcommand does; throws SpecError.
-BatchedEinsum read_spec(const SpecArgs& args);
+// Reads the spec the way every subcommand does; throws SpecError. Spec JSON may declare
+// functional operands ("functions": {"F": "2*A+1"}); the einsum returned is the idealized one
+// (F an array of A's shape and dtype), and the functions go to `functions` when given.
+BatchedEinsum read_spec(const SpecArgs& args, Functions* functions = nullptr);
 
 }  // namespace einsumdb::cli

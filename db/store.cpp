@@ -101,8 +101,21 @@ CREATE TABLE partitionings(
 CREATE INDEX partitionings_by_graph ON partitionings(graph_key, procs);
 )sql";
 
+// Version 2: the machine's roofline, per dtype (peak per core from a measured GEMM, bandwidth
+// from a measured stream).
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE rooflines(
+  id INTEGER PRIMARY KEY,
+  machine_id INTEGER NOT NULL REFERENCES machines(id),
+  dtype TEXT NOT NULL,
+  peak_gflops REAL NOT NULL,
+  bandwidth_gbs REAL NOT NULL,
+  measured_at TEXT NOT NULL,
+  UNIQUE(machine_id, dtype));
+)sql";
+
 // Migrations: kMigrations[v] brings a database from version v to v + 1.
-constexpr const char* kMigrations[] = {kSchemaV1};
+constexpr const char* kMigrations[] = {kSchemaV1, kSchemaV2};
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 
 constexpr std::array<std::string_view, 4> kStatusNames{"ok", "invalid", "failed", "timeout"};
@@ -951,6 +964,31 @@ std::vector<Store::Partitioning> Store::measured_partitionings(const std::string
                        "NULL ORDER BY p.id");
   s.bind(1, machine).bind(2, procs);
   return read_partitionings(s);
+}
+
+void Store::record_roofline(std::int64_t machine, const Roofline& r) {
+  if (!(r.peak_gflops > 0) || !(r.bandwidth_gbs > 0) || !std::isfinite(r.peak_gflops) ||
+      !std::isfinite(r.bandwidth_gbs))
+    throw SpecError("roofline for " + r.dtype + ": peak and bandwidth must be positive");
+  impl_->write([&] {
+    impl_->machine_fingerprint(machine);  // the machine must exist
+    auto s = impl_->stmt(
+        "INSERT OR REPLACE INTO rooflines(machine_id, dtype, peak_gflops, bandwidth_gbs, "
+        "measured_at) VALUES(?, ?, ?, ?, ?)");
+    s.bind(1, machine).bind(2, r.dtype).bind(3, r.peak_gflops).bind(4, r.bandwidth_gbs);
+    s.bind(5, r.measured_at.empty() ? now_iso8601() : r.measured_at).run();
+    return 0;
+  });
+}
+
+std::optional<Store::Roofline> Store::roofline(const std::string& machine,
+                                               const std::string& dtype) {
+  auto s = impl_->stmt(
+      "SELECT r.dtype, r.peak_gflops, r.bandwidth_gbs, r.measured_at FROM rooflines r JOIN "
+      "machines m ON m.id = r.machine_id WHERE m.fingerprint = ? AND r.dtype = ?");
+  s.bind(1, machine).bind(2, dtype);
+  if (!s.step()) return std::nullopt;
+  return Roofline{s.column_text(0), s.column_double(1), s.column_double(2), s.column_text(3)};
 }
 
 }  // namespace einsumdb

@@ -107,7 +107,7 @@ class Store {
   Store& operator=(Store&&) noexcept;
   ~Store();
 
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
   int schema_version();
   const std::string& path() const;
 
@@ -191,6 +191,17 @@ class Store {
   std::vector<Partitioning> partitionings(const std::string& graph_key, int procs);
   // Every partitioning with a measured time on a machine (fingerprint) at P ranks.
   std::vector<Partitioning> measured_partitionings(const std::string& machine, int procs);
+
+  // --- the machine's roofline: min(peak, intensity × bandwidth), per dtype
+  struct Roofline {
+    std::string dtype;         // "f32", "f64"
+    double peak_gflops = 0;    // per core, from a measured GEMM on one thread
+    double bandwidth_gbs = 0;  // from a measured stream (one thread)
+    std::string measured_at;   // ISO 8601 UTC; empty: now
+  };
+  // Replaces the machine's roofline for the dtype. Throws SpecError for non-positive figures.
+  void record_roofline(std::int64_t machine, const Roofline& r);
+  std::optional<Roofline> roofline(const std::string& machine, const std::string& dtype);
 
   struct Impl;
 

@@ -1,19 +1,34 @@
-// Executing one batched einsum on one process. Strategies are named kernels with a parameter
-// space; each can say that it does not apply to a workload, and why.
-//   reference — a plain loop nest over every index, in double precision: the correctness oracle;
-//   ttgt      — transpose operands into GEMM layout, OpenBLAS ?gemm per batch label, transpose
-//               back (binary mul/sum einsums without diagonal or private summed indices).
+// Executing one batched einsum on one process. Strategies are named kernels with parameters;
+// each can say that it does not apply to a workload, and why.
+//   reference        — a plain loop nest over every index, in double precision: the oracle;
+//   loop_nest        — a chosen loop order with up to two blocked indices and a vectorized
+//                      innermost loop, for every ⊗/⊕;
+//   ttgt             — transpose operands into GEMM layout, OpenBLAS ?gemm per batch point,
+//                      transpose back; the parameters choose the order of M, N and K;
+//   loop_over_gemm   — GEMM on strided sub-matrices in place, looping over the other indices;
+//   batch_fused      — rows that share operands become one einsum over a stacked operand (b
+//                      matrix-vector products become one matrix-matrix product);
+//   contraction_tree — 3+ operands contracted pairwise in a chosen order.
+// Every strategy takes "threads" (1 by default): its own threads, or OpenBLAS's when it makes one
+// GEMM call at a time, never both (no nested oversubscription).
+//
+// Parameters name indices as {"index": "i"} (see db/transform.hpp); at execution they are in the
+// einsum's own names. Functional operands (executor/expression.hpp) are evaluated in the pass
+// that reads their array.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "canon/model.hpp"
+#include "executor/expression.hpp"
 #include "executor/tensor.hpp"
 
 namespace einsumdb {
@@ -21,29 +36,112 @@ namespace einsumdb {
 using Arrays = std::map<std::string, Tensor>;
 
 // The length of every index, read from the arrays bound to the einsum (so symbolic lengths get
-// their run-time values). Throws SpecError naming the array and axis that disagree with the
-// spec or with another array, a missing array, or a dtype the executor cannot compute in.
-std::map<char, std::int64_t> bind_lengths(const BatchedEinsum& e, const Arrays& arrays);
+// their run-time values). A name in `functions` is bound to the array its expression reads.
+// Throws SpecError naming the array and axis that disagree with the spec or with another array,
+// a missing array, or a dtype the executor cannot compute in.
+std::map<char, std::int64_t> bind_lengths(const BatchedEinsum& e, const Arrays& arrays,
+                                          const Functions& functions = {});
 
 // The dtype of a row's result: the highest-ranked dtype of its operands.
 Dtype result_dtype(const BatchedEinsum& e, std::size_t row);
 
+// An einsum with its data bound: what a strategy runs on. Holds references; the einsum, the
+// arrays and the functions must outlive it.
+class Bound {
+ public:
+  // `extra`, when given, holds further arrays (looked up before `arrays`): the intermediates and
+  // stacked operands of the composite strategies.
+  Bound(const BatchedEinsum& e, const Arrays& arrays, const Functions& functions,
+        const Arrays* extra = nullptr);
+  Bound(const BatchedEinsum& e, const Arrays& arrays) : Bound(e, arrays, no_functions()) {}
+
+  struct Operand {
+    const Tensor* tensor = nullptr;
+    const Expression* function = nullptr;  // applied element-wise when read; null: the array
+  };
+  const BatchedEinsum& einsum() const { return *e_; }
+  const std::map<char, std::int64_t>& lengths() const { return lengths_; }
+  std::int64_t length(char index) const { return lengths_.at(index); }
+  Operand operand(std::size_t row, std::size_t k) const;
+  bool functional() const { return !functions_->empty(); }
+  const Arrays& arrays() const { return *arrays_; }
+  const Functions& functions() const { return *functions_; }
+  static const Functions& no_functions();
+
+ private:
+  const BatchedEinsum* e_;
+  const Arrays* arrays_;
+  const Arrays* extra_;
+  const Functions* functions_;
+  std::map<char, std::int64_t> lengths_;
+};
+
 // One result per batch row.
 using Results = std::vector<Tensor>;
 
-Results run_reference(const BatchedEinsum& e, const Arrays& arrays);
-
-// nullopt when ttgt applies; otherwise the reason it does not.
-std::optional<std::string> ttgt_rejects(const BatchedEinsum& e);
-Results run_ttgt(const BatchedEinsum& e, const Arrays& arrays);
-
 struct Strategy {
   std::string name;
+  std::string summary;
+  // nullopt when the strategy applies to the einsum; otherwise the reason it does not.
   std::function<std::optional<std::string>(const BatchedEinsum&)> rejects;
-  std::function<Results(const BatchedEinsum&, const Arrays&, const nlohmann::json& params)> run;
+  // Throws SpecError for parameters that do not fit the einsum, naming the parameter.
+  std::function<Results(const Bound&, const nlohmann::json& params)> run;
 };
 
 // The built-in strategies, reference first.
 const std::vector<Strategy>& builtin_strategies();
+// A built-in strategy by name, or null.
+const Strategy* find_strategy(std::string_view name);
+
+// Runs `strategy` with `params` (in the einsum's names). Throws SpecError when the strategy is
+// unknown or does not apply (with its reason) or the parameters are wrong.
+Results execute(const Bound& bound, std::string_view strategy,
+                const nlohmann::json& params = nlohmann::json::object());
+
+Results run_reference(const Bound& bound);
+inline Results run_reference(const BatchedEinsum& e, const Arrays& arrays) {
+  return run_reference(Bound(e, arrays));
+}
+
+// Why each strategy does not apply (nullopt: it does).
+std::optional<std::string> loop_nest_rejects(const BatchedEinsum& e);
+std::optional<std::string> ttgt_rejects(const BatchedEinsum& e);
+std::optional<std::string> loop_over_gemm_rejects(const BatchedEinsum& e);
+std::optional<std::string> batch_fused_rejects(const BatchedEinsum& e);
+std::optional<std::string> contraction_tree_rejects(const BatchedEinsum& e);
+
+// The (m, n, k) index groups loop_over_gemm can run in place, widest first.
+std::vector<std::array<std::string, 3>> loop_over_gemm_choices(const BatchedEinsum& e);
+
+// The single-row einsum batch_fused runs: β prepended to the operands whose arrays differ between
+// rows (stacked arrays "~stack<k>") and to the output. Requires batch_fused to apply.
+BatchedEinsum batch_fused_einsum(const BatchedEinsum& e);
+
+// The indices a contraction_tree step keeps: those of `a` then `b`, in order of appearance,
+// that `others` (the output and the remaining operands) needs.
+std::string contraction_step_result(const std::string& a, const std::string& b,
+                                    const std::string& others);
+
+// The FLOP-optimal pairwise order as contraction_tree's "path" parameter.
+nlohmann::json default_contraction_path(const BatchedEinsum& e,
+                                        const std::map<char, std::int64_t>& lengths);
+
+Results run_loop_nest(const Bound& bound, const nlohmann::json& params);
+Results run_ttgt(const Bound& bound, const nlohmann::json& params);
+Results run_loop_over_gemm(const Bound& bound, const nlohmann::json& params);
+Results run_batch_fused(const Bound& bound, const nlohmann::json& params);
+Results run_contraction_tree(const Bound& bound, const nlohmann::json& params);
+inline Results run_ttgt(const BatchedEinsum& e, const Arrays& arrays) {
+  return run_ttgt(Bound(e, arrays), nlohmann::json::object());
+}
+
+// Parameter spellings shared by the strategies and the tuner.
+nlohmann::json index_param(char index);
+nlohmann::json index_list_param(std::string_view indices);
+// Reads [{"index": "i"}, ...] under `key`; throws SpecError naming the strategy and key.
+std::string read_index_list(const nlohmann::json& params, std::string_view key,
+                            std::string_view strategy);
+// "threads" (default 1); throws SpecError unless 1 ≤ threads ≤ 256.
+int read_threads(const nlohmann::json& params, std::string_view strategy);
 
 }  // namespace einsumdb

@@ -53,16 +53,28 @@ double combine(AggOp op, double acc, double v) {
 
 }  // namespace
 
-std::map<char, std::int64_t> bind_lengths(const BatchedEinsum& e, const Arrays& arrays) {
+namespace {
+
+const Tensor* find_array(const Arrays& arrays, const Arrays* extra, const std::string& name) {
+  if (extra)
+    if (const auto it = extra->find(name); it != extra->end()) return &it->second;
+  const auto it = arrays.find(name);
+  return it == arrays.end() ? nullptr : &it->second;
+}
+
+std::map<char, std::int64_t> bind_all(const BatchedEinsum& e, const Arrays& arrays,
+                                  const Arrays* extra, const Functions& functions) {
   std::map<char, std::int64_t> lengths;
   std::map<char, std::string> from;
   for (std::size_t r = 0; r < e.batch.size(); ++r)
     for (std::size_t k = 0; k < e.inputs.size(); ++k) {
-      const std::string& name = e.batch[r][k];
-      const auto it = arrays.find(name);
-      if (it == arrays.end()) throw SpecError("no data bound to array '" + name + "'");
-      const Tensor& t = it->second;
-      const ArrayInfo& info = e.arrays.at(name);
+      const std::string& operand = e.batch[r][k];
+      const auto f = functions.find(operand);
+      const std::string& name = f == functions.end() ? operand : f->second.array();
+      const Tensor* found = find_array(arrays, extra, name);
+      if (!found) throw SpecError("no data bound to array '" + name + "'");
+      const Tensor& t = *found;
+      const ArrayInfo& info = e.arrays.at(operand);
       if (t.dtype() != info.dtype)
         throw SpecError("array '" + name + "' holds " + std::string(to_string(t.dtype())) +
                         " data but the spec says " + std::string(to_string(info.dtype)));
@@ -89,6 +101,13 @@ std::map<char, std::int64_t> bind_lengths(const BatchedEinsum& e, const Arrays& 
   return lengths;
 }
 
+}  // namespace
+
+std::map<char, std::int64_t> bind_lengths(const BatchedEinsum& e, const Arrays& arrays,
+                                          const Functions& functions) {
+  return bind_all(e, arrays, nullptr, functions);
+}
+
 Dtype result_dtype(const BatchedEinsum& e, std::size_t row) {
   Dtype d = e.arrays.at(e.batch[row][0]).dtype;
   for (const auto& name : e.batch[row])
@@ -96,8 +115,26 @@ Dtype result_dtype(const BatchedEinsum& e, std::size_t row) {
   return d;
 }
 
-Results run_reference(const BatchedEinsum& e, const Arrays& arrays) {
-  const auto lengths = bind_lengths(e, arrays);
+const Functions& Bound::no_functions() {
+  static const Functions none;
+  return none;
+}
+
+Bound::Bound(const BatchedEinsum& e, const Arrays& arrays, const Functions& functions,
+             const Arrays* extra)
+    : e_(&e), arrays_(&arrays), extra_(extra), functions_(&functions),
+      lengths_(bind_all(e, arrays, extra, functions)) {}
+
+Bound::Operand Bound::operand(std::size_t row, std::size_t k) const {
+  const std::string& name = e_->batch.at(row).at(k);
+  if (const auto f = functions_->find(name); f != functions_->end())
+    return {find_array(*arrays_, extra_, f->second.array()), &f->second};
+  return {find_array(*arrays_, extra_, name), nullptr};
+}
+
+Results run_reference(const Bound& bound) {
+  const BatchedEinsum& e = bound.einsum();
+  const auto& lengths = bound.lengths();
   std::string labels;
   for (const auto& [l, len] : lengths) labels += l;
   const std::size_t n = labels.size(), ops = e.inputs.size();
@@ -110,12 +147,12 @@ Results run_reference(const BatchedEinsum& e, const Arrays& arrays) {
     // within one operand add their strides: a diagonal).
     std::vector<std::int64_t> len(n);
     std::vector<std::vector<std::int64_t>> stride(ops + 1, std::vector<std::int64_t>(n, 0));
-    std::vector<const Tensor*> in(ops);
+    std::vector<Bound::Operand> in(ops);
     for (std::size_t i = 0; i < n; ++i) len[i] = lengths.at(labels[i]);
     for (std::size_t k = 0; k <= ops; ++k) {
       const std::string& idx = k < ops ? e.inputs[k] : e.output;
-      const Tensor* t = k < ops ? &arrays.at(e.batch[r][k]) : &z;
-      if (k < ops) in[k] = t;
+      if (k < ops) in[k] = bound.operand(r, k);
+      const Tensor* t = k < ops ? in[k].tensor : &z;
       const auto s = t->strides();
       for (std::size_t a = 0; a < idx.size(); ++a) stride[k][labels.find(idx[a])] += s[a];
     }
@@ -123,8 +160,12 @@ Results run_reference(const BatchedEinsum& e, const Arrays& arrays) {
     const bool empty = std::any_of(len.begin(), len.end(), [](std::int64_t v) { return v == 0; });
     std::vector<std::int64_t> counter(n, 0), offset(ops + 1, 0);
     for (bool done = empty; !done;) {
-      double v = in[0]->at(offset[0]);
-      for (std::size_t k = 1; k < ops; ++k) v = join(e.join, v, in[k]->at(offset[k]));
+      auto read = [&](std::size_t k) {
+        const double x = in[k].tensor->at(offset[k]);
+        return in[k].function ? (*in[k].function)(x) : x;
+      };
+      double v = read(0);
+      for (std::size_t k = 1; k < ops; ++k) v = join(e.join, v, read(k));
       auto& a = acc[static_cast<std::size_t>(offset[ops])];
       a = combine(e.agg, a, v);
       // Odometer, last label fastest.

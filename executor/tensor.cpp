@@ -9,7 +9,16 @@
 namespace einsumdb {
 
 void Tensor::Free::operator()(void* p) const {
-  std::free(p);
+  if (!borrowed) std::free(p);
+}
+
+Tensor Tensor::view(const Tensor& t) {
+  Tensor v;
+  v.dtype_ = t.dtype_;
+  v.shape_ = t.shape_;
+  v.size_ = t.size_;
+  v.data_ = std::unique_ptr<void, Free>(const_cast<void*>(t.data_.get()), Free{true});
+  return v;
 }
 
 bool executable_dtype(Dtype d) {

@@ -18,6 +18,10 @@ class Tensor {
   // Zero-filled. Throws SpecError for a dtype the executor does not compute in (f32, f64).
   Tensor(Dtype dtype, std::vector<std::int64_t> shape);
 
+  // A tensor that aliases `t`'s elements without owning them (the composite strategies hand
+  // their operands to inner strategies this way). `t` must outlive the view.
+  static Tensor view(const Tensor& t);
+
   Dtype dtype() const { return dtype_; }
   const std::vector<std::int64_t>& shape() const { return shape_; }
   std::size_t rank() const { return shape_.size(); }
@@ -36,6 +40,8 @@ class Tensor {
     check<T>();
     return static_cast<const T*>(data_.get());
   }
+  void* raw() { return data_.get(); }
+  const void* raw() const { return data_.get(); }
   // Element k (row-major) as double, whatever the dtype.
   double at(std::int64_t k) const;
   void set(std::int64_t k, double v);
@@ -47,6 +53,7 @@ class Tensor {
     EINSUMDB_ASSERT(dtype_ == want, "tensor accessed with the wrong element type");
   }
   struct Free {
+    bool borrowed;  // value-initialized to false: the tensor owns its memory
     void operator()(void* p) const;
   };
   Dtype dtype_ = Dtype::f64;

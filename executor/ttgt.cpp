@@ -1,167 +1,347 @@
-// TTGT: Transpose-Transpose-GEMM-Transpose. Indices are classified as batch (in both operands
-// and the result), M (left operand and result), N (right operand and result) and K (both
-// operands, summed). Each operand is permuted into [batch, M, K] / [batch, K, N] (no copy when it
-// already is), one OpenBLAS GEMM runs per batch point, and the [batch, M, N] result is permuted
-// into the output's order (no copy when it already is).
-#include <cblas.h>
-
+// The GEMM strategies for binary mul/sum einsums. Indices are classified as batch (in both
+// operands and the result), M (left operand and result), N (right operand and result) and K
+// (both operands, summed).
+//
+// ttgt: each operand is packed into [batch, M, K] / [batch, K, N] (or read in place when it is
+// already [batch, M, K] or [batch, K, M], resp. [batch, K, N] or [batch, N, K]: the BLAS reads a
+// transposed matrix itself); one OpenBLAS GEMM runs per batch point; the [batch, M, N] result is
+// permuted into the output's order (or written in place when the output is [batch, M, N] or
+// [batch, N, M]). Parameters: "m", "n", "k" (the order of each group's indices; default: the
+// order that avoids copies) and "threads" (over batch points when there are enough, otherwise
+// OpenBLAS's threads). A functional operand is evaluated while it is packed.
+//
+// loop_over_gemm: no copies. One index group each becomes M, N and K of a GEMM on strided
+// sub-matrices of the operands and the output in place; every other index is a loop around it.
+// Parameters: "m", "n", "k" (each a run of indices adjacent in every tensor that has them; "k"
+// may be empty only when the einsum sums nothing) and "threads" (over the loops that do not sum;
+// OpenBLAS's threads when there are none). A functional operand is evaluated into a buffer in
+// its array's layout first (OpenBLAS reads operands itself, so there is no pass to fuse into).
 #include <algorithm>
 #include <cstring>
-#include <limits>
-#include <type_traits>
 
-#include "executor/execute.hpp"
+#include "executor/kernels.hpp"
 
 namespace einsumdb {
 namespace {
 
-struct Layout {
+using kernels::contains;
+using kernels::product;
+
+struct Groups {
   std::string batch, m, n, k;
 };
 
-Layout classify(const BatchedEinsum& e) {
+Groups classify(const BatchedEinsum& e) {
   const std::string &x = e.inputs[0], &y = e.inputs[1], &z = e.output;
-  auto in = [](const std::string& s, char c) { return s.find(c) != std::string::npos; };
-  Layout l;
+  Groups g;
   for (char c : z) {  // batch, M, N in the output's order
-    if (in(x, c) && in(y, c))
-      l.batch += c;
-    else if (in(x, c))
-      l.m += c;
+    if (contains(x, c) && contains(y, c))
+      g.batch += c;
+    else if (contains(x, c))
+      g.m += c;
     else
-      l.n += c;
+      g.n += c;
   }
   for (char c : x)
-    if (in(y, c) && !in(z, c)) l.k += c;
-  return l;
+    if (contains(y, c) && !contains(z, c)) g.k += c;
+  return g;
 }
 
-// Copies `t` (indexed by `from`) into a new tensor indexed by `to` (a permutation of `from`).
-template <typename T>
-Tensor permute(const Tensor& t, const std::string& from, const std::string& to,
-               const std::map<char, std::int64_t>& len) {
-  std::vector<std::int64_t> shape;
-  for (char c : to) shape.push_back(len.at(c));
-  Tensor out(t.dtype(), shape);
-  const auto src_strides = t.strides();
-  std::vector<std::int64_t> stride(to.size());
-  for (std::size_t a = 0; a < to.size(); ++a) stride[a] = src_strides[from.find(to[a])];
-  const T* src = t.data<T>();
-  T* dst = out.data<T>();
-  const std::size_t r = to.size();
-  if (out.size() == 0) return out;
-  if (r == 0) {
-    dst[0] = src[0];
-    return out;
-  }
-  std::vector<std::int64_t> counter(r, 0);
-  std::int64_t offset = 0;
-  const std::int64_t inner = r ? shape[r - 1] : 1, inner_stride = r ? stride[r - 1] : 0;
-  for (std::int64_t k = 0; k < out.size(); k += inner) {
-    for (std::int64_t i = 0; i < inner; ++i) dst[k + i] = src[offset + i * inner_stride];
-    for (std::size_t a = r - 1; a-- > 0;) {
-      offset += stride[a];
-      if (++counter[a] < shape[a]) break;
-      offset -= stride[a] * shape[a];
-      counter[a] = 0;
-    }
-  }
-  return out;
-}
-
-// Row-major C[m×n] = A[m×k] · B[k×n], all contiguous.
-template <typename T>
-void gemm(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, const T* b, T* c) {
-  const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
-  const blasint lda = std::max<blasint>(K, 1), ldb = std::max<blasint>(N, 1), ldc = ldb;
-  if constexpr (std::is_same_v<T, double>)
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0, a, lda, b, ldb, 0.0, c,
-                ldc);
-  else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, c,
-                ldc);
-}
-
-std::int64_t product(const std::string& labels, const std::map<char, std::int64_t>& len) {
-  std::int64_t p = 1;
-  for (char c : labels) p *= len.at(c);
-  return p;
-}
-
-template <typename T>
-Tensor run_row(const BatchedEinsum& e, const Tensor& x, const Tensor& y,
-               const std::map<char, std::int64_t>& len) {
-  const Layout l = classify(e);
-  const std::string xl = l.batch + l.m + l.k, yl = l.batch + l.k + l.n, zl = l.batch + l.m + l.n;
-  const Tensor xp = e.inputs[0] == xl ? Tensor() : permute<T>(x, e.inputs[0], xl, len);
-  const Tensor yp = e.inputs[1] == yl ? Tensor() : permute<T>(y, e.inputs[1], yl, len);
-  const T* a = e.inputs[0] == xl ? x.data<T>() : xp.data<T>();
-  const T* b = e.inputs[1] == yl ? y.data<T>() : yp.data<T>();
-  const std::int64_t nb = product(l.batch, len), m = product(l.m, len), n = product(l.n, len),
-                     k = product(l.k, len);
-  for (std::int64_t dim : {m, n, k})
-    if (dim > std::numeric_limits<blasint>::max())
-      throw SpecError("ttgt: a GEMM dimension of " + std::to_string(dim) +
-                      " exceeds what the BLAS can index");
-  std::vector<std::int64_t> shape;
-  for (char c : zl) shape.push_back(len.at(c));
-  Tensor c(x.dtype(), shape);
-  if (m > 0 && n > 0)
-    for (std::int64_t i = 0; i < nb; ++i)
-      gemm<T>(m, n, k, a + i * m * k, b + i * k * n, c.data<T>() + i * m * n);
-  return zl == e.output ? std::move(c) : permute<T>(c, zl, e.output, len);
-}
-
-}  // namespace
-
-std::optional<std::string> ttgt_rejects(const BatchedEinsum& e) {
+std::optional<std::string> binary_product_rejects(const BatchedEinsum& e, std::string_view who) {
   if (e.inputs.size() != 2)
-    return "ttgt contracts two operands; this einsum has " + std::to_string(e.inputs.size());
+    return std::string(who) + " contracts two operands; this einsum has " +
+           std::to_string(e.inputs.size());
   if (e.join != JoinOp::mul || e.agg != AggOp::sum)
-    return "ttgt needs mul/sum (a GEMM); this einsum uses " + std::string(to_string(e.join)) + "/" +
-           std::string(to_string(e.agg));
+    return std::string(who) + " needs mul/sum (a GEMM); this einsum uses " +
+           std::string(to_string(e.join)) + "/" + std::string(to_string(e.agg));
   for (std::size_t k = 0; k < 2; ++k) {
     const std::string& s = e.inputs[k];
     for (std::size_t a = 0; a < s.size(); ++a) {
       if (s.find(s[a]) != a)
         return "operand " + std::to_string(k) + " repeats index '" + std::string(1, s[a]) +
                "' (a diagonal)";
-      if (e.inputs[1 - k].find(s[a]) == std::string::npos &&
-          e.output.find(s[a]) == std::string::npos)
+      if (!contains(e.inputs[1 - k], s[a]) && !contains(e.output, s[a]))
         return "index '" + std::string(1, s[a]) + "' is summed within operand " +
                std::to_string(k) + " alone";
     }
   }
-  for (const auto& row : e.batch)
-    if (e.arrays.at(row[0]).dtype != e.arrays.at(row[1]).dtype)
-      return "the operands of a row have different dtypes";
-  return std::nullopt;
+  return kernels::mixed_dtypes(e, who);
 }
 
-Results run_ttgt(const BatchedEinsum& e, const Arrays& arrays) {
-  if (const auto why = ttgt_rejects(e)) throw SpecError("ttgt does not apply: " + *why);
-  const auto len = bind_lengths(e, arrays);
-  Results out;
-  for (const auto& row : e.batch) {
-    const Tensor &x = arrays.at(row[0]), &y = arrays.at(row[1]);
-    out.push_back(x.dtype() == Dtype::f32 ? run_row<float>(e, x, y, len)
-                                          : run_row<double>(e, x, y, len));
-  }
+// The order of one group from the parameters (a permutation of `labels`), or `fallback`.
+std::string group_param(const nlohmann::json& params, const char* key, const std::string& labels,
+                        const std::string& fallback, std::string_view who) {
+  if (!params.contains(key)) return fallback;
+  std::string order = read_index_list(params, key, who), a = order, b = labels;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  if (a != b)
+    throw SpecError(std::string(who) + ": '" + key + "' must order the indices '" + labels +
+                    "', got '" + order + "'");
+  return order;
+}
+
+// `labels` in the order they appear in `layout`.
+std::string in_order_of(const std::string& labels, const std::string& layout) {
+  std::string out;
+  for (char c : layout)
+    if (contains(labels, c)) out += c;
   return out;
 }
 
-const std::vector<Strategy>& builtin_strategies() {
-  static const std::vector<Strategy> strategies{
-      {"reference", [](const BatchedEinsum&) { return std::optional<std::string>(); },
-       [](const BatchedEinsum& e, const Arrays& a, const nlohmann::json&) {
-         return run_reference(e, a);
-       }},
-      {"ttgt", ttgt_rejects,
-       [](const BatchedEinsum& e, const Arrays& a, const nlohmann::json&) {
-         return run_ttgt(e, a);
-       }},
+void check_keys(const nlohmann::json& params, std::string_view who) {
+  for (const auto& [key, value] : params.items())
+    if (key != "m" && key != "n" && key != "k" && key != "threads")
+      throw SpecError(std::string(who) + ": unknown parameter '" + key +
+                      "'; expected m, n, k, threads");
+}
+
+template <typename T>
+Tensor ttgt_row(const Bound& bound, std::size_t row, const Groups& g, int threads) {
+  const BatchedEinsum& e = bound.einsum();
+  const auto& len = bound.lengths();
+  const auto x = bound.operand(row, 0), y = bound.operand(row, 1);
+  const std::int64_t nb = product(g.batch, len), m = product(g.m, len), n = product(g.n, len),
+                     k = product(g.k, len);
+  // An operand already in [batch, rows, cols] or [batch, cols, rows] is read in place (unless a
+  // function must be applied: then it is packed into that same layout while evaluated).
+  struct Side {
+    const T* p;
+    std::int64_t rs, cs;
+    Tensor packed;
   };
-  return strategies;
+  auto place = [&](const Bound::Operand& op, const std::string& labels, const std::string& rows,
+                   const std::string& cols) {
+    const std::int64_t r = product(rows, len), c = product(cols, len);
+    Side s;
+    if (labels == g.batch + rows + cols || labels == g.batch + cols + rows) {
+      const bool transposed = labels != g.batch + rows + cols;
+      s.rs = transposed ? 1 : c;
+      s.cs = transposed ? r : 1;
+      if (!op.function) {
+        s.p = op.tensor->data<T>();
+        return s;
+      }
+      s.packed = Tensor(op.tensor->dtype(), op.tensor->shape());
+      kernels::pack<T>(op, labels, labels, len, s.packed.template data<T>());
+    } else {
+      const std::string to = g.batch + rows + cols;
+      s.packed = Tensor(op.tensor->dtype(), kernels::shape_of(to, len));
+      kernels::pack<T>(op, labels, to, len, s.packed.template data<T>());
+      s.rs = c, s.cs = 1;
+    }
+    s.p = s.packed.template data<T>();
+    return s;
+  };
+  const Side a = place(x, e.inputs[0], g.m, g.k), b = place(y, e.inputs[1], g.k, g.n);
+  Tensor out(x.tensor->dtype(), kernels::shape_of(e.output, len));
+  const bool direct = e.output == g.batch + g.m + g.n || e.output == g.batch + g.n + g.m;
+  Tensor c = direct ? Tensor() : Tensor(x.tensor->dtype(), kernels::shape_of(g.batch + g.m + g.n, len));
+  T* cp = direct ? out.data<T>() : c.data<T>();
+  const bool mn = !direct || e.output == g.batch + g.m + g.n;
+  const std::int64_t c_rs = mn ? n : 1, c_cs = mn ? 1 : m;
+  const bool over_batch = threads > 1 && nb >= threads;
+  kernels::BlasThreads blas(over_batch ? 1 : threads);
+  kernels::parallel_for(nb, over_batch ? threads : 1, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i)
+      kernels::gemm<T>(m, n, k, {a.p + i * m * k, a.rs, a.cs}, {b.p + i * k * n, b.rs, b.cs},
+                       cp + i * m * n, c_rs, c_cs, false);
+  });
+  if (!direct) kernels::permute_into<T>(cp, g.batch + g.m + g.n, e.output, len, out.data<T>());
+  return out;
+}
+
+// ---- loop_over_gemm
+
+// Runs of the labels in `set` that are adjacent, in the same order, in every tensor holding any
+// of them, each taken in `layout`'s order; the empty run first.
+std::vector<std::string> runs(const std::string& set, const std::string& layout,
+                              const std::vector<std::string>& tensors) {
+  std::vector<std::string> out{""};
+  const std::string ordered = in_order_of(set, layout);
+  for (std::size_t i = 0; i < layout.size(); ++i)
+    for (std::size_t j = i + 1; j <= layout.size(); ++j) {
+      const std::string r = layout.substr(i, j - i);
+      if (!std::all_of(r.begin(), r.end(), [&](char c) { return contains(set, c); })) break;
+      const bool adjacent = std::all_of(tensors.begin(), tensors.end(), [&](const std::string& t) {
+        return !contains(t, r[0]) || t.find(r) != std::string::npos;
+      });
+      if (adjacent) out.push_back(r);
+    }
+  (void)ordered;
+  return out;
+}
+
+// Element stride of a group (its last label's stride) in a tensor; groups are adjacent runs.
+std::int64_t group_stride(const std::string& group, const std::string& layout,
+                          const std::map<char, std::int64_t>& len) {
+  if (group.empty()) return 0;
+  std::int64_t s = 1;
+  for (std::size_t a = layout.size(); a-- > 0;) {
+    if (layout[a] == group.back()) return s;
+    s *= len.at(layout[a]);
+  }
+  return 0;
+}
+
+// Whether a group choice can be addressed by the BLAS for every length (a group's stride
+// depends only on the layout's trailing lengths, so check with symbolic unit-stride reasoning:
+// one of each matrix's two groups must end the tensor, or be empty).
+bool addressable(const std::string& rows, const std::string& cols, const std::string& layout) {
+  auto ends = [&](const std::string& g) { return g.empty() || layout.back() == g.back(); };
+  return layout.empty() || ends(rows) || ends(cols);
+}
+
+}  // namespace
+
+std::optional<std::string> ttgt_rejects(const BatchedEinsum& e) {
+  return binary_product_rejects(e, "ttgt");
+}
+
+Results run_ttgt(const Bound& bound, const nlohmann::json& params) {
+  const BatchedEinsum& e = bound.einsum();
+  if (const auto why = ttgt_rejects(e)) throw SpecError("ttgt does not apply: " + *why);
+  check_keys(params, "ttgt");
+  const int threads = read_threads(params, "ttgt");
+  Groups g = classify(e);
+  // Default orders: those of an operand (or the output) that can then be used in place.
+  g.m = group_param(params, "m", g.m, in_order_of(g.m, e.inputs[0]), "ttgt");
+  g.n = group_param(params, "n", g.n, in_order_of(g.n, e.inputs[1]), "ttgt");
+  g.k = group_param(params, "k", g.k, in_order_of(g.k, e.inputs[0]), "ttgt");
+  Results out;
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    out.push_back(result_dtype(e, r) == Dtype::f32 ? ttgt_row<float>(bound, r, g, threads)
+                                                   : ttgt_row<double>(bound, r, g, threads));
+  return out;
+}
+
+std::vector<std::array<std::string, 3>> loop_over_gemm_choices(const BatchedEinsum& e) {
+  std::vector<std::array<std::string, 3>> out;
+  if (binary_product_rejects(e, "loop_over_gemm")) return out;
+  const Groups g = classify(e);
+  const std::string &x = e.inputs[0], &y = e.inputs[1], &z = e.output;
+  const std::vector<std::string> all{x, y, z};
+  for (const auto& m : runs(g.m, x, all))
+    for (const auto& n : runs(g.n, y, all))
+      for (const auto& k : runs(g.k, x, all)) {
+        if (k.empty() && !g.k.empty()) continue;  // a GEMM that sums nothing
+        if (m.empty() && n.empty()) continue;     // a dot product per loop point: use loop_nest
+        if (addressable(m, k, x) && addressable(k, n, y) && addressable(m, n, z))
+          out.push_back({m, n, k});
+      }
+  // Widest groups first: fewer, larger GEMM calls.
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a[0].size() + a[1].size() + a[2].size() > b[0].size() + b[1].size() + b[2].size();
+  });
+  return out;
+}
+
+std::optional<std::string> loop_over_gemm_rejects(const BatchedEinsum& e) {
+  if (auto why = binary_product_rejects(e, "loop_over_gemm")) return why;
+  if (loop_over_gemm_choices(e).empty())
+    return "no index groups form matrices the BLAS can read in place (each operand and the "
+           "output needs a group ending at its last axis)";
+  return std::nullopt;
+}
+
+namespace {
+
+template <typename T>
+Tensor loop_over_gemm_row(const Bound& bound, std::size_t row, const std::string& m,
+                          const std::string& n, const std::string& k, int threads) {
+  const BatchedEinsum& e = bound.einsum();
+  const auto& len = bound.lengths();
+  const std::string &xl = e.inputs[0], &yl = e.inputs[1], &zl = e.output;
+  auto x = bound.operand(row, 0), y = bound.operand(row, 1);
+  Tensor xf, yf;  // functional operands, evaluated in their arrays' layouts
+  auto evaluate = [&](Bound::Operand& op, Tensor& buf, const std::string& labels) {
+    if (!op.function) return;
+    buf = Tensor(op.tensor->dtype(), op.tensor->shape());
+    kernels::pack<T>(op, labels, labels, len, buf.template data<T>());
+    op = {&buf, nullptr};
+  };
+  evaluate(x, xf, xl);
+  evaluate(y, yf, yl);
+  Tensor z(x.tensor->dtype(), kernels::shape_of(zl, len));
+  const std::int64_t M = product(m, len), N = product(n, len), K = product(k, len);
+  const auto a_rs = group_stride(m, xl, len), a_cs = group_stride(k, xl, len),
+             b_rs = group_stride(k, yl, len), b_cs = group_stride(n, yl, len),
+             c_rs = group_stride(m, zl, len), c_cs = group_stride(n, zl, len);
+  if (!kernels::gemm_in_place(M, N, K, a_rs, a_cs, b_rs, b_cs, c_rs, c_cs))
+    throw SpecError("loop_over_gemm: the groups m='" + m + "' n='" + n + "' k='" + k +
+                    "' do not form matrices the BLAS can address at these lengths");
+  // The loops: every other index; those that do not sum come first and may be split.
+  std::string outer, summed;
+  for (char c : zl)
+    if (!contains(m + n, c)) outer += c;
+  for (char c : xl)
+    if (!contains(zl, c) && !contains(k, c)) summed += c;
+  const std::string loops = outer + summed;
+  std::vector<std::int64_t> ext, sx, sy, sz;
+  const auto xs = kernels::label_strides(loops, xl, x.tensor->strides()),
+             ys = kernels::label_strides(loops, yl, y.tensor->strides()),
+             zs = kernels::label_strides(loops, zl, z.strides());
+  for (char c : loops) ext.push_back(len.at(c));
+  const std::int64_t n_outer = product(outer, len), n_summed = product(summed, len);
+  const bool over_loops = threads > 1 && n_outer >= threads;
+  kernels::BlasThreads blas(over_loops ? 1 : threads);
+  const T* xp = x.tensor->data<T>();
+  const T* yp = y.tensor->data<T>();
+  T* zp = z.data<T>();
+  kernels::parallel_for(n_outer, over_loops ? threads : 1, [&](std::int64_t lo, std::int64_t hi) {
+    std::vector<std::int64_t> idx(loops.size(), 0);
+    for (std::int64_t p = lo; p < hi; ++p) {
+      // Decode p into the outer indices (last fastest).
+      std::int64_t rest = p, ox = 0, oy = 0, oz = 0;
+      for (std::size_t a = outer.size(); a-- > 0;) {
+        const std::int64_t i = rest % ext[a];
+        rest /= ext[a];
+        ox += i * xs[a], oy += i * ys[a], oz += i * zs[a];
+      }
+      for (std::int64_t q = 0; q < n_summed; ++q) {
+        std::int64_t r2 = q, sxo = ox, syo = oy;
+        for (std::size_t a = loops.size(); a-- > outer.size();) {
+          const std::int64_t i = r2 % ext[a];
+          r2 /= ext[a];
+          sxo += i * xs[a], syo += i * ys[a];
+        }
+        kernels::gemm<T>(M, N, K, {xp + sxo, a_rs, a_cs}, {yp + syo, b_rs, b_cs}, zp + oz, c_rs,
+                         c_cs, q > 0);
+      }
+    }
+  });
+  return z;
+}
+
+}  // namespace
+
+Results run_loop_over_gemm(const Bound& bound, const nlohmann::json& params) {
+  const BatchedEinsum& e = bound.einsum();
+  if (const auto why = loop_over_gemm_rejects(e))
+    throw SpecError("loop_over_gemm does not apply: " + *why);
+  check_keys(params, "loop_over_gemm");
+  const int threads = read_threads(params, "loop_over_gemm");
+  const auto choices = loop_over_gemm_choices(e);
+  std::array<std::string, 3> pick = choices.front();
+  if (params.contains("m") || params.contains("n") || params.contains("k")) {
+    for (const char* key : {"m", "n", "k"})
+      if (!params.contains(key))
+        throw SpecError(std::string("loop_over_gemm: give all of m, n, k; '") + key +
+                        "' is missing");
+    pick = {read_index_list(params, "m", "loop_over_gemm"),
+            read_index_list(params, "n", "loop_over_gemm"),
+            read_index_list(params, "k", "loop_over_gemm")};
+    if (std::find(choices.begin(), choices.end(), pick) == choices.end())
+      throw SpecError("loop_over_gemm: m='" + pick[0] + "' n='" + pick[1] + "' k='" + pick[2] +
+                      "' are not index groups the BLAS can read in place for " +
+                      e.einsum_string());
+  }
+  Results out;
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    out.push_back(result_dtype(e, r) == Dtype::f32
+                      ? loop_over_gemm_row<float>(bound, r, pick[0], pick[1], pick[2], threads)
+                      : loop_over_gemm_row<double>(bound, r, pick[0], pick[1], pick[2], threads));
+  return out;
 }
 
 }  // namespace einsumdb

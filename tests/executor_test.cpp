@@ -4,7 +4,13 @@
 
 #include "canon/error.hpp"
 #include "canon/parse.hpp"
+#include <cmath>
+#include <fstream>
+
 #include "executor/execute.hpp"
+#include "executor/npy.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tuner/tuner.hpp"
 
 namespace einsumdb {
 namespace {
@@ -81,6 +87,7 @@ struct Workload {
   std::string einsum, batch;
   std::vector<std::string> shapes;
   bool ttgt;  // whether ttgt applies
+  std::string join = "", agg = "";
 };
 
 const std::vector<Workload> kWorkloads = {
@@ -92,35 +99,51 @@ const std::vector<Workload> kWorkloads = {
     {"i,j->ij", "", {"A=7", "B=9"}, true},               // outer product
     {"ij,ij->", "", {"A=6x7", "B=6x7"}, true},           // reduction to a scalar
     {"ijk,jkl->il", "", {"A=3x4x5", "B=4x5x6"}, true},   // two contracted indices
-    {"ij,j->i", "A,B;A,C;D,B", {"A=6x4", "B=4", "C=4", "D=6x4"}, true},  // b = 3, shared
-    {"ij,jk->ik", "", {"A=1x1", "B=1x300"}, true},                       // degenerate GEMM
-    {"ii,i->i", "", {"A=5x5", "B=5"}, false},                            // diagonal
-    {"ij,k->i", "", {"A=4x3", "B=5"}, false},                            // private summed index
-    {"ij,jk,kl->il", "", {"A=3x4", "B=4x5", "C=5x2"}, false},            // three operands
+    {"ij,j->i", "A,B;A,C;A,D", {"A=6x4", "B=4", "C=4", "D=4"}, true},  // b = 3, shared matrix
+    {"ij,j->i", "A,B;C,D", {"A=6x4", "B=4", "C=6x4", "D=4"}, true},    // b = 2, nothing shared
+    {"ik,kj->ij", "A,B;C,B", {"A=5x6", "B=6x7", "C=5x6"}, true},       // b = 2, shared right
+    {"ij,jk->ik", "", {"A=1x1", "B=1x300"}, true},                     // degenerate GEMM
+    {"abc,cd->abd", "", {"A=3x4x5", "B=5x6"}, true},                   // fusable M group
+    {"ii,i->i", "", {"A=5x5", "B=5"}, false},                          // diagonal
+    {"ij,k->i", "", {"A=4x3", "B=5"}, false},                          // private summed index
+    {"ijk->ki", "", {"A=3x4x5"}, false},                               // one operand
+    {"ij,jk,kl->il", "", {"A=3x4", "B=4x5", "C=5x2"}, false},          // three operands
+    {"fe,ifj,fej->ei", "J,M,F;J,M,G", {"J=4x9", "M=5x4x3", "F=4x9x3", "G=4x9x3"}, false},
+    {"ij,jk,kl,lm->im", "", {"A=3x4", "B=4x5", "C=5x2", "D=2x3"}, false},  // four operands
+    {"ij,jk->ik", "", {"A=4x5", "B=5x3"}, false, "sqdiff", "sum"},
+    {"ij,jk->ik", "A,B;C,B", {"A=4x5", "B=5x3", "C=4x5"}, false, "absdiff", "max"},
+    {"ij,jk,k->i", "", {"A=4x5", "B=5x3", "C=3"}, false, "add", "max"},
 };
 
-TEST(Strategies, AgreeWithTheReference) {
-  int compared = 0, rejected = 0;
+BatchedEinsum spec_of(const Workload& w, Dtype dtype) {
+  SpecFlags f;
+  f.batch = w.batch;
+  f.shapes = w.shapes;
+  f.dtypes = {std::string(to_string(dtype))};
+  f.join = w.join;
+  f.agg = w.agg;
+  return read_spec_argument(w.einsum, f);
+}
+
+double terms_of(const BatchedEinsum& e, const std::map<char, std::int64_t>& lengths) {
+  double terms = static_cast<double>(e.inputs.size());
+  for (const auto& [l, len] : lengths)
+    if (e.output.find(l) == std::string::npos) terms *= static_cast<double>(len);
+  return terms;
+}
+
+// Every candidate the tuner enumerates for every strategy (on 1 and 2 threads) agrees with the
+// reference, in f32 and f64; the strategies that do not apply say why and refuse to run.
+TEST(Strategies, EveryCandidateAgreesWithTheReference) {
+  std::map<std::string, int> compared;
+  int rejected = 0;
   for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
     for (const auto& w : kWorkloads) {
-      SpecFlags f;
-      f.batch = w.batch;
-      f.shapes = w.shapes;
-      f.dtypes = {std::string(to_string(dtype))};
-      const BatchedEinsum e = read_spec_argument(w.einsum, f);
-      Arrays arrays;
-      std::uint64_t seed = 1;
-      for (const auto& [name, info] : e.arrays) {
-        std::vector<std::int64_t> shape;
-        for (const auto& l : info.shape) shape.push_back(l.value);
-        Tensor t(dtype, shape);
-        fill_random(t, seed++);
-        arrays.emplace(name, std::move(t));
-      }
-      const Results ref = run_reference(e, arrays);
-      double terms = 1;
-      for (const auto& [l, len] : bind_lengths(e, arrays))
-        if (e.output.find(l) == std::string::npos) terms *= static_cast<double>(len);
+      const BatchedEinsum e = spec_of(w, dtype);
+      const Arrays arrays = random_arrays(e, 7);
+      const Bound bound(e, arrays);
+      const Results ref = run_reference(bound);
+      const double tol = tolerance(dtype, terms_of(e, bound.lengths()));
       for (const auto& s : builtin_strategies()) {
         const auto why = s.rejects(e);
         if (s.name == "ttgt") {
@@ -128,23 +151,200 @@ TEST(Strategies, AgreeWithTheReference) {
         }
         if (why) {
           EXPECT_FALSE(why->empty());
-          EXPECT_THROW(s.run(e, arrays, nlohmann::json::object()), SpecError);
+          EXPECT_THROW(execute(bound, s.name), SpecError) << s.name << " " << w.einsum;
           ++rejected;
-          continue;
         }
-        const Results got = s.run(e, arrays, nlohmann::json::object());
+      }
+      SpaceOptions space;
+      space.threads = {1, 2};
+      for (const auto& c : candidates(e, bound.lengths(), space)) {
+        const Results got = execute(bound, c.strategy, c.params);
         ASSERT_EQ(got.size(), ref.size());
         for (std::size_t r = 0; r < ref.size(); ++r) {
           EXPECT_EQ(got[r].dtype(), dtype);
-          EXPECT_LE(max_relative_error(got[r], ref[r]), tolerance(dtype, terms))
-              << s.name << " " << w.einsum << " " << to_string(dtype) << " row " << r;
+          EXPECT_LE(max_relative_error(got[r], ref[r]), tol)
+              << c.strategy << " " << c.params.dump() << " " << w.einsum << " "
+              << to_string(dtype) << " row " << r;
         }
-        ++compared;
+        ++compared[c.strategy];
       }
     }
   }
-  EXPECT_EQ(rejected, 6);
-  EXPECT_GT(compared, 40);
+  EXPECT_GT(rejected, 40);
+  for (const char* s : {"loop_nest", "ttgt", "loop_over_gemm", "batch_fused", "contraction_tree"})
+    EXPECT_GT(compared[s], 10) << s;
+  EXPECT_GT(compared["loop_nest"], 300);
+}
+
+TEST(Strategies, BadParametersAreRefusedByName) {
+  const BatchedEinsum e = spec_of(kWorkloads[0], Dtype::f64);
+  const Arrays arrays = random_arrays(e, 1);
+  const Bound bound(e, arrays);
+  auto message = [&](const std::string& strategy, const nlohmann::json& params) {
+    try {
+      execute(bound, strategy, params);
+    } catch (const SpecError& err) {
+      return std::string(err.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("loop_nest", {{"order", index_list_param("ij")}}).find("every index"),
+            std::string::npos);
+  EXPECT_NE(message("loop_nest", {{"speed", 3}}).find("unknown parameter 'speed'"),
+            std::string::npos);
+  EXPECT_NE(message("ttgt", {{"threads", 0}}).find("'threads'"), std::string::npos);
+  EXPECT_NE(message("ttgt", {{"m", index_list_param("k")}}).find("'m' must order"),
+            std::string::npos);
+  EXPECT_NE(message("loop_over_gemm", {{"m", index_list_param("i")}}).find("'n' is missing"),
+            std::string::npos);
+  EXPECT_NE(message("contraction_tree", {}).find("3 or more operands"), std::string::npos);
+  EXPECT_NE(message("batch_fused", {}).find("one"), std::string::npos);
+  EXPECT_NE(message("warp", {}).find("unknown strategy 'warp'"), std::string::npos);
+}
+
+// Functional operands: fused into the pass that reads the array, equal to contracting the
+// materialized expression.
+TEST(Functions, AgreeWithMaterializedOperands) {
+  struct Case {
+    std::string spec;
+  };
+  const std::vector<std::string> specs = {
+      R"J({"einsum": "ik,kj->ij", "batch": [["F", "B"]], "shapes": {"A": [6, 5], "B": [5, 7]},
+          "functions": {"F": "2*A+1"}})J",
+      R"J({"einsum": "ij,j->i", "batch": [["A", "S"], ["A", "T"]],
+          "shapes": {"A": [6, 4], "q": [4], "r": [4]}, "functions": {"S": "sin(q)", "T": "r*r"}})J",
+      R"J({"einsum": "ki,kj->ij", "batch": [["F", "F"]], "shapes": {"A": [5, 4]},
+          "functions": {"F": "exp(-A^2/2)"}})J",
+      R"J({"einsum": "ij,jk,kl->il", "batch": [["A", "G", "C"]],
+          "shapes": {"A": [3, 4], "B": [4, 5], "C": [5, 2]}, "functions": {"G": "abs(B)-0.5"}})J",
+      R"J({"einsum": "ij,jk->ik", "batch": [["F", "B"]], "shapes": {"A": [4, 5], "B": [5, 3]},
+          "ops": {"join": "sqdiff", "agg": "max"}, "functions": {"F": "A/3"}})J",
+  };
+  int compared = 0;
+  for (const auto& text : specs)
+    for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
+      nlohmann::json j = nlohmann::json::parse(text);
+      j["dtype"] = std::string(to_string(dtype));
+      const Functions functions = take_functions(j);
+      const BatchedEinsum e = parse_spec_json(j);
+      // The data: the functions' arrays, and the arrays used directly.
+      Arrays data, materialized;
+      std::uint64_t seed = 3;
+      for (const auto& [name, info] : e.arrays) {
+        std::vector<std::int64_t> shape;
+        for (const auto& l : info.shape) shape.push_back(l.value);
+        const auto f = functions.find(name);
+        const std::string source = f == functions.end() ? name : f->second.array();
+        if (!data.count(source)) {
+          Tensor t(dtype, shape);
+          fill_random(t, seed++);
+          data.emplace(source, std::move(t));
+        }
+        Tensor m(dtype, shape);
+        for (std::int64_t k = 0; k < m.size(); ++k) {
+          const double x = data.at(source).at(k);
+          m.set(k, f == functions.end() ? x : f->second(x));
+        }
+        materialized.emplace(name, std::move(m));
+      }
+      const Bound fused(e, data, functions), plain(e, materialized);
+      const Results want = run_reference(plain);
+      const double tol = tolerance(dtype, terms_of(e, plain.lengths()) * 4);
+      SpaceOptions space;
+      space.threads = {1, 2};
+      std::vector<Candidate> all = candidates(e, plain.lengths(), space);
+      all.push_back({"reference", nlohmann::json::object()});
+      for (const auto& c : all) {
+        const Results got = execute(fused, c.strategy, c.params);
+        for (std::size_t r = 0; r < want.size(); ++r)
+          EXPECT_LE(max_relative_error(got[r], want[r]), tol)
+              << c.strategy << " " << c.params.dump() << " " << text;
+        ++compared;
+      }
+    }
+  EXPECT_GT(compared, 100);
+}
+
+TEST(Functions, ExpressionsParseAndRefuseClearly) {
+  const Expression f = Expression::parse("2*A+1");
+  EXPECT_EQ(f.array(), "A");
+  EXPECT_DOUBLE_EQ(f(3), 7);
+  EXPECT_DOUBLE_EQ(Expression::parse("-x^2")(3), -9);
+  EXPECT_DOUBLE_EQ(Expression::parse("2^x^2")(3), 512);  // right-associative
+  EXPECT_DOUBLE_EQ(Expression::parse("(q - 1) / 4")(9), 2);
+  EXPECT_DOUBLE_EQ(Expression::parse("sqrt(abs(q))")(-16), 4);
+  std::vector<double> in{0, 1, 2, 3}, out(4);
+  Expression::parse("sin(A)*A").apply(in.data(), 1, out.data(), 4);
+  for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(out[i], std::sin(in[i]) * in[i]);
+  auto error = [](const std::string& text) {
+    try {
+      Expression::parse(text);
+    } catch (const SpecError& err) {
+      return std::string(err.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error("2*A+").find("position 4"), std::string::npos);
+  EXPECT_NE(error("A+B").find("as well as"), std::string::npos);
+  EXPECT_NE(error("sinh(A)").find("unknown function 'sinh'"), std::string::npos);
+  EXPECT_NE(error("3+4").find("reads no array"), std::string::npos);
+  EXPECT_NE(error("(A").find("expected ')'"), std::string::npos);
+  EXPECT_NE(error(std::string(200, '(') + "A" + std::string(200, ')')).find("nested"),
+            std::string::npos);
+  nlohmann::json j = nlohmann::json::parse(
+      R"J({"einsum": "i->", "batch": [["F"]], "shapes": {"A": [3]}, "functions": {"F": "B+1"}})J");
+  EXPECT_THROW(take_functions(j), SpecError);
+}
+
+// .npy files written by numpy (Debian's python3-numpy) read back exactly, and ours read in numpy.
+TEST(Npy, RoundTripsAndReadsNumpyFiles) {
+  testing::TempDir dir("npy");
+  Tensor t(Dtype::f32, {3, 4, 2});
+  fill_random(t, 5);
+  write_npy(dir.path("t.npy"), t);
+  const Tensor back = read_npy(dir.path("t.npy"));
+  EXPECT_EQ(back.shape(), t.shape());
+  EXPECT_EQ(max_relative_error(back, t), 0.0);
+  Tensor scalar(Dtype::f64, {});
+  scalar.set(0, 2.5);
+  write_npy(dir.path("s.npy"), scalar);
+  EXPECT_EQ(read_npy(dir.path("s.npy")).at(0), 2.5);
+
+  const std::string script =
+      "import numpy as np\n"
+      "a = np.arange(24, dtype=np.float64).reshape(2, 3, 4)\n"
+      "np.save('" + dir.path("c.npy") + "', a)\n"
+      "np.save('" + dir.path("f.npy") + "', np.asfortranarray(a))\n"
+      "np.save('" + dir.path("i.npy") + "', a.astype(np.int32))\n"
+      "b = np.load('" + dir.path("t.npy") + "')\n"
+      "assert b.shape == (3, 4, 2) and b.dtype == np.float32, b\n";
+  std::ofstream(dir.path("make.py")) << script;
+  ASSERT_EQ(std::system((std::string(EINSUMDB_PYTHON) + " " + dir.path("make.py")).c_str()), 0);
+  for (const char* name : {"c.npy", "f.npy"}) {
+    const Tensor c = read_npy(dir.path(name));
+    EXPECT_EQ(c.shape(), (std::vector<std::int64_t>{2, 3, 4}));
+    for (std::int64_t k = 0; k < 24; ++k) EXPECT_EQ(c.at(k), static_cast<double>(k)) << name;
+  }
+  EXPECT_THROW(read_npy(dir.path("i.npy")), SpecError);  // int32: named, refused
+  // Truncated and corrupted files are refused before anything large is allocated.
+  {
+    std::ifstream in(dir.path("c.npy"), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(dir.path("short.npy"), std::ios::binary) << bytes.substr(0, bytes.size() - 8);
+    std::string huge = bytes;
+    huge.replace(huge.find("(2, 3, 4)"), 9, "(9999999999, 99999)");
+    std::ofstream(dir.path("huge.npy"), std::ios::binary) << huge;
+    std::ofstream(dir.path("text.npy")) << "not numpy at all";
+  }
+  for (const char* name : {"short.npy", "huge.npy", "text.npy"}) {
+    try {
+      read_npy(dir.path(name));
+      ADD_FAILURE() << name;
+    } catch (const SpecError& err) {
+      EXPECT_NE(std::string(err.what()).find(name), std::string::npos) << err.what();
+    }
+  }
+  EXPECT_THROW(read_npy(dir.path("absent.npy")), Error);
 }
 
 TEST(Strategies, ToleranceCatchesAWrongResult) {

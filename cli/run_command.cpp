@@ -1,0 +1,272 @@
+// einsumdb run: execute a workload with the best known transform (or a chosen one).
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+
+#include "canon/canonicalize.hpp"
+#include "canon/error.hpp"
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "cli/spec_flags.hpp"
+#include "db/retrieve.hpp"
+#include "executor/npy.hpp"
+#include "tuner/tuner.hpp"
+
+namespace einsumdb::cli {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+struct RunArgs {
+  SpecArgs spec;
+  DbArgs db;
+  OutputArgs out;
+  std::string transform = "best";
+  std::vector<std::string> param;
+  std::string params;
+  std::vector<std::string> inputs;
+  std::string output;
+  int repeat = 1;
+  int threads = 0;
+  std::uint64_t seed = 1;
+  bool verify = false;
+};
+
+bool is_index_list_key(const std::string& key) {
+  return key == "order" || key == "m" || key == "n" || key == "k";
+}
+
+// --param KEY=VALUE: VALUE as JSON when it parses, as an index list for order/m/n/k when it is
+// letters (order=ikj), otherwise as a string.
+void apply_param(nlohmann::json& params, const std::string& item) {
+  const auto eq = item.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw SpecError("--param '" + item + "': expected KEY=VALUE, e.g. threads=2 or order=ikj");
+  const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+  if (is_index_list_key(key) &&
+      std::all_of(value.begin(), value.end(), [](char c) { return is_index_char(c); })) {
+    params[key] = index_list_param(value);
+    return;
+  }
+  try {
+    params[key] = nlohmann::json::parse(value);
+  } catch (const nlohmann::json::exception&) {
+    params[key] = value;
+  }
+}
+
+// The arrays the spec reads (a functional operand reads its expression's array).
+std::vector<std::string> data_arrays(const BatchedEinsum& e, const Functions& functions) {
+  std::vector<std::string> names;
+  for (const auto& row : e.batch)
+    for (const auto& name : row) {
+      const auto f = functions.find(name);
+      const std::string& array = f == functions.end() ? name : f->second.array();
+      if (std::find(names.begin(), names.end(), array) == names.end()) names.push_back(array);
+    }
+  return names;
+}
+
+Arrays load_inputs(const RunArgs& args, const BatchedEinsum& e, const Functions& functions,
+                   std::vector<std::string>& generated) {
+  const auto names = data_arrays(e, functions);
+  Arrays arrays;
+  for (const auto& item : args.inputs) {
+    const auto eq = item.find('=');
+    std::string name, path = item;
+    if (eq != std::string::npos) {
+      name = item.substr(0, eq), path = item.substr(eq + 1);
+    } else {
+      name = std::filesystem::path(item).stem().string();
+    }
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      std::string known;
+      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+      throw SpecError("--inputs '" + item + "': the spec has no array '" + name + "' (its arrays: " +
+                      known + "); write NAME=FILE.npy");
+    }
+    if (arrays.count(name)) throw SpecError("--inputs: array '" + name + "' is given twice");
+    arrays.emplace(name, read_npy(path));
+  }
+  // The rest from the seed, with the spec's shape (the idealized einsum knows every shape; a
+  // function's array has its function's shape).
+  for (const auto& name : names) {
+    if (arrays.count(name)) continue;
+    std::string operand = name;
+    for (const auto& [f, expr] : functions)
+      if (expr.array() == name && !e.arrays.count(name)) operand = f;
+    BatchedEinsum one;
+    one.arrays.emplace(name, e.arrays.at(operand));
+    Arrays a = random_arrays(one, args.seed);
+    arrays.emplace(name, std::move(a.at(name)));
+    generated.push_back(name);
+  }
+  return arrays;
+}
+
+double flops_of(const BatchedEinsum& e, const std::map<char, std::int64_t>& len) {
+  double n = static_cast<double>(e.batch.size() * e.inputs.size());
+  for (const auto& [c, l] : len) n *= static_cast<double>(l);
+  return n;
+}
+
+int run_run(RunArgs& args) {
+  Functions functions;
+  const BatchedEinsum e = read_spec(args.spec, &functions);
+  if (args.repeat < 1) throw SpecError("--repeat must be at least 1");
+  if (args.threads < 0 || args.threads > 256)
+    throw SpecError("--threads must be from 1 to 256");
+  std::vector<std::string> generated;
+  const Arrays arrays = load_inputs(args, e, functions, generated);
+  const Bound bound(e, arrays, functions);
+
+  // The transform.
+  Candidate chosen;
+  std::string source;
+  if (args.transform == "best") {
+    if (!args.param.empty() || !args.params.empty())
+      throw SpecError("--param and --params go with --transform NAME, not with best");
+    std::optional<Answer> answer;
+    if (auto store = open_for_reading(args.db))
+      answer = best_for(*store, canonicalize(e), this_machine().fingerprint());
+    if (answer) {
+      chosen = {answer->fact.transform.name, answer->params};
+      source = answer->approximate ? "best known for a nearby size" : "best known";
+      if (answer->approximate)
+        std::cerr << "einsumdb: note: this size was never measured; using the best transform of "
+                     "the nearest measured size (distance "
+                  << format_number(answer->distance, 3) << ")\n";
+    } else {
+      chosen = default_candidate(e);
+      source = "default";
+      std::cerr << "einsumdb: note: no verified transform is known for this workload on this "
+                   "machine; running "
+                << chosen.strategy << " with default parameters (measure with: einsumdb tune)\n";
+    }
+  } else {
+    chosen.strategy = args.transform;
+    source = "chosen";
+    if (!args.params.empty()) {
+      try {
+        chosen.params = nlohmann::json::parse(args.params);
+      } catch (const nlohmann::json::exception& err) {
+        throw SpecError(std::string("--params is not valid JSON: ") + err.what());
+      }
+      if (!chosen.params.is_object()) throw SpecError("--params must be a JSON object");
+    }
+    for (const auto& p : args.param) apply_param(chosen.params, p);
+  }
+  if (args.threads > 0) chosen.params["threads"] = args.threads;
+
+  Results results;
+  std::vector<double> seconds;
+  for (int i = 0; i < args.repeat; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    results = execute(bound, chosen.strategy, chosen.params);
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  const double median = seconds.size() % 2 ? seconds[seconds.size() / 2]
+                                           : 0.5 * (seconds[seconds.size() / 2 - 1] +
+                                                    seconds[seconds.size() / 2]);
+  const double flops = flops_of(e, bound.lengths());
+  std::optional<double> err;
+  bool verified = true;
+  if (args.verify) {
+    const Results want = run_reference(bound);
+    double worst = 0, terms = static_cast<double>(e.inputs.size());
+    for (const auto& [c, l] : bound.lengths())
+      if (e.output.find(c) == std::string::npos) terms *= static_cast<double>(l);
+    for (std::size_t r = 0; r < want.size(); ++r)
+      worst = std::max(worst, max_relative_error(results[r], want[r]));
+    err = worst;
+    verified = worst <= tolerance(result_dtype(e, 0), terms);
+  }
+  std::vector<std::string> written;
+  if (!args.output.empty()) {
+    if (results.size() == 1) {
+      write_npy(args.output, results[0]);
+      written.push_back(args.output);
+    } else {
+      const std::filesystem::path p(args.output);
+      for (std::size_t r = 0; r < results.size(); ++r) {
+        const auto path =
+            (p.parent_path() / (p.stem().string() + "." + std::to_string(r) + ".npy")).string();
+        write_npy(path, results[r]);
+        written.push_back(path);
+      }
+    }
+  }
+  if (want_json(args.out)) {
+    ojson out = {{"transform", {{"strategy", chosen.strategy}, {"params", chosen.params}}},
+                 {"source", source},
+                 {"repeat", args.repeat},
+                 {"median_s", median},
+                 {"min_s", seconds.front()},
+                 {"gflops", flops / median * 1e-9},
+                 {"generated_inputs", generated},
+                 {"outputs", written}};
+    if (err) {
+      out["max_rel_err"] = *err;
+      out["verified"] = verified;
+    }
+    print_json(out);
+  } else {
+    std::cout << chosen.strategy << " " << describe_params(chosen.params) << " (" << source
+              << "): median " << format_seconds(median) << " over " << args.repeat
+              << " run(s), " << format_number(flops / median * 1e-9) << " GFLOP/s\n";
+    if (!generated.empty()) {
+      std::cout << "inputs generated from seed " << args.seed << ":";
+      for (const auto& g : generated) std::cout << " " << g;
+      std::cout << "\n";
+    }
+    for (const auto& w : written) std::cout << "wrote " << w << "\n";
+    if (err)
+      std::cout << "verify: max relative error " << *err << " against the reference: "
+                << (verified ? "ok" : "WRONG") << "\n";
+  }
+  if (!verified) {
+    std::cerr << "einsumdb: error: the result differs from the reference (relative error "
+              << *err << ")\n";
+    return kExitRuntime;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_run_command(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  auto* cmd = app.add_subcommand(
+      "run",
+      "Execute a workload with the best transform known for it on this machine (or a chosen "
+      "one), and print the time and GFLOP/s");
+  add_spec_options(cmd, args->spec);
+  add_db_option(cmd, args->db);
+  add_output_options(cmd, args->out);
+  cmd->add_option("--transform", args->transform,
+                  "best (default: the database's fastest verified transform, a default when "
+                  "none is known) or a strategy: loop_nest, ttgt, loop_over_gemm, batch_fused, "
+                  "contraction_tree, reference");
+  cmd->add_option("--param", args->param,
+                  "KEY=VALUE parameter of --transform NAME, in your index names (order=ikj, "
+                  "threads=2); repeatable")
+      ->take_all();
+  cmd->add_option("--params", args->params, "All parameters of --transform NAME as JSON");
+  cmd->add_option("--inputs", args->inputs,
+                  "NAME=FILE.npy (or FILE.npy named after its array) for each array; arrays "
+                  "not given are generated from --seed")
+      ->take_all();
+  cmd->add_option("--output", args->output,
+                  "Write the result to this .npy file (rows of a batch to FILE.0.npy, ...)");
+  cmd->add_option("--repeat", args->repeat, "Run this many times and report the median (1)");
+  cmd->add_option("--threads", args->threads, "Threads for the transform (overrides its own)");
+  cmd->add_option("--seed", args->seed, "Seed of generated inputs (default 1)");
+  cmd->add_flag("--verify", args->verify,
+                "Compare the result with the reference loop nest and fail when it differs");
+  return [args] { return run_run(*args); };
+}
+
+}  // namespace einsumdb::cli

@@ -1,0 +1,313 @@
+// The composite strategies: they rewrite the einsum and hand the pieces to other strategies.
+//
+// batch_fused: the operand positions whose array differs between rows are stacked along a new
+// index β (a functional operand is evaluated while it is stacked), β is prepended to those
+// operands and to the output, and the b rows become one einsum that reads every shared operand
+// once: b matrix-vector products become one matrix-matrix product, b GEMMs sharing a factor one
+// wider GEMM. Parameters: "inner" (the strategy for the fused einsum: ttgt, loop_over_gemm,
+// contraction_tree or loop_nest; default the first that applies) and "threads".
+//
+// contraction_tree: 3+ operands are contracted pairwise. A step's result keeps, in order of
+// appearance (left operand first), the indices that the output or a later operand needs.
+// Parameters: "path": [[left, right], ...] where left and right are the index lists of two
+// current operands ([{"index": i}, ...]; operands are named by their indices so that a path
+// measured on one spelling applies to another), default: the FLOP-optimal order; and
+// "threads". Each step runs ttgt when it applies and loop_nest otherwise; a last step puts the
+// result into the output's order when it is not.
+#include <algorithm>
+#include <cstring>
+
+#include "executor/kernels.hpp"
+#include "planner/contraction_path.hpp"
+
+namespace einsumdb {
+namespace {
+
+using kernels::contains;
+
+char fresh_label(const BatchedEinsum& e) {
+  std::string used = e.output;
+  for (const auto& in : e.inputs) used += in;
+  for (char c = 'a'; c <= 'z'; ++c)
+    if (!contains(used, c)) return c;
+  for (char c = 'A'; c <= 'Z'; ++c)
+    if (!contains(used, c)) return c;
+  return 0;
+}
+
+std::vector<bool> varying_positions(const BatchedEinsum& e) {
+  std::vector<bool> v(e.inputs.size(), false);
+  for (const auto& row : e.batch)
+    for (std::size_t k = 0; k < row.size(); ++k)
+      if (row[k] != e.batch[0][k]) v[k] = true;
+  return v;
+}
+
+bool semiring(const BatchedEinsum& e) {
+  return (e.join == JoinOp::mul && e.agg == AggOp::sum) ||
+         (e.join == JoinOp::add && e.agg != AggOp::sum) ||
+         (e.join == JoinOp::max && e.agg == AggOp::max) ||
+         (e.join == JoinOp::min && e.agg == AggOp::min);
+}
+
+}  // namespace
+
+std::optional<std::string> batch_fused_rejects(const BatchedEinsum& e) {
+  if (e.batch.size() < 2) return "batch_fused fuses rows; this einsum has one";
+  const auto v = varying_positions(e);
+  if (std::all_of(v.begin(), v.end(), [](bool b) { return b; }))
+    return "the rows share no operand (every operand position reads different arrays)";
+  if (!fresh_label(e)) return "no letter is left to name the stacking index";
+  // The stacked operands must agree in shape and dtype across rows.
+  for (std::size_t k = 0; k < v.size(); ++k)
+    if (v[k])
+      for (const auto& row : e.batch)
+        if (!(e.arrays.at(row[k]) == e.arrays.at(e.batch[0][k])))
+          return "operand " + std::to_string(k) + " has arrays of different shapes or dtypes in "
+                 "different rows ('" + e.batch[0][k] + "', '" + row[k] + "')";
+  return kernels::mixed_dtypes(e, "batch_fused");
+}
+
+BatchedEinsum batch_fused_einsum(const BatchedEinsum& e) {
+  const char beta = fresh_label(e);
+  const auto v = varying_positions(e);
+  BatchedEinsum f;
+  f.join = e.join, f.agg = e.agg;
+  f.output = std::string(1, beta) + e.output;
+  std::vector<std::string> row;
+  for (std::size_t k = 0; k < e.inputs.size(); ++k) {
+    f.inputs.push_back(v[k] ? std::string(1, beta) + e.inputs[k] : e.inputs[k]);
+    const std::string name = v[k] ? "~stack" + std::to_string(k) : e.batch[0][k];
+    ArrayInfo info = e.arrays.at(e.batch[0][k]);
+    if (v[k])
+      info.shape.insert(info.shape.begin(), Length::of(static_cast<std::int64_t>(e.batch.size())));
+    f.arrays.emplace(name, info);
+    row.push_back(name);
+  }
+  f.batch.push_back(row);
+  return f;
+}
+
+Results run_batch_fused(const Bound& bound, const nlohmann::json& params) {
+  const BatchedEinsum& e = bound.einsum();
+  if (const auto why = batch_fused_rejects(e))
+    throw SpecError("batch_fused does not apply: " + *why);
+  for (const auto& [key, value] : params.items())
+    if (key != "inner" && key != "threads")
+      throw SpecError("batch_fused: unknown parameter '" + key + "'; expected inner, threads");
+  const int threads = read_threads(params, "batch_fused");
+  const BatchedEinsum f = batch_fused_einsum(e);
+  std::string inner;
+  if (params.contains("inner")) {
+    if (!params["inner"].is_string())
+      throw SpecError("batch_fused: 'inner' must name a strategy");
+    inner = params["inner"].get<std::string>();
+    if (inner == "batch_fused" || inner == "reference" || !find_strategy(inner))
+      throw SpecError("batch_fused: 'inner' must be ttgt, loop_over_gemm, contraction_tree or "
+                      "loop_nest, got '" + inner + "'");
+    if (const auto why = find_strategy(inner)->rejects(f))
+      throw SpecError("batch_fused: inner strategy " + inner + " does not apply to the fused "
+                      "einsum " + f.einsum_string() + ": " + *why);
+  } else {
+    for (const char* s : {"ttgt", "contraction_tree", "loop_over_gemm", "loop_nest"})
+      if (!find_strategy(s)->rejects(f)) {
+        inner = s;
+        break;
+      }
+  }
+  // Stack the varying operands (evaluating functions on the way); share the others as views.
+  const auto v = varying_positions(e);
+  const auto& len = bound.lengths();
+  Arrays arrays;
+  const Dtype dtype = result_dtype(e, 0);
+  for (std::size_t k = 0; k < e.inputs.size(); ++k) {
+    const std::string& name = f.batch[0][k];
+    if (!v[k]) {
+      const auto op = bound.operand(0, k);
+      if (op.function) {  // keep it functional: the inner strategy fuses it
+        arrays.emplace(op.function->array(), Tensor::view(*op.tensor));
+      } else {
+        arrays.emplace(name, Tensor::view(*op.tensor));
+      }
+      continue;
+    }
+    auto shape = kernels::shape_of(e.inputs[k], len);
+    const std::int64_t block = kernels::product(e.inputs[k], len);
+    shape.insert(shape.begin(), static_cast<std::int64_t>(e.batch.size()));
+    Tensor stacked(dtype, shape);
+    for (std::size_t r = 0; r < e.batch.size(); ++r) {
+      const auto op = bound.operand(r, k);
+      if (dtype == Dtype::f32)
+        kernels::pack<float>(op, e.inputs[k], e.inputs[k], len,
+                             stacked.data<float>() + static_cast<std::int64_t>(r) * block);
+      else
+        kernels::pack<double>(op, e.inputs[k], e.inputs[k], len,
+                              stacked.data<double>() + static_cast<std::int64_t>(r) * block);
+    }
+    arrays.emplace(name, std::move(stacked));
+  }
+  Functions functions;  // the shared functional operands, under their names in `f`
+  for (std::size_t k = 0; k < e.inputs.size(); ++k)
+    if (!v[k])
+      if (const auto op = bound.operand(0, k); op.function)
+        functions.emplace(e.batch[0][k], *op.function);
+  const Bound fb(f, arrays, functions);
+  Results all = execute(fb, inner, nlohmann::json{{"threads", threads}});
+  // Split the [β, output...] result into the rows' results.
+  Results out;
+  const Tensor& z = all.at(0);
+  const std::int64_t block = kernels::product(e.output, len);
+  for (std::size_t r = 0; r < e.batch.size(); ++r) {
+    Tensor t(z.dtype(), kernels::shape_of(e.output, len));
+    const std::size_t bytes = static_cast<std::size_t>(block) * dtype_bytes(z.dtype());
+    std::memcpy(t.raw(), static_cast<const char*>(z.raw()) + r * bytes, bytes);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// ---- contraction_tree
+
+std::optional<std::string> contraction_tree_rejects(const BatchedEinsum& e) {
+  if (e.inputs.size() < 3)
+    return "contraction_tree orders 3 or more operands; this einsum has " +
+           std::to_string(e.inputs.size());
+  if (!semiring(e))
+    return std::string(to_string(e.join)) + "/" + std::string(to_string(e.agg)) +
+           " cannot be evaluated pairwise (mul/sum, add/max, add/min, max/max, min/min can)";
+  return kernels::mixed_dtypes(e, "contraction_tree");
+}
+
+std::string contraction_step_result(const std::string& a, const std::string& b,
+                                    const std::string& others) {
+  std::string r;
+  for (char c : a + b)
+    if (contains(others, c) && !contains(r, c)) r += c;
+  return r;
+}
+
+// The path of the FLOP-optimal order, as the "path" parameter.
+nlohmann::json default_contraction_path(const BatchedEinsum& e,
+                                        const std::map<char, std::int64_t>& lengths) {
+  const ContractionPath p = contraction_path(e.inputs, e.output, lengths);
+  std::vector<std::string> ops = e.inputs;  // indexed as the planner numbers them
+  std::vector<std::string> live = e.inputs;
+  std::vector<bool> used(e.inputs.size() + p.steps.size(), false);
+  nlohmann::json path = nlohmann::json::array();
+  for (const auto& s : p.steps) {
+    const std::string &a = ops[static_cast<std::size_t>(s.left)],
+                      &b = ops[static_cast<std::size_t>(s.right)];
+    used[static_cast<std::size_t>(s.left)] = used[static_cast<std::size_t>(s.right)] = true;
+    std::string others = e.output;
+    for (std::size_t k = 0; k < ops.size(); ++k)
+      if (!used[k]) others += ops[k];
+    path.push_back({index_list_param(a), index_list_param(b)});
+    ops.push_back(contraction_step_result(a, b, others));
+  }
+  return path;
+}
+
+Results run_contraction_tree(const Bound& bound, const nlohmann::json& params) {
+  const BatchedEinsum& e = bound.einsum();
+  if (const auto why = contraction_tree_rejects(e))
+    throw SpecError("contraction_tree does not apply: " + *why);
+  for (const auto& [key, value] : params.items())
+    if (key != "path" && key != "threads")
+      throw SpecError("contraction_tree: unknown parameter '" + key + "'; expected path, threads");
+  const int threads = read_threads(params, "contraction_tree");
+  const nlohmann::json path =
+      params.contains("path") ? params["path"] : default_contraction_path(e, bound.lengths());
+  if (!path.is_array() || path.size() != e.inputs.size() - 1)
+    throw SpecError("contraction_tree: 'path' must list " + std::to_string(e.inputs.size() - 1) +
+                    " steps [[left indices], [right indices]]");
+  std::vector<std::pair<std::string, std::string>> steps;
+  for (const auto& s : path) {
+    if (!s.is_array() || s.size() != 2)
+      throw SpecError("contraction_tree: each path step is [[left indices], [right indices]], got " +
+                      s.dump());
+    steps.emplace_back(read_index_list(nlohmann::json{{"l", s[0]}}, "l", "contraction_tree"),
+                       read_index_list(nlohmann::json{{"r", s[1]}}, "r", "contraction_tree"));
+  }
+  const auto& len = bound.lengths();
+  Results out;
+  for (std::size_t row = 0; row < e.batch.size(); ++row) {
+    // The current operands: their indices, names, and (for intermediates) data.
+    struct Item {
+      std::string labels, name;
+    };
+    std::vector<Item> items;
+    Arrays arrays;  // views of the leaves and the intermediates, by name
+    Functions functions;
+    for (std::size_t k = 0; k < e.inputs.size(); ++k) {
+      const auto op = bound.operand(row, k);
+      const std::string& name = e.batch[row][k];
+      if (op.function) {
+        functions.emplace(name, *op.function);
+        arrays.emplace(op.function->array(), Tensor::view(*op.tensor));
+      } else {
+        arrays.emplace(name, Tensor::view(*op.tensor));
+      }
+      items.push_back({e.inputs[k], name});
+    }
+    auto info_of = [&](const std::string& name, const std::string& labels) {
+      if (const auto it = e.arrays.find(name); it != e.arrays.end()) return it->second;
+      ArrayInfo info;
+      info.dtype = result_dtype(e, row);
+      for (char c : labels) info.shape.push_back(Length::of(len.at(c)));
+      return info;
+    };
+    auto run_step = [&](const BatchedEinsum& s) {
+      const Bound sb(s, arrays, functions);
+      const char* strategy = ttgt_rejects(s) ? "loop_nest" : "ttgt";
+      return std::move(execute(sb, strategy, nlohmann::json{{"threads", threads}}).at(0));
+    };
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      auto find = [&](const std::string& labels, std::size_t skip) {
+        for (std::size_t i = 0; i < items.size(); ++i)
+          if (i != skip && items[i].labels == labels) return i;
+        throw SpecError("contraction_tree: path step " + std::to_string(k) +
+                        " names an operand with indices '" + labels +
+                        "' but the current operands are " + [&] {
+                          std::string s;
+                          for (const auto& it : items) s += (s.empty() ? "" : ", ") + it.labels;
+                          return s;
+                        }());
+      };
+      const std::size_t i = find(steps[k].first, items.size());
+      const std::size_t j = find(steps[k].second, i);
+      std::string others = e.output;
+      for (std::size_t q = 0; q < items.size(); ++q)
+        if (q != i && q != j) others += items[q].labels;
+      BatchedEinsum s;
+      s.join = e.join, s.agg = e.agg;
+      s.inputs = {items[i].labels, items[j].labels};
+      s.output = contraction_step_result(items[i].labels, items[j].labels, others);
+      s.batch = {{items[i].name, items[j].name}};
+      s.arrays.emplace(items[i].name, info_of(items[i].name, items[i].labels));
+      s.arrays.emplace(items[j].name, info_of(items[j].name, items[j].labels));
+      Tensor t = run_step(s);
+      const std::string name = "~t" + std::to_string(k);
+      arrays.emplace(name, std::move(t));
+      Item result{s.output, name};
+      items.erase(items.begin() + static_cast<std::ptrdiff_t>(std::max(i, j)));
+      items.erase(items.begin() + static_cast<std::ptrdiff_t>(std::min(i, j)));
+      items.push_back(result);
+    }
+    if (items[0].labels == e.output) {
+      out.push_back(std::move(arrays.at(items[0].name)));
+      continue;
+    }
+    // Reorder (or reduce) into the output.
+    BatchedEinsum s;
+    s.join = e.join, s.agg = e.agg;
+    s.inputs = {items[0].labels};
+    s.output = e.output;
+    s.batch = {{items[0].name}};
+    s.arrays.emplace(items[0].name, info_of(items[0].name, items[0].labels));
+    const Bound sb(s, arrays, functions);
+    out.push_back(std::move(run_loop_nest(sb, nlohmann::json{{"threads", threads}}).at(0)));
+  }
+  return out;
+}
+
+}  // namespace einsumdb

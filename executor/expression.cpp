@@ -1,0 +1,291 @@
+#include "executor/expression.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+#include "canon/error.hpp"
+#include "canon/parse.hpp"
+
+namespace einsumdb {
+
+// Recursive descent over the grammar in expression.hpp, emitting postfix code.
+class ExpressionParser {
+ public:
+  explicit ExpressionParser(std::string_view text) : s_(text) {}
+
+  Expression run() {
+    out_.text_ = std::string(s_);
+    sum();
+    skip();
+    if (pos_ != s_.size()) fail("unexpected '" + std::string(1, s_[pos_]) + "'");
+    if (out_.array_.empty()) fail("the expression reads no array");
+    int depth = 0;
+    for (const auto& in : out_.program_) {
+      depth += in.op == Expression::Op::x || in.op == Expression::Op::constant ? 1
+               : binary(in.op)                                                 ? -1
+                                                                               : 0;
+      out_.depth_ = std::max(out_.depth_, depth);
+    }
+    return std::move(out_);
+  }
+
+ private:
+  using Op = Expression::Op;
+  static bool binary(Op op) {
+    return op == Op::add || op == Op::sub || op == Op::mul || op == Op::div || op == Op::pow;
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw SpecError("expression '" + std::string(s_) + "' at position " + std::to_string(pos_) +
+                    ": " + what);
+  }
+  void skip() {
+    while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+  }
+  bool eat(char c) {
+    skip();
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  void emit(Op op, double v = 0) { out_.program_.push_back({op, v}); }
+
+  void sum() {
+    product();
+    for (;;) {
+      if (eat('+')) {
+        product();
+        emit(Op::add);
+      } else if (eat('-')) {
+        product();
+        emit(Op::sub);
+      } else {
+        return;
+      }
+    }
+  }
+  void product() {
+    unary();
+    for (;;) {
+      if (eat('*')) {
+        unary();
+        emit(Op::mul);
+      } else if (eat('/')) {
+        unary();
+        emit(Op::div);
+      } else {
+        return;
+      }
+    }
+  }
+  void unary() {
+    if (eat('-')) {
+      unary();
+      emit(Op::neg);
+      return;
+    }
+    if (eat('+')) return unary();
+    power();
+  }
+  void power() {
+    primary();
+    if (eat('^')) {
+      unary();  // right-associative, binds tighter than unary minus on its left
+      emit(Op::pow);
+    }
+  }
+  void primary() {
+    if (++depth_ > 64) fail("nested too deeply");
+    skip();
+    if (pos_ >= s_.size()) fail("expected a number, a name or '('");
+    const char c = s_[pos_];
+    if (c == '(') {
+      ++pos_;
+      sum();
+      if (!eat(')')) fail("expected ')'");
+    } else if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') {
+      const std::string rest(s_.substr(pos_));
+      char* end = nullptr;
+      const double v = std::strtod(rest.c_str(), &end);
+      if (end == rest.c_str() || !std::isfinite(v)) fail("bad number");
+      pos_ += static_cast<std::size_t>(end - rest.c_str());
+      emit(Op::constant, v);
+    } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      const std::size_t start = pos_;
+      while (pos_ < s_.size() &&
+             (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_'))
+        ++pos_;
+      const std::string name(s_.substr(start, pos_ - start));
+      static const std::pair<const char*, Op> kFunctions[] = {
+          {"sin", Op::sin},   {"cos", Op::cos}, {"tan", Op::tan},   {"exp", Op::exp},
+          {"log", Op::log},   {"sqrt", Op::sqrt}, {"abs", Op::abs}, {"tanh", Op::tanh}};
+      if (eat('(')) {
+        const auto* f = std::find_if(std::begin(kFunctions), std::end(kFunctions),
+                                     [&](const auto& p) { return name == p.first; });
+        if (f == std::end(kFunctions))
+          fail("unknown function '" + name + "'; known: sin cos tan exp log sqrt abs tanh");
+        sum();
+        if (!eat(')')) fail("expected ')'");
+        emit(f->second);
+      } else {
+        if (!out_.array_.empty() && out_.array_ != name)
+          fail("reads array '" + name + "' as well as '" + out_.array_ +
+               "'; a functional operand is an expression of one array");
+        out_.array_ = name;
+        emit(Op::x);
+      }
+    } else {
+      fail("unexpected '" + std::string(1, c) + "'");
+    }
+    --depth_;
+  }
+
+  std::string_view s_;
+  std::size_t pos_ = 0;
+  int depth_ = 0;
+  Expression out_;
+};
+
+Expression Expression::parse(std::string_view text) {
+  return ExpressionParser(text).run();
+}
+
+double Expression::operator()(double x) const {
+  std::vector<double> stack(static_cast<std::size_t>(std::max(depth_, 1)));
+  int top = 0;
+  for (const auto& in : program_) {
+    switch (in.op) {
+      case Op::x: stack[top++] = x; break;
+      case Op::constant: stack[top++] = in.value; break;
+      case Op::add: --top; stack[top - 1] += stack[top]; break;
+      case Op::sub: --top; stack[top - 1] -= stack[top]; break;
+      case Op::mul: --top; stack[top - 1] *= stack[top]; break;
+      case Op::div: --top; stack[top - 1] /= stack[top]; break;
+      case Op::pow: --top; stack[top - 1] = std::pow(stack[top - 1], stack[top]); break;
+      case Op::neg: stack[top - 1] = -stack[top - 1]; break;
+      case Op::sin: stack[top - 1] = std::sin(stack[top - 1]); break;
+      case Op::cos: stack[top - 1] = std::cos(stack[top - 1]); break;
+      case Op::tan: stack[top - 1] = std::tan(stack[top - 1]); break;
+      case Op::exp: stack[top - 1] = std::exp(stack[top - 1]); break;
+      case Op::log: stack[top - 1] = std::log(stack[top - 1]); break;
+      case Op::sqrt: stack[top - 1] = std::sqrt(stack[top - 1]); break;
+      case Op::abs: stack[top - 1] = std::abs(stack[top - 1]); break;
+      case Op::tanh: stack[top - 1] = std::tanh(stack[top - 1]); break;
+    }
+  }
+  return stack[0];
+}
+
+template <typename T>
+void Expression::apply(const T* in, std::int64_t stride, T* out, std::int64_t n) const {
+  // The program runs over chunks: each instruction is one simple loop the compiler vectorizes.
+  constexpr std::int64_t kChunk = 256;
+  std::vector<T> buffer(static_cast<std::size_t>(kChunk * std::max(depth_, 1)));
+  for (std::int64_t lo = 0; lo < n; lo += kChunk) {
+    const std::int64_t m = std::min(kChunk, n - lo);
+    int top = 0;
+    auto slot = [&](int k) { return buffer.data() + k * kChunk; };
+    for (const auto& instr : program_) {
+      T* a = top >= 2 ? slot(top - 2) : nullptr;
+      T* b = top >= 1 ? slot(top - 1) : nullptr;
+      switch (instr.op) {
+        case Op::x: {
+          T* d = slot(top++);
+          const T* src = in + lo * stride;
+          if (stride == 1)
+            std::copy(src, src + m, d);
+          else
+            for (std::int64_t i = 0; i < m; ++i) d[i] = src[i * stride];
+          break;
+        }
+        case Op::constant: {
+          T* d = slot(top++);
+          std::fill(d, d + m, static_cast<T>(instr.value));
+          break;
+        }
+#define EINSUMDB_BINARY(OP, EXPR)                               \
+  case Op::OP:                                                  \
+    for (std::int64_t i = 0; i < m; ++i) a[i] = (EXPR);         \
+    --top;                                                      \
+    break;
+        EINSUMDB_BINARY(add, a[i] + b[i])
+        EINSUMDB_BINARY(sub, a[i] - b[i])
+        EINSUMDB_BINARY(mul, a[i] * b[i])
+        EINSUMDB_BINARY(div, a[i] / b[i])
+        EINSUMDB_BINARY(pow, std::pow(a[i], b[i]))
+#undef EINSUMDB_BINARY
+#define EINSUMDB_UNARY(OP, EXPR)                                \
+  case Op::OP:                                                  \
+    for (std::int64_t i = 0; i < m; ++i) b[i] = (EXPR);         \
+    break;
+        EINSUMDB_UNARY(neg, -b[i])
+        EINSUMDB_UNARY(sin, std::sin(b[i]))
+        EINSUMDB_UNARY(cos, std::cos(b[i]))
+        EINSUMDB_UNARY(tan, std::tan(b[i]))
+        EINSUMDB_UNARY(exp, std::exp(b[i]))
+        EINSUMDB_UNARY(log, std::log(b[i]))
+        EINSUMDB_UNARY(sqrt, std::sqrt(b[i]))
+        EINSUMDB_UNARY(abs, std::abs(b[i]))
+        EINSUMDB_UNARY(tanh, std::tanh(b[i]))
+#undef EINSUMDB_UNARY
+      }
+    }
+    std::copy(slot(0), slot(0) + m, out + lo);
+  }
+}
+
+template void Expression::apply<float>(const float*, std::int64_t, float*, std::int64_t) const;
+template void Expression::apply<double>(const double*, std::int64_t, double*,
+                                        std::int64_t) const;
+
+Functions take_functions(nlohmann::json& j) {
+  Functions functions;
+  if (!j.is_object()) return functions;
+  const auto it = j.find("functions");
+  if (it == j.end()) return functions;
+  if (!it->is_object())
+    throw SpecError("spec JSON: 'functions' must map operand names to expressions such as "
+                    "\"2*A+1\"");
+  auto* shapes = j.contains("shapes") && j["shapes"].is_object() ? &j["shapes"] : nullptr;
+  auto* dtypes = j.contains("dtypes") && j["dtypes"].is_object() ? &j["dtypes"] : nullptr;
+  std::vector<std::string> sources;
+  for (const auto& [name, value] : it->items()) {
+    const std::string where = "spec JSON: functions." + name;
+    if (!value.is_string()) throw SpecError(where + ": expected an expression string");
+    Expression f;
+    try {
+      f = Expression::parse(value.get<std::string>());
+    } catch (const SpecError& err) {
+      throw SpecError(where + ": " + err.what());
+    }
+    if (!shapes || !shapes->contains(f.array()))
+      throw SpecError(where + ": array '" + f.array() + "' has no shape in 'shapes'");
+    if (shapes->contains(name) || functions.count(name))
+      throw SpecError(where + ": '" + name + "' is also an array; give the function its own name");
+    sources.push_back(f.array());
+    functions.emplace(name, std::move(f));
+  }
+  for (const auto& [name, f] : functions) {
+    (*shapes)[name] = (*shapes)[f.array()];
+    if (dtypes && dtypes->contains(f.array())) (*dtypes)[name] = (*dtypes)[f.array()];
+  }
+  // An array read only through functions is not an operand of the idealized einsum.
+  std::vector<std::string> used;
+  if (j.contains("batch") && j["batch"].is_array())
+    for (const auto& row : j["batch"])
+      if (row.is_array())
+        for (const auto& name : row)
+          if (name.is_string()) used.push_back(name.get<std::string>());
+  for (const auto& source : sources)
+    if (std::find(used.begin(), used.end(), source) == used.end()) {
+      shapes->erase(source);
+      if (dtypes) dtypes->erase(source);
+    }
+  j.erase("functions");
+  return functions;
+}
+
+}  // namespace einsumdb

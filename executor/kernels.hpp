@@ -1,0 +1,271 @@
+// Building blocks the strategies share (internal to executor/): threads, OpenBLAS calls on
+// strided matrices, and packing an operand into a new layout with its function applied.
+#pragma once
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "canon/error.hpp"
+#include "executor/execute.hpp"
+
+namespace einsumdb::kernels {
+
+// Sets OpenBLAS's thread count for a scope and restores it after.
+class BlasThreads {
+ public:
+  explicit BlasThreads(int n) : saved_(openblas_get_num_threads()) {
+    if (n != saved_) openblas_set_num_threads(n);
+  }
+  ~BlasThreads() {
+    if (openblas_get_num_threads() != saved_) openblas_set_num_threads(saved_);
+  }
+  BlasThreads(const BlasThreads&) = delete;
+  BlasThreads& operator=(const BlasThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
+// Calls f(lo, hi) on `threads` contiguous slices of [0, n); the calling thread takes the first.
+// An exception in any slice is rethrown after all have finished.
+template <typename F>
+void parallel_for(std::int64_t n, int threads, F&& f) {
+  const std::int64_t t = std::max<std::int64_t>(1, std::min<std::int64_t>(threads, n));
+  if (t <= 1) {
+    if (n > 0) f(std::int64_t{0}, n);
+    return;
+  }
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(t));
+  std::vector<std::thread> pool;
+  auto slice = [&](std::int64_t k) {
+    try {
+      f(n * k / t, n * (k + 1) / t);
+    } catch (...) {
+      errors[static_cast<std::size_t>(k)] = std::current_exception();
+    }
+  };
+  for (std::int64_t k = 1; k < t; ++k) pool.emplace_back(slice, k);
+  slice(0);
+  for (auto& th : pool) th.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+inline std::int64_t product(const std::string& labels, const std::map<char, std::int64_t>& len) {
+  std::int64_t p = 1;
+  for (char c : labels) p *= len.at(c);
+  return p;
+}
+
+inline bool contains(const std::string& s, char c) {
+  return s.find(c) != std::string::npos;
+}
+
+// Element strides of each label of `labels` in a row-major tensor indexed by `layout`
+// (repeated labels add their strides: a diagonal); 0 for a label the layout lacks. Axes whose
+// label is not in `labels` are ignored.
+inline std::vector<std::int64_t> label_strides(const std::string& labels, const std::string& layout,
+                                               const std::vector<std::int64_t>& tensor_strides) {
+  std::vector<std::int64_t> s(labels.size(), 0);
+  for (std::size_t a = 0; a < layout.size(); ++a)
+    if (const auto at = labels.find(layout[a]); at != std::string::npos)
+      s[at] += tensor_strides[a];
+  return s;
+}
+
+inline void check_blas_dim(std::int64_t dim, std::string_view strategy) {
+  if (dim > std::numeric_limits<blasint>::max())
+    throw SpecError(std::string(strategy) + ": a GEMM dimension of " + std::to_string(dim) +
+                    " exceeds what the BLAS can index");
+}
+
+// A matrix view: element (r, c) at p[r * rs + c * cs].
+template <typename T>
+struct View {
+  const T* p;
+  std::int64_t rs, cs;
+};
+
+// Strides of a rows×cols matrix with its length-1 axes given the strides the BLAS accepts.
+inline void canonical_strides(std::int64_t rows, std::int64_t cols, std::int64_t& rs,
+                              std::int64_t& cs) {
+  if (rows == 1 && cols == 1)
+    rs = cs = 1;
+  else if (rows == 1)
+    rs = cs == 1 ? cols : 1;
+  else if (cols == 1)
+    cs = rs == 1 ? rows : 1;
+}
+
+// How a row-major BLAS call reads a rows×cols matrix with these strides: NoTrans with ld = rs
+// when cs is 1, Trans with ld = cs when rs is 1. False when neither holds.
+inline bool blas_operand(std::int64_t rows, std::int64_t cols, std::int64_t rs, std::int64_t cs,
+                         CBLAS_TRANSPOSE& t, std::int64_t& ld) {
+  canonical_strides(rows, cols, rs, cs);
+  if (cs == 1 && rs >= std::max<std::int64_t>(cols, 1)) {
+    t = CblasNoTrans, ld = rs;
+    return true;
+  }
+  if (rs == 1 && cs >= std::max<std::int64_t>(rows, 1)) {
+    t = CblasTrans, ld = cs;
+    return true;
+  }
+  return false;
+}
+
+// Whether gemm() below can run on these views without copying.
+inline bool gemm_in_place(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t a_rs,
+                          std::int64_t a_cs, std::int64_t b_rs, std::int64_t b_cs,
+                          std::int64_t c_rs, std::int64_t c_cs) {
+  CBLAS_TRANSPOSE t;
+  std::int64_t ld;
+  canonical_strides(m, n, c_rs, c_cs);
+  if (c_cs == 1 && c_rs >= std::max<std::int64_t>(n, 1))
+    return blas_operand(m, k, a_rs, a_cs, t, ld) && blas_operand(k, n, b_rs, b_cs, t, ld);
+  if (c_rs == 1 && c_cs >= std::max<std::int64_t>(m, 1))
+    return blas_operand(n, k, b_cs, b_rs, t, ld) && blas_operand(k, m, a_cs, a_rs, t, ld);
+  return false;
+}
+
+// C[m×n] (+)= A[m×k] · B[k×n] on strided views, in place: each matrix needs a unit stride along
+// one of its axes (check with gemm_in_place first). A column-major C is computed as Cᵀ = Bᵀ·Aᵀ.
+template <typename T>
+void gemm(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, View<T> b, T* c,
+          std::int64_t c_rs, std::int64_t c_cs, bool accumulate) {
+  if (m == 0 || n == 0) return;
+  canonical_strides(m, n, c_rs, c_cs);
+  if (k == 0) {
+    if (!accumulate)
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < n; ++j) c[i * c_rs + j * c_cs] = T(0);
+    return;
+  }
+  if (!(c_cs == 1 && c_rs >= std::max<std::int64_t>(n, 1))) {
+    // Cᵀ[n×m] = Bᵀ[n×k] · Aᵀ[k×m]
+    std::swap(m, n);
+    std::swap(a, b);
+    std::swap(a.rs, a.cs);
+    std::swap(b.rs, b.cs);
+    std::swap(c_rs, c_cs);
+  }
+  CBLAS_TRANSPOSE ta, tb;
+  std::int64_t lda = 0, ldb = 0;
+  const bool ok = c_cs == 1 && blas_operand(m, k, a.rs, a.cs, ta, lda) &&
+                  blas_operand(k, n, b.rs, b.cs, tb, ldb);
+  EINSUMDB_ASSERT(ok, "gemm called on views the BLAS cannot address");
+  for (auto d : {m, n, k, lda, ldb, c_rs}) check_blas_dim(d, "gemm");
+  const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
+  const T beta = accumulate ? T(1) : T(0);
+  if constexpr (std::is_same_v<T, double>)
+    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, a.p, static_cast<blasint>(lda), b.p,
+                static_cast<blasint>(ldb), beta, c, static_cast<blasint>(c_rs));
+  else
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a.p, static_cast<blasint>(lda), b.p,
+                static_cast<blasint>(ldb), beta, c, static_cast<blasint>(c_rs));
+}
+
+// Copies operand x (its array indexed by `from`, no repeated labels) into `dst`, row-major in
+// the order `to` (a permutation of `from`), applying the operand's function on the way.
+template <typename T>
+void pack(const Bound::Operand& x, const std::string& from, const std::string& to,
+          const std::map<char, std::int64_t>& len, T* dst) {
+  const Tensor& t = *x.tensor;
+  std::vector<std::int64_t> shape;
+  for (char c : to) shape.push_back(len.at(c));
+  const std::int64_t total = product(to, len);
+  if (total == 0) return;
+  const T* src = t.data<T>();
+  const auto strides = t.strides();
+  const std::size_t r = to.size();
+  if (r == 0 || from == to) {
+    if (x.function)
+      x.function->apply(src, 1, dst, total);
+    else
+      std::copy(src, src + total, dst);
+    return;
+  }
+  std::vector<std::int64_t> stride(r);
+  for (std::size_t a = 0; a < r; ++a) stride[a] = strides[from.find(to[a])];
+  // Copy runs along the destination's last axis; tile when that axis is strided in the source
+  // and another axis is unit-stride there, so both sides stream through cache lines.
+  std::vector<std::int64_t> counter(r, 0);
+  std::int64_t offset = 0;
+  const std::int64_t inner = shape[r - 1], inner_stride = stride[r - 1];
+  for (std::int64_t k = 0; k < total; k += inner) {
+    if (x.function)
+      x.function->apply(src + offset, inner_stride, dst + k, inner);
+    else if (inner_stride == 1)
+      std::copy(src + offset, src + offset + inner, dst + k);
+    else
+      for (std::int64_t i = 0; i < inner; ++i) dst[k + i] = src[offset + i * inner_stride];
+    for (std::size_t a = r - 1; a-- > 0;) {
+      offset += stride[a];
+      if (++counter[a] < shape[a]) break;
+      offset -= stride[a] * shape[a];
+      counter[a] = 0;
+    }
+  }
+}
+
+// Copies a contiguous tensor indexed by `from` into `out` (indexed by `to`, a permutation).
+template <typename T>
+void permute_into(const T* src, const std::string& from, const std::string& to,
+                  const std::map<char, std::int64_t>& len, T* dst) {
+  std::vector<std::int64_t> shape;
+  for (char c : to) shape.push_back(len.at(c));
+  const std::size_t r = to.size();
+  const std::int64_t total = product(to, len);
+  if (total == 0) return;
+  if (r == 0 || from == to) {
+    std::copy(src, src + total, dst);
+    return;
+  }
+  std::vector<std::int64_t> from_strides(from.size(), 1);
+  for (std::size_t a = from.size(); a-- > 1;)
+    from_strides[a - 1] = from_strides[a] * len.at(from[a]);
+  std::vector<std::int64_t> stride(r), counter(r, 0);
+  for (std::size_t a = 0; a < r; ++a) stride[a] = from_strides[from.find(to[a])];
+  std::int64_t offset = 0;
+  const std::int64_t inner = shape[r - 1], inner_stride = stride[r - 1];
+  for (std::int64_t k = 0; k < total; k += inner) {
+    for (std::int64_t i = 0; i < inner; ++i) dst[k + i] = src[offset + i * inner_stride];
+    for (std::size_t a = r - 1; a-- > 0;) {
+      offset += stride[a];
+      if (++counter[a] < shape[a]) break;
+      offset -= stride[a] * shape[a];
+      counter[a] = 0;
+    }
+  }
+}
+
+inline std::vector<std::int64_t> shape_of(const std::string& labels,
+                                          const std::map<char, std::int64_t>& len) {
+  std::vector<std::int64_t> s;
+  for (char c : labels) s.push_back(len.at(c));
+  return s;
+}
+
+// Whether every row's operands share one dtype (the fast strategies compute in one dtype).
+inline std::optional<std::string> mixed_dtypes(const BatchedEinsum& e, std::string_view who) {
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    for (const auto& name : e.batch[r])
+      if (e.arrays.at(name).dtype != e.arrays.at(e.batch[r][0]).dtype)
+        return std::string(who) + " computes in one dtype; row " + std::to_string(r) +
+               " mixes " + std::string(to_string(e.arrays.at(e.batch[r][0]).dtype)) + " and " +
+               std::string(to_string(e.arrays.at(name).dtype));
+  for (const auto& [name, info] : e.arrays)
+    if (!executable_dtype(info.dtype))
+      return std::string(who) + " computes in f32 and f64; array '" + name + "' is " +
+             std::string(to_string(info.dtype));
+  return std::nullopt;
+}
+
+}  // namespace einsumdb::kernels

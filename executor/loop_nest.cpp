@@ -1,0 +1,352 @@
+// loop_nest: every index is a loop, in a chosen order, with up to two indices blocked (a tile
+// loop outside, its point loop in the index's place). The innermost loop is a kernel specialized
+// for ⊗, ⊕ and the dtype, and for unit or zero strides so that the compiler vectorizes it.
+// Functional operands are evaluated over the innermost run as it is read.
+//
+// Parameters: {"order": [{"index": i}, ...] (every index, outermost first; default: the
+// output's indices, then the summed ones), "block": [[{"index": i}, size], ...] (at most two),
+// "threads": t}. With t > 1 the first loop over an output index is split among threads, so no
+// two threads write the same element.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "executor/kernels.hpp"
+
+namespace einsumdb {
+namespace {
+
+using kernels::contains;
+
+template <typename T, AggOp A>
+constexpr T identity() {
+  if constexpr (A == AggOp::sum)
+    return T(0);
+  else if constexpr (A == AggOp::max)
+    return -std::numeric_limits<T>::infinity();
+  else
+    return std::numeric_limits<T>::infinity();
+}
+
+template <JoinOp J, typename T>
+inline T join(T a, T b) {
+  if constexpr (J == JoinOp::mul) return a * b;
+  if constexpr (J == JoinOp::add) return a + b;
+  if constexpr (J == JoinOp::sub) return a - b;
+  if constexpr (J == JoinOp::sqdiff) return (a - b) * (a - b);
+  if constexpr (J == JoinOp::absdiff) return std::abs(a - b);
+  if constexpr (J == JoinOp::max) return a > b ? a : b;
+  if constexpr (J == JoinOp::min) return a < b ? a : b;
+}
+
+template <AggOp A, typename T>
+inline T agg(T acc, T v) {
+  if constexpr (A == AggOp::sum) return acc + v;
+  if constexpr (A == AggOp::max) return acc > v ? acc : v;
+  if constexpr (A == AggOp::min) return acc < v ? acc : v;
+}
+
+// Reduces f(i) for i < n into acc, vectorized.
+template <AggOp A, typename T, typename F>
+inline T reduce(std::int64_t n, T acc, F f) {
+  if constexpr (A == AggOp::sum) {
+#pragma omp simd reduction(+ : acc)
+    for (std::int64_t i = 0; i < n; ++i) acc += f(i);
+  } else if constexpr (A == AggOp::max) {
+#pragma omp simd reduction(max : acc)
+    for (std::int64_t i = 0; i < n; ++i) acc = std::max(acc, f(i));
+  } else {
+#pragma omp simd reduction(min : acc)
+    for (std::int64_t i = 0; i < n; ++i) acc = std::min(acc, f(i));
+  }
+  return acc;
+}
+
+// z[i·sz] ⊕= x[i·sx] ⊗ y[i·sy] for i < n (sz = 0: a reduction into z[0]).
+template <typename T, JoinOp J, AggOp A>
+void inner2(std::int64_t n, const T* __restrict x, std::int64_t sx, const T* __restrict y,
+            std::int64_t sy, T* __restrict z, std::int64_t sz) {
+  if (sz == 0) {
+    if (sx == 1 && sy == 1)
+      z[0] = reduce<A>(n, z[0], [&](std::int64_t i) { return join<J>(x[i], y[i]); });
+    else if (sx == 1 && sy == 0)
+      z[0] = reduce<A>(n, z[0], [&, b = y[0]](std::int64_t i) { return join<J>(x[i], b); });
+    else if (sx == 0 && sy == 1)
+      z[0] = reduce<A>(n, z[0], [&, a = x[0]](std::int64_t i) { return join<J>(a, y[i]); });
+    else
+      z[0] = reduce<A>(n, z[0], [&](std::int64_t i) { return join<J>(x[i * sx], y[i * sy]); });
+    return;
+  }
+  if (sz == 1 && sx == 1 && sy == 1) {
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) z[i] = agg<A>(z[i], join<J>(x[i], y[i]));
+  } else if (sz == 1 && sx == 1 && sy == 0) {
+    const T b = y[0];
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) z[i] = agg<A>(z[i], join<J>(x[i], b));
+  } else if (sz == 1 && sx == 0 && sy == 1) {
+    const T a = x[0];
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) z[i] = agg<A>(z[i], join<J>(a, y[i]));
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) z[i * sz] = agg<A>(z[i * sz], join<J>(x[i * sx], y[i * sy]));
+  }
+}
+
+template <typename T, AggOp A>
+void inner1(std::int64_t n, const T* __restrict x, std::int64_t sx, T* __restrict z,
+            std::int64_t sz) {
+  if (sz == 0) {
+    if (sx == 1)
+      z[0] = reduce<A>(n, z[0], [&](std::int64_t i) { return x[i]; });
+    else
+      z[0] = reduce<A>(n, z[0], [&](std::int64_t i) { return x[i * sx]; });
+  } else if (sz == 1 && sx == 1) {
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) z[i] = agg<A>(z[i], x[i]);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) z[i * sz] = agg<A>(z[i * sz], x[i * sx]);
+  }
+}
+
+struct Level {
+  char label;
+  std::int64_t block = 0;  // a tile loop over blocks of this size; 0: a point loop
+};
+
+struct NestPlan {
+  std::vector<Level> levels;
+  std::string blocked;  // labels with a tile loop
+  std::vector<std::int64_t> block_size;
+};
+
+NestPlan make_plan(const BatchedEinsum& e, const nlohmann::json& params) {
+  std::string all;
+  for (const auto& in : e.inputs)
+    for (char c : in)
+      if (!contains(all, c)) all += c;
+  std::string order;
+  if (params.contains("order")) {
+    order = read_index_list(params, "order", "loop_nest");
+    std::string a = all, b = order;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    if (a != b)
+      throw SpecError("loop_nest: 'order' must list every index of the einsum once (" + all +
+                      "), got " + order);
+  } else {
+    for (char c : e.output) order += c;
+    for (char c : all)
+      if (!contains(order, c)) order += c;
+  }
+  NestPlan plan;
+  if (params.contains("block")) {
+    const auto& blocks = params.at("block");
+    if (!blocks.is_array() || blocks.size() > 2)
+      throw SpecError("loop_nest: 'block' must be a list of at most two [{\"index\": i}, size]");
+    for (const auto& b : blocks) {
+      if (!b.is_array() || b.size() != 2 || !b[1].is_number_integer() || b[1].get<long>() < 1)
+        throw SpecError("loop_nest: each 'block' entry is [{\"index\": i}, size ≥ 1], got " +
+                        b.dump());
+      const std::string l = read_index_list(nlohmann::json{{"i", nlohmann::json::array({b[0]})}},
+                                            "i", "loop_nest");
+      if (!contains(all, l[0]) || contains(plan.blocked, l[0]))
+        throw SpecError("loop_nest: 'block' names index '" + l + "' " +
+                        (contains(plan.blocked, l[0]) ? "twice" : "which the einsum lacks"));
+      plan.blocked += l[0];
+      plan.block_size.push_back(b[1].get<std::int64_t>());
+    }
+  }
+  for (char c : order)
+    if (const auto k = plan.blocked.find(c); k != std::string::npos)
+      plan.levels.push_back({c, plan.block_size[k]});
+  for (char c : order) plan.levels.push_back({c, 0});
+  if (plan.levels.empty()) plan.levels.push_back({'\0', 0});  // a scalar einsum: one iteration
+  return plan;
+}
+
+template <typename T, JoinOp J, AggOp A>
+class Nest {
+ public:
+  Nest(const Bound& bound, const NestPlan& plan, std::size_t row, Tensor& z)
+      : plan_(plan), ops_(bound.einsum().inputs.size()), levels_(plan.levels.size()) {
+    const BatchedEinsum& e = bound.einsum();
+    std::string labels;
+    for (const auto& l : plan.levels)
+      if (!contains(labels, l.label)) labels += l.label;
+    for (std::size_t k = 0; k <= ops_; ++k) {
+      const Tensor* t = &z;
+      if (k < ops_) {
+        const auto x = bound.operand(row, k);
+        t = x.tensor;
+        functions_.push_back(x.function);
+        base_.push_back(x.tensor->data<T>());
+      }
+      label_stride_.push_back(
+          kernels::label_strides(labels, k < ops_ ? e.inputs[k] : e.output, t->strides()));
+    }
+    z_ = z.data<T>();
+    for (const auto& l : plan.levels) {
+      const std::size_t at = labels.find(l.label);
+      length_.push_back(l.label ? bound.length(l.label) : 1);
+      std::vector<std::int64_t> s;
+      for (std::size_t k = 0; k <= ops_; ++k)
+        s.push_back(label_stride_[k][at] * (l.block ? l.block : 1));
+      stride_.push_back(std::move(s));
+    }
+    offsets_.assign((levels_ + 1) * (ops_ + 1), 0);
+    tile_start_.assign(levels_, 0);
+    scratch_.resize(ops_ + 1);
+  }
+
+  // Runs the nest with level `split` restricted to iterations [lo, hi).
+  void run(std::size_t split, std::int64_t lo, std::int64_t hi) {
+    split_ = split, lo_ = lo, hi_ = hi;
+    go(0);
+  }
+  std::int64_t extent(std::size_t lv) const {
+    const Level& l = plan_.levels[lv];
+    const std::int64_t len = length_[lv];
+    if (l.block) return (len + l.block - 1) / l.block;
+    for (std::size_t t = 0; t < lv; ++t)  // the point loop of a blocked index
+      if (plan_.levels[t].label == l.label && plan_.levels[t].block)
+        return std::min(plan_.levels[t].block, len - tile_start_[t]);
+    return len;
+  }
+
+ private:
+  void go(std::size_t lv) {
+    std::int64_t* off = &offsets_[lv * (ops_ + 1)];
+    std::int64_t lo = 0, hi = extent(lv);
+    if (lv == split_) lo = std::max(lo, lo_), hi = std::min(hi, hi_);
+    const auto& s = stride_[lv];
+    if (lv + 1 == levels_) {
+      innermost(hi - lo, off, lo);
+      return;
+    }
+    std::int64_t* next = off + (ops_ + 1);
+    for (std::int64_t i = lo; i < hi; ++i) {
+      for (std::size_t k = 0; k <= ops_; ++k) next[k] = off[k] + i * s[k];
+      if (plan_.levels[lv].block) tile_start_[lv] = i * plan_.levels[lv].block;
+      go(lv + 1);
+    }
+  }
+
+  void innermost(std::int64_t n, const std::int64_t* off, std::int64_t lo) {
+    if (n <= 0) return;
+    const auto& s = stride_[levels_ - 1];
+    const T* x[64];
+    std::int64_t sx[64];
+    for (std::size_t k = 0; k < ops_; ++k) {
+      x[k] = base_[k] + off[k] + lo * s[k];
+      sx[k] = s[k];
+      if (functions_[k]) {
+        auto& buf = scratch_[k];
+        if (buf.size() < static_cast<std::size_t>(n)) buf.resize(static_cast<std::size_t>(n));
+        functions_[k]->apply(x[k], sx[k], buf.data(), n);
+        x[k] = buf.data(), sx[k] = 1;
+      }
+    }
+    T* z = z_ + off[ops_] + lo * s[ops_];
+    const std::int64_t sz = s[ops_];
+    if (ops_ == 1) return inner1<T, A>(n, x[0], sx[0], z, sz);
+    if (ops_ == 2) return inner2<T, J, A>(n, x[0], sx[0], x[1], sx[1], z, sz);
+    // Three or more operands: fold the joins into a scratch run, then aggregate it.
+    auto& v = scratch_[ops_];
+    if (v.size() < static_cast<std::size_t>(n)) v.resize(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) v[i] = join<J>(x[0][i * sx[0]], x[1][i * sx[1]]);
+    for (std::size_t k = 2; k < ops_; ++k)
+      for (std::int64_t i = 0; i < n; ++i) v[i] = join<J>(v[i], x[k][i * sx[k]]);
+    inner1<T, A>(n, v.data(), 1, z, sz);
+  }
+
+  const NestPlan& plan_;
+  std::size_t ops_, levels_;
+  std::vector<const T*> base_;
+  std::vector<const Expression*> functions_;
+  T* z_ = nullptr;
+  std::vector<std::vector<std::int64_t>> label_stride_, stride_;
+  std::vector<std::int64_t> length_, offsets_, tile_start_;
+  std::vector<std::vector<T>> scratch_;
+  std::size_t split_ = 0;
+  std::int64_t lo_ = 0, hi_ = 0;
+};
+
+template <typename T, JoinOp J, AggOp A>
+Tensor run_row(const Bound& bound, const NestPlan& plan, std::size_t row, int threads) {
+  const BatchedEinsum& e = bound.einsum();
+  Tensor z(result_dtype(e, row), kernels::shape_of(e.output, bound.lengths()));
+  if constexpr (A != AggOp::sum) std::fill_n(z.data<T>(), z.size(), identity<T, A>());
+  // Split the first loop over an output index among the threads.
+  std::size_t split = 0;
+  while (split < plan.levels.size() && !contains(e.output, plan.levels[split].label)) ++split;
+  if (split == plan.levels.size()) threads = 1, split = 0;
+  const std::int64_t n = Nest<T, J, A>(bound, plan, row, z).extent(split);
+  if (plan.levels[split].block == 0)
+    for (std::size_t t = 0; t < split; ++t)
+      if (plan.levels[t].label == plan.levels[split].label) threads = 1;  // extent varies
+  kernels::parallel_for(threads > 1 ? n : 1, threads, [&](std::int64_t lo, std::int64_t hi) {
+    Nest<T, J, A> nest(bound, plan, row, z);
+    if (threads > 1)
+      nest.run(split, lo, hi);
+    else
+      nest.run(plan.levels.size(), 0, 0);
+  });
+  return z;
+}
+
+template <typename T, typename F>
+void dispatch(JoinOp j, AggOp a, F&& f) {
+  auto with_agg = [&](auto jc) {
+    switch (a) {
+      case AggOp::sum: return f(jc, std::integral_constant<AggOp, AggOp::sum>{});
+      case AggOp::max: return f(jc, std::integral_constant<AggOp, AggOp::max>{});
+      case AggOp::min: return f(jc, std::integral_constant<AggOp, AggOp::min>{});
+    }
+  };
+  switch (j) {
+    case JoinOp::mul: return with_agg(std::integral_constant<JoinOp, JoinOp::mul>{});
+    case JoinOp::add: return with_agg(std::integral_constant<JoinOp, JoinOp::add>{});
+    case JoinOp::sub: return with_agg(std::integral_constant<JoinOp, JoinOp::sub>{});
+    case JoinOp::sqdiff: return with_agg(std::integral_constant<JoinOp, JoinOp::sqdiff>{});
+    case JoinOp::absdiff: return with_agg(std::integral_constant<JoinOp, JoinOp::absdiff>{});
+    case JoinOp::max: return with_agg(std::integral_constant<JoinOp, JoinOp::max>{});
+    case JoinOp::min: return with_agg(std::integral_constant<JoinOp, JoinOp::min>{});
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> loop_nest_rejects(const BatchedEinsum& e) {
+  if (e.inputs.size() > 64)
+    return "loop_nest runs at most 64 operands; this einsum has " +
+           std::to_string(e.inputs.size());
+  return kernels::mixed_dtypes(e, "loop_nest");
+}
+
+Results run_loop_nest(const Bound& bound, const nlohmann::json& params) {
+  const BatchedEinsum& e = bound.einsum();
+  if (const auto why = loop_nest_rejects(e)) throw SpecError("loop_nest does not apply: " + *why);
+  const int threads = read_threads(params, "loop_nest");
+  for (const auto& [key, value] : params.items())
+    if (key != "order" && key != "block" && key != "threads")
+      throw SpecError("loop_nest: unknown parameter '" + key + "'; expected order, block, threads");
+  const NestPlan plan = make_plan(e, params);
+  kernels::BlasThreads blas(1);
+  Results out;
+  for (std::size_t r = 0; r < e.batch.size(); ++r) {
+    Tensor z;
+    auto run = [&](auto jc, auto ac) {
+      if (result_dtype(e, r) == Dtype::f32)
+        z = run_row<float, decltype(jc)::value, decltype(ac)::value>(bound, plan, r, threads);
+      else
+        z = run_row<double, decltype(jc)::value, decltype(ac)::value>(bound, plan, r, threads);
+    };
+    dispatch<double>(e.join, e.agg, run);
+    out.push_back(std::move(z));
+  }
+  return out;
+}
+
+}  // namespace einsumdb

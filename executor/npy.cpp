@@ -1,0 +1,175 @@
+#include "executor/npy.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+#include "canon/error.hpp"
+
+namespace einsumdb {
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr std::size_t kMagicLen = 6;
+
+// The value of `key` in the header dict, as the text up to its terminating ',' or '}' (shape
+// tuples are returned with their parentheses).
+std::string header_value(const std::string& header, const std::string& key,
+                         const std::string& path) {
+  for (const char quote : {'\'', '"'}) {
+    const std::string k = std::string(1, quote) + key + std::string(1, quote);
+    auto at = header.find(k);
+    if (at == std::string::npos) continue;
+    at = header.find(':', at + k.size());
+    if (at == std::string::npos) break;
+    ++at;
+    while (at < header.size() && header[at] == ' ') ++at;
+    if (at < header.size() && header[at] == '(') {
+      const auto end = header.find(')', at);
+      if (end == std::string::npos) break;
+      return header.substr(at, end - at + 1);
+    }
+    const auto end = header.find_first_of(",}", at);
+    if (end == std::string::npos) break;
+    auto v = header.substr(at, end - at);
+    while (!v.empty() && v.back() == ' ') v.pop_back();
+    return v;
+  }
+  throw SpecError(path + ": not a .npy file: the header has no '" + key + "'");
+}
+
+}  // namespace
+
+Tensor read_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open '" + path + "': " + std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const auto file_size = static_cast<std::uint64_t>(in.tellg());
+  in.seekg(0);
+  unsigned char prefix[kMagicLen + 2];
+  if (!in.read(reinterpret_cast<char*>(prefix), sizeof prefix) ||
+      std::memcmp(prefix, kMagic, kMagicLen) != 0)
+    throw SpecError(path + ": not a .npy file (no \\x93NUMPY magic)");
+  const int major = prefix[kMagicLen];
+  std::uint64_t header_len = 0;
+  if (major == 1) {
+    unsigned char b[2];
+    in.read(reinterpret_cast<char*>(b), 2);
+    header_len = b[0] | (b[1] << 8u);
+  } else if (major == 2 || major == 3) {
+    unsigned char b[4];
+    in.read(reinterpret_cast<char*>(b), 4);
+    header_len = b[0] | (b[1] << 8u) | (b[2] << 16u) | (std::uint64_t{b[3]} << 24u);
+  } else {
+    throw SpecError(path + ": .npy format version " + std::to_string(major) +
+                    " is not supported (1, 2 and 3 are)");
+  }
+  if (!in || header_len > file_size) throw SpecError(path + ": truncated .npy header");
+  std::string header(header_len, '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(header_len)))
+    throw SpecError(path + ": truncated .npy header");
+  const auto data_offset = static_cast<std::uint64_t>(in.tellg());
+
+  const std::string descr = header_value(header, "descr", path);
+  Dtype dtype;
+  if (descr == "'<f8'" || descr == "\"<f8\"")
+    dtype = Dtype::f64;
+  else if (descr == "'<f4'" || descr == "\"<f4\"")
+    dtype = Dtype::f32;
+  else
+    throw SpecError(path + ": dtype " + descr +
+                    " is not supported; the executor reads little-endian float32 and float64 "
+                    "('<f4', '<f8')");
+  const std::string order = header_value(header, "fortran_order", path);
+  if (order != "False" && order != "True")
+    throw SpecError(path + ": bad fortran_order " + order);
+  const bool fortran = order == "True";
+
+  const std::string tuple = header_value(header, "shape", path);
+  if (tuple.size() < 2 || tuple.front() != '(' || tuple.back() != ')')
+    throw SpecError(path + ": bad shape " + tuple);
+  std::vector<std::int64_t> shape;
+  std::uint64_t elements = 1;
+  {
+    std::string item;
+    std::istringstream parts(tuple.substr(1, tuple.size() - 2));
+    while (std::getline(parts, item, ',')) {
+      const auto first = item.find_first_not_of(' ');
+      if (first == std::string::npos) continue;  // "(3,)"
+      const auto last = item.find_last_not_of(" L");
+      const std::string digits = item.substr(first, last - first + 1);
+      if (digits.empty() || digits.size() > 18 ||
+          digits.find_first_not_of("0123456789") != std::string::npos)
+        throw SpecError(path + ": bad shape " + tuple);
+      const auto len = static_cast<std::int64_t>(std::stoll(digits));
+      if (len > 0 && elements > std::numeric_limits<std::uint64_t>::max() /
+                                    static_cast<std::uint64_t>(len))
+        throw SpecError(path + ": shape " + tuple + " is too large");
+      elements *= static_cast<std::uint64_t>(len);
+      shape.push_back(len);
+    }
+  }
+  const std::uint64_t bytes = elements * dtype_bytes(dtype);
+  if (bytes / dtype_bytes(dtype) != elements || file_size - data_offset < bytes)
+    throw SpecError(path + ": truncated: shape " + tuple + " needs " + std::to_string(bytes) +
+                    " bytes of data, the file has " + std::to_string(file_size - data_offset));
+  if (file_size - data_offset > bytes)
+    throw SpecError(path + ": " + std::to_string(file_size - data_offset - bytes) +
+                    " bytes of data more than shape " + tuple + " needs");
+
+  Tensor t(dtype, shape);
+  if (!fortran || shape.size() < 2) {
+    if (!in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(bytes)))
+      throw SpecError(path + ": truncated data");
+    return t;
+  }
+  // Fortran order: read, then transpose into row-major.
+  Tensor f(dtype, std::vector<std::int64_t>(shape.rbegin(), shape.rend()));
+  if (!in.read(static_cast<char*>(f.raw()), static_cast<std::streamsize>(bytes)))
+    throw SpecError(path + ": truncated data");
+  const auto fs = f.strides();
+  const std::size_t r = shape.size();
+  std::vector<std::int64_t> idx(r, 0);
+  for (std::int64_t k = 0; k < t.size(); ++k) {
+    std::int64_t off = 0;
+    for (std::size_t a = 0; a < r; ++a) off += idx[a] * fs[r - 1 - a];
+    t.set(k, f.at(off));
+    for (std::size_t a = r; a-- > 0;) {
+      if (++idx[a] < shape[a]) break;
+      idx[a] = 0;
+    }
+  }
+  return t;
+}
+
+void write_npy(const std::string& path, const Tensor& t) {
+  std::string shape = "(";
+  for (auto len : t.shape()) shape += std::to_string(len) + ", ";
+  if (t.rank() == 1) shape.erase(shape.size() - 1);  // "(3,)"
+  else if (t.rank() > 1) shape.erase(shape.size() - 2);
+  shape += ")";
+  std::string header = std::string("{'descr': '") + (t.dtype() == Dtype::f32 ? "<f4" : "<f8") +
+                       "', 'fortran_order': False, 'shape': " + shape + ", }";
+  const bool v2 = header.size() + 12 > 65535;
+  const std::size_t prefix = kMagicLen + 2 + (v2 ? 4 : 2);
+  header.append(64 - (prefix + header.size() + 1) % 64, ' ');
+  header += '\n';
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error("cannot write '" + path + "': " + std::strerror(errno));
+  out.write(kMagic, kMagicLen);
+  const char version[2] = {static_cast<char>(v2 ? 2 : 1), 0};
+  out.write(version, 2);
+  const auto n = header.size();
+  const char len4[4] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
+                        static_cast<char>((n >> 16) & 0xff), static_cast<char>((n >> 24) & 0xff)};
+  out.write(len4, v2 ? 4 : 2);
+  out << header;
+  out.write(static_cast<const char*>(t.raw()), static_cast<std::streamsize>(t.bytes()));
+  out.close();
+  if (!out) throw Error("cannot write '" + path + "': " + std::strerror(errno));
+}
+
+}  // namespace einsumdb

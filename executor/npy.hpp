@@ -1,0 +1,20 @@
+// NumPy .npy files (format versions 1.0, 2.0 and 3.0): little-endian f32/f64, C or Fortran
+// order. The reader checks the header against the file's size before it allocates, so a
+// truncated or corrupted file is refused with a message naming the file instead of allocating
+// what a damaged header claims, and reads straight into the aligned tensor (one copy fewer than
+// xtensor's xnpy, which reads into its own buffer first; `bench npy` measures both).
+#pragma once
+
+#include <string>
+
+#include "executor/tensor.hpp"
+
+namespace einsumdb {
+
+// Throws SpecError naming the file and what is wrong (not .npy, unsupported dtype or byte
+// order, truncated, a shape that does not match the file's size) or Error when it cannot be read.
+Tensor read_npy(const std::string& path);
+// Writes format 1.0 (2.0 for headers over 64 KiB), C order. Throws Error when it cannot write.
+void write_npy(const std::string& path, const Tensor& t);
+
+}  // namespace einsumdb

@@ -1,0 +1,95 @@
+// The strategy registry and the parameter spellings the strategies share.
+#include <algorithm>
+
+#include "executor/kernels.hpp"
+
+namespace einsumdb {
+
+nlohmann::json index_param(char index) {
+  return nlohmann::json{{"index", std::string(1, index)}};
+}
+
+nlohmann::json index_list_param(std::string_view indices) {
+  nlohmann::json out = nlohmann::json::array();
+  for (char c : indices) out.push_back(index_param(c));
+  return out;
+}
+
+std::string read_index_list(const nlohmann::json& params, std::string_view key,
+                            std::string_view strategy) {
+  const std::string where = std::string(strategy) + ": '" + std::string(key) + "'";
+  const auto it = params.find(std::string(key));
+  if (it == params.end()) throw SpecError(where + " is missing");
+  if (!it->is_array())
+    throw SpecError(where + " must be a list of {\"index\": i}, got " + it->dump());
+  std::string out;
+  for (const auto& item : *it) {
+    if (!item.is_object() || item.size() != 1 || !item.contains("index") ||
+        !item["index"].is_string() || item["index"].get<std::string>().size() != 1 ||
+        !is_index_char(item["index"].get<std::string>()[0]))
+      throw SpecError(where + " must be a list of {\"index\": i} with one-letter indices, got " +
+                      item.dump());
+    const char c = item["index"].get<std::string>()[0];
+    if (out.find(c) != std::string::npos)
+      throw SpecError(where + " names index '" + std::string(1, c) + "' twice");
+    out += c;
+  }
+  return out;
+}
+
+int read_threads(const nlohmann::json& params, std::string_view strategy) {
+  if (!params.is_object())
+    throw SpecError(std::string(strategy) + ": parameters must be a JSON object, got " +
+                    params.dump());
+  const auto it = params.find("threads");
+  if (it == params.end()) return 1;
+  if (!it->is_number_integer() || it->get<long long>() < 1 || it->get<long long>() > 256)
+    throw SpecError(std::string(strategy) + ": 'threads' must be an integer from 1 to 256, got " +
+                    it->dump());
+  return it->get<int>();
+}
+
+const std::vector<Strategy>& builtin_strategies() {
+  static const std::vector<Strategy> strategies{
+      {"reference", "plain loop nest in double precision (the oracle)",
+       [](const BatchedEinsum&) { return std::optional<std::string>(); },
+       [](const Bound& b, const nlohmann::json& params) {
+         for (const auto& [key, value] : params.items())
+           if (key != "threads")
+             throw SpecError("reference: unknown parameter '" + key + "'; it takes none");
+         return run_reference(b);
+       }},
+      {"loop_nest", "loop order, up to two blocked indices, vectorized innermost loop",
+       loop_nest_rejects, [](const Bound& b, const nlohmann::json& p) { return run_loop_nest(b, p); }},
+      {"ttgt", "transpose into GEMM layout, OpenBLAS GEMM per batch point, transpose back",
+       ttgt_rejects, [](const Bound& b, const nlohmann::json& p) { return run_ttgt(b, p); }},
+      {"loop_over_gemm", "GEMM on strided sub-matrices in place, loops around it",
+       loop_over_gemm_rejects, [](const Bound& b, const nlohmann::json& p) { return run_loop_over_gemm(b, p); }},
+      {"batch_fused", "rows sharing operands stacked into one einsum", batch_fused_rejects,
+       [](const Bound& b, const nlohmann::json& p) { return run_batch_fused(b, p); }},
+      {"contraction_tree", "3+ operands contracted pairwise in a chosen order",
+       contraction_tree_rejects, [](const Bound& b, const nlohmann::json& p) { return run_contraction_tree(b, p); }},
+  };
+  return strategies;
+}
+
+const Strategy* find_strategy(std::string_view name) {
+  for (const auto& s : builtin_strategies())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+Results execute(const Bound& bound, std::string_view strategy, const nlohmann::json& params) {
+  const Strategy* s = find_strategy(strategy);
+  if (!s) {
+    std::string known;
+    for (const auto& b : builtin_strategies()) known += (known.empty() ? "" : ", ") + b.name;
+    throw SpecError("unknown strategy '" + std::string(strategy) + "'; known: " + known);
+  }
+  if (const auto why = s->rejects(bound.einsum()))
+    throw SpecError(s->name + " does not apply to " + bound.einsum().einsum_string() + ": " +
+                    *why);
+  return s->run(bound, params);
+}
+
+}  // namespace einsumdb

@@ -1,0 +1,185 @@
+// The tuner: every candidate measured is recorded with its verdict; a wrong result is recorded
+// invalid and never returned as best; budgets, interruption and the measuring protocol.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "canon/error.hpp"
+#include "canon/parse.hpp"
+#include "db/retrieve.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tuner/roofline.hpp"
+#include "tuner/tuner.hpp"
+
+namespace einsumdb {
+namespace {
+
+Machine test_machine() {
+  return detect_machine("test BLAS");
+}
+
+BatchedEinsum product(const std::string& shapes_a, const std::string& shapes_b) {
+  SpecFlags f;
+  f.shapes = {"A=" + shapes_a, "B=" + shapes_b};
+  return read_spec_argument("ik,kj->ij", f);
+}
+
+TuneOptions quick() {
+  TuneOptions o;
+  o.protocol = {1, 3, 0.0};
+  return o;
+}
+
+// A strategy that is fast and wrong (registered only here), and one that throws.
+Strategy broken() {
+  return {"broken", "ttgt with one element off",
+          [](const BatchedEinsum& e) { return ttgt_rejects(e); },
+          [](const Bound& b, const nlohmann::json&) {
+            Results r = execute(b, "ttgt");
+            r[0].set(0, r[0].at(0) + 1.0);
+            return r;
+          }};
+}
+Strategy failing() {
+  return {"failing", "throws", [](const BatchedEinsum&) { return std::optional<std::string>(); },
+          [](const Bound&, const nlohmann::json&) -> Results {
+            throw std::runtime_error("out of registers");
+          }};
+}
+
+TEST(Tuner, RecordsEveryVerdictAndNeverReturnsAWrongResult) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("40x30", "30x50");
+  TuneOptions o = quick();
+  o.extra = {broken(), failing()};
+  o.run.label = "test";
+  const TuneReport report = tune(store, test_machine(), e, o);
+  EXPECT_EQ(report.results.size(), report.total);
+  std::map<std::string, Status> verdict;
+  for (const auto& r : report.results) verdict[r.candidate.strategy] = r.status;
+  EXPECT_EQ(verdict.at("broken"), Status::invalid);
+  EXPECT_EQ(verdict.at("failing"), Status::failed);
+  EXPECT_EQ(verdict.at("ttgt"), Status::ok);
+  EXPECT_EQ(verdict.at("loop_nest"), Status::ok);
+  // Everything is in the store, in one run.
+  const auto rows = store.show(report.workload_hash);
+  EXPECT_EQ(rows.size(), report.total);
+  std::set<std::int64_t> runs;
+  int invalid = 0, failed = 0;
+  for (const auto& row : rows) {
+    runs.insert(row["run"]["id"].get<std::int64_t>());
+    invalid += row["status"] == "invalid";
+    failed += row["status"] == "failed";
+  }
+  EXPECT_EQ(runs.size(), 1u);
+  EXPECT_EQ(invalid, 1);
+  EXPECT_EQ(failed, 1);
+  // The broken strategy is the fastest thing measured, yet never the answer.
+  for (const auto& a : top_k_for(store, canonicalize(e), test_machine().fingerprint(), 100))
+    EXPECT_NE(a.fact.transform.name, "broken");
+  const auto best = best_for(store, canonicalize(e), test_machine().fingerprint());
+  ASSERT_TRUE(best);
+  EXPECT_NE(best->fact.transform.name, "broken");
+  EXPECT_NE(best->fact.transform.name, "failing");
+}
+
+TEST(Tuner, BudgetMeasuresTheDefaultsFirstAndStopsInTime) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("64x64", "64x64");
+  TuneOptions o = quick();
+  o.protocol = {1, 3, 0.02};
+  o.budget = 0.1;
+  const TuneReport report = tune(store, test_machine(), e, o);
+  EXPECT_TRUE(report.budget_exhausted);
+  EXPECT_LT(report.results.size(), report.total);
+  // Round one: every strategy's default before any second candidate.
+  std::set<std::string> first;
+  for (const auto& r : report.results) {
+    if (first.count(r.candidate.strategy)) break;
+    first.insert(r.candidate.strategy);
+  }
+  EXPECT_EQ(first, (std::set<std::string>{"loop_nest", "ttgt", "loop_over_gemm"}));
+}
+
+TEST(Tuner, AnInterruptionKeepsWhatWasMeasured) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("20x20", "20x20");
+  std::atomic<bool> stop{false};
+  TuneOptions o = quick();
+  o.stop = &stop;
+  const TuneReport report =
+      tune(store, test_machine(), e, o,
+           [&](std::size_t done, std::size_t, const TuneResult&, const TuneResult*) {
+             if (done == 4) stop.store(true);  // as the SIGINT handler does
+           });
+  EXPECT_TRUE(report.interrupted);
+  EXPECT_EQ(report.results.size(), 4u);
+  EXPECT_EQ(store.show(report.workload_hash).size(), 4u);
+}
+
+TEST(Tuner, ProtocolTakesTheRepetitionsAndTheTimeAsked) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("30x30", "30x30");
+  TuneOptions o;
+  o.protocol = {2, 7, 0.05};
+  o.space.strategies = {"ttgt"};
+  const auto t0 = std::chrono::steady_clock::now();
+  const TuneReport report = tune(store, test_machine(), e, o);
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(report.results.size(), 1u);
+  const auto& r = report.results[0];
+  EXPECT_GE(r.seconds.size(), 7u);
+  EXPECT_GE(elapsed, 0.05);
+  // Samples are per run (short runs are timed in groups): far below the time spent.
+  for (double t : r.seconds) EXPECT_LT(t, 0.01);
+  EXPECT_GT(*r.gflops, 0);
+}
+
+TEST(Tuner, LargeWorkloadsAreVerifiedAgainstACheckedOracle) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("60x50", "50x40");
+  TuneOptions o = quick();
+  o.reference_limit = 1000;  // pretend the reference is too slow
+  o.space.strategies = {"loop_nest", "ttgt"};
+  o.extra = {broken()};
+  o.space.strategies.push_back("broken");
+  const TuneReport report = tune(store, test_machine(), e, o);
+  EXPECT_NE(report.oracle.find("ttgt"), std::string::npos);
+  for (const auto& r : report.results)
+    EXPECT_EQ(r.status, r.candidate.strategy == "broken" ? Status::invalid : Status::ok)
+        << r.candidate.strategy;
+}
+
+TEST(Tuner, RefusesSymbolicLengthsAndUnknownStrategies) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  EXPECT_THROW(tune(store, test_machine(), product("Nx3", "3x4"), quick()), SpecError);
+  TuneOptions o = quick();
+  o.space.strategies = {"warp"};
+  EXPECT_THROW(tune(store, test_machine(), product("3x3", "3x3"), o), SpecError);
+}
+
+TEST(Roofline, IsMeasuredOnceAndStoredWithTheMachine) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const Machine m = test_machine();
+  const auto r = machine_roofline(store, m, Dtype::f64);
+  EXPECT_GT(r.peak_gflops, 0.5);
+  EXPECT_GT(r.bandwidth_gbs, 0.5);
+  const auto again = store.roofline(m.fingerprint(), "f64");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->peak_gflops, r.peak_gflops);
+  EXPECT_EQ(machine_roofline(store, m, Dtype::f64).measured_at, again->measured_at);
+  // Compute-bound below the ridge point, bandwidth-bound above it.
+  EXPECT_EQ(roofline_gflops(r, 1e12, 1, 1), r.peak_gflops);
+  EXPECT_DOUBLE_EQ(roofline_gflops(r, 1, 1e9, 1), 1e-9 * r.bandwidth_gbs);
+}
+
+}  // namespace
+}  // namespace einsumdb

@@ -1,0 +1,87 @@
+#include "tuner/roofline.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "executor/tensor.hpp"
+
+namespace einsumdb {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+template <typename T>
+double gemm_gflops() {
+  constexpr int n = 1024;
+  std::vector<T> a(n * n, T(0.5)), b(n * n, T(0.25)), c(n * n, T(0));
+  const int saved = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+  double best = 0;
+  for (int rep = 0; rep < 4; ++rep) {  // the first run warms up
+    const auto t0 = std::chrono::steady_clock::now();
+    if constexpr (sizeof(T) == 8)
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, b.data(),
+                  n, 0.0, c.data(), n);
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
+                  n, 0.0f, c.data(), n);
+    const double t = seconds_since(t0);
+    if (rep > 0) best = std::max(best, 2.0 * n * n * n / t * 1e-9);
+  }
+  openblas_set_num_threads(saved);
+  return best;
+}
+
+// STREAM triad a = b + s·c on 3 × 64 MiB; bytes counted as read b, read c, write a (the write
+// allocate is not counted, as in STREAM).
+double triad_gbs() {
+  constexpr std::size_t n = std::size_t{8} << 20;  // doubles per array
+  std::vector<double> a(n, 0.0), b(n, 1.0), c(n, 2.0);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double s = 1.0 + rep;
+    const auto t0 = std::chrono::steady_clock::now();
+    double* __restrict pa = a.data();
+    const double* __restrict pb = b.data();
+    const double* __restrict pc = c.data();
+    for (std::size_t i = 0; i < n; ++i) pa[i] = pb[i] + s * pc[i];
+    const double t = seconds_since(t0);
+    if (rep > 0) best = std::max(best, 3.0 * sizeof(double) * n / t * 1e-9);
+  }
+  volatile double sink = a[n / 2];
+  (void)sink;
+  return best;
+}
+
+}  // namespace
+
+Store::Roofline measure_roofline(Dtype dtype) {
+  if (!executable_dtype(dtype))
+    throw SpecError("the roofline is measured for f32 and f64; got " +
+                    std::string(to_string(dtype)));
+  Store::Roofline r;
+  r.dtype = std::string(to_string(dtype));
+  r.peak_gflops = dtype == Dtype::f32 ? gemm_gflops<float>() : gemm_gflops<double>();
+  r.bandwidth_gbs = triad_gbs();
+  return r;
+}
+
+Store::Roofline machine_roofline(Store& store, const Machine& machine, Dtype dtype) {
+  if (auto r = store.roofline(machine.fingerprint(), std::string(to_string(dtype)))) return *r;
+  const Store::Roofline r = measure_roofline(dtype);
+  store.record_roofline(store.machine_id(machine), r);
+  return r;
+}
+
+double roofline_gflops(const Store::Roofline& r, double flops, double bytes, int threads) {
+  const double compute = r.peak_gflops * std::max(threads, 1);
+  if (bytes <= 0) return compute;
+  return std::min(compute, flops / bytes * r.bandwidth_gbs);
+}
+
+}  // namespace einsumdb

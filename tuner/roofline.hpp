@@ -1,0 +1,23 @@
+// The machine's roofline, measured: peak FLOP/s of one core from an OpenBLAS GEMM on one
+// thread, and memory bandwidth from a STREAM-style triad over arrays far larger than the
+// caches. A workload's roofline on t threads is min(t × peak, FLOPs / footprint × bandwidth).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "canon/model.hpp"
+#include "db/store.hpp"
+
+namespace einsumdb {
+
+// Measures the roofline for a dtype (f32 or f64); takes about a second.
+Store::Roofline measure_roofline(Dtype dtype);
+
+// The stored roofline of this machine for the dtype, measured and stored first if absent.
+Store::Roofline machine_roofline(Store& store, const Machine& machine, Dtype dtype);
+
+// The attainable GFLOP/s of a workload of `flops` over `bytes` on `threads` cores.
+double roofline_gflops(const Store::Roofline& r, double flops, double bytes, int threads);
+
+}  // namespace einsumdb

@@ -1,0 +1,107 @@
+// The tuner: enumerates the applicable transforms of a workload (each strategy's parameter
+// space), measures them with the protocol of the Feinsum paper, verifies every result, and
+// records every candidate — valid, invalid (wrong result) or failed — in one tuning run with the
+// machine's fingerprint.
+//
+// Protocol: `warmup` runs, then repetitions until both `min_reps` and `min_time` are reached
+// (defaults 5 / 20 / 2 s). A run shorter than a millisecond is timed in groups of runs, so
+// each sample is at least a millisecond and the clock's resolution does not dominate.
+//
+// Verification: the first run's result is compared with the reference loop nest within a
+// dtype-aware tolerance. When the reference would take too long (more than `reference_limit`
+// loop iterations), the oracle is ttgt (or loop_nest when ttgt does not apply) at full size,
+// after that oracle was itself checked against the reference on a reduced size (every axis
+// at most 16 long).
+//
+// Search: exhaustive by default. With a budget, best-first: every strategy's default
+// candidate first, then the remaining candidates of the strategy that is fastest so far, until
+// the budget is spent. An interruption (stop flag, set by SIGINT in the CLI) ends the search
+// after the current candidate; what was measured is kept (each measurement is committed as
+// soon as it is taken).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "canon/canonicalize.hpp"
+#include "db/store.hpp"
+#include "executor/execute.hpp"
+
+namespace einsumdb {
+
+// One transform to try, parameters in the workload's own names.
+struct Candidate {
+  std::string strategy;
+  nlohmann::json params = nlohmann::json::object();
+};
+
+struct SpaceOptions {
+  std::vector<std::string> strategies;  // empty: every built-in strategy but reference
+  std::vector<int> threads{1};
+};
+
+// The candidates for a workload, each strategy's default first. `extra` strategies (tests) are
+// tried with empty parameters. Throws SpecError for an unknown strategy name.
+std::vector<Candidate> candidates(const BatchedEinsum& e, const std::map<char, std::int64_t>& lengths,
+                                  const SpaceOptions& options,
+                                  const std::vector<Strategy>& extra = {});
+
+struct Protocol {
+  int warmup = 5;
+  int min_reps = 20;
+  double min_time = 2.0;  // seconds
+};
+
+struct TuneOptions {
+  SpaceOptions space;
+  Protocol protocol;
+  std::optional<double> budget;      // seconds for the whole search; none: exhaustive
+  double reference_limit = 2e8;      // loop iterations above which the reference is too slow
+  std::uint64_t seed = 1;            // for the generated input data
+  std::vector<Strategy> extra;       // strategies beyond the built-ins (tests)
+  const std::atomic<bool>* stop = nullptr;
+  RunInfo run;
+};
+
+struct TuneResult {
+  Candidate candidate;
+  Status status = Status::ok;
+  std::vector<double> seconds;
+  std::optional<double> max_rel_err;
+  std::string error;  // for failed candidates
+  double median_s = 0;
+  std::optional<double> gflops;
+};
+
+struct TuneReport {
+  std::string workload_hash, workload_key;
+  std::int64_t run = 0;
+  std::vector<TuneResult> results;  // in the order measured
+  std::size_t total = 0;            // candidates enumerated
+  std::string oracle;               // "reference" or "ttgt (checked on a reduced size)"
+  bool interrupted = false, budget_exhausted = false;
+};
+
+// Progress as candidates finish: (done, total, the latest result, the best so far or null).
+using Progress =
+    std::function<void(std::size_t, std::size_t, const TuneResult&, const TuneResult*)>;
+
+// Tunes `e` (arrays generated from the seed; symbolic lengths are refused) and records every
+// measured candidate in `store` under one run. Parameters are recorded in canonical names.
+TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
+                const TuneOptions& options, const Progress& progress = nullptr);
+
+// Arrays for every operand of `e`, filled from `seed`; SpecError when a length is symbolic.
+Arrays random_arrays(const BatchedEinsum& e, std::uint64_t seed);
+
+// The transform `run` falls back to when the store knows nothing: batch_fused for rows that
+// share an operand, then ttgt, contraction_tree, loop_over_gemm, loop_nest — the first that
+// applies, with its default parameters.
+Candidate default_candidate(const BatchedEinsum& e);
+
+}  // namespace einsumdb
