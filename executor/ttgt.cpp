@@ -192,6 +192,28 @@ bool addressable(const std::string& rows, const std::string& cols, const std::st
   return layout.empty() || ends(rows) || ends(cols);
 }
 
+// The einsum with its two operands exchanged (the same product).
+BatchedEinsum swapped(const BatchedEinsum& e) {
+  BatchedEinsum s = e;
+  std::swap(s.inputs[0], s.inputs[1]);
+  for (auto& row : s.batch) std::swap(row[0], row[1]);
+  return s;
+}
+
+// Whether the parameters give the M group from the right operand and N from the left, as they
+// do when measured on a spelling whose operands are in the other order: then the operands
+// swap roles (the product is the same).
+bool wants_swap(const BatchedEinsum& e, const nlohmann::json& params, std::string_view who) {
+  auto only_in = [&](const char* key, const std::string& in, const std::string& out) {
+    if (!params.contains(key)) return false;
+    const std::string g = read_index_list(params, key, who);
+    return !g.empty() && std::all_of(g.begin(), g.end(), [&](char c) {
+      return contains(in, c) && !contains(out, c);
+    });
+  };
+  return only_in("m", e.inputs[1], e.inputs[0]) || only_in("n", e.inputs[0], e.inputs[1]);
+}
+
 }  // namespace
 
 std::optional<std::string> ttgt_rejects(const BatchedEinsum& e) {
@@ -203,6 +225,10 @@ Results run_ttgt(const Bound& bound, const nlohmann::json& params) {
   if (const auto why = ttgt_rejects(e)) throw SpecError("ttgt does not apply: " + *why);
   check_keys(params, "ttgt");
   const int threads = read_threads(params, "ttgt");
+  if (wants_swap(e, params, "ttgt")) {
+    const BatchedEinsum s = swapped(e);
+    return run_ttgt(Bound(s, bound.arrays(), bound.functions()), params);
+  }
   Groups g = classify(e);
   // Default orders: those of an operand (or the output) that can then be used in place.
   g.m = group_param(params, "m", g.m, in_order_of(g.m, e.inputs[0]), "ttgt");
@@ -321,6 +347,10 @@ Results run_loop_over_gemm(const Bound& bound, const nlohmann::json& params) {
     throw SpecError("loop_over_gemm does not apply: " + *why);
   check_keys(params, "loop_over_gemm");
   const int threads = read_threads(params, "loop_over_gemm");
+  if (wants_swap(e, params, "loop_over_gemm")) {
+    const BatchedEinsum s = swapped(e);
+    return run_loop_over_gemm(Bound(s, bound.arrays(), bound.functions()), params);
+  }
   const auto choices = loop_over_gemm_choices(e);
   std::array<std::string, 3> pick = choices.front();
   if (params.contains("m") || params.contains("n") || params.contains("k")) {

@@ -1,0 +1,180 @@
+// einsumdb tune and run through the real executable: the tune → best → run round trip on a
+// renamed, re-ordered spelling, .npy inputs and outputs checked against numpy, functional
+// operands, the fallback notice, and bad input.
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/run_cli.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace {
+
+using einsumdb::testing::run_cli;
+using json = nlohmann::json;
+
+class CliTune : public ::testing::Test {
+ protected:
+  einsumdb::testing::CliResult run(std::vector<std::string> args) {
+    args.push_back("--db");
+    args.push_back(db_);
+    return run_cli(args, "", {"OPENBLAS_NUM_THREADS=1"});
+  }
+  int python(const std::string& script) {
+    const std::string path = dir_.path("script.py");
+    std::ofstream(path) << "import numpy as np\n" << script;
+    return std::system((std::string(EINSUMDB_PYTHON) + " " + path).c_str());
+  }
+  einsumdb::testing::TempDir dir_{"clitune"};
+  std::string db_ = dir_.path("facts.sqlite");
+};
+
+const std::vector<std::string> kQuick = {"--warmup", "1", "--min-reps", "3", "--min-time", "0"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TEST_F(CliTune, TuneBestRunRoundTripOnARenamedSpelling) {
+  const std::string spec =
+      R"({"einsum":"ik,kj->ij","batch":[["A","B"]],"shapes":{"A":[48,40],"B":[40,56]}})";
+  auto r = run(with({"tune", spec, "--json", "--threads", "1,2"}, kQuick));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json tuned = json::parse(r.out);
+  EXPECT_EQ(tuned["measured"], tuned["candidates"]);
+  EXPECT_GT(tuned["candidates"].get<int>(), 10);
+  const json winner = tuned["results"][0];
+  ASSERT_EQ(winner["status"], "ok");
+  EXPECT_GT(winner["gflops"].get<double>(), 0);
+  EXPECT_GT(winner["roofline_fraction"].get<double>(), 0);
+  for (const auto& row : tuned["results"]) EXPECT_NE(row["status"], "failed") << row;
+
+  // The same product as Z[p,q] = Σ_r X[r,q] · Y[p,r]: operands swapped, every name changed.
+  const std::string respelled =
+      R"({"einsum":"rq,pr->pq","batch":[["X","Y"]],"shapes":{"X":[40,56],"Y":[48,40]}})";
+  r = run({"best", respelled, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json best = json::parse(r.out);
+  EXPECT_EQ(best["transform"], winner["strategy"]);
+  // Its parameters are in the new names: no index of the tuned spelling survives.
+  const std::string params = best["params"].dump();
+  for (const char* old : {"\"index\":\"i\"", "\"index\":\"j\"", "\"index\":\"k\""})
+    EXPECT_EQ(params.find(old), std::string::npos) << params;
+
+  ASSERT_EQ(python("np.random.seed(4)\n"
+                   "np.save('" + dir_.path("X.npy") + "', np.random.rand(40, 56))\n"
+                   "np.save('" + dir_.path("Y.npy") + "', np.random.rand(48, 40))\n"),
+            0);
+  r = run({"run", respelled, "--inputs", dir_.path("X.npy"), "Y=" + dir_.path("Y.npy"),
+           "--output", dir_.path("Z.npy"), "--repeat", "3", "--verify", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json ran = json::parse(r.out);
+  EXPECT_EQ(ran["source"], "best known");
+  EXPECT_EQ(ran["transform"]["strategy"], winner["strategy"]);
+  EXPECT_EQ(ran["transform"]["params"], best["params"]);
+  EXPECT_TRUE(ran["verified"].get<bool>());
+  EXPECT_TRUE(ran["generated_inputs"].empty());
+  EXPECT_EQ(python("X = np.load('" + dir_.path("X.npy") + "')\n"
+                   "Y = np.load('" + dir_.path("Y.npy") + "')\n"
+                   "Z = np.load('" + dir_.path("Z.npy") + "')\n"
+                   "assert Z.shape == (48, 56), Z.shape\n"
+                   "assert np.allclose(Z, np.einsum('rq,pr->pq', X, Y), rtol=1e-12), 'differs'\n"),
+            0);
+}
+
+TEST_F(CliTune, TuneTableShowsRatesAndTheRoofline) {
+  auto r = run(with({"tune", "ij,j->i", "--shape", "A=64x32", "B=32", "--table",
+                     "--strategies", "loop_nest,ttgt"},
+                    kQuick));
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"GFLOP/s", "roofline", "loop_nest", "ttgt", "ok", "per core"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+}
+
+TEST_F(CliTune, RunFallsBackToADefaultWithANotice) {
+  auto r = run({"run", "ij,jk->ik", "--shape", "A=20x30", "B=30x10", "--verify", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("no verified transform is known"), std::string::npos) << r.err;
+  const json ran = json::parse(r.out);
+  EXPECT_EQ(ran["source"], "default");
+  EXPECT_EQ(ran["transform"]["strategy"], "ttgt");
+  EXPECT_EQ(ran["generated_inputs"], json({"A", "B"}));
+  EXPECT_TRUE(ran["verified"].get<bool>());
+
+  r = run({"run", "ij,jk->ik", "--shape", "A=20x30", "B=30x10", "--transform", "loop_nest",
+           "--param", "order=kij", "--param", "threads=2", "--verify", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["transform"]["params"]["order"][0]["index"], "k");
+}
+
+TEST_F(CliTune, RunsFunctionalOperandsAndBatches) {
+  const std::string spec =
+      R"({"einsum":"ij,j->i","batch":[["A","S"],["A","T"]],"shapes":{"A":[30,20],"q":[20],"r":[20]},)"
+      R"J("functions":{"S":"sin(q)","T":"2*r+1"}})J";
+  ASSERT_EQ(python("np.save('" + dir_.path("A.npy") + "', np.random.rand(30, 20))\n"
+                   "np.save('" + dir_.path("q.npy") + "', np.random.rand(20))\n"
+                   "np.save('" + dir_.path("r.npy") + "', np.random.rand(20))\n"),
+            0);
+  auto r = run({"run", spec, "--inputs", dir_.path("A.npy"), dir_.path("q.npy"),
+                dir_.path("r.npy"), "--output", dir_.path("y.npy"), "--verify", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["transform"]["strategy"], "batch_fused");
+  EXPECT_EQ(python("A = np.load('" + dir_.path("A.npy") + "')\n"
+                   "q = np.load('" + dir_.path("q.npy") + "')\n"
+                   "r = np.load('" + dir_.path("r.npy") + "')\n"
+                   "assert np.allclose(np.load('" + dir_.path("y.0.npy") + "'), A @ np.sin(q))\n"
+                   "assert np.allclose(np.load('" + dir_.path("y.1.npy") + "'), A @ (2*r+1))\n"),
+            0);
+  // The functional einsum tunes and looks up as its idealized form.
+  r = run(with({"tune", spec, "--json", "--strategies", "batch_fused"}, kQuick));
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run({"run", spec, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["source"], "best known");
+}
+
+TEST_F(CliTune, BadInputIsNamedAndRefused) {
+  ASSERT_EQ(python("np.save('" + dir_.path("A.npy") + "', np.random.rand(5, 4))\n"
+                   "np.save('" + dir_.path("I.npy") + "', np.arange(3))\n"),
+            0);
+  std::ofstream(dir_.path("bad.npy")) << "\x93NUMPY garbage";
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"run", "ij,j->i", "--shape", "A=5x3", "B=3", "--inputs", dir_.path("A.npy")}, 2,
+       "array 'A' axis 1 has length 4 but the spec says 3"},
+      {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--inputs", "C=" + dir_.path("A.npy")}, 2,
+       "no array 'C'"},
+      {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--inputs", "A=" + dir_.path("bad.npy")}, 2,
+       "bad.npy"},
+      {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--inputs", "A=" + dir_.path("I.npy")}, 2,
+       "not supported"},
+      {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--transform", "warp"}, 2,
+       "unknown strategy 'warp'"},
+      {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--transform", "contraction_tree"}, 2,
+       "3 or more operands"},
+      {{"run", "ij,j->i", "--shape", "A=Nx4", "B=4"}, 2, "symbolic length 'N'"},
+      {{"tune", "ij,j->i", "--shape", "A=Nx4", "B=4"}, 2, "symbolic length 'N'"},
+      {{"tune", "ij,j->i", "--shape", "A=5x4", "B=4", "--strategies", "warp"}, 2,
+       "unknown strategy 'warp'"},
+      {{"tune", "ij,j->i", "--shape", "A=5x4", "B=4", "--threads", "0"}, 2, "--threads"},
+      {{"run", R"J({"einsum":"i->","batch":[["F"]],"shapes":{"A":[3]},"functions":{"F":"2*A+"}})J"},
+       2, "functions.F"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run(c.args);
+    EXPECT_EQ(r.code, c.code) << c.args[1] << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  }
+  for (const char* sub : {"tune", "run"}) {
+    const auto r = run_cli({sub, "--help"});
+    EXPECT_EQ(r.code, 0);
+    EXPECT_NE(r.out.find("--db"), std::string::npos);
+  }
+}
+
+}  // namespace
