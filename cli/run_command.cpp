@@ -83,8 +83,8 @@ Arrays load_inputs(const RunArgs& args, const BatchedEinsum& e, const Functions&
     if (std::find(names.begin(), names.end(), name) == names.end()) {
       std::string known;
       for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-      throw SpecError("--inputs '" + item + "': the spec has no array '" + name + "' (its arrays: " +
-                      known + "); write NAME=FILE.npy");
+      throw SpecError("--inputs '" + item + "': the spec has no array '" + name +
+                      "' (its arrays: " + known + "); write NAME=FILE.npy");
     }
     if (arrays.count(name)) throw SpecError("--inputs: array '" + name + "' is given twice");
     arrays.emplace(name, read_npy(path));
@@ -115,8 +115,7 @@ int run_run(RunArgs& args) {
   Functions functions;
   const BatchedEinsum e = read_spec(args.spec, &functions);
   if (args.repeat < 1) throw SpecError("--repeat must be at least 1");
-  if (args.threads < 0 || args.threads > 256)
-    throw SpecError("--threads must be from 1 to 256");
+  if (args.threads < 0 || args.threads > 256) throw SpecError("--threads must be from 1 to 256");
   std::vector<std::string> generated;
   const Arrays arrays = load_inputs(args, e, functions, generated);
   const Bound bound(e, arrays, functions);
@@ -164,13 +163,12 @@ int run_run(RunArgs& args) {
   for (int i = 0; i < args.repeat; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     results = execute(bound, chosen.strategy, chosen.params);
-    seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(seconds.begin(), seconds.end());
-  const double median = seconds.size() % 2 ? seconds[seconds.size() / 2]
-                                           : 0.5 * (seconds[seconds.size() / 2 - 1] +
-                                                    seconds[seconds.size() / 2]);
+  const double median = seconds.size() % 2
+                            ? seconds[seconds.size() / 2]
+                            : 0.5 * (seconds[seconds.size() / 2 - 1] + seconds[seconds.size() / 2]);
   const double flops = flops_of(e, bound.lengths());
   std::optional<double> err;
   bool verified = true;
@@ -215,8 +213,8 @@ int run_run(RunArgs& args) {
     print_json(out);
   } else {
     std::cout << chosen.strategy << " " << describe_params(chosen.params) << " (" << source
-              << "): median " << format_seconds(median) << " over " << args.repeat
-              << " run(s), " << format_number(flops / median * 1e-9) << " GFLOP/s\n";
+              << "): median " << format_seconds(median) << " over " << args.repeat << " run(s), "
+              << format_number(flops / median * 1e-9) << " GFLOP/s\n";
     if (!generated.empty()) {
       std::cout << "inputs generated from seed " << args.seed << ":";
       for (const auto& g : generated) std::cout << " " << g;
@@ -224,12 +222,12 @@ int run_run(RunArgs& args) {
     }
     for (const auto& w : written) std::cout << "wrote " << w << "\n";
     if (err)
-      std::cout << "verify: max relative error " << *err << " against the reference: "
-                << (verified ? "ok" : "WRONG") << "\n";
+      std::cout << "verify: max relative error " << *err
+                << " against the reference: " << (verified ? "ok" : "WRONG") << "\n";
   }
   if (!verified) {
-    std::cerr << "einsumdb: error: the result differs from the reference (relative error "
-              << *err << ")\n";
+    std::cerr << "einsumdb: error: the result differs from the reference (relative error " << *err
+              << ")\n";
     return kExitRuntime;
   }
   return kExitOk;

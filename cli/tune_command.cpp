@@ -93,8 +93,7 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
   Store store = open_for_writing(args.db);
   const Machine& machine = this_machine();
   const bool json = want_json(args.out);
-  const bool show_progress =
-      !args.no_progress && (args.progress || isatty(STDERR_FILENO));
+  const bool show_progress = !args.no_progress && (args.progress || isatty(STDERR_FILENO));
   const Dtype dtype = e.arrays.at(e.batch[0][0]).dtype;
   const Store::Roofline roof = machine_roofline(store, machine, dtype);
   const auto flops = flop_count(e);
@@ -184,13 +183,12 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
       rows.push_back({r->candidate.strategy, describe_params(r->candidate.params),
                       std::string(to_string(r->status)),
                       r->status == Status::ok ? format_seconds(r->median_s) : "-",
-                      format_number(r->gflops),
-                      f ? format_number(*f * 100, 0) + "%" : "-", rel_err_text(r->max_rel_err),
-                      r->error});
+                      format_number(r->gflops), f ? format_number(*f * 100, 0) + "%" : "-",
+                      rel_err_text(r->max_rel_err), r->error});
     }
-    print_table({"strategy", "params", "status", "median", "GFLOP/s", "roofline", "rel.err",
-                 "error"},
-                rows);
+    print_table(
+        {"strategy", "params", "status", "median", "GFLOP/s", "roofline", "rel.err", "error"},
+        rows);
   }
   return report.interrupted ? 130 : kExitOk;
 }

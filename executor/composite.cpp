@@ -63,8 +63,10 @@ std::optional<std::string> batch_fused_rejects(const BatchedEinsum& e) {
     if (v[k])
       for (const auto& row : e.batch)
         if (!(e.arrays.at(row[k]) == e.arrays.at(e.batch[0][k])))
-          return "operand " + std::to_string(k) + " has arrays of different shapes or dtypes in "
-                 "different rows ('" + e.batch[0][k] + "', '" + row[k] + "')";
+          return "operand " + std::to_string(k) +
+                 " has arrays of different shapes or dtypes in "
+                 "different rows ('" +
+                 e.batch[0][k] + "', '" + row[k] + "')";
   return kernels::mixed_dtypes(e, "batch_fused");
 }
 
@@ -99,15 +101,18 @@ Results run_batch_fused(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum f = batch_fused_einsum(e);
   std::string inner;
   if (params.contains("inner")) {
-    if (!params["inner"].is_string())
-      throw SpecError("batch_fused: 'inner' must name a strategy");
+    if (!params["inner"].is_string()) throw SpecError("batch_fused: 'inner' must name a strategy");
     inner = params["inner"].get<std::string>();
     if (inner == "batch_fused" || inner == "reference" || !find_strategy(inner))
-      throw SpecError("batch_fused: 'inner' must be ttgt, loop_over_gemm, contraction_tree or "
-                      "loop_nest, got '" + inner + "'");
+      throw SpecError(
+          "batch_fused: 'inner' must be ttgt, loop_over_gemm, contraction_tree or "
+          "loop_nest, got '" +
+          inner + "'");
     if (const auto why = find_strategy(inner)->rejects(f))
-      throw SpecError("batch_fused: inner strategy " + inner + " does not apply to the fused "
-                      "einsum " + f.einsum_string() + ": " + *why);
+      throw SpecError("batch_fused: inner strategy " + inner +
+                      " does not apply to the fused "
+                      "einsum " +
+                      f.einsum_string() + ": " + *why);
   } else {
     for (const char* s : {"ttgt", "contraction_tree", "loop_over_gemm", "loop_nest"})
       if (!find_strategy(s)->rejects(f)) {
@@ -134,7 +139,7 @@ Results run_batch_fused(const Bound& bound, const nlohmann::json& params) {
     auto shape = kernels::shape_of(e.inputs[k], len);
     const std::int64_t block = kernels::product(e.inputs[k], len);
     shape.insert(shape.begin(), static_cast<std::int64_t>(e.batch.size()));
-    Tensor stacked(dtype, shape);
+    Tensor stacked(dtype, shape, Tensor::Uninitialized{});
     for (std::size_t r = 0; r < e.batch.size(); ++r) {
       const auto op = bound.operand(r, k);
       if (dtype == Dtype::f32)
@@ -158,7 +163,7 @@ Results run_batch_fused(const Bound& bound, const nlohmann::json& params) {
   const Tensor& z = all.at(0);
   const std::int64_t block = kernels::product(e.output, len);
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
-    Tensor t(z.dtype(), kernels::shape_of(e.output, len));
+    Tensor t(z.dtype(), kernels::shape_of(e.output, len), Tensor::Uninitialized{});
     const std::size_t bytes = static_cast<std::size_t>(block) * dtype_bytes(z.dtype());
     std::memcpy(t.raw(), static_cast<const char*>(z.raw()) + r * bytes, bytes);
     out.push_back(std::move(t));
@@ -223,87 +228,132 @@ Results run_contraction_tree(const Bound& bound, const nlohmann::json& params) {
   std::vector<std::pair<std::string, std::string>> steps;
   for (const auto& s : path) {
     if (!s.is_array() || s.size() != 2)
-      throw SpecError("contraction_tree: each path step is [[left indices], [right indices]], got " +
-                      s.dump());
+      throw SpecError(
+          "contraction_tree: each path step is [[left indices], [right indices]], got " + s.dump());
     steps.emplace_back(read_index_list(nlohmann::json{{"l", s[0]}}, "l", "contraction_tree"),
                        read_index_list(nlohmann::json{{"r", s[1]}}, "r", "contraction_tree"));
   }
+  // The steps over node ids (operands 0..n-1, then step k's result n + k), resolved from the
+  // path's index lists once for all rows.
+  const std::size_t n = e.inputs.size();
+  struct Step {
+    std::size_t a, b;
+    std::string labels;  // the result's indices in their default order (how the path names it)
+  };
+  std::vector<Step> plan;
+  {
+    std::vector<std::pair<std::string, std::size_t>> live;  // (path name, node)
+    for (std::size_t k = 0; k < n; ++k) live.emplace_back(e.inputs[k], k);
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      auto find = [&](const std::string& labels, std::size_t skip) {
+        for (std::size_t i = 0; i < live.size(); ++i)
+          if (i != skip && live[i].first == labels) return i;
+        std::string current;
+        for (const auto& it : live) current += (current.empty() ? "" : ", ") + it.first;
+        throw SpecError("contraction_tree: path step " + std::to_string(k) +
+                        " names an operand with indices '" + labels +
+                        "' but the current operands are " + current);
+      };
+      const std::size_t i = find(steps[k].first, live.size());
+      const std::size_t j = find(steps[k].second, i);
+      std::string others = e.output;
+      for (std::size_t q = 0; q < live.size(); ++q)
+        if (q != i && q != j) others += live[q].first;
+      plan.push_back({live[i].second, live[j].second,
+                      contraction_step_result(live[i].first, live[j].first, others)});
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(std::max(i, j)));
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(std::min(i, j)));
+      live.emplace_back(plan.back().labels, n + k);
+    }
+  }
+  // Each intermediate's layout, chosen by its consumer (last step first) so that a GEMM step
+  // reads it in place: [batch, M, K] as the left operand, [batch, K, N] as the right one, K in
+  // the order of the other operand. The last result takes the output's order when it can.
+  std::vector<std::string> layout(n + plan.size());
+  for (std::size_t k = 0; k < n; ++k) layout[k] = e.inputs[k];
+  for (std::size_t k = 0; k < plan.size(); ++k) layout[n + k] = plan[k].labels;
+  {
+    std::string a = plan.back().labels, b = e.output;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    if (a == b) layout.back() = e.output;
+  }
+  if (e.join == JoinOp::mul && e.agg == AggOp::sum)
+    for (std::size_t k = plan.size(); k-- > 0;) {
+      const std::string &r = layout[n + k], &p = layout[plan[k].a], &q = layout[plan[k].b];
+      std::string batch, m, nn, kk;
+      for (char c : r) {
+        if (contains(p, c) && contains(q, c))
+          batch += c;
+        else if (contains(p, c))
+          m += c;
+        else if (contains(q, c))
+          nn += c;
+      }
+      const bool a_mid = plan[k].a >= n, b_mid = plan[k].b >= n;
+      for (char c : (a_mid && !b_mid) ? q : p)
+        if (contains(p, c) && contains(q, c) && !contains(r, c)) kk += c;
+      const std::string pa = batch + m + kk, qb = batch + kk + nn;
+      // Only a permutation of the same indices (an operand may also sum an index privately).
+      auto same_set = [](std::string x, std::string y) {
+        std::sort(x.begin(), x.end());
+        std::sort(y.begin(), y.end());
+        return x == y;
+      };
+      if (a_mid && same_set(pa, p)) layout[plan[k].a] = pa;
+      if (b_mid && same_set(qb, q)) layout[plan[k].b] = qb;
+    }
+
   const auto& len = bound.lengths();
   Results out;
   for (std::size_t row = 0; row < e.batch.size(); ++row) {
-    // The current operands: their indices, names, and (for intermediates) data.
-    struct Item {
-      std::string labels, name;
-    };
-    std::vector<Item> items;
+    std::vector<std::string> names(n + plan.size());
     Arrays arrays;  // views of the leaves and the intermediates, by name
     Functions functions;
-    for (std::size_t k = 0; k < e.inputs.size(); ++k) {
+    for (std::size_t k = 0; k < n; ++k) {
       const auto op = bound.operand(row, k);
-      const std::string& name = e.batch[row][k];
+      names[k] = e.batch[row][k];
       if (op.function) {
-        functions.emplace(name, *op.function);
+        functions.emplace(names[k], *op.function);
         arrays.emplace(op.function->array(), Tensor::view(*op.tensor));
       } else {
-        arrays.emplace(name, Tensor::view(*op.tensor));
+        arrays.emplace(names[k], Tensor::view(*op.tensor));
       }
-      items.push_back({e.inputs[k], name});
     }
-    auto info_of = [&](const std::string& name, const std::string& labels) {
-      if (const auto it = e.arrays.find(name); it != e.arrays.end()) return it->second;
+    auto info_of = [&](std::size_t node) {
+      if (node < n) return e.arrays.at(names[node]);
       ArrayInfo info;
       info.dtype = result_dtype(e, row);
-      for (char c : labels) info.shape.push_back(Length::of(len.at(c)));
+      for (char c : layout[node]) info.shape.push_back(Length::of(len.at(c)));
       return info;
     };
-    auto run_step = [&](const BatchedEinsum& s) {
-      const Bound sb(s, arrays, functions);
-      const char* strategy = ttgt_rejects(s) ? "loop_nest" : "ttgt";
-      return std::move(execute(sb, strategy, nlohmann::json{{"threads", threads}}).at(0));
-    };
-    for (std::size_t k = 0; k < steps.size(); ++k) {
-      auto find = [&](const std::string& labels, std::size_t skip) {
-        for (std::size_t i = 0; i < items.size(); ++i)
-          if (i != skip && items[i].labels == labels) return i;
-        throw SpecError("contraction_tree: path step " + std::to_string(k) +
-                        " names an operand with indices '" + labels +
-                        "' but the current operands are " + [&] {
-                          std::string s;
-                          for (const auto& it : items) s += (s.empty() ? "" : ", ") + it.labels;
-                          return s;
-                        }());
-      };
-      const std::size_t i = find(steps[k].first, items.size());
-      const std::size_t j = find(steps[k].second, i);
-      std::string others = e.output;
-      for (std::size_t q = 0; q < items.size(); ++q)
-        if (q != i && q != j) others += items[q].labels;
+    for (std::size_t k = 0; k < plan.size(); ++k) {
+      const std::size_t a = plan[k].a, b = plan[k].b;
       BatchedEinsum s;
       s.join = e.join, s.agg = e.agg;
-      s.inputs = {items[i].labels, items[j].labels};
-      s.output = contraction_step_result(items[i].labels, items[j].labels, others);
-      s.batch = {{items[i].name, items[j].name}};
-      s.arrays.emplace(items[i].name, info_of(items[i].name, items[i].labels));
-      s.arrays.emplace(items[j].name, info_of(items[j].name, items[j].labels));
-      Tensor t = run_step(s);
-      const std::string name = "~t" + std::to_string(k);
-      arrays.emplace(name, std::move(t));
-      Item result{s.output, name};
-      items.erase(items.begin() + static_cast<std::ptrdiff_t>(std::max(i, j)));
-      items.erase(items.begin() + static_cast<std::ptrdiff_t>(std::min(i, j)));
-      items.push_back(result);
+      s.inputs = {layout[a], layout[b]};
+      s.output = layout[n + k];
+      s.batch = {{names[a], names[b]}};
+      s.arrays.emplace(names[a], info_of(a));
+      s.arrays.emplace(names[b], info_of(b));
+      const Bound sb(s, arrays, functions);
+      const char* strategy = ttgt_rejects(s) ? "loop_nest" : "ttgt";
+      Tensor t = std::move(execute(sb, strategy, nlohmann::json{{"threads", threads}}).at(0));
+      names[n + k] = "~t" + std::to_string(k);
+      arrays.emplace(names[n + k], std::move(t));
     }
-    if (items[0].labels == e.output) {
-      out.push_back(std::move(arrays.at(items[0].name)));
+    const std::size_t last = n + plan.size() - 1;
+    if (layout[last] == e.output) {
+      out.push_back(std::move(arrays.at(names[last])));
       continue;
     }
     // Reorder (or reduce) into the output.
     BatchedEinsum s;
     s.join = e.join, s.agg = e.agg;
-    s.inputs = {items[0].labels};
+    s.inputs = {layout[last]};
     s.output = e.output;
-    s.batch = {{items[0].name}};
-    s.arrays.emplace(items[0].name, info_of(items[0].name, items[0].labels));
+    s.batch = {{names[last]}};
+    s.arrays.emplace(names[last], info_of(last));
     const Bound sb(s, arrays, functions);
     out.push_back(std::move(run_loop_nest(sb, nlohmann::json{{"threads", threads}}).at(0)));
   }

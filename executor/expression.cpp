@@ -120,8 +120,8 @@ class ExpressionParser {
         ++pos_;
       const std::string name(s_.substr(start, pos_ - start));
       static const std::pair<const char*, Op> kFunctions[] = {
-          {"sin", Op::sin},   {"cos", Op::cos}, {"tan", Op::tan},   {"exp", Op::exp},
-          {"log", Op::log},   {"sqrt", Op::sqrt}, {"abs", Op::abs}, {"tanh", Op::tanh}};
+          {"sin", Op::sin}, {"cos", Op::cos},   {"tan", Op::tan}, {"exp", Op::exp},
+          {"log", Op::log}, {"sqrt", Op::sqrt}, {"abs", Op::abs}, {"tanh", Op::tanh}};
       if (eat('(')) {
         const auto* f = std::find_if(std::begin(kFunctions), std::end(kFunctions),
                                      [&](const auto& p) { return name == p.first; });
@@ -158,22 +158,59 @@ double Expression::operator()(double x) const {
   int top = 0;
   for (const auto& in : program_) {
     switch (in.op) {
-      case Op::x: stack[top++] = x; break;
-      case Op::constant: stack[top++] = in.value; break;
-      case Op::add: --top; stack[top - 1] += stack[top]; break;
-      case Op::sub: --top; stack[top - 1] -= stack[top]; break;
-      case Op::mul: --top; stack[top - 1] *= stack[top]; break;
-      case Op::div: --top; stack[top - 1] /= stack[top]; break;
-      case Op::pow: --top; stack[top - 1] = std::pow(stack[top - 1], stack[top]); break;
-      case Op::neg: stack[top - 1] = -stack[top - 1]; break;
-      case Op::sin: stack[top - 1] = std::sin(stack[top - 1]); break;
-      case Op::cos: stack[top - 1] = std::cos(stack[top - 1]); break;
-      case Op::tan: stack[top - 1] = std::tan(stack[top - 1]); break;
-      case Op::exp: stack[top - 1] = std::exp(stack[top - 1]); break;
-      case Op::log: stack[top - 1] = std::log(stack[top - 1]); break;
-      case Op::sqrt: stack[top - 1] = std::sqrt(stack[top - 1]); break;
-      case Op::abs: stack[top - 1] = std::abs(stack[top - 1]); break;
-      case Op::tanh: stack[top - 1] = std::tanh(stack[top - 1]); break;
+      case Op::x:
+        stack[top++] = x;
+        break;
+      case Op::constant:
+        stack[top++] = in.value;
+        break;
+      case Op::add:
+        --top;
+        stack[top - 1] += stack[top];
+        break;
+      case Op::sub:
+        --top;
+        stack[top - 1] -= stack[top];
+        break;
+      case Op::mul:
+        --top;
+        stack[top - 1] *= stack[top];
+        break;
+      case Op::div:
+        --top;
+        stack[top - 1] /= stack[top];
+        break;
+      case Op::pow:
+        --top;
+        stack[top - 1] = std::pow(stack[top - 1], stack[top]);
+        break;
+      case Op::neg:
+        stack[top - 1] = -stack[top - 1];
+        break;
+      case Op::sin:
+        stack[top - 1] = std::sin(stack[top - 1]);
+        break;
+      case Op::cos:
+        stack[top - 1] = std::cos(stack[top - 1]);
+        break;
+      case Op::tan:
+        stack[top - 1] = std::tan(stack[top - 1]);
+        break;
+      case Op::exp:
+        stack[top - 1] = std::exp(stack[top - 1]);
+        break;
+      case Op::log:
+        stack[top - 1] = std::log(stack[top - 1]);
+        break;
+      case Op::sqrt:
+        stack[top - 1] = std::sqrt(stack[top - 1]);
+        break;
+      case Op::abs:
+        stack[top - 1] = std::abs(stack[top - 1]);
+        break;
+      case Op::tanh:
+        stack[top - 1] = std::tanh(stack[top - 1]);
+        break;
     }
   }
   return stack[0];
@@ -206,30 +243,30 @@ void Expression::apply(const T* in, std::int64_t stride, T* out, std::int64_t n)
           std::fill(d, d + m, static_cast<T>(instr.value));
           break;
         }
-#define EINSUMDB_BINARY(OP, EXPR)                               \
-  case Op::OP:                                                  \
-    for (std::int64_t i = 0; i < m; ++i) a[i] = (EXPR);         \
-    --top;                                                      \
+#define EINSUMDB_BINARY(OP, EXPR)                       \
+  case Op::OP:                                          \
+    for (std::int64_t i = 0; i < m; ++i) a[i] = (EXPR); \
+    --top;                                              \
     break;
-        EINSUMDB_BINARY(add, a[i] + b[i])
-        EINSUMDB_BINARY(sub, a[i] - b[i])
-        EINSUMDB_BINARY(mul, a[i] * b[i])
-        EINSUMDB_BINARY(div, a[i] / b[i])
-        EINSUMDB_BINARY(pow, std::pow(a[i], b[i]))
+          EINSUMDB_BINARY(add, a[i] + b[i])
+          EINSUMDB_BINARY(sub, a[i] - b[i])
+          EINSUMDB_BINARY(mul, a[i] * b[i])
+          EINSUMDB_BINARY(div, a[i] / b[i])
+          EINSUMDB_BINARY(pow, std::pow(a[i], b[i]))
 #undef EINSUMDB_BINARY
-#define EINSUMDB_UNARY(OP, EXPR)                                \
-  case Op::OP:                                                  \
-    for (std::int64_t i = 0; i < m; ++i) b[i] = (EXPR);         \
+#define EINSUMDB_UNARY(OP, EXPR)                        \
+  case Op::OP:                                          \
+    for (std::int64_t i = 0; i < m; ++i) b[i] = (EXPR); \
     break;
-        EINSUMDB_UNARY(neg, -b[i])
-        EINSUMDB_UNARY(sin, std::sin(b[i]))
-        EINSUMDB_UNARY(cos, std::cos(b[i]))
-        EINSUMDB_UNARY(tan, std::tan(b[i]))
-        EINSUMDB_UNARY(exp, std::exp(b[i]))
-        EINSUMDB_UNARY(log, std::log(b[i]))
-        EINSUMDB_UNARY(sqrt, std::sqrt(b[i]))
-        EINSUMDB_UNARY(abs, std::abs(b[i]))
-        EINSUMDB_UNARY(tanh, std::tanh(b[i]))
+          EINSUMDB_UNARY(neg, -b[i])
+          EINSUMDB_UNARY(sin, std::sin(b[i]))
+          EINSUMDB_UNARY(cos, std::cos(b[i]))
+          EINSUMDB_UNARY(tan, std::tan(b[i]))
+          EINSUMDB_UNARY(exp, std::exp(b[i]))
+          EINSUMDB_UNARY(log, std::log(b[i]))
+          EINSUMDB_UNARY(sqrt, std::sqrt(b[i]))
+          EINSUMDB_UNARY(abs, std::abs(b[i]))
+          EINSUMDB_UNARY(tanh, std::tanh(b[i]))
 #undef EINSUMDB_UNARY
       }
     }
@@ -238,8 +275,7 @@ void Expression::apply(const T* in, std::int64_t stride, T* out, std::int64_t n)
 }
 
 template void Expression::apply<float>(const float*, std::int64_t, float*, std::int64_t) const;
-template void Expression::apply<double>(const double*, std::int64_t, double*,
-                                        std::int64_t) const;
+template void Expression::apply<double>(const double*, std::int64_t, double*, std::int64_t) const;
 
 Functions take_functions(nlohmann::json& j) {
   Functions functions;
@@ -247,8 +283,9 @@ Functions take_functions(nlohmann::json& j) {
   const auto it = j.find("functions");
   if (it == j.end()) return functions;
   if (!it->is_object())
-    throw SpecError("spec JSON: 'functions' must map operand names to expressions such as "
-                    "\"2*A+1\"");
+    throw SpecError(
+        "spec JSON: 'functions' must map operand names to expressions such as "
+        "\"2*A+1\"");
   auto* shapes = j.contains("shapes") && j["shapes"].is_object() ? &j["shapes"] : nullptr;
   auto* dtypes = j.contains("dtypes") && j["dtypes"].is_object() ? &j["dtypes"] : nullptr;
   std::vector<std::string> sources;

@@ -35,7 +35,22 @@ class Expression {
 
  private:
   enum class Op : std::uint8_t {
-    x, constant, add, sub, mul, div, pow, neg, sin, cos, tan, exp, log, sqrt, abs, tanh
+    x,
+    constant,
+    add,
+    sub,
+    mul,
+    div,
+    pow,
+    neg,
+    sin,
+    cos,
+    tan,
+    exp,
+    log,
+    sqrt,
+    abs,
+    tanh
   };
   struct Instr {
     Op op;

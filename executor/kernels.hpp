@@ -76,8 +76,7 @@ inline std::vector<std::int64_t> label_strides(const std::string& labels, const 
                                                const std::vector<std::int64_t>& tensor_strides) {
   std::vector<std::int64_t> s(labels.size(), 0);
   for (std::size_t a = 0; a < layout.size(); ++a)
-    if (const auto at = labels.find(layout[a]); at != std::string::npos)
-      s[at] += tensor_strides[a];
+    if (const auto at = labels.find(layout[a]); at != std::string::npos) s[at] += tensor_strides[a];
   return s;
 }
 
@@ -258,8 +257,8 @@ inline std::optional<std::string> mixed_dtypes(const BatchedEinsum& e, std::stri
   for (std::size_t r = 0; r < e.batch.size(); ++r)
     for (const auto& name : e.batch[r])
       if (e.arrays.at(name).dtype != e.arrays.at(e.batch[r][0]).dtype)
-        return std::string(who) + " computes in one dtype; row " + std::to_string(r) +
-               " mixes " + std::string(to_string(e.arrays.at(e.batch[r][0]).dtype)) + " and " +
+        return std::string(who) + " computes in one dtype; row " + std::to_string(r) + " mixes " +
+               std::string(to_string(e.arrays.at(e.batch[r][0]).dtype)) + " and " +
                std::string(to_string(e.arrays.at(name).dtype));
   for (const auto& [name, info] : e.arrays)
     if (!executable_dtype(info.dtype))

@@ -90,7 +90,8 @@ void inner2(std::int64_t n, const T* __restrict x, std::int64_t sx, const T* __r
 #pragma omp simd
     for (std::int64_t i = 0; i < n; ++i) z[i] = agg<A>(z[i], join<J>(a, y[i]));
   } else {
-    for (std::int64_t i = 0; i < n; ++i) z[i * sz] = agg<A>(z[i * sz], join<J>(x[i * sx], y[i * sy]));
+    for (std::int64_t i = 0; i < n; ++i)
+      z[i * sz] = agg<A>(z[i * sz], join<J>(x[i * sx], y[i * sy]));
   }
 }
 
@@ -149,8 +150,8 @@ NestPlan make_plan(const BatchedEinsum& e, const nlohmann::json& params) {
       if (!b.is_array() || b.size() != 2 || !b[1].is_number_integer() || b[1].get<long>() < 1)
         throw SpecError("loop_nest: each 'block' entry is [{\"index\": i}, size ≥ 1], got " +
                         b.dump());
-      const std::string l = read_index_list(nlohmann::json{{"i", nlohmann::json::array({b[0]})}},
-                                            "i", "loop_nest");
+      const std::string l =
+          read_index_list(nlohmann::json{{"i", nlohmann::json::array({b[0]})}}, "i", "loop_nest");
       if (!contains(all, l[0]) || contains(plan.blocked, l[0]))
         throw SpecError("loop_nest: 'block' names index '" + l + "' " +
                         (contains(plan.blocked, l[0]) ? "twice" : "which the einsum lacks"));
@@ -223,6 +224,23 @@ class Nest {
     const auto& s = stride_[lv];
     if (lv + 1 == levels_) {
       innermost(hi - lo, off, lo);
+      return;
+    }
+    if (lv + 2 == levels_ && ops_ == 2 && !functions_[0] && !functions_[1]) {
+      // The two innermost loops without recursion: short innermost runs are common (small
+      // element-local dimensions), and a call per run would cost more than the run.
+      const auto& si = stride_[lv + 1];
+      const bool tile = plan_.levels[lv].block != 0;
+      std::int64_t n = tile ? 0 : extent(lv + 1);
+      for (std::int64_t i = lo; i < hi; ++i) {
+        if (tile) tile_start_[lv] = i * plan_.levels[lv].block, n = extent(lv + 1);
+        std::int64_t l2 = 0, h2 = n;
+        if (lv + 1 == split_) l2 = std::max(l2, lo_), h2 = std::min(h2, hi_);
+        if (h2 <= l2) continue;
+        inner2<T, J, A>(h2 - l2, base_[0] + off[0] + i * s[0] + l2 * si[0], si[0],
+                        base_[1] + off[1] + i * s[1] + l2 * si[1], si[1],
+                        z_ + off[2] + i * s[2] + l2 * si[2], si[2]);
+      }
       return;
     }
     std::int64_t* next = off + (ops_ + 1);
@@ -300,19 +318,29 @@ template <typename T, typename F>
 void dispatch(JoinOp j, AggOp a, F&& f) {
   auto with_agg = [&](auto jc) {
     switch (a) {
-      case AggOp::sum: return f(jc, std::integral_constant<AggOp, AggOp::sum>{});
-      case AggOp::max: return f(jc, std::integral_constant<AggOp, AggOp::max>{});
-      case AggOp::min: return f(jc, std::integral_constant<AggOp, AggOp::min>{});
+      case AggOp::sum:
+        return f(jc, std::integral_constant<AggOp, AggOp::sum>{});
+      case AggOp::max:
+        return f(jc, std::integral_constant<AggOp, AggOp::max>{});
+      case AggOp::min:
+        return f(jc, std::integral_constant<AggOp, AggOp::min>{});
     }
   };
   switch (j) {
-    case JoinOp::mul: return with_agg(std::integral_constant<JoinOp, JoinOp::mul>{});
-    case JoinOp::add: return with_agg(std::integral_constant<JoinOp, JoinOp::add>{});
-    case JoinOp::sub: return with_agg(std::integral_constant<JoinOp, JoinOp::sub>{});
-    case JoinOp::sqdiff: return with_agg(std::integral_constant<JoinOp, JoinOp::sqdiff>{});
-    case JoinOp::absdiff: return with_agg(std::integral_constant<JoinOp, JoinOp::absdiff>{});
-    case JoinOp::max: return with_agg(std::integral_constant<JoinOp, JoinOp::max>{});
-    case JoinOp::min: return with_agg(std::integral_constant<JoinOp, JoinOp::min>{});
+    case JoinOp::mul:
+      return with_agg(std::integral_constant<JoinOp, JoinOp::mul>{});
+    case JoinOp::add:
+      return with_agg(std::integral_constant<JoinOp, JoinOp::add>{});
+    case JoinOp::sub:
+      return with_agg(std::integral_constant<JoinOp, JoinOp::sub>{});
+    case JoinOp::sqdiff:
+      return with_agg(std::integral_constant<JoinOp, JoinOp::sqdiff>{});
+    case JoinOp::absdiff:
+      return with_agg(std::integral_constant<JoinOp, JoinOp::absdiff>{});
+    case JoinOp::max:
+      return with_agg(std::integral_constant<JoinOp, JoinOp::max>{});
+    case JoinOp::min:
+      return with_agg(std::integral_constant<JoinOp, JoinOp::min>{});
   }
 }
 
@@ -320,8 +348,7 @@ void dispatch(JoinOp j, AggOp a, F&& f) {
 
 std::optional<std::string> loop_nest_rejects(const BatchedEinsum& e) {
   if (e.inputs.size() > 64)
-    return "loop_nest runs at most 64 operands; this einsum has " +
-           std::to_string(e.inputs.size());
+    return "loop_nest runs at most 64 operands; this einsum has " + std::to_string(e.inputs.size());
   return kernels::mixed_dtypes(e, "loop_nest");
 }
 

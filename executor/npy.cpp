@@ -84,8 +84,7 @@ Tensor read_npy(const std::string& path) {
                     " is not supported; the executor reads little-endian float32 and float64 "
                     "('<f4', '<f8')");
   const std::string order = header_value(header, "fortran_order", path);
-  if (order != "False" && order != "True")
-    throw SpecError(path + ": bad fortran_order " + order);
+  if (order != "False" && order != "True") throw SpecError(path + ": bad fortran_order " + order);
   const bool fortran = order == "True";
 
   const std::string tuple = header_value(header, "shape", path);
@@ -105,8 +104,8 @@ Tensor read_npy(const std::string& path) {
           digits.find_first_not_of("0123456789") != std::string::npos)
         throw SpecError(path + ": bad shape " + tuple);
       const auto len = static_cast<std::int64_t>(std::stoll(digits));
-      if (len > 0 && elements > std::numeric_limits<std::uint64_t>::max() /
-                                    static_cast<std::uint64_t>(len))
+      if (len > 0 &&
+          elements > std::numeric_limits<std::uint64_t>::max() / static_cast<std::uint64_t>(len))
         throw SpecError(path + ": shape " + tuple + " is too large");
       elements *= static_cast<std::uint64_t>(len);
       shape.push_back(len);
@@ -120,7 +119,7 @@ Tensor read_npy(const std::string& path) {
     throw SpecError(path + ": " + std::to_string(file_size - data_offset - bytes) +
                     " bytes of data more than shape " + tuple + " needs");
 
-  Tensor t(dtype, shape);
+  Tensor t(dtype, shape, Tensor::Uninitialized{});
   if (!fortran || shape.size() < 2) {
     if (!in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(bytes)))
       throw SpecError(path + ": truncated data");
@@ -148,8 +147,10 @@ Tensor read_npy(const std::string& path) {
 void write_npy(const std::string& path, const Tensor& t) {
   std::string shape = "(";
   for (auto len : t.shape()) shape += std::to_string(len) + ", ";
-  if (t.rank() == 1) shape.erase(shape.size() - 1);  // "(3,)"
-  else if (t.rank() > 1) shape.erase(shape.size() - 2);
+  if (t.rank() == 1)
+    shape.erase(shape.size() - 1);  // "(3,)"
+  else if (t.rank() > 1)
+    shape.erase(shape.size() - 2);
   shape += ")";
   std::string header = std::string("{'descr': '") + (t.dtype() == Dtype::f32 ? "<f4" : "<f8") +
                        "', 'fortran_order': False, 'shape': " + shape + ", }";

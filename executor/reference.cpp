@@ -63,7 +63,7 @@ const Tensor* find_array(const Arrays& arrays, const Arrays* extra, const std::s
 }
 
 std::map<char, std::int64_t> bind_all(const BatchedEinsum& e, const Arrays& arrays,
-                                  const Arrays* extra, const Functions& functions) {
+                                      const Arrays* extra, const Functions& functions) {
   std::map<char, std::int64_t> lengths;
   std::map<char, std::string> from;
   for (std::size_t r = 0; r < e.batch.size(); ++r)
@@ -122,7 +122,10 @@ const Functions& Bound::no_functions() {
 
 Bound::Bound(const BatchedEinsum& e, const Arrays& arrays, const Functions& functions,
              const Arrays* extra)
-    : e_(&e), arrays_(&arrays), extra_(extra), functions_(&functions),
+    : e_(&e),
+      arrays_(&arrays),
+      extra_(extra),
+      functions_(&functions),
       lengths_(bind_all(e, arrays, extra, functions)) {}
 
 Bound::Operand Bound::operand(std::size_t row, std::size_t k) const {

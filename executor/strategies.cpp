@@ -60,15 +60,18 @@ const std::vector<Strategy>& builtin_strategies() {
          return run_reference(b);
        }},
       {"loop_nest", "loop order, up to two blocked indices, vectorized innermost loop",
-       loop_nest_rejects, [](const Bound& b, const nlohmann::json& p) { return run_loop_nest(b, p); }},
+       loop_nest_rejects,
+       [](const Bound& b, const nlohmann::json& p) { return run_loop_nest(b, p); }},
       {"ttgt", "transpose into GEMM layout, OpenBLAS GEMM per batch point, transpose back",
        ttgt_rejects, [](const Bound& b, const nlohmann::json& p) { return run_ttgt(b, p); }},
       {"loop_over_gemm", "GEMM on strided sub-matrices in place, loops around it",
-       loop_over_gemm_rejects, [](const Bound& b, const nlohmann::json& p) { return run_loop_over_gemm(b, p); }},
+       loop_over_gemm_rejects,
+       [](const Bound& b, const nlohmann::json& p) { return run_loop_over_gemm(b, p); }},
       {"batch_fused", "rows sharing operands stacked into one einsum", batch_fused_rejects,
        [](const Bound& b, const nlohmann::json& p) { return run_batch_fused(b, p); }},
       {"contraction_tree", "3+ operands contracted pairwise in a chosen order",
-       contraction_tree_rejects, [](const Bound& b, const nlohmann::json& p) { return run_contraction_tree(b, p); }},
+       contraction_tree_rejects,
+       [](const Bound& b, const nlohmann::json& p) { return run_contraction_tree(b, p); }},
   };
   return strategies;
 }
@@ -87,8 +90,7 @@ Results execute(const Bound& bound, std::string_view strategy, const nlohmann::j
     throw SpecError("unknown strategy '" + std::string(strategy) + "'; known: " + known);
   }
   if (const auto why = s->rejects(bound.einsum()))
-    throw SpecError(s->name + " does not apply to " + bound.einsum().einsum_string() + ": " +
-                    *why);
+    throw SpecError(s->name + " does not apply to " + bound.einsum().einsum_string() + ": " + *why);
   return s->run(bound, params);
 }
 

@@ -17,6 +17,9 @@ class Tensor {
   Tensor() = default;
   // Zero-filled. Throws SpecError for a dtype the executor does not compute in (f32, f64).
   Tensor(Dtype dtype, std::vector<std::int64_t> shape);
+  // Elements left unset, for a tensor that is written in full right away.
+  struct Uninitialized {};
+  Tensor(Dtype dtype, std::vector<std::int64_t> shape, Uninitialized);
 
   // A tensor that aliases `t`'s elements without owning them (the composite strategies hand
   // their operands to inner strategies this way). `t` must outlive the view.

@@ -122,11 +122,11 @@ Tensor ttgt_row(const Bound& bound, std::size_t row, const Groups& g, int thread
         s.p = op.tensor->data<T>();
         return s;
       }
-      s.packed = Tensor(op.tensor->dtype(), op.tensor->shape());
+      s.packed = Tensor(op.tensor->dtype(), op.tensor->shape(), Tensor::Uninitialized{});
       kernels::pack<T>(op, labels, labels, len, s.packed.template data<T>());
     } else {
       const std::string to = g.batch + rows + cols;
-      s.packed = Tensor(op.tensor->dtype(), kernels::shape_of(to, len));
+      s.packed = Tensor(op.tensor->dtype(), kernels::shape_of(to, len), Tensor::Uninitialized{});
       kernels::pack<T>(op, labels, to, len, s.packed.template data<T>());
       s.rs = c, s.cs = 1;
     }
@@ -134,9 +134,11 @@ Tensor ttgt_row(const Bound& bound, std::size_t row, const Groups& g, int thread
     return s;
   };
   const Side a = place(x, e.inputs[0], g.m, g.k), b = place(y, e.inputs[1], g.k, g.n);
-  Tensor out(x.tensor->dtype(), kernels::shape_of(e.output, len));
+  Tensor out(x.tensor->dtype(), kernels::shape_of(e.output, len), Tensor::Uninitialized{});
   const bool direct = e.output == g.batch + g.m + g.n || e.output == g.batch + g.n + g.m;
-  Tensor c = direct ? Tensor() : Tensor(x.tensor->dtype(), kernels::shape_of(g.batch + g.m + g.n, len));
+  Tensor c = direct ? Tensor()
+                    : Tensor(x.tensor->dtype(), kernels::shape_of(g.batch + g.m + g.n, len),
+                             Tensor::Uninitialized{});
   T* cp = direct ? out.data<T>() : c.data<T>();
   const bool mn = !direct || e.output == g.batch + g.m + g.n;
   const std::int64_t c_rs = mn ? n : 1, c_cs = mn ? 1 : m;
@@ -207,9 +209,8 @@ bool wants_swap(const BatchedEinsum& e, const nlohmann::json& params, std::strin
   auto only_in = [&](const char* key, const std::string& in, const std::string& out) {
     if (!params.contains(key)) return false;
     const std::string g = read_index_list(params, key, who);
-    return !g.empty() && std::all_of(g.begin(), g.end(), [&](char c) {
-      return contains(in, c) && !contains(out, c);
-    });
+    return !g.empty() && std::all_of(g.begin(), g.end(),
+                                     [&](char c) { return contains(in, c) && !contains(out, c); });
   };
   return only_in("m", e.inputs[1], e.inputs[0]) || only_in("n", e.inputs[0], e.inputs[1]);
 }
@@ -282,7 +283,7 @@ Tensor loop_over_gemm_row(const Bound& bound, std::size_t row, const std::string
   Tensor xf, yf;  // functional operands, evaluated in their arrays' layouts
   auto evaluate = [&](Bound::Operand& op, Tensor& buf, const std::string& labels) {
     if (!op.function) return;
-    buf = Tensor(op.tensor->dtype(), op.tensor->shape());
+    buf = Tensor(op.tensor->dtype(), op.tensor->shape(), Tensor::Uninitialized{});
     kernels::pack<T>(op, labels, labels, len, buf.template data<T>());
     op = {&buf, nullptr};
   };
@@ -363,8 +364,7 @@ Results run_loop_over_gemm(const Bound& bound, const nlohmann::json& params) {
             read_index_list(params, "k", "loop_over_gemm")};
     if (std::find(choices.begin(), choices.end(), pick) == choices.end())
       throw SpecError("loop_over_gemm: m='" + pick[0] + "' n='" + pick[1] + "' k='" + pick[2] +
-                      "' are not index groups the BLAS can read in place for " +
-                      e.einsum_string());
+                      "' are not index groups the BLAS can read in place for " + e.einsum_string());
   }
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r)

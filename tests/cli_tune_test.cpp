@@ -63,11 +63,14 @@ TEST_F(CliTune, TuneBestRunRoundTripOnARenamedSpelling) {
     EXPECT_EQ(params.find(old), std::string::npos) << params;
 
   ASSERT_EQ(python("np.random.seed(4)\n"
-                   "np.save('" + dir_.path("X.npy") + "', np.random.rand(40, 56))\n"
-                   "np.save('" + dir_.path("Y.npy") + "', np.random.rand(48, 40))\n"),
+                   "np.save('" +
+                   dir_.path("X.npy") +
+                   "', np.random.rand(40, 56))\n"
+                   "np.save('" +
+                   dir_.path("Y.npy") + "', np.random.rand(48, 40))\n"),
             0);
-  r = run({"run", respelled, "--inputs", dir_.path("X.npy"), "Y=" + dir_.path("Y.npy"),
-           "--output", dir_.path("Z.npy"), "--repeat", "3", "--verify", "--json"});
+  r = run({"run", respelled, "--inputs", dir_.path("X.npy"), "Y=" + dir_.path("Y.npy"), "--output",
+           dir_.path("Z.npy"), "--repeat", "3", "--verify", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const json ran = json::parse(r.out);
   EXPECT_EQ(ran["source"], "best known");
@@ -75,17 +78,22 @@ TEST_F(CliTune, TuneBestRunRoundTripOnARenamedSpelling) {
   EXPECT_EQ(ran["transform"]["params"], best["params"]);
   EXPECT_TRUE(ran["verified"].get<bool>());
   EXPECT_TRUE(ran["generated_inputs"].empty());
-  EXPECT_EQ(python("X = np.load('" + dir_.path("X.npy") + "')\n"
-                   "Y = np.load('" + dir_.path("Y.npy") + "')\n"
-                   "Z = np.load('" + dir_.path("Z.npy") + "')\n"
+  EXPECT_EQ(python("X = np.load('" + dir_.path("X.npy") +
+                   "')\n"
+                   "Y = np.load('" +
+                   dir_.path("Y.npy") +
+                   "')\n"
+                   "Z = np.load('" +
+                   dir_.path("Z.npy") +
+                   "')\n"
                    "assert Z.shape == (48, 56), Z.shape\n"
                    "assert np.allclose(Z, np.einsum('rq,pr->pq', X, Y), rtol=1e-12), 'differs'\n"),
             0);
 }
 
 TEST_F(CliTune, TuneTableShowsRatesAndTheRoofline) {
-  auto r = run(with({"tune", "ij,j->i", "--shape", "A=64x32", "B=32", "--table",
-                     "--strategies", "loop_nest,ttgt"},
+  auto r = run(with({"tune", "ij,j->i", "--shape", "A=64x32", "B=32", "--table", "--strategies",
+                     "loop_nest,ttgt"},
                     kQuick));
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* s : {"GFLOP/s", "roofline", "loop_nest", "ttgt", "ok", "per core"})
@@ -112,19 +120,31 @@ TEST_F(CliTune, RunsFunctionalOperandsAndBatches) {
   const std::string spec =
       R"({"einsum":"ij,j->i","batch":[["A","S"],["A","T"]],"shapes":{"A":[30,20],"q":[20],"r":[20]},)"
       R"J("functions":{"S":"sin(q)","T":"2*r+1"}})J";
-  ASSERT_EQ(python("np.save('" + dir_.path("A.npy") + "', np.random.rand(30, 20))\n"
-                   "np.save('" + dir_.path("q.npy") + "', np.random.rand(20))\n"
-                   "np.save('" + dir_.path("r.npy") + "', np.random.rand(20))\n"),
+  ASSERT_EQ(python("np.save('" + dir_.path("A.npy") +
+                   "', np.random.rand(30, 20))\n"
+                   "np.save('" +
+                   dir_.path("q.npy") +
+                   "', np.random.rand(20))\n"
+                   "np.save('" +
+                   dir_.path("r.npy") + "', np.random.rand(20))\n"),
             0);
-  auto r = run({"run", spec, "--inputs", dir_.path("A.npy"), dir_.path("q.npy"),
-                dir_.path("r.npy"), "--output", dir_.path("y.npy"), "--verify", "--json"});
+  auto r = run({"run", spec, "--inputs", dir_.path("A.npy"), dir_.path("q.npy"), dir_.path("r.npy"),
+                "--output", dir_.path("y.npy"), "--verify", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["transform"]["strategy"], "batch_fused");
-  EXPECT_EQ(python("A = np.load('" + dir_.path("A.npy") + "')\n"
-                   "q = np.load('" + dir_.path("q.npy") + "')\n"
-                   "r = np.load('" + dir_.path("r.npy") + "')\n"
-                   "assert np.allclose(np.load('" + dir_.path("y.0.npy") + "'), A @ np.sin(q))\n"
-                   "assert np.allclose(np.load('" + dir_.path("y.1.npy") + "'), A @ (2*r+1))\n"),
+  EXPECT_EQ(python("A = np.load('" + dir_.path("A.npy") +
+                   "')\n"
+                   "q = np.load('" +
+                   dir_.path("q.npy") +
+                   "')\n"
+                   "r = np.load('" +
+                   dir_.path("r.npy") +
+                   "')\n"
+                   "assert np.allclose(np.load('" +
+                   dir_.path("y.0.npy") +
+                   "'), A @ np.sin(q))\n"
+                   "assert np.allclose(np.load('" +
+                   dir_.path("y.1.npy") + "'), A @ (2*r+1))\n"),
             0);
   // The functional einsum tunes and looks up as its idealized form.
   r = run(with({"tune", spec, "--json", "--strategies", "batch_fused"}, kQuick));
@@ -135,8 +155,10 @@ TEST_F(CliTune, RunsFunctionalOperandsAndBatches) {
 }
 
 TEST_F(CliTune, BadInputIsNamedAndRefused) {
-  ASSERT_EQ(python("np.save('" + dir_.path("A.npy") + "', np.random.rand(5, 4))\n"
-                   "np.save('" + dir_.path("I.npy") + "', np.arange(3))\n"),
+  ASSERT_EQ(python("np.save('" + dir_.path("A.npy") +
+                   "', np.random.rand(5, 4))\n"
+                   "np.save('" +
+                   dir_.path("I.npy") + "', np.arange(3))\n"),
             0);
   std::ofstream(dir_.path("bad.npy")) << "\x93NUMPY garbage";
   struct Case {
@@ -145,25 +167,33 @@ TEST_F(CliTune, BadInputIsNamedAndRefused) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {{"run", "ij,j->i", "--shape", "A=5x3", "B=3", "--inputs", dir_.path("A.npy")}, 2,
+      {{"run", "ij,j->i", "--shape", "A=5x3", "B=3", "--inputs", dir_.path("A.npy")},
+       2,
        "array 'A' axis 1 has length 4 but the spec says 3"},
-      {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--inputs", "C=" + dir_.path("A.npy")}, 2,
+      {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--inputs", "C=" + dir_.path("A.npy")},
+       2,
        "no array 'C'"},
-      {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--inputs", "A=" + dir_.path("bad.npy")}, 2,
+      {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--inputs", "A=" + dir_.path("bad.npy")},
+       2,
        "bad.npy"},
-      {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--inputs", "A=" + dir_.path("I.npy")}, 2,
+      {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--inputs", "A=" + dir_.path("I.npy")},
+       2,
        "not supported"},
-      {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--transform", "warp"}, 2,
+      {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--transform", "warp"},
+       2,
        "unknown strategy 'warp'"},
-      {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--transform", "contraction_tree"}, 2,
+      {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--transform", "contraction_tree"},
+       2,
        "3 or more operands"},
       {{"run", "ij,j->i", "--shape", "A=Nx4", "B=4"}, 2, "symbolic length 'N'"},
       {{"tune", "ij,j->i", "--shape", "A=Nx4", "B=4"}, 2, "symbolic length 'N'"},
-      {{"tune", "ij,j->i", "--shape", "A=5x4", "B=4", "--strategies", "warp"}, 2,
+      {{"tune", "ij,j->i", "--shape", "A=5x4", "B=4", "--strategies", "warp"},
+       2,
        "unknown strategy 'warp'"},
       {{"tune", "ij,j->i", "--shape", "A=5x4", "B=4", "--threads", "0"}, 2, "--threads"},
       {{"run", R"J({"einsum":"i->","batch":[["F"]],"shapes":{"A":[3]},"functions":{"F":"2*A+"}})J"},
-       2, "functions.F"},
+       2,
+       "functions.F"},
   };
   for (const auto& c : cases) {
     const auto r = run(c.args);

@@ -2,10 +2,10 @@
 // against the reference on a table of workloads in f32 and f64.
 #include <gtest/gtest.h>
 
-#include "canon/error.hpp"
-#include "canon/parse.hpp"
 #include <cmath>
 #include <fstream>
+#include "canon/error.hpp"
+#include "canon/parse.hpp"
 
 #include "executor/execute.hpp"
 #include "executor/npy.hpp"
@@ -163,8 +163,8 @@ TEST(Strategies, EveryCandidateAgreesWithTheReference) {
         for (std::size_t r = 0; r < ref.size(); ++r) {
           EXPECT_EQ(got[r].dtype(), dtype);
           EXPECT_LE(max_relative_error(got[r], ref[r]), tol)
-              << c.strategy << " " << c.params.dump() << " " << w.einsum << " "
-              << to_string(dtype) << " row " << r;
+              << c.strategy << " " << c.params.dump() << " " << w.einsum << " " << to_string(dtype)
+              << " row " << r;
         }
         ++compared[c.strategy];
       }
@@ -313,10 +313,18 @@ TEST(Npy, RoundTripsAndReadsNumpyFiles) {
   const std::string script =
       "import numpy as np\n"
       "a = np.arange(24, dtype=np.float64).reshape(2, 3, 4)\n"
-      "np.save('" + dir.path("c.npy") + "', a)\n"
-      "np.save('" + dir.path("f.npy") + "', np.asfortranarray(a))\n"
-      "np.save('" + dir.path("i.npy") + "', a.astype(np.int32))\n"
-      "b = np.load('" + dir.path("t.npy") + "')\n"
+      "np.save('" +
+      dir.path("c.npy") +
+      "', a)\n"
+      "np.save('" +
+      dir.path("f.npy") +
+      "', np.asfortranarray(a))\n"
+      "np.save('" +
+      dir.path("i.npy") +
+      "', a.astype(np.int32))\n"
+      "b = np.load('" +
+      dir.path("t.npy") +
+      "')\n"
       "assert b.shape == (3, 4, 2) and b.dtype == np.float32, b\n";
   std::ofstream(dir.path("make.py")) << script;
   ASSERT_EQ(std::system((std::string(EINSUMDB_PYTHON) + " " + dir.path("make.py")).c_str()), 0);

@@ -25,8 +25,8 @@ double gemm_gflops() {
   for (int rep = 0; rep < 4; ++rep) {  // the first run warms up
     const auto t0 = std::chrono::steady_clock::now();
     if constexpr (sizeof(T) == 8)
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, b.data(),
-                  n, 0.0, c.data(), n);
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, b.data(), n,
+                  0.0, c.data(), n);
     else
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
                   n, 0.0f, c.data(), n);

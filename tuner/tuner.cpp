@@ -105,8 +105,8 @@ std::vector<nlohmann::json> ttgt_space(const BatchedEinsum& e) {
 std::vector<nlohmann::json> loop_over_gemm_space(const BatchedEinsum& e) {
   std::vector<nlohmann::json> out;
   for (const auto& [m, n, k] : loop_over_gemm_choices(e))
-    out.push_back({{"m", index_list_param(m)}, {"n", index_list_param(n)},
-                   {"k", index_list_param(k)}});
+    out.push_back(
+        {{"m", index_list_param(m)}, {"n", index_list_param(n)}, {"k", index_list_param(k)}});
   return out;
 }
 
@@ -289,12 +289,14 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
     const BatchedEinsum small = reduced(e, 16);
     const Arrays small_arrays = random_arrays(small, options.seed);
     const Bound small_bound(small, small_arrays);
-    const double err =
-        worst_error(execute(small_bound, oracle), run_reference(small_bound));
-    const double tol = tolerance(result_dtype(small, 0), summed_terms(small, small_bound.lengths()));
+    const double err = worst_error(execute(small_bound, oracle), run_reference(small_bound));
+    const double tol =
+        tolerance(result_dtype(small, 0), summed_terms(small, small_bound.lengths()));
     if (!(err <= tol))
-      throw Error("the oracle " + oracle + " disagrees with the reference on a reduced size "
-                  "(relative error " + std::to_string(err) + "); refusing to tune against it");
+      throw Error("the oracle " + oracle +
+                  " disagrees with the reference on a reduced size "
+                  "(relative error " +
+                  std::to_string(err) + "); refusing to tune against it");
     want = execute(bound, oracle);
     report.oracle = oracle + " (checked against reference at every length ≤ 16)";
   }
@@ -370,8 +372,8 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
           last = since(t0);
         }
         // Samples of at least a millisecond: runs timed in groups when they are shorter.
-        const int group = static_cast<int>(std::clamp(std::ceil(1e-3 / std::max(last, 1e-9)),
-                                                      1.0, 1e6));
+        const int group =
+            static_cast<int>(std::clamp(std::ceil(1e-3 / std::max(last, 1e-9)), 1.0, 1e6));
         const auto measuring = Clock::now();
         while ((static_cast<int>(r.seconds.size()) < protocol.min_reps ||
                 since(measuring) < protocol.min_time) &&

@@ -47,7 +47,8 @@ struct SpaceOptions {
 
 // The candidates for a workload, each strategy's default first. `extra` strategies (tests) are
 // tried with empty parameters. Throws SpecError for an unknown strategy name.
-std::vector<Candidate> candidates(const BatchedEinsum& e, const std::map<char, std::int64_t>& lengths,
+std::vector<Candidate> candidates(const BatchedEinsum& e,
+                                  const std::map<char, std::int64_t>& lengths,
                                   const SpaceOptions& options,
                                   const std::vector<Strategy>& extra = {});
 
@@ -60,10 +61,10 @@ struct Protocol {
 struct TuneOptions {
   SpaceOptions space;
   Protocol protocol;
-  std::optional<double> budget;      // seconds for the whole search; none: exhaustive
-  double reference_limit = 2e8;      // loop iterations above which the reference is too slow
-  std::uint64_t seed = 1;            // for the generated input data
-  std::vector<Strategy> extra;       // strategies beyond the built-ins (tests)
+  std::optional<double> budget;  // seconds for the whole search; none: exhaustive
+  double reference_limit = 2e8;  // loop iterations above which the reference is too slow
+  std::uint64_t seed = 1;        // for the generated input data
+  std::vector<Strategy> extra;   // strategies beyond the built-ins (tests)
   const std::atomic<bool>* stop = nullptr;
   RunInfo run;
 };
