@@ -155,8 +155,8 @@ std::string describe_params(const nlohmann::json& params) {
     } else if (key == "block" && value.is_array()) {
       for (const auto& b : value)
         if (b.is_array() && b.size() == 2)
-          v += (v.empty() ? "" : ",") + letters(nlohmann::json::array({b[0]})).value_or("?") +
-               ":" + b[1].dump();
+          v += (v.empty() ? "" : ",") + letters(nlohmann::json::array({b[0]})).value_or("?") + ":" +
+               b[1].dump();
     } else if (key == "path" && value.is_array()) {
       for (const auto& step : value)
         if (step.is_array() && step.size() == 2)

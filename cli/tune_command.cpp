@@ -11,6 +11,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/spec_flags.hpp"
+#include "planner/contraction_path.hpp"
 #include "tuner/roofline.hpp"
 #include "tuner/tuner.hpp"
 
@@ -96,7 +97,15 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
   const bool show_progress = !args.no_progress && (args.progress || isatty(STDERR_FILENO));
   const Dtype dtype = e.arrays.at(e.batch[0][0]).dtype;
   const Store::Roofline roof = machine_roofline(store, machine, dtype);
-  const auto flops = flop_count(e);
+  // The work of the roofline: the FLOPs of the cheapest pairwise order for 3+ operands (the
+  // loop-nest count of flop_count overstates what a contraction tree does), else flop_count.
+  auto flops = flop_count(e);
+  if (flops && e.inputs.size() >= 3 && e.join == JoinOp::mul && e.agg == AggOp::sum) {
+    std::map<char, std::int64_t> lengths;
+    for (const auto& [c, l] : e.index_lengths()) lengths[c] = l.value;
+    flops =
+        contraction_path(e.inputs, e.output, lengths).flops * static_cast<double>(e.batch.size());
+  }
   const auto bytes = footprint_bytes(e);
 
   g_stop.store(false);
@@ -136,9 +145,9 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
     return a->status == Status::ok && a->median_s < b->median_s;
   });
   auto fraction = [&](const TuneResult& r) -> std::optional<double> {
-    if (!r.gflops || !flops || !bytes) return std::nullopt;
+    if (r.status != Status::ok || !flops || !bytes || !(r.median_s > 0)) return std::nullopt;
     const int threads = r.candidate.params.value("threads", 1);
-    return *r.gflops / roofline_gflops(roof, *flops, *bytes, threads);
+    return *flops / r.median_s * 1e-9 / roofline_gflops(roof, *flops, *bytes, threads);
   };
   if (json) {
     ojson out = {{"workload", {{"hash", report.workload_hash}, {"key", report.workload_key}}},
@@ -149,6 +158,8 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
                   {{"dtype", roof.dtype},
                    {"peak_gflops_per_core", roof.peak_gflops},
                    {"bandwidth_gbs", roof.bandwidth_gbs}}},
+                 {"work_flops", flops ? ojson(*flops) : ojson()},
+                 {"footprint_bytes", bytes ? ojson(*bytes) : ojson()},
                  {"candidates", report.total},
                  {"measured", report.results.size()},
                  {"interrupted", report.interrupted},

@@ -158,16 +158,13 @@ Results run_batch_fused(const Bound& bound, const nlohmann::json& params) {
         functions.emplace(e.batch[0][k], *op.function);
   const Bound fb(f, arrays, functions);
   Results all = execute(fb, inner, nlohmann::json{{"threads", threads}});
-  // Split the [β, output...] result into the rows' results.
+  // The rows' results are slices of the [β, output...] result (no copies).
   Results out;
   const Tensor& z = all.at(0);
   const std::int64_t block = kernels::product(e.output, len);
-  for (std::size_t r = 0; r < e.batch.size(); ++r) {
-    Tensor t(z.dtype(), kernels::shape_of(e.output, len), Tensor::Uninitialized{});
-    const std::size_t bytes = static_cast<std::size_t>(block) * dtype_bytes(z.dtype());
-    std::memcpy(t.raw(), static_cast<const char*>(z.raw()) + r * bytes, bytes);
-    out.push_back(std::move(t));
-  }
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    out.push_back(
+        Tensor::slice(z, static_cast<std::int64_t>(r) * block, kernels::shape_of(e.output, len)));
   return out;
 }
 

@@ -134,6 +134,32 @@ inline bool gemm_in_place(std::int64_t m, std::int64_t n, std::int64_t k, std::i
   return false;
 }
 
+// y[rows] (+)= M[rows×cols] · x[cols] with strided x and y; false (nothing computed) when the
+// matrix has no unit stride or a vector stride is 0.
+template <typename T>
+bool gemv(std::int64_t rows, std::int64_t cols, View<T> mat, const T* x, std::int64_t incx, T* y,
+          std::int64_t incy, bool accumulate) {
+  if (rows < 1 || cols < 1 || incx < 1 || incy < 1) return false;
+  if (rows == 1) mat.rs = std::max<std::int64_t>(cols, 1);
+  CBLAS_ORDER order;
+  std::int64_t ld;
+  if (mat.cs == 1 && mat.rs >= cols)
+    order = CblasRowMajor, ld = mat.rs;
+  else if (mat.rs == 1 && mat.cs >= rows)
+    order = CblasColMajor, ld = mat.cs;
+  else
+    return false;
+  for (auto d : {rows, cols, ld, incx, incy}) check_blas_dim(d, "gemv");
+  const auto R = static_cast<blasint>(rows), C = static_cast<blasint>(cols);
+  const auto L = static_cast<blasint>(ld), IX = static_cast<blasint>(incx),
+             IY = static_cast<blasint>(incy);
+  if constexpr (std::is_same_v<T, double>)
+    cblas_dgemv(order, CblasNoTrans, R, C, 1.0, mat.p, L, x, IX, accumulate ? 1.0 : 0.0, y, IY);
+  else
+    cblas_sgemv(order, CblasNoTrans, R, C, 1.0f, mat.p, L, x, IX, accumulate ? 1.0f : 0.0f, y, IY);
+  return true;
+}
+
 // C[m×n] (+)= A[m×k] · B[k×n] on strided views, in place: each matrix needs a unit stride along
 // one of its axes (check with gemm_in_place first). A column-major C is computed as Cᵀ = Bᵀ·Aᵀ.
 template <typename T>
@@ -147,6 +173,10 @@ void gemm(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, View<T> b, 
         for (std::int64_t j = 0; j < n; ++j) c[i * c_rs + j * c_cs] = T(0);
     return;
   }
+  // A matrix-vector product goes to ?gemv, which streams the matrix once (?gemm with one
+  // column packs it first).
+  if (n == 1 && gemv<T>(m, k, a, b.p, b.rs, c, c_rs, accumulate)) return;
+  if (m == 1 && gemv<T>(n, k, {b.p, b.cs, b.rs}, a.p, a.cs, c, c_cs, accumulate)) return;
   if (!(c_cs == 1 && c_rs >= std::max<std::int64_t>(n, 1))) {
     // Cᵀ[n×m] = Bᵀ[n×k] · Aᵀ[k×m]
     std::swap(m, n);

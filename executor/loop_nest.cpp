@@ -9,6 +9,7 @@
 // two threads write the same element.
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <type_traits>
 
@@ -122,7 +123,8 @@ struct NestPlan {
   std::vector<std::int64_t> block_size;
 };
 
-NestPlan make_plan(const BatchedEinsum& e, const nlohmann::json& params) {
+NestPlan make_plan(const BatchedEinsum& e, const std::map<char, std::int64_t>& len,
+                   const nlohmann::json& params) {
   std::string all;
   for (const auto& in : e.inputs)
     for (char c : in)
@@ -137,9 +139,23 @@ NestPlan make_plan(const BatchedEinsum& e, const nlohmann::json& params) {
       throw SpecError("loop_nest: 'order' must list every index of the einsum once (" + all +
                       "), got " + order);
   } else {
+    // By locality: the index whose strides (summed over the operands and the output) are
+    // largest outermost, the one with the smallest strides innermost; ties in output order.
     for (char c : e.output) order += c;
     for (char c : all)
       if (!contains(order, c)) order += c;
+    std::map<char, double> weight;
+    auto add = [&](const std::string& layout) {
+      double s = 1;
+      for (std::size_t a = layout.size(); a-- > 0;) {
+        weight[layout[a]] += s;
+        s *= static_cast<double>(len.at(layout[a]));
+      }
+    };
+    for (const auto& in : e.inputs) add(in);
+    add(e.output);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](char a, char b) { return weight[a] > weight[b]; });
   }
   NestPlan plan;
   if (params.contains("block")) {
@@ -181,8 +197,20 @@ class Nest {
       if (k < ops_) {
         const auto x = bound.operand(row, k);
         t = x.tensor;
-        functions_.push_back(x.function);
-        base_.push_back(x.tensor->data<T>());
+        std::int64_t iterations = 1;
+        for (char c : labels)
+          if (c) iterations *= bound.length(c);
+        if (x.function && x.tensor->size() > 0 && iterations / x.tensor->size() > 1) {
+          // Read more than once per element: evaluate it once, not at every read.
+          evaluated_.emplace_back(x.tensor->dtype(), x.tensor->shape(), Tensor::Uninitialized{});
+          x.function->apply(x.tensor->data<T>(), 1, evaluated_.back().template data<T>(),
+                            x.tensor->size());
+          functions_.push_back(nullptr);
+          base_.push_back(evaluated_.back().template data<T>());
+        } else {
+          functions_.push_back(x.function);
+          base_.push_back(x.tensor->data<T>());
+        }
       }
       label_stride_.push_back(
           kernels::label_strides(labels, k < ops_ ? e.inputs[k] : e.output, t->strides()));
@@ -287,6 +315,7 @@ class Nest {
   std::vector<std::vector<std::int64_t>> label_stride_, stride_;
   std::vector<std::int64_t> length_, offsets_, tile_start_;
   std::vector<std::vector<T>> scratch_;
+  std::deque<Tensor> evaluated_;  // functional operands evaluated once (stable addresses)
   std::size_t split_ = 0;
   std::int64_t lo_ = 0, hi_ = 0;
 };
@@ -359,7 +388,7 @@ Results run_loop_nest(const Bound& bound, const nlohmann::json& params) {
   for (const auto& [key, value] : params.items())
     if (key != "order" && key != "block" && key != "threads")
       throw SpecError("loop_nest: unknown parameter '" + key + "'; expected order, block, threads");
-  const NestPlan plan = make_plan(e, params);
+  const NestPlan plan = make_plan(e, bound.lengths(), params);
   kernels::BlasThreads blas(1);
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {

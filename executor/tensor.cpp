@@ -10,16 +10,25 @@
 
 namespace einsumdb {
 
-void Tensor::Free::operator()(void* p) const {
-  if (!borrowed) std::free(p);
-}
-
 Tensor Tensor::view(const Tensor& t) {
   Tensor v;
   v.dtype_ = t.dtype_;
   v.shape_ = t.shape_;
   v.size_ = t.size_;
-  v.data_ = std::unique_ptr<void, Free>(const_cast<void*>(t.data_.get()), Free{true});
+  v.data_ = std::shared_ptr<void>(const_cast<void*>(t.data_.get()), [](void*) {});
+  return v;
+}
+
+Tensor Tensor::slice(const Tensor& t, std::int64_t offset, std::vector<std::int64_t> shape) {
+  Tensor v;
+  v.dtype_ = t.dtype_;
+  v.shape_ = std::move(shape);
+  v.size_ = 1;
+  for (auto len : v.shape_) v.size_ *= len;
+  EINSUMDB_ASSERT(offset >= 0 && offset + v.size_ <= t.size_, "slice outside its tensor");
+  char* base =
+      static_cast<char*>(t.data_.get()) + offset * static_cast<std::int64_t>(dtype_bytes(t.dtype_));
+  v.data_ = std::shared_ptr<void>(t.data_, base);  // aliasing: shares t's ownership
   return v;
 }
 
@@ -62,7 +71,7 @@ Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape, Uninitialized)
   const std::size_t n = std::max<std::size_t>(64, (bytes() + 63) / 64 * 64);
   void* p = std::aligned_alloc(64, n);
   if (!p) throw Error("out of memory allocating " + std::to_string(n) + " bytes");
-  data_.reset(p);
+  data_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
 
 std::vector<std::int64_t> Tensor::strides() const {

@@ -24,6 +24,14 @@ class Tensor {
   // A tensor that aliases `t`'s elements without owning them (the composite strategies hand
   // their operands to inner strategies this way). `t` must outlive the view.
   static Tensor view(const Tensor& t);
+  // Elements [offset, offset + Π shape) of `t` as a tensor of `shape`, sharing ownership of the
+  // memory (it stays alive while either exists). The composite strategies return the rows of a
+  // fused result this way, without copying.
+  static Tensor slice(const Tensor& t, std::int64_t offset, std::vector<std::int64_t> shape);
+  Tensor(Tensor&&) noexcept = default;
+  Tensor& operator=(Tensor&&) noexcept = default;
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
 
   Dtype dtype() const { return dtype_; }
   const std::vector<std::int64_t>& shape() const { return shape_; }
@@ -55,14 +63,12 @@ class Tensor {
     constexpr Dtype want = sizeof(T) == 4 ? Dtype::f32 : Dtype::f64;
     EINSUMDB_ASSERT(dtype_ == want, "tensor accessed with the wrong element type");
   }
-  struct Free {
-    bool borrowed;  // value-initialized to false: the tensor owns its memory
-    void operator()(void* p) const;
-  };
+  // The elements: owned (freed with the last tensor that shares them) or borrowed (a view).
+  // Tensors are move-only; sharing happens only through slice().
   Dtype dtype_ = Dtype::f64;
   std::vector<std::int64_t> shape_;
   std::int64_t size_ = 0;
-  std::unique_ptr<void, Free> data_;
+  std::shared_ptr<void> data_;
 };
 
 // Whether the executor computes in this dtype.

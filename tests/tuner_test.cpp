@@ -27,6 +27,7 @@ BatchedEinsum product(const std::string& shapes_a, const std::string& shapes_b) 
 TuneOptions quick() {
   TuneOptions o;
   o.protocol = {1, 3, 0.0};
+  o.slow_factor = 1e9;  // time every candidate
   return o;
 }
 
@@ -154,6 +155,26 @@ TEST(Tuner, LargeWorkloadsAreVerifiedAgainstACheckedOracle) {
   for (const auto& r : report.results)
     EXPECT_EQ(r.status, r.candidate.strategy == "broken" ? Status::invalid : Status::ok)
         << r.candidate.strategy;
+}
+
+TEST(Tuner, FarSlowerCandidatesAreRecordedAsTimeouts) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("128x128", "128x128");
+  TuneOptions o = quick();
+  o.slow_factor = 2;
+  o.space.strategies = {"ttgt", "loop_nest"};
+  const TuneReport report = tune(store, test_machine(), e, o);
+  int timeouts = 0;
+  for (const auto& r : report.results) {
+    if (r.status == Status::timeout) {
+      ++timeouts;
+      EXPECT_EQ(r.seconds.size(), 1u);
+      EXPECT_EQ(r.candidate.strategy, "loop_nest");
+    }
+  }
+  EXPECT_GT(timeouts, 0);
+  EXPECT_EQ(report.results.front().candidate.strategy, "ttgt");  // GEMM strategies first
 }
 
 TEST(Tuner, RefusesSymbolicLengthsAndUnknownStrategies) {

@@ -65,7 +65,8 @@ std::vector<nlohmann::json> loop_nest_space(const BatchedEinsum& e,
       add(o + c);
     }
   }
-  std::vector<nlohmann::json> out;
+  // First the executor's own choice (by locality), then explicit orders.
+  std::vector<nlohmann::json> out{nlohmann::json::object()};
   for (const auto& o : orders) out.push_back({{"order", index_list_param(o)}});
   // Blocked variants of the default order: one or two of its three innermost indices.
   const std::size_t n = def.size();
@@ -314,6 +315,16 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
     if (!groups.count(c.strategy)) order.push_back(c.strategy);
     groups[c.strategy].push_back(std::move(c));
   }
+  // Round one goes from the strategies that are usually fastest to the plain loop nest, so that
+  // a budget is not spent on a slow default first.
+  auto prior = [](const std::string& s) {
+    static const char* const kOrder[] = {"batch_fused", "ttgt", "loop_over_gemm",
+                                         "contraction_tree", "loop_nest"};
+    const auto* it = std::find(std::begin(kOrder), std::end(kOrder), s);
+    return static_cast<int>(it - std::begin(kOrder));
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](const std::string& a, const std::string& b) { return prior(a) < prior(b); });
   std::map<std::string, std::size_t> next;
   std::map<std::string, double> best_of;
   auto pick = [&]() -> const Candidate* {
@@ -364,9 +375,13 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
         r.status = Status::invalid;
         r.seconds = {first};
         if (!std::isfinite(*r.max_rel_err)) r.max_rel_err.reset();
+      } else if (best && first > options.slow_factor * report.results[*best].median_s) {
+        r.status = Status::timeout;  // far slower than the best: not worth timing
+        r.seconds = {first};
       } else {
+        auto over_budget = [&] { return options.budget && since(start) >= *options.budget; };
         double last = first;
-        for (int w = 1; w < protocol.warmup; ++w) {
+        for (int w = 1; w < protocol.warmup && !over_budget(); ++w) {
           t0 = Clock::now();
           once();
           last = since(t0);
@@ -381,9 +396,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
           t0 = Clock::now();
           for (int g = 0; g < group; ++g) once();
           r.seconds.push_back(since(t0) / group);
-          if (options.stop && options.stop->load() &&
-              static_cast<int>(r.seconds.size()) >= std::min(protocol.min_reps, 3))
-            break;
+          if ((options.stop && options.stop->load()) || over_budget()) break;
         }
         r.median_s = summarize(r.seconds).median_s;
         if (flops && r.median_s > 0) r.gflops = *flops / r.median_s * 1e-9;

@@ -14,8 +14,11 @@
 // at most 16 long).
 //
 // Search: exhaustive by default. With a budget, best-first: every strategy's default
-// candidate first, then the remaining candidates of the strategy that is fastest so far, until
-// the budget is spent. An interruption (stop flag, set by SIGINT in the CLI) ends the search
+// candidate first (GEMM-based strategies before the plain loop nest), then the remaining
+// candidates of the strategy that is fastest so far, until the budget is spent (a candidate
+// being timed stops at the budget with the samples it has). A candidate whose first run is
+// more than `slow_factor` times slower than the best so far is recorded as timeout without
+// being timed further. An interruption (stop flag, set by SIGINT in the CLI) ends the search
 // after the current candidate; what was measured is kept (each measurement is committed as
 // soon as it is taken).
 #pragma once
@@ -63,6 +66,7 @@ struct TuneOptions {
   Protocol protocol;
   std::optional<double> budget;  // seconds for the whole search; none: exhaustive
   double reference_limit = 2e8;  // loop iterations above which the reference is too slow
+  double slow_factor = 10;       // a first run this much slower than the best: timeout
   std::uint64_t seed = 1;        // for the generated input data
   std::vector<Strategy> extra;   // strategies beyond the built-ins (tests)
   const std::atomic<bool>* stop = nullptr;
