@@ -188,6 +188,29 @@ std::string contraction_step_result(const std::string& a, const std::string& b,
   return r;
 }
 
+namespace {
+
+// Whether a pairwise step is worth a GEMM per batch point: it sums something and each GEMM has
+// at least 4096 multiply-adds; otherwise (Hadamard products, tiny GEMMs) the loop nest is faster
+// than a BLAS call per point.
+bool gemm_pays(const BatchedEinsum& s, const std::map<char, std::int64_t>& len) {
+  if (ttgt_rejects(s)) return false;
+  std::int64_t m = 1, n = 1, k = 1;
+  const std::string &x = s.inputs[0], &y = s.inputs[1];
+  for (char c : x)
+    if (contains(y, c) && !contains(s.output, c)) k *= len.at(c);
+  for (char c : s.output) {
+    if (contains(x, c) && !contains(y, c)) m *= len.at(c);
+    if (contains(y, c) && !contains(x, c)) n *= len.at(c);
+  }
+  bool sums = false;
+  for (char c : x)
+    if (contains(y, c) && !contains(s.output, c)) sums = true;
+  return sums && m * n * k >= 4096;
+}
+
+}  // namespace
+
 // The path of the FLOP-optimal order, as the "path" parameter.
 nlohmann::json default_contraction_path(const BatchedEinsum& e,
                                         const std::map<char, std::int64_t>& lengths) {
@@ -334,7 +357,7 @@ Results run_contraction_tree(const Bound& bound, const nlohmann::json& params) {
       s.arrays.emplace(names[a], info_of(a));
       s.arrays.emplace(names[b], info_of(b));
       const Bound sb(s, arrays, functions);
-      const char* strategy = ttgt_rejects(s) ? "loop_nest" : "ttgt";
+      const char* strategy = gemm_pays(s, len) ? "ttgt" : "loop_nest";
       Tensor t = std::move(execute(sb, strategy, nlohmann::json{{"threads", threads}}).at(0));
       names[n + k] = "~t" + std::to_string(k);
       arrays.emplace(names[n + k], std::move(t));

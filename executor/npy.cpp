@@ -49,6 +49,15 @@ Tensor read_npy(const std::string& path) {
   in.seekg(0, std::ios::end);
   const auto file_size = static_cast<std::uint64_t>(in.tellg());
   in.seekg(0);
+  return read_npy(in, file_size, path);
+}
+
+Tensor read_npy_bytes(std::string_view bytes, const std::string& name) {
+  std::istringstream in{std::string(bytes)};
+  return read_npy(in, bytes.size(), name);
+}
+
+Tensor read_npy(std::istream& in, std::uint64_t file_size, const std::string& path) {
   unsigned char prefix[kMagicLen + 2];
   if (!in.read(reinterpret_cast<char*>(prefix), sizeof prefix) ||
       std::memcmp(prefix, kMagic, kMagicLen) != 0)

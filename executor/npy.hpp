@@ -5,7 +5,10 @@
 // xtensor's xnpy, which reads into its own buffer first; `bench npy` measures both).
 #pragma once
 
+#include <cstdint>
+#include <istream>
 #include <string>
+#include <string_view>
 
 #include "executor/tensor.hpp"
 
@@ -14,6 +17,9 @@ namespace einsumdb {
 // Throws SpecError naming the file and what is wrong (not .npy, unsupported dtype or byte
 // order, truncated, a shape that does not match the file's size) or Error when it cannot be read.
 Tensor read_npy(const std::string& path);
+// The same from a stream of `size` bytes, or from memory; `name` names it in errors.
+Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& name);
+Tensor read_npy_bytes(std::string_view bytes, const std::string& name);
 // Writes format 1.0 (2.0 for headers over 64 KiB), C order. Throws Error when it cannot write.
 void write_npy(const std::string& path, const Tensor& t);
 

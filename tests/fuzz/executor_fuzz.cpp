@@ -1,0 +1,121 @@
+// libFuzzer target for the executor's readers of untrusted input, with invariants:
+//   'e' + text: a functional-operand expression; chunked evaluation equals scalar evaluation;
+//   'n' + bytes: a .npy file; whatever reads back is written and re-read identically;
+//   's' + JSON: spec JSON with "functions"; small valid einsums run under every applicable
+//               strategy with default parameters and agree with the reference.
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+#include "canon/error.hpp"
+#include "canon/parse.hpp"
+#include "executor/execute.hpp"
+#include "executor/expression.hpp"
+#include "executor/npy.hpp"
+
+namespace {
+
+void check(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "invariant broken: %s\n", what);
+    std::abort();
+  }
+}
+
+void expression(const std::string& text) {
+  einsumdb::Expression f;
+  try {
+    f = einsumdb::Expression::parse(text);
+  } catch (const einsumdb::SpecError&) {
+    return;
+  }
+  const double in[5] = {-2.5, -1, 0, 0.5, 3};
+  double out[5];
+  f.apply(in, 1, out, 5);
+  for (int i = 0; i < 5; ++i) {
+    const double want = f(in[i]);
+    check((std::isnan(want) && std::isnan(out[i])) || want == out[i] ||
+              std::abs(want - out[i]) <= 1e-12 * std::abs(want),
+          "chunked and scalar evaluation differ");
+  }
+}
+
+void npy(const std::string& bytes) {
+  einsumdb::Tensor t;
+  try {
+    t = einsumdb::read_npy_bytes(bytes, "fuzz.npy");
+  } catch (const einsumdb::SpecError&) {
+    return;
+  }
+  char name[] = "/tmp/einsumdb_fuzz_XXXXXX";
+  const int fd = mkstemp(name);
+  check(fd >= 0, "temporary file");
+  close(fd);
+  einsumdb::write_npy(name, t);
+  const einsumdb::Tensor back = einsumdb::read_npy(name);
+  std::remove(name);
+  check(back.shape() == t.shape() && back.dtype() == t.dtype(), "npy round trip shape");
+  check(std::memcmp(back.raw(), t.raw(), t.bytes()) == 0, "npy round trip data");
+}
+
+void spec(const std::string& text) {
+  using namespace einsumdb;
+  BatchedEinsum e;
+  Functions functions;
+  try {
+    auto j = nlohmann::json::parse(text);
+    check_json_depth(j, "spec");
+    functions = take_functions(j);
+    e = parse_spec_json(j);
+  } catch (const std::exception&) {  // nlohmann's and SpecError
+    return;
+  }
+  // Run only small, concrete, f64 einsums without functions (other dtypes and functions are
+  // checked against materialized operands in the unit tests).
+  double iterations = static_cast<double>(e.batch.size());
+  for (const auto& [c, l] : e.index_lengths()) {
+    if (l.symbolic()) return;
+    iterations *= static_cast<double>(l.value);
+  }
+  for (const auto& [name, info] : e.arrays)
+    if (info.dtype != Dtype::f64) return;
+  if (iterations > 4096 || !functions.empty() || e.inputs.size() > 6) return;
+  Arrays arrays;
+  std::uint64_t seed = 1;
+  for (const auto& [name, info] : e.arrays) {
+    std::vector<std::int64_t> shape;
+    for (const auto& l : info.shape) shape.push_back(l.value);
+    Tensor t(info.dtype, shape);
+    fill_random(t, seed++);
+    arrays.emplace(name, std::move(t));
+  }
+  const Bound bound(e, arrays);
+  const Results want = run_reference(bound);
+  double terms = static_cast<double>(e.inputs.size());
+  for (const auto& [c, len] : bound.lengths())
+    if (e.output.find(c) == std::string::npos) terms *= static_cast<double>(len);
+  for (const auto& s : builtin_strategies()) {
+    if (s.rejects(e)) continue;
+    const Results got = s.run(bound, nlohmann::json{{"threads", 1}});
+    check(got.size() == want.size(), "row count");
+    for (std::size_t r = 0; r < got.size(); ++r)
+      check(max_relative_error(got[r], want[r]) <= tolerance(Dtype::f64, terms),
+            s.name.c_str());
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < 1) return 0;
+  const std::string rest(reinterpret_cast<const char*>(data) + 1, size - 1);
+  switch (data[0]) {
+    case 'e': expression(rest); break;
+    case 'n': npy(rest); break;
+    case 's': spec(rest); break;
+    default: break;
+  }
+  return 0;
+}
