@@ -94,9 +94,7 @@ Results run_batch_fused(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum& e = bound.einsum();
   if (const auto why = batch_fused_rejects(e))
     throw SpecError("batch_fused does not apply: " + *why);
-  for (const auto& [key, value] : params.items())
-    if (key != "inner" && key != "threads")
-      throw SpecError("batch_fused: unknown parameter '" + key + "'; expected inner, threads");
+  check_param_keys(params, "batch_fused", {"inner", "threads"});
   const int threads = read_threads(params, "batch_fused");
   const BatchedEinsum f = batch_fused_einsum(e);
   std::string inner;
@@ -236,9 +234,7 @@ Results run_contraction_tree(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum& e = bound.einsum();
   if (const auto why = contraction_tree_rejects(e))
     throw SpecError("contraction_tree does not apply: " + *why);
-  for (const auto& [key, value] : params.items())
-    if (key != "path" && key != "threads")
-      throw SpecError("contraction_tree: unknown parameter '" + key + "'; expected path, threads");
+  check_param_keys(params, "contraction_tree", {"path", "threads"});
   const int threads = read_threads(params, "contraction_tree");
   const nlohmann::json path =
       params.contains("path") ? params["path"] : default_contraction_path(e, bound.lengths());

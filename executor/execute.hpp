@@ -19,6 +19,7 @@
 
 #include <array>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -141,6 +142,9 @@ nlohmann::json index_list_param(std::string_view indices);
 // Reads [{"index": "i"}, ...] under `key`; throws SpecError naming the strategy and key.
 std::string read_index_list(const nlohmann::json& params, std::string_view key,
                             std::string_view strategy);
+// Throws SpecError naming the first key of `params` that is not in `keys`.
+void check_param_keys(const nlohmann::json& params, std::string_view strategy,
+                      std::initializer_list<std::string_view> keys);
 // "threads" (default 1); throws SpecError unless 1 ≤ threads ≤ 256.
 int read_threads(const nlohmann::json& params, std::string_view strategy);
 

@@ -201,41 +201,26 @@ void gemm(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, View<T> b, 
                 static_cast<blasint>(ldb), beta, c, static_cast<blasint>(c_rs));
 }
 
-// Copies operand x (its array indexed by `from`, no repeated labels) into `dst`, row-major in
-// the order `to` (a permutation of `from`), applying the operand's function on the way.
+// dst (contiguous, row-major `shape`) = f(src) read with element `stride` per axis; the copy
+// runs along the last axis (f applied per run when given).
 template <typename T>
-void pack(const Bound::Operand& x, const std::string& from, const std::string& to,
-          const std::map<char, std::int64_t>& len, T* dst) {
-  const Tensor& t = *x.tensor;
-  std::vector<std::int64_t> shape;
-  for (char c : to) shape.push_back(len.at(c));
-  const std::int64_t total = product(to, len);
+void copy_strided(const T* src, const std::vector<std::int64_t>& shape,
+                  const std::vector<std::int64_t>& stride, T* dst, const Expression* f) {
+  std::int64_t total = 1;
+  for (auto len : shape) total *= len;
   if (total == 0) return;
-  const T* src = t.data<T>();
-  const auto strides = t.strides();
-  const std::size_t r = to.size();
-  if (r == 0 || from == to) {
-    if (x.function)
-      x.function->apply(src, 1, dst, total);
-    else
-      std::copy(src, src + total, dst);
-    return;
-  }
-  std::vector<std::int64_t> stride(r);
-  for (std::size_t a = 0; a < r; ++a) stride[a] = strides[from.find(to[a])];
-  // Copy runs along the destination's last axis; tile when that axis is strided in the source
-  // and another axis is unit-stride there, so both sides stream through cache lines.
+  const std::size_t r = shape.size();
+  const std::int64_t inner = r ? shape[r - 1] : 1, inner_stride = r ? stride[r - 1] : 1;
   std::vector<std::int64_t> counter(r, 0);
   std::int64_t offset = 0;
-  const std::int64_t inner = shape[r - 1], inner_stride = stride[r - 1];
   for (std::int64_t k = 0; k < total; k += inner) {
-    if (x.function)
-      x.function->apply(src + offset, inner_stride, dst + k, inner);
+    if (f)
+      f->apply(src + offset, inner_stride, dst + k, inner);
     else if (inner_stride == 1)
       std::copy(src + offset, src + offset + inner, dst + k);
     else
       for (std::int64_t i = 0; i < inner; ++i) dst[k + i] = src[offset + i * inner_stride];
-    for (std::size_t a = r - 1; a-- > 0;) {
+    for (std::size_t a = r ? r - 1 : 0; a-- > 0;) {
       offset += stride[a];
       if (++counter[a] < shape[a]) break;
       offset -= stride[a] * shape[a];
@@ -244,35 +229,36 @@ void pack(const Bound::Operand& x, const std::string& from, const std::string& t
   }
 }
 
-// Copies a contiguous tensor indexed by `from` into `out` (indexed by `to`, a permutation).
+// Element strides, in the order `to`, of a row-major tensor indexed by `from` with these
+// axis strides (`to` is a permutation of `from`).
+inline std::vector<std::int64_t> permuted_strides(const std::string& from, const std::string& to,
+                                                  const std::vector<std::int64_t>& strides) {
+  std::vector<std::int64_t> s(to.size());
+  for (std::size_t a = 0; a < to.size(); ++a) s[a] = strides[from.find(to[a])];
+  return s;
+}
+
+// Copies operand x (its array indexed by `from`, no repeated labels) into `dst`, row-major in
+// the order `to` (a permutation of `from`), applying the operand's function on the way.
+template <typename T>
+void pack(const Bound::Operand& x, const std::string& from, const std::string& to,
+          const std::map<char, std::int64_t>& len, T* dst) {
+  std::vector<std::int64_t> shape;
+  for (char c : to) shape.push_back(len.at(c));
+  copy_strided(x.tensor->data<T>(), shape, permuted_strides(from, to, x.tensor->strides()), dst,
+               x.function);
+}
+
+// Copies a contiguous tensor indexed by `from` into `dst` (indexed by `to`, a permutation).
 template <typename T>
 void permute_into(const T* src, const std::string& from, const std::string& to,
                   const std::map<char, std::int64_t>& len, T* dst) {
-  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> shape, from_strides(from.size(), 1);
   for (char c : to) shape.push_back(len.at(c));
-  const std::size_t r = to.size();
-  const std::int64_t total = product(to, len);
-  if (total == 0) return;
-  if (r == 0 || from == to) {
-    std::copy(src, src + total, dst);
-    return;
-  }
-  std::vector<std::int64_t> from_strides(from.size(), 1);
   for (std::size_t a = from.size(); a-- > 1;)
     from_strides[a - 1] = from_strides[a] * len.at(from[a]);
-  std::vector<std::int64_t> stride(r), counter(r, 0);
-  for (std::size_t a = 0; a < r; ++a) stride[a] = from_strides[from.find(to[a])];
-  std::int64_t offset = 0;
-  const std::int64_t inner = shape[r - 1], inner_stride = stride[r - 1];
-  for (std::int64_t k = 0; k < total; k += inner) {
-    for (std::int64_t i = 0; i < inner; ++i) dst[k + i] = src[offset + i * inner_stride];
-    for (std::size_t a = r - 1; a-- > 0;) {
-      offset += stride[a];
-      if (++counter[a] < shape[a]) break;
-      offset -= stride[a] * shape[a];
-      counter[a] = 0;
-    }
-  }
+  copy_strided(src, shape, permuted_strides(from, to, from_strides), dst,
+               static_cast<const Expression*>(nullptr));
 }
 
 inline std::vector<std::int64_t> shape_of(const std::string& labels,

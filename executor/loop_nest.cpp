@@ -385,9 +385,7 @@ Results run_loop_nest(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum& e = bound.einsum();
   if (const auto why = loop_nest_rejects(e)) throw SpecError("loop_nest does not apply: " + *why);
   const int threads = read_threads(params, "loop_nest");
-  for (const auto& [key, value] : params.items())
-    if (key != "order" && key != "block" && key != "threads")
-      throw SpecError("loop_nest: unknown parameter '" + key + "'; expected order, block, threads");
+  check_param_keys(params, "loop_nest", {"order", "block", "threads"});
   const NestPlan plan = make_plan(e, bound.lengths(), params);
   kernels::BlasThreads blas(1);
   Results out;

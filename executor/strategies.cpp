@@ -37,6 +37,20 @@ std::string read_index_list(const nlohmann::json& params, std::string_view key,
   return out;
 }
 
+void check_param_keys(const nlohmann::json& params, std::string_view strategy,
+                      std::initializer_list<std::string_view> keys) {
+  if (!params.is_object())
+    throw SpecError(std::string(strategy) + ": parameters must be a JSON object, got " +
+                    params.dump());
+  for (const auto& [key, value] : params.items())
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      std::string expected;
+      for (auto k : keys) expected += (expected.empty() ? "" : ", ") + std::string(k);
+      throw SpecError(std::string(strategy) + ": unknown parameter '" + key + "'; expected " +
+                      (expected.empty() ? "none" : expected));
+    }
+}
+
 int read_threads(const nlohmann::json& params, std::string_view strategy) {
   if (!params.is_object())
     throw SpecError(std::string(strategy) + ": parameters must be a JSON object, got " +
@@ -54,9 +68,7 @@ const std::vector<Strategy>& builtin_strategies() {
       {"reference", "plain loop nest in double precision (the oracle)",
        [](const BatchedEinsum&) { return std::optional<std::string>(); },
        [](const Bound& b, const nlohmann::json& params) {
-         for (const auto& [key, value] : params.items())
-           if (key != "threads")
-             throw SpecError("reference: unknown parameter '" + key + "'; it takes none");
+         check_param_keys(params, "reference", {"threads"});
          return run_reference(b);
        }},
       {"loop_nest", "loop order, up to two blocked indices, vectorized innermost loop",

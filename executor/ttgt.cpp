@@ -89,13 +89,6 @@ std::string in_order_of(const std::string& labels, const std::string& layout) {
   return out;
 }
 
-void check_keys(const nlohmann::json& params, std::string_view who) {
-  for (const auto& [key, value] : params.items())
-    if (key != "m" && key != "n" && key != "k" && key != "threads")
-      throw SpecError(std::string(who) + ": unknown parameter '" + key +
-                      "'; expected m, n, k, threads");
-}
-
 template <typename T>
 Tensor ttgt_row(const Bound& bound, std::size_t row, const Groups& g, int threads) {
   const BatchedEinsum& e = bound.einsum();
@@ -224,7 +217,7 @@ std::optional<std::string> ttgt_rejects(const BatchedEinsum& e) {
 Results run_ttgt(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum& e = bound.einsum();
   if (const auto why = ttgt_rejects(e)) throw SpecError("ttgt does not apply: " + *why);
-  check_keys(params, "ttgt");
+  check_param_keys(params, "ttgt", {"m", "n", "k", "threads"});
   const int threads = read_threads(params, "ttgt");
   if (wants_swap(e, params, "ttgt")) {
     const BatchedEinsum s = swapped(e);
@@ -346,7 +339,7 @@ Results run_loop_over_gemm(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum& e = bound.einsum();
   if (const auto why = loop_over_gemm_rejects(e))
     throw SpecError("loop_over_gemm does not apply: " + *why);
-  check_keys(params, "loop_over_gemm");
+  check_param_keys(params, "loop_over_gemm", {"m", "n", "k", "threads"});
   const int threads = read_threads(params, "loop_over_gemm");
   if (wants_swap(e, params, "loop_over_gemm")) {
     const BatchedEinsum s = swapped(e);
