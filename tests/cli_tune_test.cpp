@@ -98,6 +98,13 @@ TEST_F(CliTune, TuneTableShowsRatesAndTheRoofline) {
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* s : {"GFLOP/s", "roofline", "loop_nest", "ttgt", "ok", "per core"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  // Progress: the current candidate, done/total and the best so far.
+  r = run(with({"tune", "ij,j->i", "--shape", "A=64x32", "B=32", "--json", "--progress",
+                "--strategies", "ttgt"},
+               kQuick));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("[1/"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("best"), std::string::npos) << r.err;
 }
 
 TEST_F(CliTune, RunFallsBackToADefaultWithANotice) {
