@@ -173,14 +173,13 @@ int run_run(RunArgs& args) {
   std::optional<double> err;
   bool verified = true;
   if (args.verify) {
-    const Results want = run_reference(bound);
-    double worst = 0, terms = static_cast<double>(e.inputs.size());
+    std::vector<double> scale;
+    const Results want = run_reference(bound, &scale);
+    double terms = static_cast<double>(e.inputs.size());
     for (const auto& [c, l] : bound.lengths())
       if (e.output.find(c) == std::string::npos) terms *= static_cast<double>(l);
-    for (std::size_t r = 0; r < want.size(); ++r)
-      worst = std::max(worst, max_relative_error(results[r], want[r]));
-    err = worst;
-    verified = worst <= tolerance(result_dtype(e, 0), terms);
+    err = verification_error(results, want, scale);
+    verified = *err <= tolerance(result_dtype(e, 0), terms);
   }
   std::vector<std::string> written;
   if (!args.output.empty()) {

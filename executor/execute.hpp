@@ -99,7 +99,16 @@ const Strategy* find_strategy(std::string_view name);
 Results execute(const Bound& bound, std::string_view strategy,
                 const nlohmann::json& params = nlohmann::json::object());
 
-Results run_reference(const Bound& bound);
+// The reference results. With `magnitudes`, also the scale of each row for verification: the
+// largest, over the row's output elements, of the sum (the maximum, for ⊕ = max/min) of the
+// terms' absolute sizes. A result that cancels to nearly zero is judged against the size of
+// what was summed, not against its own size.
+Results run_reference(const Bound& bound, std::vector<double>* magnitudes = nullptr);
+
+// The largest relative error of `got` against the reference `want` over the rows, relative to
+// each row's magnitude (see run_reference) when given.
+double verification_error(const Results& got, const Results& want,
+                          const std::vector<double>& magnitudes = {});
 inline Results run_reference(const BatchedEinsum& e, const Arrays& arrays) {
   return run_reference(Bound(e, arrays));
 }

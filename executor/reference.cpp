@@ -135,7 +135,7 @@ Bound::Operand Bound::operand(std::size_t row, std::size_t k) const {
   return {find_array(*arrays_, extra_, name), nullptr};
 }
 
-Results run_reference(const Bound& bound) {
+Results run_reference(const Bound& bound, std::vector<double>* magnitudes) {
   const BatchedEinsum& e = bound.einsum();
   const auto& lengths = bound.lengths();
   std::string labels;
@@ -160,6 +160,7 @@ Results run_reference(const Bound& bound) {
       for (std::size_t a = 0; a < idx.size(); ++a) stride[k][labels.find(idx[a])] += s[a];
     }
     std::vector<double> acc(static_cast<std::size_t>(z.size()), identity(e.agg));
+    std::vector<double> mag(magnitudes ? static_cast<std::size_t>(z.size()) : 0, 0.0);
     const bool empty = std::any_of(len.begin(), len.end(), [](std::int64_t v) { return v == 0; });
     std::vector<std::int64_t> counter(n, 0), offset(ops + 1, 0);
     for (bool done = empty; !done;) {
@@ -167,10 +168,22 @@ Results run_reference(const Bound& bound) {
         const double x = in[k].tensor->at(offset[k]);
         return in[k].function ? (*in[k].function)(x) : x;
       };
-      double v = read(0);
-      for (std::size_t k = 1; k < ops; ++k) v = join(e.join, v, read(k));
+      double v = read(0), m = std::abs(v);
+      for (std::size_t k = 1; k < ops; ++k) {
+        const double x = read(k);
+        v = join(e.join, v, x);
+        // The size of the numbers a rounding error is relative to.
+        m = e.join == JoinOp::mul ? m * std::abs(x)
+            : e.join == JoinOp::max || e.join == JoinOp::min ? std::max(m, std::abs(x))
+                                                             : m + std::abs(x);
+      }
+      if (e.join == JoinOp::sqdiff) m *= m;
       auto& a = acc[static_cast<std::size_t>(offset[ops])];
       a = combine(e.agg, a, v);
+      if (magnitudes) {
+        auto& b = mag[static_cast<std::size_t>(offset[ops])];
+        b = e.agg == AggOp::sum ? b + m : std::max(b, m);
+      }
       // Odometer, last label fastest.
       for (std::size_t i = n;;) {
         if (i == 0) {
@@ -186,6 +199,12 @@ Results run_reference(const Bound& bound) {
       }
     }
     for (std::int64_t k = 0; k < z.size(); ++k) z.set(k, acc[static_cast<std::size_t>(k)]);
+    if (magnitudes) {
+      double largest = 0;
+      for (double b : mag)
+        if (std::isfinite(b)) largest = std::max(largest, b);
+      magnitudes->push_back(largest);
+    }
     out.push_back(std::move(z));
   }
   return out;

@@ -1,5 +1,6 @@
 // The strategy registry and the parameter spellings the strategies share.
 #include <algorithm>
+#include <limits>
 
 #include "executor/kernels.hpp"
 
@@ -92,6 +93,16 @@ const Strategy* find_strategy(std::string_view name) {
   for (const auto& s : builtin_strategies())
     if (s.name == name) return &s;
   return nullptr;
+}
+
+double verification_error(const Results& got, const Results& want,
+                          const std::vector<double>& magnitudes) {
+  if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
+  double worst = 0;
+  for (std::size_t r = 0; r < got.size(); ++r)
+    worst = std::max(worst, max_relative_error(got[r], want[r],
+                                               r < magnitudes.size() ? magnitudes[r] : 0.0));
+  return worst;
 }
 
 Results execute(const Bound& bound, std::string_view strategy, const nlohmann::json& params) {

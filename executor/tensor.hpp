@@ -77,7 +77,8 @@ bool executable_dtype(Dtype d);
 // The largest relative difference max|a−b| / max(max|b|, tiny) over all elements (the
 // tolerance scale of verification); +inf when shapes or dtypes differ or a value is NaN in one
 // but not the other.
-double max_relative_error(const Tensor& a, const Tensor& reference);
+// `scale`, when larger than max|b|, replaces it.
+double max_relative_error(const Tensor& a, const Tensor& reference, double scale = 0);
 
 // The tolerance a result in this dtype is held to against the reference, for a reduction of
 // `terms` terms per output element.

@@ -194,15 +194,6 @@ double summed_terms(const BatchedEinsum& e, const std::map<char, std::int64_t>& 
   return terms * static_cast<double>(e.inputs.size());
 }
 
-// The largest relative error of `got` against `want` over the rows.
-double worst_error(const Results& got, const Results& want) {
-  if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
-  double worst = 0;
-  for (std::size_t r = 0; r < got.size(); ++r)
-    worst = std::max(worst, max_relative_error(got[r], want[r]));
-  return worst;
-}
-
 // `e` with every length cut to at most `cap`.
 BatchedEinsum reduced(const BatchedEinsum& e, std::int64_t cap) {
   BatchedEinsum r = e;
@@ -282,15 +273,18 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
 
   // The oracle.
   Results want;
+  std::vector<double> scale;
   if (iterations(e, lengths) <= options.reference_limit) {
-    want = run_reference(bound);
+    want = run_reference(bound, &scale);
     report.oracle = "reference";
   } else {
     const std::string oracle = ttgt_rejects(e) ? "loop_nest" : "ttgt";
     const BatchedEinsum small = reduced(e, 16);
     const Arrays small_arrays = random_arrays(small, options.seed);
     const Bound small_bound(small, small_arrays);
-    const double err = worst_error(execute(small_bound, oracle), run_reference(small_bound));
+    std::vector<double> small_scale;
+    const Results small_want = run_reference(small_bound, &small_scale);
+    const double err = verification_error(execute(small_bound, oracle), small_want, small_scale);
     const double tol =
         tolerance(result_dtype(small, 0), summed_terms(small, small_bound.lengths()));
     if (!(err <= tol))
@@ -299,6 +293,15 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
                   "(relative error " +
                   std::to_string(err) + "); refusing to tune against it");
     want = execute(bound, oracle);
+    // The scale of the terms, as the reference would give it: the oracle on |arrays|.
+    Arrays magnitude_arrays = random_arrays(e, options.seed);
+    for (auto& [name, t] : magnitude_arrays)
+      for (std::int64_t k = 0; k < t.size(); ++k) t.set(k, std::abs(arrays.at(name).at(k)));
+    for (const auto& m : execute(Bound(e, magnitude_arrays), oracle)) {
+      double largest = 0;
+      for (std::int64_t k = 0; k < m.size(); ++k) largest = std::max(largest, std::abs(m.at(k)));
+      scale.push_back(largest);
+    }
     report.oracle = oracle + " (checked against reference at every length ≤ 16)";
   }
   const double tol = tolerance(result_dtype(e, 0), summed_terms(e, lengths));
@@ -370,7 +373,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
       auto t0 = Clock::now();
       const Results got = once();
       const double first = since(t0);
-      r.max_rel_err = worst_error(got, want);
+      r.max_rel_err = verification_error(got, want, scale);
       if (!(*r.max_rel_err <= tol)) {
         r.status = Status::invalid;
         r.seconds = {first};
