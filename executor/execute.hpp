@@ -150,7 +150,7 @@ nlohmann::json index_param(char index);
 nlohmann::json index_list_param(std::string_view indices);
 // Reads [{"index": "i"}, ...] under `key`; throws SpecError naming the strategy and key.
 std::string read_index_list(const nlohmann::json& params, std::string_view key,
-                            std::string_view strategy);
+                            std::string_view strategy, bool allow_repeats = false);
 // Throws SpecError naming the first key of `params` that is not in `keys`.
 void check_param_keys(const nlohmann::json& params, std::string_view strategy,
                       std::initializer_list<std::string_view> keys);

@@ -17,7 +17,7 @@ nlohmann::json index_list_param(std::string_view indices) {
 }
 
 std::string read_index_list(const nlohmann::json& params, std::string_view key,
-                            std::string_view strategy) {
+                            std::string_view strategy, bool allow_repeats) {
   const std::string where = std::string(strategy) + ": '" + std::string(key) + "'";
   const auto it = params.find(std::string(key));
   if (it == params.end()) throw SpecError(where + " is missing");
@@ -31,7 +31,7 @@ std::string read_index_list(const nlohmann::json& params, std::string_view key,
       throw SpecError(where + " must be a list of {\"index\": i} with one-letter indices, got " +
                       item.dump());
     const char c = item["index"].get<std::string>()[0];
-    if (out.find(c) != std::string::npos)
+    if (!allow_repeats && out.find(c) != std::string::npos)
       throw SpecError(where + " names index '" + std::string(1, c) + "' twice");
     out += c;
   }

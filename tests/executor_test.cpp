@@ -110,6 +110,7 @@ const std::vector<Workload> kWorkloads = {
     {"ij,jk,kl->il", "", {"A=3x4", "B=4x5", "C=5x2"}, false},          // three operands
     {"fe,ifj,fej->ei", "J,M,F;J,M,G", {"J=4x9", "M=5x4x3", "F=4x9x3", "G=4x9x3"}, false},
     {"ij,jk,kl,lm->im", "", {"A=3x4", "B=4x5", "C=5x2", "D=2x3"}, false},  // four operands
+    {"ni,gg,kl->il", "", {"A=2x4", "B=4x4", "C=5x2"}, false},  // a trace among three operands
     {"ij,jk->ik", "", {"A=4x5", "B=5x3"}, false, "sqdiff", "sum"},
     {"ij,jk->ik", "A,B;C,B", {"A=4x5", "B=5x3", "C=4x5"}, false, "absdiff", "max"},
     {"ij,jk,k->i", "", {"A=4x5", "B=5x3", "C=3"}, false, "add", "max"},
