@@ -1,7 +1,13 @@
 // einsumdb tune and run through the real executable: the tune → best → run round trip on a
 // renamed, re-ordered spelling, .npy inputs and outputs checked against numpy, functional
 // operands, the fallback notice, and bad input.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -159,6 +165,36 @@ TEST_F(CliTune, RunsFunctionalOperandsAndBatches) {
   r = run({"run", spec, "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["source"], "best known");
+}
+
+// Ctrl-C: the tune stops after the candidate being measured, keeps what it measured, exits 130.
+TEST_F(CliTune, AnInterruptedTuneKeepsItsMeasurements) {
+  const std::string err_path = dir_.path("tune.err");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::freopen(err_path.c_str(), "w", stderr);
+    std::freopen("/dev/null", "w", stdout);
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    execl(EINSUMDB_BIN, EINSUMDB_BIN, "tune", "ik,kj->ij", "--shape", "A=160x160", "B=160x160",
+          "--min-time", "0.3", "--warmup", "1", "--db", db_.c_str(), "--json",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  kill(pid, SIGINT);
+  int status = 0;
+  for (int i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(WIFEXITED(status)) << "tune did not end within 30 s of SIGINT";
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  std::ifstream err(err_path);
+  const std::string text((std::istreambuf_iterator<char>(err)), {});
+  EXPECT_NE(text.find("interrupted"), std::string::npos) << text;
+  const auto r = run({"show", "ik,kj->ij", "--shape", "A=160x160", "B=160x160", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json shown = json::parse(r.out);
+  EXPECT_NE(shown.dump().find("\"status\":\"ok\""), std::string::npos) << r.out;
 }
 
 TEST_F(CliTune, BadInputIsNamedAndRefused) {

@@ -1,6 +1,6 @@
 // The machine's roofline, measured: peak FLOP/s of one core from an OpenBLAS GEMM on one
-// thread, and memory bandwidth from a STREAM-style triad over arrays far larger than the
-// caches. A workload's roofline on t threads is min(t × peak, FLOPs / footprint × bandwidth).
+// thread (best of six), and memory bandwidth from the better of a STREAM triad and a read-only
+// stream over arrays far larger than the caches. A workload's roofline on t threads is min(t × peak, FLOPs / footprint × bandwidth).
 #pragma once
 
 #include <optional>
