@@ -199,8 +199,9 @@ int run_best(const BestArgs& args) {
               << format_number(answers.front().distance, 3) << ")\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& a : answers)
-    rows.push_back({a.fact.transform.name, a.params.dump(), format_seconds(a.fact.median_s),
-                    format_number(a.fact.gflops), std::to_string(a.fact.measurements)});
+    rows.push_back({a.fact.transform.name, describe_params(a.params),
+                    format_seconds(a.fact.median_s), format_number(a.fact.gflops),
+                    std::to_string(a.fact.measurements)});
   print_table({"transform", "params (your names)", "median", "GFLOP/s", "measurements"}, rows);
   return kExitOk;
 }
