@@ -2,7 +2,7 @@
 // order. The reader checks the header against the file's size before it allocates, so a
 // truncated or corrupted file is refused with a message naming the file instead of allocating
 // what a damaged header claims, and reads straight into the aligned tensor (one copy fewer than
-// xtensor's xnpy, which reads into its own buffer first; `bench npy` measures both).
+// xtensor's xnpy, which reads into its own buffer first; build/bin/npy_bench measures both).
 #pragma once
 
 #include <cstdint>

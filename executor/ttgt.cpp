@@ -153,7 +153,6 @@ Tensor ttgt_row(const Bound& bound, std::size_t row, const Groups& g, int thread
 std::vector<std::string> runs(const std::string& set, const std::string& layout,
                               const std::vector<std::string>& tensors) {
   std::vector<std::string> out{""};
-  const std::string ordered = in_order_of(set, layout);
   for (std::size_t i = 0; i < layout.size(); ++i)
     for (std::size_t j = i + 1; j <= layout.size(); ++j) {
       const std::string r = layout.substr(i, j - i);
@@ -163,7 +162,6 @@ std::vector<std::string> runs(const std::string& set, const std::string& layout,
       });
       if (adjacent) out.push_back(r);
     }
-  (void)ordered;
   return out;
 }
 
