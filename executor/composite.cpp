@@ -247,9 +247,8 @@ Results run_contraction_tree(const Bound& bound, const nlohmann::json& params) {
       throw SpecError(
           "contraction_tree: each path step is [[left indices], [right indices]], got " + s.dump());
     // An operand's indices may repeat (a diagonal).
-    steps.emplace_back(
-        read_index_list(nlohmann::json{{"l", s[0]}}, "l", "contraction_tree", true),
-        read_index_list(nlohmann::json{{"r", s[1]}}, "r", "contraction_tree", true));
+    steps.emplace_back(read_index_list(nlohmann::json{{"l", s[0]}}, "l", "contraction_tree", true),
+                       read_index_list(nlohmann::json{{"r", s[1]}}, "r", "contraction_tree", true));
   }
   // The steps over node ids (operands 0..n-1, then step k's result n + k), resolved from the
   // path's index lists once for all rows.

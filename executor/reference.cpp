@@ -173,7 +173,7 @@ Results run_reference(const Bound& bound, std::vector<double>* magnitudes) {
         const double x = read(k);
         v = join(e.join, v, x);
         // The size of the numbers a rounding error is relative to.
-        m = e.join == JoinOp::mul ? m * std::abs(x)
+        m = e.join == JoinOp::mul                            ? m * std::abs(x)
             : e.join == JoinOp::max || e.join == JoinOp::min ? std::max(m, std::abs(x))
                                                              : m + std::abs(x);
       }

@@ -100,8 +100,8 @@ double verification_error(const Results& got, const Results& want,
   if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
   double worst = 0;
   for (std::size_t r = 0; r < got.size(); ++r)
-    worst = std::max(worst, max_relative_error(got[r], want[r],
-                                               r < magnitudes.size() ? magnitudes[r] : 0.0));
+    worst = std::max(
+        worst, max_relative_error(got[r], want[r], r < magnitudes.size() ? magnitudes[r] : 0.0));
   return worst;
 }
 

@@ -1,6 +1,7 @@
 // The machine's roofline, measured: peak FLOP/s of one core from an OpenBLAS GEMM on one
 // thread (best of six), and memory bandwidth from the better of a STREAM triad and a read-only
-// stream over arrays far larger than the caches. A workload's roofline on t threads is min(t × peak, FLOPs / footprint × bandwidth).
+// stream over arrays far larger than the caches. A workload's roofline on t threads is min(t ×
+// peak, FLOPs / footprint × bandwidth).
 #pragma once
 
 #include <optional>

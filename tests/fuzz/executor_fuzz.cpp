@@ -111,10 +111,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size < 1) return 0;
   const std::string rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   switch (data[0]) {
-    case 'e': expression(rest); break;
-    case 'n': npy(rest); break;
-    case 's': spec(rest); break;
-    default: break;
+    case 'e':
+      expression(rest);
+      break;
+    case 'n':
+      npy(rest);
+      break;
+    case 's':
+      spec(rest);
+      break;
+    default:
+      break;
   }
   return 0;
 }
