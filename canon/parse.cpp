@@ -343,28 +343,47 @@ BatchedEinsum parse_spec_flags(std::string_view einsum, const SpecFlags& flags) 
   return e;
 }
 
-BatchedEinsum read_spec_argument(std::string_view arg, const SpecFlags& flags) {
+std::optional<SpecJson> read_spec_json_argument(std::string_view arg, const SpecFlags& flags) {
   const auto first = arg.find_first_not_of(" \t\r\n");
   const bool is_json = first != std::string_view::npos && arg[first] == '{';
   const bool is_file = !arg.empty() && arg[0] == '@';
-  if ((is_json || is_file) && !flags.empty())
+  if (!is_json && !is_file) return std::nullopt;
+  if (!flags.empty())
     throw SpecError(
         "--batch, --shape, --dtype, --join and --agg complete an einsum string; "
         "put them into the spec JSON instead");
-  if (is_json) return parse_spec_text(arg);
+  SpecJson out;
+  std::string text(arg);
   if (is_file) {
     const std::string path(arg.substr(1));
     std::ifstream in(path, std::ios::binary);
     if (!in) throw SpecError("cannot read spec file '" + path + "'");
     std::stringstream ss;
     ss << in.rdbuf();
-    try {
-      return parse_spec_text(ss.str());
-    } catch (const SpecError& err) {
-      throw SpecError(path + ": " + err.what());
-    }
+    text = ss.str();
+    out.where = path + ": ";
   }
-  return parse_spec_flags(arg, flags);
+  try {
+    out.json = json::parse(text);
+  } catch (const json::exception& err) {  // syntax errors, and numbers out of range
+    throw SpecError(out.where + "spec JSON is not valid JSON: " + err.what());
+  }
+  try {
+    check_json_depth(out.json, "spec JSON");  // before anything copies or walks it
+  } catch (const SpecError& err) {
+    throw SpecError(out.where + err.what());
+  }
+  return out;
+}
+
+BatchedEinsum read_spec_argument(std::string_view arg, const SpecFlags& flags) {
+  const auto spec = read_spec_json_argument(arg, flags);
+  if (!spec) return parse_spec_flags(arg, flags);
+  try {
+    return parse_spec_json(spec->json);
+  } catch (const SpecError& err) {
+    throw SpecError(spec->where + err.what());
+  }
 }
 
 }  // namespace einsumdb

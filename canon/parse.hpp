@@ -3,6 +3,7 @@
 // SpecError with a message that names the column, key, array or axis at fault.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,5 +56,14 @@ void check_json_depth(const nlohmann::json& j, std::string_view what,
 // reads spec JSON from a file, anything else is an einsum string completed by `flags`.
 // Flags given together with a JSON spec are an error.
 BatchedEinsum read_spec_argument(std::string_view arg, const SpecFlags& flags);
+
+// The JSON of a SPEC argument that is spec JSON or @FILE (parsed, not yet validated), with
+// `where` ("FILE: " or empty) to put before errors about it; nullopt for an einsum string.
+// Throws SpecError for flags given with JSON, an unreadable file, or invalid JSON.
+struct SpecJson {
+  nlohmann::json json;
+  std::string where;
+};
+std::optional<SpecJson> read_spec_json_argument(std::string_view arg, const SpecFlags& flags);
 
 }  // namespace einsumdb

@@ -245,8 +245,8 @@ Command add_run_command(CLI::App& app) {
   add_output_options(cmd, args->out);
   cmd->add_option("--transform", args->transform,
                   "best (default: the database's fastest verified transform, a default when "
-                  "none is known) or a strategy: loop_nest, ttgt, loop_over_gemm, batch_fused, "
-                  "contraction_tree, reference");
+                  "none is known) or a strategy: " +
+                      strategy_names());
   cmd->add_option("--param", args->param,
                   "KEY=VALUE parameter of --transform NAME, in your index names (order=ikj, "
                   "threads=2); repeatable")

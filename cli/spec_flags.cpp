@@ -1,8 +1,5 @@
 #include "cli/spec_flags.hpp"
 
-#include <fstream>
-#include <sstream>
-
 #include "canon/error.hpp"
 
 namespace einsumdb::cli {
@@ -30,34 +27,16 @@ void add_spec_options(CLI::App* cmd, SpecArgs& args, bool spec_required) {
 }
 
 BatchedEinsum read_spec(const SpecArgs& args, Functions* functions) {
-  const auto first = args.spec.find_first_not_of(" \t\r\n");
-  const bool is_json = first != std::string::npos && args.spec[first] == '{';
-  const bool is_file = !args.spec.empty() && args.spec[0] == '@';
-  if (!is_json && !is_file) return read_spec_argument(args.spec, args.flags);
-  if (!args.flags.empty()) return read_spec_argument(args.spec, args.flags);  // refuses
-  std::string text = args.spec, where;
-  if (is_file) {
-    where = args.spec.substr(1) + ": ";
-    std::ifstream in(args.spec.substr(1), std::ios::binary);
-    if (!in) throw SpecError("cannot read spec file '" + args.spec.substr(1) + "'");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
+  auto spec = read_spec_json_argument(args.spec, args.flags);
+  if (!spec) return parse_spec_flags(args.spec, args.flags);
   try {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& err) {
-      throw SpecError(std::string("spec JSON is not valid JSON: ") + err.what());
-    }
-    check_json_depth(j, "spec JSON");
+    nlohmann::json& j = spec->json;
     Functions f = take_functions(j);
     BatchedEinsum e = parse_spec_json(j);
     if (functions) *functions = std::move(f);
     return e;
   } catch (const SpecError& err) {
-    throw SpecError(where + err.what());
+    throw SpecError(spec->where + err.what());
   }
 }
 

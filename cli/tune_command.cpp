@@ -218,9 +218,9 @@ Command add_tune_command(CLI::App& app) {
   cmd->add_option("--budget", args->budget,
                   "Seconds for the whole search; the most promising candidates first "
                   "(default: exhaustive)");
-  cmd->add_option("--strategies", args->strategies,
-                  "Comma-separated strategies to try (default: all but reference): loop_nest, "
-                  "ttgt, loop_over_gemm, batch_fused, contraction_tree, reference");
+  cmd->add_option(
+      "--strategies", args->strategies,
+      "Comma-separated strategies to try (default: all but reference): " + strategy_names());
   cmd->add_option("--threads", args->threads,
                   "Comma-separated thread counts to try, e.g. 1,2 (default 1)");
   cmd->add_option("--warmup", args->warmup, "Warm-up runs per candidate (default 5)");

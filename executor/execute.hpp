@@ -91,6 +91,8 @@ struct Strategy {
 
 // The built-in strategies, reference first.
 const std::vector<Strategy>& builtin_strategies();
+// Their names, comma-separated (for help texts and errors).
+std::string strategy_names();
 // A built-in strategy by name, or null.
 const Strategy* find_strategy(std::string_view name);
 
@@ -119,6 +121,14 @@ std::optional<std::string> ttgt_rejects(const BatchedEinsum& e);
 std::optional<std::string> loop_over_gemm_rejects(const BatchedEinsum& e);
 std::optional<std::string> batch_fused_rejects(const BatchedEinsum& e);
 std::optional<std::string> contraction_tree_rejects(const BatchedEinsum& e);
+
+// The indices of a binary product as a GEMM sees them: batch (both operands and the output), M
+// (left operand and output), N (right operand and output), in the output's order, and K (both
+// operands, summed), in the left operand's order.
+struct GemmGroups {
+  std::string batch, m, n, k;
+};
+GemmGroups gemm_groups(const BatchedEinsum& e);
 
 // The (m, n, k) index groups loop_over_gemm can run in place, widest first.
 std::vector<std::array<std::string, 3>> loop_over_gemm_choices(const BatchedEinsum& e);

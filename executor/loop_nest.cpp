@@ -183,35 +183,51 @@ NestPlan make_plan(const BatchedEinsum& e, const std::map<char, std::int64_t>& l
   return plan;
 }
 
+// The operands of one row as the nest reads them. A functional operand read more than once per
+// element is evaluated once, here, instead of at every read; one read per element is left to
+// the innermost loop. Prepared once per row and shared by the threads.
+template <typename T>
+struct RowInputs {
+  std::vector<const T*> base;
+  std::vector<const Expression*> functions;
+  std::deque<Tensor> evaluated;  // stable addresses
+};
+
+template <typename T>
+void prepare(const Bound& bound, const NestPlan& plan, std::size_t row, RowInputs<T>& in) {
+  std::int64_t iterations = 1;
+  for (const auto& l : plan.levels)
+    if (l.label && !l.block) iterations *= bound.length(l.label);
+  for (std::size_t k = 0; k < bound.einsum().inputs.size(); ++k) {
+    const auto x = bound.operand(row, k);
+    if (x.function && x.tensor->size() > 0 && iterations / x.tensor->size() > 1) {
+      in.evaluated.emplace_back(x.tensor->dtype(), x.tensor->shape(), Tensor::Uninitialized{});
+      x.function->apply(x.tensor->data<T>(), 1, in.evaluated.back().template data<T>(),
+                        x.tensor->size());
+      in.functions.push_back(nullptr);
+      in.base.push_back(in.evaluated.back().template data<T>());
+    } else {
+      in.functions.push_back(x.function);
+      in.base.push_back(x.tensor->data<T>());
+    }
+  }
+}
+
 template <typename T, JoinOp J, AggOp A>
 class Nest {
  public:
-  Nest(const Bound& bound, const NestPlan& plan, std::size_t row, Tensor& z)
-      : plan_(plan), ops_(bound.einsum().inputs.size()), levels_(plan.levels.size()) {
+  Nest(const Bound& bound, const NestPlan& plan, std::size_t row, const RowInputs<T>& in, Tensor& z)
+      : plan_(plan),
+        ops_(bound.einsum().inputs.size()),
+        levels_(plan.levels.size()),
+        base_(in.base),
+        functions_(in.functions) {
     const BatchedEinsum& e = bound.einsum();
     std::string labels;
     for (const auto& l : plan.levels)
       if (!contains(labels, l.label)) labels += l.label;
     for (std::size_t k = 0; k <= ops_; ++k) {
-      const Tensor* t = &z;
-      if (k < ops_) {
-        const auto x = bound.operand(row, k);
-        t = x.tensor;
-        std::int64_t iterations = 1;
-        for (char c : labels)
-          if (c) iterations *= bound.length(c);
-        if (x.function && x.tensor->size() > 0 && iterations / x.tensor->size() > 1) {
-          // Read more than once per element: evaluate it once, not at every read.
-          evaluated_.emplace_back(x.tensor->dtype(), x.tensor->shape(), Tensor::Uninitialized{});
-          x.function->apply(x.tensor->data<T>(), 1, evaluated_.back().template data<T>(),
-                            x.tensor->size());
-          functions_.push_back(nullptr);
-          base_.push_back(evaluated_.back().template data<T>());
-        } else {
-          functions_.push_back(x.function);
-          base_.push_back(x.tensor->data<T>());
-        }
-      }
+      const Tensor* t = k < ops_ ? bound.operand(row, k).tensor : &z;
       label_stride_.push_back(
           kernels::label_strides(labels, k < ops_ ? e.inputs[k] : e.output, t->strides()));
     }
@@ -315,7 +331,6 @@ class Nest {
   std::vector<std::vector<std::int64_t>> label_stride_, stride_;
   std::vector<std::int64_t> length_, offsets_, tile_start_;
   std::vector<std::vector<T>> scratch_;
-  std::deque<Tensor> evaluated_;  // functional operands evaluated once (stable addresses)
   std::size_t split_ = 0;
   std::int64_t lo_ = 0, hi_ = 0;
 };
@@ -329,12 +344,16 @@ Tensor run_row(const Bound& bound, const NestPlan& plan, std::size_t row, int th
   std::size_t split = 0;
   while (split < plan.levels.size() && !contains(e.output, plan.levels[split].label)) ++split;
   if (split == plan.levels.size()) threads = 1, split = 0;
-  const std::int64_t n = Nest<T, J, A>(bound, plan, row, z).extent(split);
-  if (plan.levels[split].block == 0)
+  const Level& at = plan.levels[split];
+  const std::int64_t len = at.label ? bound.length(at.label) : 1;
+  const std::int64_t n = at.block ? (len + at.block - 1) / at.block : len;
+  if (at.block == 0)
     for (std::size_t t = 0; t < split; ++t)
-      if (plan.levels[t].label == plan.levels[split].label) threads = 1;  // extent varies
+      if (plan.levels[t].label == at.label) threads = 1;  // a point loop: its extent varies
+  RowInputs<T> in;
+  prepare(bound, plan, row, in);
   kernels::parallel_for(threads > 1 ? n : 1, threads, [&](std::int64_t lo, std::int64_t hi) {
-    Nest<T, J, A> nest(bound, plan, row, z);
+    Nest<T, J, A> nest(bound, plan, row, in, z);
     if (threads > 1)
       nest.run(split, lo, hi);
     else

@@ -89,6 +89,12 @@ const std::vector<Strategy>& builtin_strategies() {
   return strategies;
 }
 
+std::string strategy_names() {
+  std::string names;
+  for (const auto& s : builtin_strategies()) names += (names.empty() ? "" : ", ") + s.name;
+  return names;
+}
+
 const Strategy* find_strategy(std::string_view name) {
   for (const auto& s : builtin_strategies())
     if (s.name == name) return &s;
@@ -108,9 +114,7 @@ double verification_error(const Results& got, const Results& want,
 Results execute(const Bound& bound, std::string_view strategy, const nlohmann::json& params) {
   const Strategy* s = find_strategy(strategy);
   if (!s) {
-    std::string known;
-    for (const auto& b : builtin_strategies()) known += (known.empty() ? "" : ", ") + b.name;
-    throw SpecError("unknown strategy '" + std::string(strategy) + "'; known: " + known);
+    throw SpecError("unknown strategy '" + std::string(strategy) + "'; known: " + strategy_names());
   }
   if (const auto why = s->rejects(bound.einsum()))
     throw SpecError(s->name + " does not apply to " + bound.einsum().einsum_string() + ": " + *why);

@@ -6,8 +6,6 @@
 #include <cstring>
 #include <limits>
 
-#include <malloc.h>
-
 namespace einsumdb {
 
 Tensor Tensor::view(const Tensor& t) {
@@ -36,22 +34,6 @@ bool executable_dtype(Dtype d) {
   return d == Dtype::f32 || d == Dtype::f64;
 }
 
-namespace {
-
-// Large blocks come from the heap and go back to it, instead of an mmap and munmap per tensor:
-// a kernel run allocates its result and buffers afresh, and the page faults of new mappings
-// otherwise cost more than short kernels themselves.
-void recycle_large_blocks() {
-  static const bool done = [] {
-    mallopt(M_MMAP_THRESHOLD, 1 << 30);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    return true;
-  }();
-  (void)done;
-}
-
-}  // namespace
-
 Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape)
     : Tensor(dtype, std::move(shape), Uninitialized{}) {
   std::memset(data_.get(), 0, std::max<std::size_t>(64, (bytes() + 63) / 64 * 64));
@@ -59,7 +41,6 @@ Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape)
 
 Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape, Uninitialized)
     : dtype_(dtype), shape_(std::move(shape)), size_(1) {
-  recycle_large_blocks();
   if (!executable_dtype(dtype))
     throw SpecError("the executor computes in f32 and f64; got " + std::string(to_string(dtype)));
   for (std::size_t a = 0; a < shape_.size(); ++a) {

@@ -22,30 +22,28 @@
 #include "executor/kernels.hpp"
 
 namespace einsumdb {
-namespace {
 
-using kernels::contains;
-using kernels::product;
-
-struct Groups {
-  std::string batch, m, n, k;
-};
-
-Groups classify(const BatchedEinsum& e) {
+GemmGroups gemm_groups(const BatchedEinsum& e) {
   const std::string &x = e.inputs[0], &y = e.inputs[1], &z = e.output;
-  Groups g;
+  auto in = [](const std::string& s, char c) { return s.find(c) != std::string::npos; };
+  GemmGroups g;
   for (char c : z) {  // batch, M, N in the output's order
-    if (contains(x, c) && contains(y, c))
+    if (in(x, c) && in(y, c))
       g.batch += c;
-    else if (contains(x, c))
+    else if (in(x, c))
       g.m += c;
     else
       g.n += c;
   }
   for (char c : x)
-    if (contains(y, c) && !contains(z, c)) g.k += c;
+    if (in(y, c) && !in(z, c)) g.k += c;
   return g;
 }
+
+namespace {
+
+using kernels::contains;
+using kernels::product;
 
 std::optional<std::string> binary_product_rejects(const BatchedEinsum& e, std::string_view who) {
   if (e.inputs.size() != 2)
@@ -90,7 +88,7 @@ std::string in_order_of(const std::string& labels, const std::string& layout) {
 }
 
 template <typename T>
-Tensor ttgt_row(const Bound& bound, std::size_t row, const Groups& g, int threads) {
+Tensor ttgt_row(const Bound& bound, std::size_t row, const GemmGroups& g, int threads) {
   const BatchedEinsum& e = bound.einsum();
   const auto& len = bound.lengths();
   const auto x = bound.operand(row, 0), y = bound.operand(row, 1);
@@ -221,7 +219,7 @@ Results run_ttgt(const Bound& bound, const nlohmann::json& params) {
     const BatchedEinsum s = swapped(e);
     return run_ttgt(Bound(s, bound.arrays(), bound.functions()), params);
   }
-  Groups g = classify(e);
+  GemmGroups g = gemm_groups(e);
   // Default orders: those of an operand (or the output) that can then be used in place.
   g.m = group_param(params, "m", g.m, in_order_of(g.m, e.inputs[0]), "ttgt");
   g.n = group_param(params, "n", g.n, in_order_of(g.n, e.inputs[1]), "ttgt");
@@ -236,7 +234,7 @@ Results run_ttgt(const Bound& bound, const nlohmann::json& params) {
 std::vector<std::array<std::string, 3>> loop_over_gemm_choices(const BatchedEinsum& e) {
   std::vector<std::array<std::string, 3>> out;
   if (binary_product_rejects(e, "loop_over_gemm")) return out;
-  const Groups g = classify(e);
+  const GemmGroups g = gemm_groups(e);
   const std::string &x = e.inputs[0], &y = e.inputs[1], &z = e.output;
   const std::vector<std::string> all{x, y, z};
   for (const auto& m : runs(g.m, x, all))

@@ -356,6 +356,39 @@ TEST(Npy, RoundTripsAndReadsNumpyFiles) {
   EXPECT_THROW(read_npy(dir.path("absent.npy")), Error);
 }
 
+// A result that cancels to nearly zero is judged against the size of what was summed: an
+// error at the rounding level of the terms passes, one far above it does not.
+TEST(Strategies, VerificationScalesByTheTermsNotTheCancelledResult) {
+  SpecFlags f;
+  f.shapes = {"A=1000", "B=1000"};
+  const BatchedEinsum e = read_spec_argument("i,i->", f);
+  Arrays a;
+  a.emplace("A", Tensor(Dtype::f64, {1000}));
+  a.emplace("B", Tensor(Dtype::f64, {1000}));
+  fill_random(a.at("A"), 11);
+  for (std::int64_t k = 0; k < 1000; ++k) {  // pairs a, a times +1, -1: Σ A·B cancels
+    if (k % 2) a.at("A").set(k, a.at("A").at(k - 1));
+    a.at("B").set(k, k % 2 ? -1.0 : 1.0);
+  }
+  std::vector<double> scale;
+  const Results want = run_reference(Bound(e, a), &scale);
+  ASSERT_EQ(scale.size(), 1u);
+  double sum_abs = 0;
+  for (std::int64_t k = 0; k < 1000; ++k) sum_abs += std::abs(a.at("A").at(k));
+  EXPECT_NEAR(scale[0], sum_abs, 1e-9 * sum_abs);
+  Results close, far;
+  close.emplace_back(Dtype::f64, std::vector<std::int64_t>{});
+  far.emplace_back(Dtype::f64, std::vector<std::int64_t>{});
+  close[0].set(0, want[0].at(0) + 50 * 1.1e-16 * sum_abs);  // rounding-sized
+  far[0].set(0, want[0].at(0) + 1e-6 * sum_abs);
+  const double tol = tolerance(Dtype::f64, 2000);
+  EXPECT_LE(verification_error(close, want, scale), tol);
+  EXPECT_GT(verification_error(far, want, scale), tol);
+  // Against the result's own size alone, the rounding-sized error would have been refused.
+  EXPECT_LT(std::abs(want[0].at(0)), 1e-12 * sum_abs);
+  EXPECT_GT(verification_error(close, want), tol);
+}
+
 TEST(Strategies, ToleranceCatchesAWrongResult) {
   Tensor a(Dtype::f64, {3}), b(Dtype::f64, {3});
   fill_random(a, 3);

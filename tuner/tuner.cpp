@@ -86,11 +86,8 @@ std::vector<nlohmann::json> loop_nest_space(const BatchedEinsum& e,
 
 std::vector<nlohmann::json> ttgt_space(const BatchedEinsum& e) {
   const std::string &x = e.inputs[0], &y = e.inputs[1], &z = e.output;
-  std::string m, n, k;
-  for (char c : z)
-    if (contains(x, c) != contains(y, c)) (contains(x, c) ? m : n) += c;
-  for (char c : x)
-    if (contains(y, c) && !contains(z, c)) k += c;
+  const auto [batch, m, n, k] = gemm_groups(e);
+  (void)batch;
   std::vector<nlohmann::json> out;
   std::set<std::string> seen;
   for (const auto& mo : {in_order_of(m, x), in_order_of(m, z)})
@@ -234,9 +231,7 @@ std::vector<Candidate> candidates(const BatchedEinsum& e,
   for (const auto& name : names) {
     const Strategy* s = lookup(name, extra);
     if (!s) {
-      std::string known;
-      for (const auto& b : builtin_strategies()) known += (known.empty() ? "" : ", ") + b.name;
-      throw SpecError("unknown strategy '" + name + "'; known: " + known);
+      throw SpecError("unknown strategy '" + name + "'; known: " + strategy_names());
     }
     if (s->rejects(e)) continue;
     const bool builtin = find_strategy(name) == s;
@@ -294,9 +289,12 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
                   std::to_string(err) + "); refusing to tune against it");
     want = execute(bound, oracle);
     // The scale of the terms, as the reference would give it: the oracle on |arrays|.
-    Arrays magnitude_arrays = random_arrays(e, options.seed);
-    for (auto& [name, t] : magnitude_arrays)
-      for (std::int64_t k = 0; k < t.size(); ++k) t.set(k, std::abs(arrays.at(name).at(k)));
+    Arrays magnitude_arrays;
+    for (const auto& [name, t] : arrays) {
+      Tensor m(t.dtype(), t.shape(), Tensor::Uninitialized{});
+      for (std::int64_t k = 0; k < t.size(); ++k) m.set(k, std::abs(t.at(k)));
+      magnitude_arrays.emplace(name, std::move(m));
+    }
     for (const auto& m : execute(Bound(e, magnitude_arrays), oracle)) {
       double largest = 0;
       for (std::int64_t k = 0; k < m.size(); ++k) largest = std::max(largest, std::abs(m.at(k)));
