@@ -162,6 +162,7 @@ int run_run(RunArgs& args) {
   std::vector<double> seconds;
   for (int i = 0; i < args.repeat; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
+    results.clear();  // free the last run's result first: every run starts from the same memory
     results = execute(bound, chosen.strategy, chosen.params);
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
