@@ -10,6 +10,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/jsonl.hpp"
+#include "planner/plan_file.hpp"
 #include "planner/plan_store.hpp"
 
 namespace einsumdb::cli {
@@ -210,7 +211,7 @@ int run_plan(const PlanArgs& a) {
     }
   }
 
-  ojson j = to_json(plan);
+  ojson j = plan_file_json(plan, place(plan));
   j["graph"] = to_json(graph);
   j["cost"] = a.cost;
   j["baselines"] = baselines;

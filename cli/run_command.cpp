@@ -8,6 +8,7 @@
 #include "canon/error.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "cli/graph_run.hpp"
 #include "cli/spec_flags.hpp"
 #include "db/retrieve.hpp"
 #include "executor/npy.hpp"
@@ -31,7 +32,41 @@ struct RunArgs {
   int threads = 0;
   std::uint64_t seed = 1;
   bool verify = false;
+  // A graph of einsums (SPEC is a graph): run over the MPI job's ranks.
+  std::string plan;
+  std::string method = "eindecomp";
+  double timeout = 300;
+  bool no_overlap = false;
+  bool no_record = false;
 };
+
+int run_graph_command(const RunArgs& args, const EinGraph& graph) {
+  if (!args.spec.flags.empty())
+    throw SpecError(
+        "--batch, --shape, --dtype, --join and --agg describe one einsum; a graph "
+        "declares its inputs and nodes in its JSON");
+  if (args.transform != "best" || !args.param.empty() || !args.params.empty())
+    throw SpecError(
+        "--transform, --param and --params choose one einsum's transform; a graph's "
+        "kernels use the best known transform of each block's einsum");
+  GraphRunArgs g;
+  g.db = args.db;
+  g.out = args.out;
+  g.plan = args.plan;
+  g.method = args.method;
+  g.inputs = args.inputs;
+  g.output = args.output;
+  g.repeat = args.repeat;
+  g.threads = args.threads;
+  g.seed = args.seed;
+  g.verify = args.verify;
+  g.timeout = args.timeout;
+  g.no_overlap = args.no_overlap;
+  g.no_record = args.no_record;
+  g.command_line =
+      "einsumdb run " + args.spec.spec + (args.plan.empty() ? "" : " --plan " + args.plan);
+  return run_graph(g, graph);
+}
 
 bool is_index_list_key(const std::string& key) {
   return key == "order" || key == "m" || key == "n" || key == "k";
@@ -112,6 +147,10 @@ double flops_of(const BatchedEinsum& e, const std::map<char, std::int64_t>& len)
 }
 
 int run_run(RunArgs& args) {
+  if (auto graph = read_graph_argument(args.spec.spec)) return run_graph_command(args, *graph);
+  if (!args.plan.empty())
+    throw SpecError("--plan runs a graph of einsums; '" + args.spec.spec +
+                    "' is not a graph (JSON with \"inputs\" and \"nodes\", or a file of it)");
   Functions functions;
   const BatchedEinsum e = read_spec(args.spec, &functions);
   if (args.repeat < 1) throw SpecError("--repeat must be at least 1");
@@ -240,7 +279,16 @@ Command add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "run",
       "Execute a workload with the best transform known for it on this machine (or a chosen "
-      "one), and print the time and GFLOP/s");
+      "one), and print the time and GFLOP/s. Given a graph of einsums (JSON or a file), run "
+      "it on the ranks of an MPI job: mpirun -np P einsumdb run GRAPH --plan PLAN.json");
+  cmd->footer(
+      "Graphs:\n"
+      "  mpirun -np 4 einsumdb run graph.json --plan plan.json --verify\n"
+      "  mpirun -np 2 einsumdb run graph.json --inputs data/ --output out/ --repeat 5 --json\n"
+      "  A graph without --plan is planned first (EinDecomp for the job's ranks, or --method).\n"
+      "  Inputs are DIR/NAME.npy when present, else generated block by block from --seed;\n"
+      "  --output writes DIR/NAME.npy for each graph output. Each step's measured time and\n"
+      "  bytes are recorded beside the plan's prediction (einsumdb plan --cost measured).");
   add_spec_options(cmd, args->spec);
   add_db_option(cmd, args->db);
   add_output_options(cmd, args->out);
@@ -263,7 +311,19 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "Threads for the transform (overrides its own)");
   cmd->add_option("--seed", args->seed, "Seed of generated inputs (default 1)");
   cmd->add_flag("--verify", args->verify,
-                "Compare the result with the reference loop nest and fail when it differs");
+                "Compare the result with the reference loop nest (a graph: with one process) "
+                "and fail when it differs");
+  cmd->add_option("--plan", args->plan,
+                  "Graph: the plan file to run (einsumdb plan GRAPH --procs P --output FILE)");
+  cmd->add_option("--method", args->method,
+                  "Graph without --plan: eindecomp (default), sqrt or data");
+  cmd->add_option("--timeout", args->timeout,
+                  "Graph: seconds any rank waits for another before it ends the job (300)");
+  cmd->add_flag("--no-overlap", args->no_overlap,
+                "Graph: exchange each step's data in a phase of its own instead of sending "
+                "blocks as soon as they exist");
+  cmd->add_flag("--no-record", args->no_record,
+                "Graph: do not record the measured partitionings in the database");
   return [args] { return run_run(*args); };
 }
 

@@ -41,6 +41,12 @@ std::string header_value(const std::string& header, const std::string& key,
   throw SpecError(path + ": not a .npy file: the header has no '" + key + "'");
 }
 
+std::uint64_t product_of(const std::vector<std::int64_t>& shape) {
+  std::uint64_t n = 1;
+  for (auto l : shape) n *= static_cast<std::uint64_t>(l);
+  return n;
+}
+
 }  // namespace
 
 Tensor read_npy(const std::string& path) {
@@ -57,7 +63,7 @@ Tensor read_npy_bytes(std::string_view bytes, const std::string& name) {
   return read_npy(in, bytes.size(), name);
 }
 
-Tensor read_npy(std::istream& in, std::uint64_t file_size, const std::string& path) {
+NpyHeader read_npy_header(std::istream& in, std::uint64_t file_size, const std::string& path) {
   unsigned char prefix[kMagicLen + 2];
   if (!in.read(reinterpret_cast<char*>(prefix), sizeof prefix) ||
       std::memcmp(prefix, kMagic, kMagicLen) != 0)
@@ -127,7 +133,12 @@ Tensor read_npy(std::istream& in, std::uint64_t file_size, const std::string& pa
   if (file_size - data_offset > bytes)
     throw SpecError(path + ": " + std::to_string(file_size - data_offset - bytes) +
                     " bytes of data more than shape " + tuple + " needs");
+  return {dtype, std::move(shape), fortran, data_offset};
+}
 
+Tensor read_npy(std::istream& in, std::uint64_t file_size, const std::string& path) {
+  const auto [dtype, shape, fortran, data_offset] = read_npy_header(in, file_size, path);
+  const std::uint64_t bytes = product_of(shape) * dtype_bytes(dtype);
   Tensor t(dtype, shape, Tensor::Uninitialized{});
   if (!fortran || shape.size() < 2) {
     if (!in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(bytes)))
@@ -147,6 +158,72 @@ Tensor read_npy(std::istream& in, std::uint64_t file_size, const std::string& pa
     t.set(k, f.at(off));
     for (std::size_t a = r; a-- > 0;) {
       if (++idx[a] < shape[a]) break;
+      idx[a] = 0;
+    }
+  }
+  return t;
+}
+
+Tensor read_npy_region(const std::string& path, const std::vector<std::int64_t>& start,
+                       const std::vector<std::int64_t>& length) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open '" + path + "': " + std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const auto file_size = static_cast<std::uint64_t>(in.tellg());
+  in.seekg(0);
+  const auto h = read_npy_header(in, file_size, path);
+  const std::size_t r = h.shape.size();
+  if (start.size() != r || length.size() != r)
+    throw SpecError(path + ": has " + std::to_string(r) + " axes, a region of " +
+                    std::to_string(start.size()) + " was asked for");
+  for (std::size_t a = 0; a < r; ++a)
+    if (start[a] < 0 || length[a] < 0 || start[a] + length[a] > h.shape[a])
+      throw SpecError(path + ": axis " + std::to_string(a) + " has length " +
+                      std::to_string(h.shape[a]) + ", elements [" + std::to_string(start[a]) +
+                      ", " + std::to_string(start[a] + length[a]) + ") were asked for");
+  Tensor t(h.dtype, length, Tensor::Uninitialized{});
+  if (h.fortran && r >= 2) {  // rare: read all, keep the region
+    in.seekg(0);
+    const Tensor all = read_npy(in, file_size, path);
+    const auto as = all.strides();
+    std::vector<std::int64_t> idx(r, 0);
+    for (std::int64_t k = 0; k < t.size(); ++k) {
+      std::int64_t off = 0;
+      for (std::size_t a = 0; a < r; ++a) off += (start[a] + idx[a]) * as[a];
+      t.set(k, all.at(off));
+      for (std::size_t a = r; a-- > 0;) {
+        if (++idx[a] < length[a]) break;
+        idx[a] = 0;
+      }
+    }
+    return t;
+  }
+  if (t.size() == 0) return t;
+  // One read per run of the last axis (the whole region at once when it is contiguous).
+  const std::uint64_t esize = dtype_bytes(h.dtype);
+  std::vector<std::int64_t> file_strides(r, 1);
+  for (std::size_t a = r; a-- > 1;) file_strides[a - 1] = file_strides[a] * h.shape[a];
+  // Axes [outer, r) are read as one run: the last axis, and every axis before it while the
+  // axes after it are taken whole.
+  std::size_t outer = r == 0 ? 0 : r - 1;
+  std::int64_t run = r == 0 ? 1 : length[r - 1];
+  while (outer > 0 && length[outer] == h.shape[outer]) {
+    --outer;
+    run *= length[outer];
+  }
+  std::vector<std::int64_t> idx(outer, 0);
+  char* dst = static_cast<char*>(t.raw());
+  const std::int64_t runs = t.size() / run;
+  for (std::int64_t k = 0; k < runs; ++k) {
+    std::int64_t off = 0;
+    for (std::size_t a = 0; a < r; ++a)
+      off += (start[a] + (a < outer ? idx[a] : 0)) * file_strides[a];
+    in.seekg(static_cast<std::streamoff>(h.data_offset + static_cast<std::uint64_t>(off) * esize));
+    if (!in.read(dst, static_cast<std::streamsize>(static_cast<std::uint64_t>(run) * esize)))
+      throw SpecError(path + ": truncated data");
+    dst += static_cast<std::uint64_t>(run) * esize;
+    for (std::size_t a = outer; a-- > 0;) {
+      if (++idx[a] < length[a]) break;
       idx[a] = 0;
     }
   }

@@ -9,6 +9,7 @@
 #include <istream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "executor/tensor.hpp"
 
@@ -20,6 +21,19 @@ Tensor read_npy(const std::string& path);
 // The same from a stream of `size` bytes, or from memory; `name` names it in errors.
 Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& name);
 Tensor read_npy_bytes(std::string_view bytes, const std::string& name);
+// The header: dtype, shape, order and where the data start. Checks the data's size as
+// read_npy does.
+struct NpyHeader {
+  Dtype dtype = Dtype::f64;
+  std::vector<std::int64_t> shape;
+  bool fortran = false;
+  std::uint64_t data_offset = 0;
+};
+NpyHeader read_npy_header(std::istream& in, std::uint64_t size, const std::string& name);
+// Elements [start, start + length) along each axis, reading only those (C order; a Fortran-order
+// file is read whole). Throws SpecError for a region outside the array.
+Tensor read_npy_region(const std::string& path, const std::vector<std::int64_t>& start,
+                       const std::vector<std::int64_t>& length);
 // Writes format 1.0 (2.0 for headers over 64 KiB), C order. Throws Error when it cannot write.
 void write_npy(const std::string& path, const Tensor& t);
 

@@ -303,6 +303,14 @@ void StepGraph::link() {
 }
 
 StepGraph expand(const EinGraph& g, const PathOptions& options, const PathOptionsFor& per_node) {
+  return expand_with(g, [&](const EinGraph::Node& n, const std::map<char, std::int64_t>& bounds) {
+    PathOptions node_options = options;
+    if (per_node) per_node(n, node_options);
+    return contraction_path(n.operands, n.output, bounds, node_options);
+  });
+}
+
+StepGraph expand_with(const EinGraph& g, const PathOf& path_of) {
   StepGraph out;
   out.inputs = g.inputs;
   out.outputs = g.outputs;
@@ -324,12 +332,30 @@ StepGraph expand(const EinGraph& g, const PathOptions& options, const PathOption
       step(n.name, n.operands[0], n.operands.size() == 2 ? n.operands[1] : "", n.output, n.inputs);
       continue;
     }
-    PathOptions node_options = options;
-    if (per_node) per_node(n, node_options);
-    const auto path = contraction_path(n.operands, n.output, bounds, node_options);
+    const auto path = path_of(n, bounds);
+    const std::size_t operands = n.operands.size();
+    if (path.steps.size() != operands - 1)
+      throw SpecError("the contraction tree of node '" + n.name + "' has " +
+                      std::to_string(path.steps.size()) + " steps; its " +
+                      std::to_string(operands) + " operands need " + std::to_string(operands - 1));
     std::vector<std::string> labels = n.operands, tensors = n.inputs;
+    std::vector<bool> used(2 * operands - 1, false);
     for (std::size_t k = 0; k < path.steps.size(); ++k) {
       const auto& ps = path.steps[k];
+      for (int side : {ps.left, ps.right})
+        if (side < 0 || static_cast<std::size_t>(side) >= operands + k ||
+            used[static_cast<std::size_t>(side)] || ps.left == ps.right)
+          throw SpecError("the contraction tree of node '" + n.name + "': step " +
+                          std::to_string(k + 1) + " reads operand " + std::to_string(side) +
+                          ", which is not available then (each operand and each step's result "
+                          "is read exactly once)");
+      used[static_cast<std::size_t>(ps.left)] = used[static_cast<std::size_t>(ps.right)] = true;
+      for (char c : ps.indices)
+        if (labels[static_cast<std::size_t>(ps.left)].find(c) == std::string::npos &&
+            labels[static_cast<std::size_t>(ps.right)].find(c) == std::string::npos)
+          throw SpecError("the contraction tree of node '" + n.name + "': step " +
+                          std::to_string(k + 1) + " keeps index '" + std::string(1, c) +
+                          "', which neither of its operands has");
       const bool last = k + 1 == path.steps.size();
       const std::string name = last ? n.name : n.name + "." + std::to_string(k + 1);
       const auto l = static_cast<std::size_t>(ps.left), r = static_cast<std::size_t>(ps.right);

@@ -66,6 +66,11 @@ struct StepGraph {
 using PathOptionsFor = std::function<void(const EinGraph::Node&, PathOptions&)>;
 StepGraph expand(const EinGraph& g, const PathOptions& options = {},
                  const PathOptionsFor& per_node = {});
+// The same with each n-ary node's contraction tree given by `path_of` (e.g. read from a plan
+// file); the path must fit the node (expand_with checks its operand numbers).
+using PathOf = std::function<ContractionPath(const EinGraph::Node&,
+                                             const std::map<char, std::int64_t>& bounds)>;
+StepGraph expand_with(const EinGraph& g, const PathOf& path_of);
 
 enum class PlanMethod { eindecomp, sqrt, data };
 std::string_view to_string(PlanMethod m);

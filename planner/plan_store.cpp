@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "canon/error.hpp"
 #include "canon/metrics.hpp"
 
 namespace einsumdb {
@@ -120,8 +121,10 @@ std::optional<double> MeasuredSteps::operator()(const std::string& a, const std:
   return fact->median_s * flops_per_second_;
 }
 
-std::size_t record_plan(Store& store, const Plan& plan, const Machine& machine,
-                        const RunInfo& run) {
+std::size_t record_plan(Store& store, const Plan& plan, const Machine& machine, const RunInfo& run,
+                        const std::vector<MeasuredStep>* measured) {
+  EINSUMDB_ASSERT(!measured || measured->size() == plan.graph.steps.size(),
+                  "one measurement per step");
   Store::Transaction tx(store);
   const auto machine_id = store.machine_id(machine);
   const auto run_id = store.begin_run(run, machine_id);
@@ -140,6 +143,12 @@ std::size_t record_plan(Store& store, const Plan& plan, const Machine& machine,
     p.predicted_bytes =
         (c.join + c.aggregation + c.repartition) * static_cast<double>(dtype_bytes(s.dtype));
     p.machine = machine.fingerprint();
+    if (measured) {
+      const MeasuredStep& m = (*measured)[v];
+      p.measured_seconds = m.seconds;
+      p.measured_bytes = m.bytes;
+      p.vectors["measured"] = m.detail;
+    }
     store.record_partitioning(run_id, p);
     ++rows;
   }

@@ -67,8 +67,17 @@ class MeasuredSteps {
   std::size_t hits_ = 0;
 };
 
+// What the distributed executor measured for one step.
+struct MeasuredStep {
+  double seconds = 0;     // the slowest rank's time (median over the runs)
+  double bytes = 0;       // bytes sent between ranks, all ranks
+  nlohmann::json detail;  // per rank: seconds, sent, received; the kernel's transform
+};
+
 // One partitioning row per step: its canonical key, P, its vector in canonical names, and the
-// predicted bytes moved (floats × the step's dtype size). Returns the rows written.
-std::size_t record_plan(Store& store, const Plan& plan, const Machine& machine, const RunInfo& run);
+// predicted bytes moved (floats × the step's dtype size); with `measured` (one per step), also
+// the measured seconds and bytes, and the detail under "measured". Returns the rows written.
+std::size_t record_plan(Store& store, const Plan& plan, const Machine& machine, const RunInfo& run,
+                        const std::vector<MeasuredStep>* measured = nullptr);
 
 }  // namespace einsumdb

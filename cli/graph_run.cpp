@@ -1,0 +1,356 @@
+#include "cli/graph_run.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "canon/canonicalize.hpp"
+#include "canon/error.hpp"
+#include "cli/commands.hpp"
+#include "db/retrieve.hpp"
+#include "distributed/mpi_executor.hpp"
+#include "executor/npy.hpp"
+#include "planner/plan_file.hpp"
+#include "planner/plan_store.hpp"
+
+namespace einsumdb::cli {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+// MPI for the lifetime of one graph run.
+class MpiSession {
+ public:
+  MpiSession() {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+  ~MpiSession() { MPI_Finalize(); }
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  int rank_ = 0, size_ = 1;
+};
+
+std::string read_text(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw SpecError(std::string("cannot read ") + what + " '" + path + "'");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+nlohmann::json parse_json(const std::string& text, const std::string& where) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw SpecError(where + ": not valid JSON: " + e.what());
+  }
+}
+
+std::string vector_text(const PartitionVector& d) {
+  std::string s;
+  for (const auto& [l, n] : d)
+    s += (s.empty() ? "" : " ") + std::string(1, l) + "=" + std::to_string(n);
+  return s;
+}
+
+std::string bytes_text(double b) {
+  char buf[32];
+  if (b >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
+  else if (b >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2f MB", b / 1e6);
+  else if (b >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.1f kB", b / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f B", b);
+  return buf;
+}
+
+// The number of terms summed into a node's elements, over the whole graph (for the tolerance).
+double graph_terms(const EinGraph& g) {
+  double terms = 0;
+  for (const auto& n : g.nodes) {
+    double t = static_cast<double>(n.operands.size());
+    for (const auto& [l, b] : g.bounds(n))
+      if (n.output.find(l) == std::string::npos) t *= static_cast<double>(b);
+    terms += t;
+  }
+  return terms;
+}
+
+ChooseKernel kernel_chooser(const DbArgs& db) {
+  auto store = std::make_shared<std::optional<Store>>();
+  try {
+    *store = open_for_reading(db);
+  } catch (const Error&) {
+    store->reset();  // an unreadable database only costs the kernels their tuning
+  }
+  const std::string machine = this_machine().fingerprint();
+  return [store, machine](const BatchedEinsum& e) {
+    if (*store)
+      if (const auto answer = best_for(**store, canonicalize(e), machine))
+        return KernelChoice{{answer->fact.transform.name, answer->params},
+                            answer->approximate ? "best known for a nearby size" : "best known"};
+    return KernelChoice{default_candidate(e), "default"};
+  };
+}
+
+int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSession& mpi) {
+  const bool root = mpi.rank() == 0;
+  // Everything that can be refused is checked here, by every rank alike, before any message.
+  PlanFile pf;
+  std::string plan_source;
+  if (!args.plan.empty()) {
+    const auto j = parse_json(read_text(args.plan, "the plan file"), args.plan);
+    try {
+      pf = read_plan(j, graph, mpi.size());
+    } catch (const SpecError& e) {
+      throw SpecError(args.plan + ": " + e.what());
+    }
+    plan_source = args.plan;
+  } else {
+    const auto method = parse_plan_method(args.method);
+    if (!method)
+      throw SpecError("--method must be eindecomp, sqrt or data, got '" + args.method + "'");
+    PlanOptions options;
+    options.procs = mpi.size();
+    options.method = *method;
+    try {
+      pf.plan = make_plan(expand(graph), options);
+    } catch (const SpecError& e) {
+      throw SpecError(std::string(e.what()) + " (this job has " + std::to_string(mpi.size()) +
+                      " ranks; run it with mpirun -np 1, 2, 4, ...)");
+    }
+    pf.placement = place(pf.plan);
+    plan_source = "planned (" + args.method + ")";
+  }
+  if (args.repeat < 1) throw SpecError("--repeat must be at least 1");
+  if (args.threads < 0 || args.threads > 256) throw SpecError("--threads must be from 1 to 256");
+  if (!(args.timeout > 0)) throw SpecError("--timeout must be positive");
+  DistributedOptions options;
+  options.repeat = args.repeat;
+  options.timeout_s = args.timeout;
+  options.overlap = !args.no_overlap;
+  options.gather = args.verify || !args.output.empty();
+  options.threads = args.threads > 0 ? args.threads : 1;
+  options.inputs.seed = args.seed;
+  if (args.inputs.size() > 1)
+    throw SpecError("--inputs: a graph reads its inputs from one directory (DIR/NAME.npy)");
+  if (!args.inputs.empty()) {
+    options.inputs.dir = args.inputs[0];
+    if (!std::filesystem::is_directory(options.inputs.dir))
+      throw SpecError("--inputs: '" + options.inputs.dir +
+                      "' is not a directory (a graph reads DIR/NAME.npy for each input)");
+  }
+  options.choose = kernel_chooser(args.db);
+
+  // From here on a failure on one rank must end every rank.
+  DistributedReport report;
+  try {
+    report = run_distributed(pf.plan, pf.placement, MPI_COMM_WORLD, options);
+  } catch (const std::exception& e) {
+    std::cerr << "einsumdb: error: rank " << mpi.rank() << " of " << mpi.size() << ": " << e.what()
+              << "\n"
+              << std::flush;
+    MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
+  }
+  if (!root) return kExitOk;
+
+  const Plan& plan = pf.plan;
+  std::vector<double> sorted = report.seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.size() % 2
+                            ? sorted[sorted.size() / 2]
+                            : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+  double predicted = 0, measured = 0;
+  for (const auto& s : report.steps)
+    predicted += s.predicted_bytes, measured += static_cast<double>(s.sent);
+
+  // Verification against one process.
+  ojson verify;
+  bool verified = true;
+  if (args.verify) {
+    const auto want = run_graph_locally(graph, options.inputs, options.choose, options.threads);
+    const double tol = tolerance(graph.tensor(graph.outputs.at(0)).dtype, graph_terms(graph));
+    double worst = 0;
+    ojson per = ojson::object();
+    for (const auto& name : graph.outputs) {
+      const double err = max_relative_error(report.outputs.at(name), want.at(name));
+      per[name] = err;
+      worst = std::max(worst, err);
+    }
+    verified = worst <= tol;
+    verify = {{"max_rel_err", worst}, {"tolerance", tol}, {"ok", verified}, {"outputs", per}};
+  }
+  std::vector<std::string> written;
+  if (!args.output.empty()) {
+    std::filesystem::create_directories(args.output);
+    for (const auto& name : graph.outputs) {
+      const auto path = (std::filesystem::path(args.output) / (name + ".npy")).string();
+      write_npy(path, report.outputs.at(name));
+      written.push_back(path);
+    }
+  }
+
+  // The measurements, beside the predictions, in the partitionings table.
+  ojson recorded;
+  if (!args.no_record) {
+    std::vector<MeasuredStep> ms;
+    for (const auto& s : report.steps) {
+      MeasuredStep m;
+      m.seconds = s.seconds;
+      m.bytes = static_cast<double>(s.sent);
+      m.detail = {{"overlap", options.overlap},
+                  {"transform",
+                   {{"strategy", s.kernel.transform.strategy},
+                    {"params", s.kernel.transform.params},
+                    {"source", s.kernel.source}}},
+                  {"ranks", nlohmann::json::array()}};
+      for (const auto& r : s.ranks)
+        m.detail["ranks"].push_back(
+            {{"seconds", r.seconds}, {"sent", r.sent}, {"received", r.received}});
+      ms.push_back(std::move(m));
+    }
+    Store store = open_for_writing(args.db);
+    RunInfo run;
+    run.label = "distributed run P=" + std::to_string(plan.procs);
+    run.command = args.command_line;
+    const std::size_t rows = record_plan(store, plan, this_machine(), run, &ms);
+    recorded = {{"partitionings", rows}, {"db", store.path()}};
+  }
+
+  if (want_json(args.out)) {
+    ojson steps = ojson::array();
+    for (std::size_t v = 0; v < report.steps.size(); ++v) {
+      const auto& s = report.steps[v];
+      const auto& ps = plan.graph.steps[v];
+      ojson d = ojson::object();
+      for (const auto& [l, n] : plan.choice[v].d) d[std::string(1, l)] = n;
+      ojson ranks = ojson::array();
+      for (const auto& r : s.ranks)
+        ranks.push_back(
+            {{"seconds", r.seconds}, {"sent_bytes", r.sent}, {"received_bytes", r.received}});
+      steps.push_back({{"name", ps.name},
+                       {"einsum", ps.einsum_string()},
+                       {"inputs", ps.inputs},
+                       {"partition", d},
+                       {"seconds", s.seconds},
+                       {"sent_bytes", s.sent},
+                       {"predicted_bytes", s.predicted_bytes},
+                       {"kernel",
+                        {{"strategy", s.kernel.transform.strategy},
+                         {"params", s.kernel.transform.params},
+                         {"source", s.kernel.source}}},
+                       {"ranks", ranks}});
+    }
+    ojson out = {{"procs", plan.procs},
+                 {"method", to_string(plan.method)},
+                 {"plan", plan_source},
+                 {"placement", pf.placement_given ? "from the plan file" : "computed"},
+                 {"overlap", options.overlap},
+                 {"repeat", args.repeat},
+                 {"median_s", median},
+                 {"seconds", report.seconds},
+                 {"setup_s", report.setup_seconds},
+                 {"predicted_bytes", predicted},
+                 {"sent_bytes", measured},
+                 {"steps", steps},
+                 {"generated_inputs", report.generated},
+                 {"outputs", written}};
+    if (args.verify) out["verify"] = verify;
+    if (!recorded.is_null()) out["recorded"] = recorded;
+    print_json(out);
+  } else {
+    std::cout << "graph: " << plan.graph.steps.size() << " steps on " << plan.procs
+              << " ranks, plan " << plan_source << " (" << to_string(plan.method) << ")"
+              << (options.overlap ? "" : ", no overlap") << "\n";
+    std::vector<std::vector<std::string>> rows;
+    for (std::size_t v = 0; v < report.steps.size(); ++v) {
+      const auto& s = report.steps[v];
+      rows.push_back({plan.graph.steps[v].name, plan.graph.steps[v].einsum_string(),
+                      vector_text(plan.choice[v].d), format_seconds(s.seconds),
+                      bytes_text(static_cast<double>(s.sent)), bytes_text(s.predicted_bytes),
+                      s.kernel.transform.strategy + " (" + s.kernel.source + ")"});
+    }
+    print_table({"step", "einsum", "partition", "time", "sent", "predicted", "kernel"}, rows);
+    std::cout << "total: median " << format_seconds(median) << " over " << args.repeat
+              << " run(s); sent " << bytes_text(measured) << " of " << bytes_text(predicted)
+              << " predicted\n";
+    if (!report.generated.empty()) {
+      std::cout << "inputs generated from seed " << args.seed << ":";
+      for (const auto& g : report.generated) std::cout << " " << g;
+      std::cout << "\n";
+    }
+    for (const auto& w : written) std::cout << "wrote " << w << "\n";
+    if (args.verify)
+      std::cout << "verify: max relative error " << verify["max_rel_err"].get<double>()
+                << " against one process: " << (verified ? "ok" : "WRONG") << "\n";
+    if (!recorded.is_null())
+      std::cout << "recorded " << recorded["partitionings"] << " partitionings in "
+                << recorded["db"].get<std::string>() << "\n";
+  }
+  if (!verified) {
+    std::cerr << "einsumdb: error: the distributed result differs from one process (relative "
+                 "error "
+              << verify["max_rel_err"].get<double>() << ")\n";
+    return kExitRuntime;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+std::optional<EinGraph> read_graph_argument(const std::string& spec) {
+  const auto first = spec.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return std::nullopt;
+  std::string text, where;
+  if (spec[first] == '{') {
+    text = spec;
+  } else {
+    const std::string path = spec[0] == '@' ? spec.substr(1) : spec;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+    text = read_text(path, "the graph file");
+    where = path + ": ";
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;  // the batched-einsum reader reports what is wrong
+  }
+  if (!j.is_object() || !j.contains("nodes")) return std::nullopt;
+  try {
+    return parse_eingraph(j);
+  } catch (const SpecError& e) {
+    throw SpecError(where + e.what());
+  }
+}
+
+int run_graph(const GraphRunArgs& args, const EinGraph& graph) {
+  MpiSession mpi;
+  try {
+    return run_on_ranks(args, graph, mpi);
+  } catch (const SpecError& e) {
+    // Refused before any communication: every rank reaches the same verdict; one reports it.
+    if (mpi.rank() == 0) std::cerr << "einsumdb: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "einsumdb: error: rank " << mpi.rank() << ": " << e.what() << "\n" << std::flush;
+    MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
+    return kExitRuntime;
+  }
+}
+
+}  // namespace einsumdb::cli

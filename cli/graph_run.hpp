@@ -1,0 +1,40 @@
+// einsumdb run GRAPH: a graph of einsums run on the ranks of an MPI job (mpirun -np P einsumdb
+// run GRAPH --plan PLAN.json), or on one process without mpirun.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/common.hpp"
+#include "planner/eingraph.hpp"
+
+namespace einsumdb::cli {
+
+struct GraphRunArgs {
+  DbArgs db;
+  OutputArgs out;
+  std::string plan;  // PLAN.json; empty: plan for the job's ranks first
+  std::string method = "eindecomp";
+  std::vector<std::string> inputs;  // one directory of NAME.npy
+  std::string output;               // directory for NAME.npy of each graph output
+  int repeat = 1;
+  int threads = 0;
+  std::uint64_t seed = 1;
+  bool verify = false;
+  double timeout = 300;
+  bool no_overlap = false;
+  bool no_record = false;
+  std::string command_line;
+};
+
+// The graph SPEC names, when it is one: inline JSON with "nodes", or a file (or @file) holding
+// such JSON. nullopt for anything else (a batched einsum spec). Throws SpecError when the text
+// is a graph with an error.
+std::optional<EinGraph> read_graph_argument(const std::string& spec);
+
+// Runs the graph under MPI (initializing and finalizing it). Returns the exit code.
+int run_graph(const GraphRunArgs& args, const EinGraph& graph);
+
+}  // namespace einsumdb::cli

@@ -1,0 +1,53 @@
+// The data of a graph run: its inputs, built block by block (each rank builds or reads only the
+// blocks it owns), and the whole graph executed in one process, the reference a distributed run
+// is verified against.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "executor/execute.hpp"
+#include "planner/eingraph.hpp"
+#include "planner/placement.hpp"
+#include "tuner/tuner.hpp"
+
+namespace einsumdb {
+
+// Where a graph's inputs come from: DIR/NAME.npy when `dir` is set and the file exists, else
+// values generated from `seed`.
+struct InputSource {
+  std::string dir;
+  std::uint64_t seed = 1;
+  // The file an input is read from, or "" when it is generated.
+  std::string file_of(const std::string& name) const;
+};
+
+// The generated value of element `flat` (row-major) of input `name`: a function of the seed, the
+// name and the position only, so any block of any input can be built on its own.
+double input_value(std::uint64_t seed, std::string_view name, std::int64_t flat);
+
+// Elements `region` of input `name` (of `t`'s shape and dtype), read or generated. Throws
+// SpecError naming the file when it is not .npy, or its shape or dtype is not the graph's.
+Tensor input_region(const InputSource& src, const std::string& name, const EinGraph::Tensor& t,
+                    const Region& region);
+
+// A transform for a kernel, and where it came from ("best known", "default", ...).
+struct KernelChoice {
+  Candidate transform;
+  std::string source;
+};
+using ChooseKernel = std::function<KernelChoice(const BatchedEinsum&)>;
+
+// One node (any number of operands) as a one-row batched einsum; arrays are named T0, T1, ...
+// by operand position, so a tensor read twice is bound twice.
+BatchedEinsum node_einsum(const EinGraph& g, const EinGraph::Node& n);
+
+// Runs the graph in this process on the full inputs; returns every node's result.
+std::map<std::string, Tensor> run_graph_locally(const EinGraph& g, const InputSource& src,
+                                                const ChooseKernel& choose, int threads = 1);
+
+}  // namespace einsumdb

@@ -1,0 +1,582 @@
+#include "distributed/mpi_executor.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+namespace einsumdb {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+MPI_Datatype element_type(Dtype d) {
+  return d == Dtype::f32 ? MPI_FLOAT : MPI_DOUBLE;
+}
+
+int as_int(std::int64_t v, const char* what) {
+  if (v < 0 || v > std::numeric_limits<int>::max())
+    throw Error(std::string(what) + " " + std::to_string(v) + " exceeds what MPI can address");
+  return static_cast<int>(v);
+}
+
+// The elements `sub` at `start` of a row-major array of `shape`, as a committed MPI type that the
+// caller frees once the operation using it is posted (MPI keeps it alive until that completes).
+MPI_Datatype subarray(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& sub,
+                      const std::vector<std::int64_t>& start, Dtype dtype) {
+  MPI_Datatype t;
+  if (shape.empty()) {
+    MPI_Type_contiguous(1, element_type(dtype), &t);
+  } else {
+    std::vector<int> sizes, subsizes, starts;
+    for (std::size_t a = 0; a < shape.size(); ++a) {
+      sizes.push_back(as_int(shape[a], "an axis of"));
+      subsizes.push_back(as_int(sub[a], "an axis of"));
+      starts.push_back(as_int(start[a], "an offset of"));
+    }
+    MPI_Type_create_subarray(static_cast<int>(shape.size()), sizes.data(), subsizes.data(),
+                             starts.data(), MPI_ORDER_C, element_type(dtype), &t);
+  }
+  MPI_Type_commit(&t);
+  return t;
+}
+
+std::vector<std::int64_t> minus(const std::vector<std::int64_t>& a,
+                                const std::vector<std::int64_t>& b) {
+  std::vector<std::int64_t> out(a.size());
+  for (std::size_t k = 0; k < a.size(); ++k) out[k] = a[k] - b[k];
+  return out;
+}
+
+// Copies the box of `length` at `from` in `src` to `to` in `dst` (same dtype).
+void copy_box(const Tensor& src, const std::vector<std::int64_t>& from, Tensor& dst,
+              const std::vector<std::int64_t>& to, const std::vector<std::int64_t>& length) {
+  const std::size_t r = length.size(), esize = dtype_bytes(src.dtype());
+  const auto ss = src.strides(), ds = dst.strides();
+  const std::int64_t inner = r ? length[r - 1] : 1;
+  std::int64_t rows = 1;
+  for (std::size_t a = 0; a + 1 < r; ++a) rows *= length[a];
+  std::vector<std::int64_t> idx(r > 0 ? r - 1 : 0, 0);
+  const auto* s = static_cast<const char*>(src.raw());
+  auto* d = static_cast<char*>(dst.raw());
+  for (std::int64_t row = 0; row < rows; ++row) {
+    std::int64_t so = 0, dof = 0;
+    for (std::size_t a = 0; a < r; ++a) {
+      const std::int64_t i = a + 1 < r ? idx[a] : 0;
+      so += (from[a] + i) * ss[a];
+      dof += (to[a] + i) * ds[a];
+    }
+    std::memcpy(d + dof * static_cast<std::int64_t>(esize),
+                s + so * static_cast<std::int64_t>(esize), static_cast<std::size_t>(inner) * esize);
+    for (std::size_t a = idx.size(); a-- > 0;) {
+      if (++idx[a] < length[a]) break;
+      idx[a] = 0;
+    }
+  }
+}
+
+template <typename T>
+void combine_typed(T* acc, const T* x, std::int64_t n, AggOp op) {
+  switch (op) {
+    case AggOp::sum:
+      for (std::int64_t i = 0; i < n; ++i) acc[i] += x[i];
+      break;
+    case AggOp::max:
+      for (std::int64_t i = 0; i < n; ++i) acc[i] = std::max(acc[i], x[i]);
+      break;
+    case AggOp::min:
+      for (std::int64_t i = 0; i < n; ++i) acc[i] = std::min(acc[i], x[i]);
+      break;
+  }
+}
+
+// acc ⊕= x, element-wise.
+void combine(Tensor& acc, const Tensor& x, AggOp op) {
+  if (acc.dtype() == Dtype::f32)
+    combine_typed(acc.data<float>(), x.data<float>(), acc.size(), op);
+  else
+    combine_typed(acc.data<double>(), x.data<double>(), acc.size(), op);
+}
+
+Region block_region(const Blocking& b, std::int64_t block) {
+  const auto c = b.coords(block);
+  Region r;
+  for (std::size_t a = 0; a < c.size(); ++a) {
+    r.start.push_back(b.start(a, c[a]));
+    r.length.push_back(b.length(a, c[a]));
+  }
+  return r;
+}
+
+// The intersection of two regions; empty length vector entries mean none.
+bool intersect(const Region& a, const Region& b, Region& out) {
+  out.start.resize(a.start.size());
+  out.length.resize(a.start.size());
+  for (std::size_t k = 0; k < a.start.size(); ++k) {
+    const std::int64_t lo = std::max(a.start[k], b.start[k]);
+    const std::int64_t hi = std::min(a.start[k] + a.length[k], b.start[k] + b.length[k]);
+    if (hi <= lo) return false;
+    out.start[k] = lo;
+    out.length[k] = hi - lo;
+  }
+  return true;
+}
+
+// One movement of data into a join: the part `box` (global coordinates) of block `block` of
+// `tensor`, from its owner to the rank of piece `piece` of step `step`, operand `operand`.
+struct Transfer {
+  int step = 0, operand = 0;
+  int src = 0, dst = 0;
+  std::string tensor;
+  std::int64_t block = 0;
+  Region box;
+};
+
+class Runner {
+ public:
+  Runner(const Plan& plan, const Placement& placement, MPI_Comm comm,
+         const DistributedOptions& options)
+      : plan_(plan), placement_(placement), comm_(comm), options_(options) {
+    MPI_Comm_rank(comm_, &me_);
+    MPI_Comm_size(comm_, &procs_);
+    EINSUMDB_ASSERT(procs_ == plan.procs, "the caller checks the number of ranks");
+    void* ub = nullptr;
+    int flag = 0;
+    MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &flag);
+    tag_ub_ = flag ? *static_cast<int*>(ub) : 32767;
+    if (4 * static_cast<std::int64_t>(plan.graph.steps.size() + plan.graph.outputs.size()) + 4 >
+        tag_ub_)
+      throw Error("the plan has more steps than this MPI's message tags can tell apart");
+  }
+
+  DistributedReport run();
+
+ private:
+  struct StepState {
+    std::int64_t piece = 0;
+    std::vector<std::string> labels;  // per operand
+    std::vector<Region> regions;      // per operand: what this rank's piece reads
+    BatchedEinsum kernel;
+    KernelChoice choice;
+    std::vector<int> group;  // the ranks reducing this rank's result block, its owner first
+    int position = 0;        // this rank's place in `group`
+    std::int64_t result_block = 0;
+    std::vector<std::int64_t> result_shape;
+  };
+
+  void setup();
+  void run_once(std::vector<double>& step_seconds);
+  void post_receives(int step);
+  // Sends (or copies locally) what `tensor`'s block `block` owes to later joins.
+  void deliver(const std::string& tensor, std::int64_t block);
+  // One transfer out of a block this rank owns: an MPI send, or a copy when it stays here.
+  void send(std::size_t transfer);
+  void aggregate(int step, Tensor& partial, Tensor* result);
+  void wait(std::vector<MPI_Request>& requests, const std::string& what);
+  void progress();
+  int tag(int step, int kind) const { return 4 * step + kind; }
+  const Tensor& owned(const std::string& tensor, std::int64_t block) const;
+  void gather(DistributedReport& report);
+  void collect(const std::vector<std::vector<double>>& runs, DistributedReport& report);
+
+  const Plan& plan_;
+  const Placement& placement_;
+  MPI_Comm comm_;
+  const DistributedOptions& options_;
+  int me_ = 0, procs_ = 1, tag_ub_ = 32767;
+
+  std::vector<StepState> steps_;
+  std::vector<Transfer> transfers_;
+  std::map<std::pair<std::string, std::int64_t>, std::vector<std::size_t>> out_of_;  // src == me
+  std::vector<std::vector<std::size_t>> into_;  // per step: transfers with dst == me
+  std::vector<std::vector<std::size_t>> from_;  // per step: transfers with src == me
+  std::map<std::string, std::map<std::int64_t, Tensor>> inputs_;   // owned input blocks
+  std::map<std::string, std::map<std::int64_t, Tensor>> results_;  // owned result blocks, per run
+
+  // Per run.
+  std::vector<std::vector<Tensor>> operands_;
+  std::vector<std::vector<MPI_Request>> receives_;
+  std::vector<MPI_Request> sends_;
+  std::vector<Tensor> in_flight_;  // partial results being sent
+  std::vector<std::int64_t> sent_, received_;
+};
+
+void Runner::wait(std::vector<MPI_Request>& requests, const std::string& what) {
+  if (requests.empty()) return;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(options_.timeout_s);
+  for (int spin = 0;; ++spin) {
+    int done = 0;
+    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+    if (done) {
+      requests.clear();
+      return;
+    }
+    if (Clock::now() > deadline)
+      throw TimeoutError("rank " + std::to_string(me_) + ": no progress for " +
+                         std::to_string(options_.timeout_s) + " s while " + what +
+                         " (another rank failed or stopped?)");
+    if (spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+void Runner::progress() {
+  if (sends_.empty()) return;
+  int done = 0;
+  MPI_Testall(static_cast<int>(sends_.size()), sends_.data(), &done, MPI_STATUSES_IGNORE);
+  if (done) {
+    sends_.clear();
+    in_flight_.clear();
+  }
+}
+
+const Tensor& Runner::owned(const std::string& tensor, std::int64_t block) const {
+  if (plan_.graph.producer(tensor) < 0) return inputs_.at(tensor).at(block);
+  return results_.at(tensor).at(block);
+}
+
+void Runner::setup() {
+  const auto& g = plan_.graph;
+  const int S = static_cast<int>(g.steps.size());
+  steps_.resize(static_cast<std::size_t>(S));
+  into_.assign(static_cast<std::size_t>(S), {});
+  from_.assign(static_cast<std::size_t>(S), {});
+  for (int v = 0; v < S; ++v) {
+    const PlanStep& s = g.steps[static_cast<std::size_t>(v)];
+    const StepPlacement& sp = placement_.steps[static_cast<std::size_t>(v)];
+    StepState& st = steps_[static_cast<std::size_t>(v)];
+    st.labels = {s.x};
+    if (!s.y.empty()) st.labels.push_back(s.y);
+    st.piece = std::find(sp.rank.begin(), sp.rank.end(), me_) - sp.rank.begin();
+    for (const auto& l : st.labels) st.regions.push_back(operand_region(s, sp, st.piece, l));
+
+    // The kernel: the step's einsum on this piece's blocks.
+    st.kernel.inputs = st.labels;
+    st.kernel.output = s.z;
+    st.kernel.join = s.join;
+    st.kernel.agg = s.agg;
+    std::vector<std::string> row;
+    for (std::size_t k = 0; k < st.labels.size(); ++k) {
+      const std::string name = k == 0 ? "X" : "Y";
+      ArrayInfo info;
+      info.dtype = s.dtype;
+      for (auto l : st.regions[k].length) info.shape.push_back(Length::of(l));
+      st.kernel.arrays[name] = info;
+      row.push_back(name);
+    }
+    st.kernel.batch = {row};
+    st.choice = options_.choose(st.kernel);
+    st.choice.transform.params["threads"] = options_.threads;
+
+    // The aggregation group: pieces with this piece's result coordinates.
+    const Relation& result = placement_.relations.at(s.name);
+    auto block_of = [&](std::int64_t q) {
+      const auto c = sp.coords(q);
+      std::vector<std::int64_t> rc;
+      for (char l : s.z) rc.push_back(c[sp.join_labels.find(l)]);
+      return result.blocking.index(rc);
+    };
+    st.result_block = block_of(st.piece);
+    st.result_shape = result.blocking.block_shape(st.result_block);
+    const int owner = result.owner[static_cast<std::size_t>(st.result_block)];
+    st.group = {owner};
+    for (std::int64_t q = 0; q < procs_; ++q)
+      if (block_of(q) == st.result_block && sp.rank[q] != owner) st.group.push_back(sp.rank[q]);
+    st.position =
+        static_cast<int>(std::find(st.group.begin(), st.group.end(), me_) - st.group.begin());
+
+    // Every transfer into this step's joins, in one order all ranks agree on.
+    for (std::int64_t q = 0; q < procs_; ++q)
+      for (std::size_t k = 0; k < st.labels.size(); ++k) {
+        const Region need = operand_region(s, sp, q, st.labels[k]);
+        const Relation& src = placement_.relations.at(s.inputs[k]);
+        for (std::int64_t b = 0; b < src.blocking.blocks(); ++b) {
+          Transfer t;
+          if (!intersect(block_region(src.blocking, b), need, t.box)) continue;
+          t.step = v, t.operand = static_cast<int>(k);
+          t.src = src.owner[static_cast<std::size_t>(b)];
+          t.dst = sp.rank[q];
+          t.tensor = s.inputs[k];
+          t.block = b;
+          const std::size_t id = transfers_.size();
+          if (t.dst == me_) into_[static_cast<std::size_t>(v)].push_back(id);
+          if (t.src == me_) {
+            from_[static_cast<std::size_t>(v)].push_back(id);
+            out_of_[{t.tensor, t.block}].push_back(id);
+          }
+          transfers_.push_back(std::move(t));
+        }
+      }
+  }
+  // The input blocks this rank owns: read or generated, once for every run.
+  for (const auto& [name, t] : g.inputs) {
+    const auto it = placement_.relations.find(name);
+    if (it == placement_.relations.end()) continue;
+    const Relation& r = it->second;
+    for (std::int64_t b = 0; b < r.blocking.blocks(); ++b)
+      if (r.owner[static_cast<std::size_t>(b)] == me_)
+        inputs_[name].emplace(b,
+                              input_region(options_.inputs, name, t, block_region(r.blocking, b)));
+  }
+}
+
+void Runner::post_receives(int v) {
+  const auto& g = plan_.graph;
+  StepState& st = steps_[static_cast<std::size_t>(v)];
+  const Dtype dtype = g.steps[static_cast<std::size_t>(v)].dtype;
+  auto& ops = operands_[static_cast<std::size_t>(v)];
+  ops.clear();
+  for (const auto& r : st.regions) ops.emplace_back(dtype, r.length, Tensor::Uninitialized{});
+  for (std::size_t id : into_[static_cast<std::size_t>(v)]) {
+    const Transfer& t = transfers_[id];
+    if (t.src == me_) continue;  // copied locally when the block exists
+    const Region& region = st.regions[static_cast<std::size_t>(t.operand)];
+    MPI_Datatype type =
+        subarray(region.length, t.box.length, minus(t.box.start, region.start), dtype);
+    MPI_Request req;
+    MPI_Irecv(ops[static_cast<std::size_t>(t.operand)].raw(), 1, type, t.src, tag(v, t.operand),
+              comm_, &req);
+    MPI_Type_free(&type);
+    receives_[static_cast<std::size_t>(v)].push_back(req);
+    received_[static_cast<std::size_t>(v)] +=
+        t.box.size() * static_cast<std::int64_t>(dtype_bytes(dtype));
+  }
+}
+
+void Runner::deliver(const std::string& tensor, std::int64_t block) {
+  const auto it = out_of_.find({tensor, block});
+  if (it == out_of_.end()) return;
+  for (std::size_t id : it->second) send(id);
+}
+
+void Runner::send(std::size_t id) {
+  const Transfer& t = transfers_[id];
+  const Tensor& data = owned(t.tensor, t.block);
+  const Region whole = block_region(placement_.relations.at(t.tensor).blocking, t.block);
+  const Region& region =
+      steps_[static_cast<std::size_t>(t.step)].regions[static_cast<std::size_t>(t.operand)];
+  if (t.dst == me_) {
+    copy_box(data, minus(t.box.start, whole.start),
+             operands_[static_cast<std::size_t>(t.step)][static_cast<std::size_t>(t.operand)],
+             minus(t.box.start, region.start), t.box.length);
+    return;
+  }
+  MPI_Datatype type =
+      subarray(whole.length, t.box.length, minus(t.box.start, whole.start), data.dtype());
+  MPI_Request req;
+  MPI_Isend(data.raw(), 1, type, t.dst, tag(t.step, t.operand), comm_, &req);
+  MPI_Type_free(&type);
+  sends_.push_back(req);
+  sent_[static_cast<std::size_t>(t.step)] +=
+      t.box.size() * static_cast<std::int64_t>(dtype_bytes(data.dtype()));
+}
+
+// Binomial-tree reduction of the group's partial results onto its owner (position 0).
+void Runner::aggregate(int v, Tensor& partial, Tensor* result) {
+  StepState& st = steps_[static_cast<std::size_t>(v)];
+  const int n = static_cast<int>(st.group.size()), i = st.position;
+  const AggOp op = plan_.graph.steps[static_cast<std::size_t>(v)].agg;
+  const auto bytes = static_cast<std::int64_t>(partial.bytes());
+  const MPI_Datatype type = element_type(partial.dtype());
+  const int count = as_int(partial.size(), "a block of");
+  for (int stride = 1; stride < n; stride <<= 1) {
+    if (i & stride) {
+      MPI_Request req;
+      MPI_Isend(partial.raw(), count, type, st.group[static_cast<std::size_t>(i - stride)],
+                tag(v, 2), comm_, &req);
+      sends_.push_back(req);
+      sent_[static_cast<std::size_t>(v)] += bytes;
+      in_flight_.push_back(std::move(partial));
+      return;
+    }
+    if (i + stride < n) {
+      Tensor other(partial.dtype(), partial.shape(), Tensor::Uninitialized{});
+      std::vector<MPI_Request> req(1);
+      MPI_Irecv(other.raw(), count, type, st.group[static_cast<std::size_t>(i + stride)], tag(v, 2),
+                comm_, req.data());
+      wait(req, "reducing the partial results of step '" +
+                    plan_.graph.steps[static_cast<std::size_t>(v)].name + "'");
+      received_[static_cast<std::size_t>(v)] += bytes;
+      combine(partial, other, op);
+    }
+  }
+  *result = std::move(partial);
+}
+
+void Runner::run_once(std::vector<double>& step_seconds) {
+  const auto& g = plan_.graph;
+  const int S = static_cast<int>(g.steps.size());
+  operands_.clear();
+  operands_.resize(static_cast<std::size_t>(S));
+  receives_.assign(static_cast<std::size_t>(S), {});
+  sent_.assign(static_cast<std::size_t>(S), 0);
+  received_.assign(static_cast<std::size_t>(S), 0);
+  results_.clear();
+  step_seconds.assign(static_cast<std::size_t>(S), 0);
+
+  auto t = Clock::now();
+  if (options_.overlap) {
+    for (int v = 0; v < S; ++v) post_receives(v);
+    for (const auto& [name, blocks] : inputs_)
+      for (const auto& [b, data] : blocks) deliver(name, b);
+  }
+  for (int v = 0; v < S; ++v) {
+    const PlanStep& s = g.steps[static_cast<std::size_t>(v)];
+    StepState& st = steps_[static_cast<std::size_t>(v)];
+    if (!options_.overlap) {
+      post_receives(v);
+      for (std::size_t id : from_[static_cast<std::size_t>(v)]) send(id);
+      wait(sends_, "sending the operands of step '" + s.name + "'");
+      in_flight_.clear();
+    }
+    wait(receives_[static_cast<std::size_t>(v)], "receiving the operands of step '" + s.name + "'");
+
+    Arrays arrays;
+    auto& ops = operands_[static_cast<std::size_t>(v)];
+    for (std::size_t k = 0; k < ops.size(); ++k)
+      arrays.emplace(k == 0 ? "X" : "Y", Tensor::view(ops[k]));
+    Results r =
+        execute(Bound(st.kernel, arrays), st.choice.transform.strategy, st.choice.transform.params);
+    arrays.clear();
+    ops.clear();
+
+    Tensor result;
+    aggregate(v, r.at(0), &result);
+    if (st.position == 0) {
+      auto& slot = results_[s.name][st.result_block];
+      slot = std::move(result);
+      if (options_.overlap) deliver(s.name, st.result_block);
+    }
+    progress();
+    const auto now = Clock::now();
+    step_seconds[static_cast<std::size_t>(v)] = std::chrono::duration<double>(now - t).count();
+    t = now;
+  }
+  wait(sends_, "finishing the sends of the last steps");
+  in_flight_.clear();
+}
+
+void Runner::gather(DistributedReport& report) {
+  const auto& g = plan_.graph;
+  std::vector<MPI_Request> requests;
+  for (std::size_t o = 0; o < g.outputs.size(); ++o) {
+    const std::string& name = g.outputs[o];
+    const Relation& rel = placement_.relations.at(name);
+    const int v = g.producer(name);
+    const Dtype dtype = g.steps[static_cast<std::size_t>(v)].dtype;
+    const int gtag = tag(static_cast<int>(g.steps.size() + o), 3);
+    Tensor* full = nullptr;
+    if (me_ == 0)
+      full = &report.outputs.emplace(name, Tensor(dtype, rel.blocking.shape)).first->second;
+    for (std::int64_t b = 0; b < rel.blocking.blocks(); ++b) {
+      const int owner = rel.owner[static_cast<std::size_t>(b)];
+      const Region box = block_region(rel.blocking, b);
+      if (owner == me_ && me_ == 0) {
+        copy_box(results_.at(name).at(b), std::vector<std::int64_t>(box.start.size(), 0), *full,
+                 box.start, box.length);
+      } else if (owner == me_) {
+        const Tensor& data = results_.at(name).at(b);
+        MPI_Request req;
+        MPI_Isend(data.raw(), as_int(data.size(), "a block of"), element_type(dtype), 0, gtag,
+                  comm_, &req);
+        requests.push_back(req);
+      } else if (me_ == 0) {
+        MPI_Datatype type = subarray(rel.blocking.shape, box.length, box.start, dtype);
+        MPI_Request req;
+        MPI_Irecv(full->raw(), 1, type, owner, gtag, comm_, &req);
+        MPI_Type_free(&type);
+        requests.push_back(req);
+      }
+    }
+  }
+  wait(requests, "gathering the outputs on rank 0");
+}
+
+void Runner::collect(const std::vector<std::vector<double>>& runs, DistributedReport& report) {
+  const std::size_t S = plan_.graph.steps.size(), R = runs.size();
+  // Per rank: the step times of every run, then the bytes sent and received per step.
+  std::vector<double> mine;
+  for (const auto& run : runs) mine.insert(mine.end(), run.begin(), run.end());
+  for (std::size_t v = 0; v < S; ++v) mine.push_back(static_cast<double>(sent_[v]));
+  for (std::size_t v = 0; v < S; ++v) mine.push_back(static_cast<double>(received_[v]));
+  std::vector<double> all(me_ == 0 ? mine.size() * static_cast<std::size_t>(procs_) : 0);
+  std::vector<MPI_Request> req(1);
+  MPI_Igather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+              static_cast<int>(mine.size()), MPI_DOUBLE, 0, comm_, req.data());
+  wait(req, "collecting the measurements on rank 0");
+  if (me_ != 0) return;
+  const std::size_t per = mine.size();
+  report.seconds.assign(R, 0);
+  report.steps.assign(S, {});
+  for (std::size_t v = 0; v < S; ++v) {
+    StepReport& sr = report.steps[v];
+    const PlanStep& s = plan_.graph.steps[v];
+    const StepChoice& c = plan_.choice[v];
+    sr.predicted_bytes =
+        (c.join + c.aggregation + c.repartition) * static_cast<double>(dtype_bytes(s.dtype));
+    sr.kernel = steps_[v].choice;
+    std::vector<double> slowest(R, 0);
+    for (int p = 0; p < procs_; ++p) {
+      const double* row = all.data() + static_cast<std::size_t>(p) * per;
+      std::vector<double> times;
+      for (std::size_t k = 0; k < R; ++k) {
+        times.push_back(row[k * S + v]);
+        slowest[k] = std::max(slowest[k], row[k * S + v]);
+      }
+      RankStep rs;
+      rs.seconds = median(times);
+      rs.sent = static_cast<std::int64_t>(row[R * S + v]);
+      rs.received = static_cast<std::int64_t>(row[R * S + S + v]);
+      sr.sent += rs.sent;
+      sr.ranks.push_back(rs);
+    }
+    sr.seconds = median(slowest);
+  }
+  for (std::size_t k = 0; k < R; ++k)
+    for (int p = 0; p < procs_; ++p) {
+      const double* row = all.data() + static_cast<std::size_t>(p) * per;
+      double total = 0;
+      for (std::size_t v = 0; v < S; ++v) total += row[k * S + v];
+      report.seconds[k] = std::max(report.seconds[k], total);
+    }
+}
+
+DistributedReport Runner::run() {
+  DistributedReport report;
+  const auto t0 = Clock::now();
+  setup();
+  for (const auto& [name, t] : plan_.graph.inputs)
+    if (options_.inputs.file_of(name).empty()) report.generated.push_back(name);
+  report.setup_seconds = since(t0);
+  std::vector<std::vector<double>> runs;
+  for (int k = 0; k < options_.repeat; ++k) {
+    std::vector<MPI_Request> barrier(1);
+    MPI_Ibarrier(comm_, barrier.data());
+    wait(barrier, "waiting for every rank to start");
+    runs.emplace_back();
+    run_once(runs.back());
+  }
+  if (options_.gather) gather(report);
+  collect(runs, report);
+  return report;
+}
+
+}  // namespace
+
+DistributedReport run_distributed(const Plan& plan, const Placement& placement, MPI_Comm comm,
+                                  const DistributedOptions& options) {
+  Runner runner(plan, placement, comm, options);
+  return runner.run();
+}
+
+}  // namespace einsumdb

@@ -1,0 +1,78 @@
+// The distributed executor: a plan run on the ranks of an MPI communicator as tensor relations
+// (Sec. 4 of the tensor-relational paper: shuffle/broadcast, local join, local aggregation).
+//
+// Each step runs in three phases on every rank:
+//   1. shuffle — the blocks each piece's join reads are sent to the piece's rank: every owner
+//      of a block of the operand's relation sends the part of it the piece's region covers
+//      (non-blocking point-to-point, MPI subarray types, so nothing is packed by hand). A block
+//      read by several pieces goes to each of them (a broadcast); a producer's blocks cut
+//      differently from the consumer's are re-partitioned by the same transfers.
+//   2. local join — the piece's kernel: the step's einsum on its blocks, run by the executor with
+//      the transform the caller chooses (the store's best for the block's canonical form);
+//   3. local aggregation — the pieces of one result block reduce their partial results with ⊕
+//      along a binomial tree onto the block's owner.
+// With overlap (the default) every receive is posted at the start and each block is sent as soon
+// as it exists, so transfers proceed while earlier kernels run; without it each step exchanges
+// its data in a phase of its own.
+//
+// Every wait polls with a deadline: a rank that stops answering ends the job with a TimeoutError
+// instead of a hang.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+
+#include "canon/error.hpp"
+#include "distributed/graph_data.hpp"
+#include "planner/eindecomp.hpp"
+#include "planner/placement.hpp"
+
+namespace einsumdb {
+
+struct TimeoutError : Error {
+  using Error::Error;
+};
+
+struct DistributedOptions {
+  int repeat = 1;
+  double timeout_s = 300;  // on every wait
+  bool overlap = true;
+  bool gather = false;  // gather the graph's outputs to rank 0
+  int threads = 1;      // per rank, for the kernels
+  InputSource inputs;
+  ChooseKernel choose;  // the transform of each step's kernel
+};
+
+struct RankStep {
+  double seconds = 0;         // median over the repeats
+  std::int64_t sent = 0;      // bytes this rank sent for the step (to other ranks), per run
+  std::int64_t received = 0;  // bytes it received
+};
+
+struct StepReport {
+  std::vector<RankStep> ranks;  // per rank
+  double seconds = 0;           // median over the repeats of the slowest rank's time
+  std::int64_t sent = 0;        // bytes, all ranks, per run
+  double predicted_bytes = 0;   // the cost model's join + aggregation + repartition, in bytes
+  KernelChoice kernel;          // on rank 0
+};
+
+struct DistributedReport {
+  std::vector<StepReport> steps;          // on rank 0
+  std::vector<double> seconds;            // per run: the slowest rank's time
+  std::map<std::string, Tensor> outputs;  // rank 0, with gather
+  std::vector<std::string> generated;     // inputs generated from the seed
+  double setup_seconds = 0;               // building or reading the input blocks
+};
+
+// Runs `plan` on `comm` (its size must be plan.procs; the caller checks that first). Collective:
+// every rank calls it. Throws TimeoutError when a wait exceeds the time-out; the caller should
+// then abort the job.
+DistributedReport run_distributed(const Plan& plan, const Placement& placement, MPI_Comm comm,
+                                  const DistributedOptions& options);
+
+}  // namespace einsumdb
