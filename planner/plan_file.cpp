@@ -39,10 +39,24 @@ ContractionPath read_tree(const nlohmann::json& j, const std::string& node) {
   return p;
 }
 
+PlanFile read_checked(const nlohmann::json& j, const EinGraph& g,
+                      std::optional<std::int64_t> procs);
+
 }  // namespace
 
 PlanFile read_plan(const nlohmann::json& j, const EinGraph& g, std::optional<std::int64_t> procs) {
-  if (!j.is_object() || j.value("format", std::string()) != "einsumdb-plan")
+  try {
+    return read_checked(j, g, procs);
+  } catch (const nlohmann::json::exception& e) {  // a value of the wrong JSON type
+    throw SpecError(std::string("not a valid plan file: ") + e.what());
+  }
+}
+
+namespace {
+
+PlanFile read_checked(const nlohmann::json& j, const EinGraph& g,
+                      std::optional<std::int64_t> procs) {
+  if (!j.is_object() || !j.contains("format") || j["format"] != "einsumdb-plan")
     throw SpecError(
         "not a plan file (expected \"format\": \"einsumdb-plan\"; write one with "
         "einsumdb plan GRAPH --procs P --output PLAN.json)");
@@ -163,6 +177,8 @@ PlanFile read_plan(const nlohmann::json& j, const EinGraph& g, std::optional<std
   }
   return out;
 }
+
+}  // namespace
 
 nlohmann::ordered_json plan_file_json(const Plan& plan, const Placement& placement) {
   auto j = to_json(plan);

@@ -1,0 +1,380 @@
+// The distributed executor under real mpirun jobs of 1, 2 and 4 ranks (oversubscribed on small
+// machines): results equal one process, measured bytes stay within the planner's prediction,
+// measurements reach the database, and bad plans, bad inputs, a killed rank and a stopped rank
+// end the job with an error instead of a hang.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "executor/npy.hpp"
+#include "support/run_cli.hpp"
+#include "support/temp_dir.hpp"
+
+extern char** environ;
+
+namespace einsumdb {
+namespace {
+
+using testing::CliResult;
+using testing::shell_quote;
+using testing::TempDir;
+using Clock = std::chrono::steady_clock;
+
+const std::vector<std::string> kMpiEnv = {
+    "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OPENBLAS_NUM_THREADS=1",
+    "OMPI_MCA_rmaps_base_oversubscribe=1",
+    // Shared memory only: no network interfaces needed, none probed.
+    "OMPI_MCA_btl=self,vader", "OMPI_MCA_btl_vader_single_copy_mechanism=none",
+    // OpenMPI's own allocations are not the project's leaks.
+    "ASAN_OPTIONS=detect_leaks=0"};
+
+std::vector<std::string> mpirun_argv(int np, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"mpirun", "--oversubscribe",  "--allow-run-as-root",
+                                   "-np",    std::to_string(np), EINSUMDB_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+// mpirun -np NP einsumdb ARGS, bounded by `limit` seconds (the test fails rather than hangs).
+CliResult mpirun(int np, const std::vector<std::string>& args, int limit = 300) {
+  const std::string dir = ::testing::TempDir(), tag = std::to_string(getpid());
+  const std::string err_path = dir + "/einsumdb_mpi_err_" + tag;
+  std::string cmd = "env";
+  for (const auto& e : kMpiEnv) cmd += " " + shell_quote(e);
+  cmd += " timeout " + std::to_string(limit);
+  for (const auto& a : mpirun_argv(np, args)) cmd += " " + shell_quote(a);
+  cmd += " </dev/null 2>" + shell_quote(err_path);
+  CliResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  char buf[4096];
+  for (std::size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) r.out.append(buf, n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(err), {});
+  return r;
+}
+
+nlohmann::json parse(const CliResult& r) {
+  try {
+    return nlohmann::json::parse(r.out);
+  } catch (const nlohmann::json::exception&) {
+    ADD_FAILURE() << "not JSON (exit " << r.code << "):\n" << r.out << "\n" << r.err;
+    return {};
+  }
+}
+
+const char* kChain = R"({"inputs": {"A": {"shape": [96, 80]}, "B": {"shape": [80, 64]},
+  "C": {"shape": [96, 12]}, "D": {"shape": [12, 200]}, "E": {"shape": [200, 64]}},
+  "nodes": [{"name": "AB", "einsum": "ij,jk->ik", "inputs": ["A", "B"]},
+            {"name": "DE", "einsum": "ij,jk->ik", "inputs": ["D", "E"]},
+            {"name": "CDE", "einsum": "ij,jk->ik", "inputs": ["C", "DE"]},
+            {"name": "Z", "einsum": "ij,ij->ij", "inputs": ["AB", "CDE"], "join": "add"}]})";
+
+// sqdiff/sum, absdiff/max, an n-ary node, reductions to a vector and to a scalar.
+const char* kOperators = R"({"inputs": {"X": {"shape": [48, 20]}, "Y": {"shape": [40, 20]},
+  "W": {"shape": [40, 16]}, "V": {"shape": [16, 24]}, "U": {"shape": [24, 10]}},
+  "nodes": [{"name": "D", "einsum": "ik,jk->ij", "inputs": ["X", "Y"], "join": "sqdiff"},
+            {"name": "M", "einsum": "ij,jl->il", "inputs": ["D", "W"], "join": "absdiff",
+             "agg": "max"},
+            {"name": "T", "einsum": "il,lm,mn->in", "inputs": ["M", "V", "U"]},
+            {"name": "R", "einsum": "in->i", "inputs": ["T"]},
+            {"name": "S", "einsum": "in->", "inputs": ["T"], "agg": "max"}],
+  "outputs": ["D", "T", "R", "S"]})";
+
+// Single precision, a transposed read and a batch index.
+const char* kSingle = R"({"inputs": {"P": {"shape": [6, 32, 24], "dtype": "f32"},
+  "Q": {"shape": [6, 40, 24], "dtype": "f32"}, "O": {"shape": [6, 32, 40], "dtype": "f32"}},
+  "nodes": [{"name": "PQ", "einsum": "bik,bjk->bij", "inputs": ["P", "Q"]},
+            {"name": "Y", "einsum": "bij,bij->bji", "inputs": ["PQ", "O"], "join": "sub"}]})";
+
+void expect_verified_within_prediction(const nlohmann::json& j, const std::string& what) {
+  ASSERT_TRUE(j.contains("verify")) << what;
+  EXPECT_TRUE(j["verify"]["ok"].get<bool>()) << what << ": " << j["verify"].dump();
+  for (const auto& s : j["steps"]) {
+    EXPECT_LE(s["sent_bytes"].get<double>(), s["predicted_bytes"].get<double>())
+        << what << ", step " << s["name"];
+    std::int64_t sent = 0, received = 0;
+    for (const auto& r : s["ranks"])
+      sent += r["sent_bytes"].get<std::int64_t>(),
+          received += r["received_bytes"].get<std::int64_t>();
+    EXPECT_EQ(sent, received) << what << ", step " << s["name"];  // every byte sent arrives
+  }
+  EXPECT_LE(j["sent_bytes"].get<double>(), j["predicted_bytes"].get<double>()) << what;
+}
+
+TEST(Distributed, EqualsOneProcessWithinThePredictedBytesForEveryPlan) {
+  TempDir dir("mpi_plans");
+  const std::string db = dir.path("db.sqlite");
+  const std::vector<std::pair<std::string, std::string>> graphs = {
+      {"chain", kChain}, {"operators", kOperators}, {"single", kSingle}};
+  for (const auto& [name, text] : graphs) {
+    const std::string graph = dir.write(name + ".json", text);
+    for (int np : {1, 2, 4}) {
+      // EinDecomp through a plan file; the baselines planned by run itself.
+      const std::string plan = dir.path(name + "_" + std::to_string(np) + ".plan.json");
+      const auto planned = testing::run_cli(
+          {"plan", graph, "--procs", std::to_string(np), "--output", plan, "--json"});
+      ASSERT_EQ(planned.code, 0) << planned.err;
+      const std::vector<std::vector<std::string>> runs = {
+          {"--plan", plan}, {"--method", "sqrt"}, {"--method", "data", "--no-overlap"}};
+      for (const auto& how : runs) {
+        std::vector<std::string> args = {"run", graph, "--verify", "--json", "--db", db};
+        args.insert(args.end(), how.begin(), how.end());
+        const auto r = mpirun(np, args);
+        const std::string what = name + " np=" + std::to_string(np) + " " + how[0] + " " + how[1];
+        ASSERT_EQ(r.code, 0) << what << "\n" << r.err;
+        const auto j = parse(r);
+        EXPECT_EQ(j["procs"], np);
+        expect_verified_within_prediction(j, what);
+        if (np > 1 && name == "chain") {  // the others have plans that need no data moved
+          EXPECT_GT(j["sent_bytes"].get<double>(), 0) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(Distributed, InputsFromNpyAndOutputsGatheredToNpy) {
+  TempDir dir("mpi_npy");
+  const std::string graph = dir.write("chain.json", kChain);
+  std::filesystem::create_directories(dir.path("in"));
+  // Two inputs from files, the rest generated.
+  for (const auto& [name, shape] : std::vector<std::pair<std::string, std::vector<std::int64_t>>>{
+           {"A", {96, 80}}, {"E", {200, 64}}}) {
+    Tensor t(Dtype::f64, shape);
+    fill_random(t, name == "A" ? 7 : 8);
+    write_npy(dir.path("in/" + name + ".npy"), t);
+  }
+  for (int np : {1, 4}) {
+    const auto r =
+        mpirun(np, {"run", graph, "--inputs", dir.path("in"), "--output",
+                    dir.path("out" + std::to_string(np)), "--json", "--no-record", "--verify"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = parse(r);
+    EXPECT_EQ(j["generated_inputs"], nlohmann::json({"B", "C", "D"}));
+    EXPECT_TRUE(j["verify"]["ok"].get<bool>());
+  }
+  const Tensor one = read_npy(dir.path("out1/Z.npy")), four = read_npy(dir.path("out4/Z.npy"));
+  EXPECT_EQ(one.shape(), (std::vector<std::int64_t>{96, 64}));
+  EXPECT_LT(max_relative_error(four, one), 1e-12);
+
+  // A different input file changes the result: the files are really read.
+  Tensor a(Dtype::f64, {96, 80});
+  fill_random(a, 9);
+  write_npy(dir.path("in/A.npy"), a);
+  ASSERT_EQ(mpirun(2, {"run", graph, "--inputs", dir.path("in"), "--output", dir.path("out9"),
+                       "--no-record"})
+                .code,
+            0);
+  EXPECT_GT(max_relative_error(read_npy(dir.path("out9/Z.npy")), one), 1e-3);
+}
+
+TEST(Distributed, MeasurementsAreRecordedForThePlannerToUse) {
+  TempDir dir("mpi_record");
+  const std::string graph = dir.write("chain.json", kChain), db = dir.path("db.sqlite");
+  const auto r = mpirun(2, {"run", graph, "--repeat", "3", "--json", "--db", db});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = parse(r);
+  EXPECT_EQ(j["seconds"].size(), 3u);
+  EXPECT_EQ(j["recorded"]["partitionings"], 4);
+  // The planner now finds measured costs for the plan that ran.
+  const auto p =
+      testing::run_cli({"plan", graph, "--procs", "2", "--cost", "measured", "--json", "--db", db});
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto pj = nlohmann::json::parse(p.out);
+  int measured = 0;
+  for (const auto& s : pj["steps"]) measured += s.contains("measured_objective");
+  EXPECT_EQ(measured, 4) << p.out;
+}
+
+TEST(Distributed, PlansThatDoNotFitAreRefusedBeforeRunning) {
+  TempDir dir("mpi_refuse");
+  const std::string graph = dir.write("chain.json", kChain);
+  const std::string other = dir.write("ops.json", kOperators);
+  const std::string plan4 = dir.path("plan4.json"), plan_other = dir.path("other.json");
+  ASSERT_EQ(testing::run_cli({"plan", graph, "--procs", "4", "--output", plan4, "--json"}).code, 0);
+  ASSERT_EQ(
+      testing::run_cli({"plan", other, "--procs", "2", "--output", plan_other, "--json"}).code, 0);
+  auto r = mpirun(2, {"run", graph, "--plan", plan4, "--no-record"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("the plan is for 4 ranks, but this job has 2"), std::string::npos) << r.err;
+  r = mpirun(2, {"run", graph, "--plan", plan_other, "--no-record"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("is not in the plan"), std::string::npos) << r.err;
+  r = mpirun(3, {"run", graph, "--no-record"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("power of two"), std::string::npos) << r.err;
+  r = mpirun(1, {"run", graph, "--plan", dir.write("junk.json", "{\"format\": 1}")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("not a plan file"), std::string::npos) << r.err;
+}
+
+TEST(Distributed, ACorruptInputEndsTheJobWithTheFileNamed) {
+  TempDir dir("mpi_corrupt");
+  const std::string graph = dir.write("chain.json", kChain);
+  std::filesystem::create_directories(dir.path("in"));
+  Tensor b(Dtype::f64, {80, 64});
+  write_npy(dir.path("in/B.npy"), b);
+  std::filesystem::resize_file(dir.path("in/B.npy"), 4000);  // truncated
+  const auto t0 = Clock::now();
+  const auto r = mpirun(4, {"run", graph, "--inputs", dir.path("in"), "--no-record"}, 120);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.code, 124) << "timed out";
+  EXPECT_NE(r.err.find("B.npy: truncated"), std::string::npos) << r.err;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 60);
+
+  Tensor wrong(Dtype::f64, {64, 80});
+  write_npy(dir.path("in/B.npy"), wrong);
+  const auto s = mpirun(2, {"run", graph, "--inputs", dir.path("in"), "--no-record"}, 120);
+  EXPECT_NE(s.code, 0);
+  EXPECT_NE(s.err.find("has shape [64,80] in the file, but the graph says [80,64]"),
+            std::string::npos)
+      << s.err;
+}
+
+// Starts mpirun in the background; returns its pid.
+pid_t spawn_mpirun(int np, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = mpirun_argv(np, args);
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  env.insert(env.end(), kMpiEnv.begin(), kMpiEnv.end());
+  std::vector<char*> cenv;
+  for (auto& e : env) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  posix_spawnp(&pid, "mpirun", &fa, nullptr, cargv.data(), cenv.data());
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
+
+// The einsumdb ranks mpirun started (its children running einsumdb).
+std::vector<pid_t> ranks_of(pid_t mpirun) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state;
+    pid_t ppid;
+    rest >> state >> ppid;
+    if (ppid == mpirun && line.find("(einsumdb)") != std::string::npos)
+      out.push_back(static_cast<pid_t>(std::stoi(name)));
+  }
+  return out;
+}
+
+// Whether `pid` still runs after up to `limit` seconds (a zombie does not count).
+bool alive(pid_t pid, double limit) {
+  const auto t0 = Clock::now();
+  for (;;) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return false;
+    const auto close = line.rfind(')');
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z')
+      return false;
+    if (std::chrono::duration<double>(Clock::now() - t0).count() > limit) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// Waits up to `limit` seconds for `pid`; returns its exit code, or -1 if it is still running
+// (then killed) and 128 + signal if it was killed.
+int wait_for(pid_t pid, double limit, double* seconds) {
+  const auto t0 = Clock::now();
+  for (;;) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (std::chrono::duration<double>(Clock::now() - t0).count() > limit) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// A graph that runs for a while: many repetitions of a chain of products.
+std::string long_graph(const TempDir& dir) {
+  return dir.write("long.json", R"({"inputs": {"A": {"shape": [400, 400]},
+    "B": {"shape": [400, 400]}}, "nodes": [
+    {"name": "C", "einsum": "ij,jk->ik", "inputs": ["A", "B"]},
+    {"name": "D", "einsum": "ij,jk->ik", "inputs": ["C", "A"]},
+    {"name": "E", "einsum": "ij,jk->ki", "inputs": ["D", "B"]}]})");
+}
+
+std::vector<pid_t> wait_for_ranks(pid_t mpirun, std::size_t n) {
+  for (int k = 0; k < 200; ++k) {
+    auto r = ranks_of(mpirun);
+    if (r.size() == n) return r;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return {};
+}
+
+TEST(Distributed, AKilledRankEndsTheJob) {
+  TempDir dir("mpi_kill");
+  const std::string graph = long_graph(dir);
+  const pid_t job = spawn_mpirun(4, {"run", graph, "--repeat", "100000", "--no-record"});
+  ASSERT_GT(job, 0);
+  const auto ranks = wait_for_ranks(job, 4);
+  ASSERT_EQ(ranks.size(), 4u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // well into the runs
+  kill(ranks[2], SIGKILL);
+  double seconds = 0;
+  const int code = wait_for(job, 60, &seconds);
+  EXPECT_NE(code, -1) << "the job did not end within 60 s of a rank's death";
+  EXPECT_NE(code, 0);
+  for (pid_t r : ranks) EXPECT_FALSE(alive(r, 10)) << "rank " << r << " survived";
+}
+
+TEST(Distributed, AStoppedRankEndsTheJobAtTheTimeout) {
+  TempDir dir("mpi_stop");
+  const std::string graph = long_graph(dir);
+  const pid_t job =
+      spawn_mpirun(2, {"run", graph, "--repeat", "100000", "--timeout", "3", "--no-record"});
+  ASSERT_GT(job, 0);
+  const auto ranks = wait_for_ranks(job, 2);
+  ASSERT_EQ(ranks.size(), 2u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  kill(ranks[1], SIGSTOP);  // alive but silent: only the time-out can tell
+  double seconds = 0;
+  const int code = wait_for(job, 60, &seconds);
+  EXPECT_NE(code, -1) << "the job did not end within 60 s of a rank stopping";
+  EXPECT_NE(code, 0);
+  for (pid_t r : ranks) {
+    if (alive(r, 0)) kill(r, SIGKILL);  // the stopped one, should the job have left it behind
+    kill(r, SIGCONT);
+  }
+  EXPECT_GT(seconds, 2.5) << "ended before the time-out could have fired";
+}
+
+}  // namespace
+}  // namespace einsumdb
