@@ -167,6 +167,9 @@ class Runner {
     std::int64_t piece = 0;
     std::vector<std::string> labels;  // per operand
     std::vector<Region> regions;      // per operand: what this rank's piece reads
+    // Per operand: read in place from a block this rank owns (one local transfer covering the
+    // whole block and the whole region), without a copy.
+    std::vector<bool> in_place;
     BatchedEinsum kernel;
     KernelChoice choice;
     std::vector<int> group;  // the ranks reducing this rank's result block, its owner first
@@ -318,6 +321,23 @@ void Runner::setup() {
         }
       }
   }
+  for (int v = 0; v < S; ++v) {
+    StepState& st = steps_[static_cast<std::size_t>(v)];
+    st.in_place.assign(st.labels.size(), false);
+    for (std::size_t k = 0; k < st.labels.size(); ++k) {
+      int count = 0;
+      bool whole = false;
+      for (std::size_t id : into_[static_cast<std::size_t>(v)]) {
+        const Transfer& t = transfers_[id];
+        if (t.operand != static_cast<int>(k)) continue;
+        ++count;
+        const Region block = block_region(placement_.relations.at(t.tensor).blocking, t.block);
+        whole = t.src == me_ && t.box.start == block.start && t.box.length == block.length &&
+                t.box.length == st.regions[k].length;
+      }
+      st.in_place[k] = count == 1 && whole;
+    }
+  }
   // The input blocks this rank owns: read or generated, once for every run.
   for (const auto& [name, t] : g.inputs) {
     const auto it = placement_.relations.find(name);
@@ -336,7 +356,9 @@ void Runner::post_receives(int v) {
   const Dtype dtype = g.steps[static_cast<std::size_t>(v)].dtype;
   auto& ops = operands_[static_cast<std::size_t>(v)];
   ops.clear();
-  for (const auto& r : st.regions) ops.emplace_back(dtype, r.length, Tensor::Uninitialized{});
+  for (std::size_t k = 0; k < st.regions.size(); ++k)
+    ops.push_back(st.in_place[k] ? Tensor()
+                                 : Tensor(dtype, st.regions[k].length, Tensor::Uninitialized{}));
   for (std::size_t id : into_[static_cast<std::size_t>(v)]) {
     const Transfer& t = transfers_[id];
     if (t.src == me_) continue;  // copied locally when the block exists
@@ -365,6 +387,12 @@ void Runner::send(std::size_t id) {
   const Region whole = block_region(placement_.relations.at(t.tensor).blocking, t.block);
   const Region& region =
       steps_[static_cast<std::size_t>(t.step)].regions[static_cast<std::size_t>(t.operand)];
+  if (t.dst == me_ &&
+      steps_[static_cast<std::size_t>(t.step)].in_place[static_cast<std::size_t>(t.operand)]) {
+    operands_[static_cast<std::size_t>(t.step)][static_cast<std::size_t>(t.operand)] =
+        Tensor::view(data);
+    return;
+  }
   if (t.dst == me_) {
     copy_box(data, minus(t.box.start, whole.start),
              operands_[static_cast<std::size_t>(t.step)][static_cast<std::size_t>(t.operand)],
