@@ -6,6 +6,7 @@ EINSUMDB_PACKAGES=(
   libnauty2-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev sqlite3 libopenblas-dev
   python3-numpy libxtensor-dev
+  libopenmpi-dev openmpi-bin libscalapack-openmpi-dev
 )
 
 # Installs the packages that are missing (apt-get, as root or through sudo).

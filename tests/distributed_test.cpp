@@ -194,9 +194,12 @@ TEST(Distributed, MeasurementsAreRecordedForThePlannerToUse) {
       testing::run_cli({"plan", graph, "--procs", "2", "--cost", "measured", "--json", "--db", db});
   ASSERT_EQ(p.code, 0) << p.err;
   const auto pj = nlohmann::json::parse(p.out);
+  // Every step's measured partitioning is found (a cheaper measured vector may then win).
+  EXPECT_EQ(pj["measured"]["partitionings_on_this_machine"], 4) << p.out;
+  EXPECT_GE(pj["measured"]["steps_with_measured_partitionings"].get<int>(), 4) << p.out;
   int measured = 0;
   for (const auto& s : pj["steps"]) measured += s.contains("measured_objective");
-  EXPECT_EQ(measured, 4) << p.out;
+  EXPECT_GE(measured, 1) << p.out;
 }
 
 TEST(Distributed, PlansThatDoNotFitAreRefusedBeforeRunning) {
