@@ -57,6 +57,8 @@ std::optional<std::string> batch_fused_rejects(const BatchedEinsum& e) {
   const auto v = varying_positions(e);
   if (std::all_of(v.begin(), v.end(), [](bool b) { return b; }))
     return "the rows share no operand (every operand position reads different arrays)";
+  if (std::none_of(v.begin(), v.end(), [](bool b) { return b; }))
+    return "every row reads the same arrays: there is nothing to stack";
   if (!fresh_label(e)) return "no letter is left to name the stacking index";
   // The stacked operands must agree in shape and dtype across rows.
   for (std::size_t k = 0; k < v.size(); ++k)

@@ -201,6 +201,12 @@ TEST(Strategies, BadParametersAreRefusedByName) {
   EXPECT_NE(message("contraction_tree", {}).find("3 or more operands"), std::string::npos);
   EXPECT_NE(message("batch_fused", {}).find("one"), std::string::npos);
   EXPECT_NE(message("warp", {}).find("unknown strategy 'warp'"), std::string::npos);
+  // Rows that read the same arrays leave nothing to stack (found by the fuzzer).
+  const BatchedEinsum same = parse_spec_json(nlohmann::json::parse(
+      R"({"einsum": "ik,j->i", "batch": [["A", "B"], ["A", "B"]],
+          "shapes": {"A": [1, 4], "B": [4]}})"));
+  ASSERT_TRUE(batch_fused_rejects(same).has_value());
+  EXPECT_NE(batch_fused_rejects(same)->find("nothing to stack"), std::string::npos);
 }
 
 // Functional operands: fused into the pass that reads the array, equal to contracting the
