@@ -82,3 +82,10 @@ cat > "${db%.sqlite}-chain.json" <<'JSON'
            {"name": "Z", "einsum": "ij,ij->ij", "inputs": ["AB", "CDE"], "join": "add"}]}
 JSON
 $bin plan "${db%.sqlite}-chain.json" --procs 8 --db "$db" --record --table
+echo
+echo "== Running that chain on 2 MPI ranks with its EinDecomp plan, checked against one process"
+$bin plan "${db%.sqlite}-chain.json" --procs 2 --output "${db%.sqlite}-plan2.json" --json >/dev/null
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  mpirun --oversubscribe --allow-run-as-root -np 2 \
+  $bin run "${db%.sqlite}-chain.json" --plan "${db%.sqlite}-plan2.json" --db "$db" \
+  --repeat 5 --verify --table
