@@ -77,6 +77,20 @@ Tensor input_region(const InputSource& src, const std::string& name, const EinGr
   return out;
 }
 
+Results execute_kernel(const Bound& bound, KernelChoice& choice, int threads,
+                       std::string* refused) {
+  choice.transform.params["threads"] = threads;
+  try {
+    return execute(bound, choice.transform.strategy, choice.transform.params);
+  } catch (const SpecError& e) {
+    if (choice.source == "default") throw;
+    if (refused) *refused = e.what();
+    choice = {default_candidate(bound.einsum()), "default (the stored transform was refused)"};
+    choice.transform.params["threads"] = threads;
+    return execute(bound, choice.transform.strategy, choice.transform.params);
+  }
+}
+
 BatchedEinsum node_einsum(const EinGraph& g, const EinGraph::Node& n) {
   BatchedEinsum e;
   e.inputs = n.operands;
@@ -112,8 +126,7 @@ std::map<std::string, Tensor> run_graph_locally(const EinGraph& g, const InputSo
     for (std::size_t k = 0; k < n.inputs.size(); ++k)
       arrays.emplace("T" + std::to_string(k), Tensor::view(tensors.at(n.inputs[k])));
     KernelChoice c = choose(e);
-    c.transform.params["threads"] = threads;
-    Results r = execute(Bound(e, arrays), c.transform.strategy, c.transform.params);
+    Results r = execute_kernel(Bound(e, arrays), c, threads);
     tensors.emplace(n.name, std::move(r.at(0)));
   }
   return tensors;

@@ -42,6 +42,12 @@ struct KernelChoice {
 };
 using ChooseKernel = std::function<KernelChoice(const BatchedEinsum&)>;
 
+// Runs `choice` on `bound` with `threads`. When a stored transform (any source but "default")
+// is refused — another version's parameters, a hand-written record — `choice` becomes the
+// default, which runs instead, and `refused` (when given) receives the reason.
+Results execute_kernel(const Bound& bound, KernelChoice& choice, int threads,
+                       std::string* refused = nullptr);
+
 // One node (any number of operands) as a one-row batched einsum; arrays are named T0, T1, ...
 // by operand position, so a tensor read twice is bound twice.
 BatchedEinsum node_einsum(const EinGraph& g, const EinGraph::Node& n);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iostream>
 #include <thread>
 
 namespace einsumdb {
@@ -180,6 +181,9 @@ class Runner {
 
   void setup();
   void run_once(std::vector<double>& step_seconds);
+  // The step's kernel on this rank's operands; falls back to the default transform when the
+  // chosen one is refused.
+  Results run_kernel(int step, const Arrays& arrays);
   void post_receives(int step);
   // Sends (or copies locally) what `tensor`'s block `block` owes to later joins.
   void deliver(const std::string& tensor, std::int64_t block);
@@ -441,6 +445,17 @@ void Runner::aggregate(int v, Tensor& partial, Tensor* result) {
   *result = std::move(partial);
 }
 
+Results Runner::run_kernel(int v, const Arrays& arrays) {
+  StepState& st = steps_[static_cast<std::size_t>(v)];
+  std::string refused;
+  Results r = execute_kernel(Bound(st.kernel, arrays), st.choice, options_.threads, &refused);
+  if (!refused.empty() && me_ == 0)
+    std::cerr << "einsumdb: note: step '" << plan_.graph.steps[static_cast<std::size_t>(v)].name
+              << "': the stored transform does not run here (" << refused
+              << "); using the default\n";
+  return r;
+}
+
 void Runner::run_once(std::vector<double>& step_seconds) {
   const auto& g = plan_.graph;
   const int S = static_cast<int>(g.steps.size());
@@ -473,8 +488,7 @@ void Runner::run_once(std::vector<double>& step_seconds) {
     auto& ops = operands_[static_cast<std::size_t>(v)];
     for (std::size_t k = 0; k < ops.size(); ++k)
       arrays.emplace(k == 0 ? "X" : "Y", Tensor::view(ops[k]));
-    Results r =
-        execute(Bound(st.kernel, arrays), st.choice.transform.strategy, st.choice.transform.params);
+    Results r = run_kernel(v, arrays);
     arrays.clear();
     ops.clear();
 

@@ -221,6 +221,31 @@ TEST(Distributed, KernelsUseTheBestTransformKnownForTheirBlocks) {
   EXPECT_EQ(j["steps"][0]["kernel"]["source"], "best known") << j["steps"][0].dump();
 }
 
+TEST(Distributed, AStoredTransformTheExecutorRefusesFallsBackToTheDefault) {
+  TempDir dir("mpi_refused_transform");
+  const std::string graph = dir.write("chain.json", kChain), db = dir.path("db.sqlite");
+  // A hand-written record whose parameters ttgt does not take, for a product of this structure.
+  const std::string record = dir.write(
+      "record.jsonl",
+      R"({"spec": {"einsum": "ik,kj->ij", "batch": [["A","B"]], "shapes": {"A": [64,32], )"
+      R"("B": [32,48]}}, "transform": {"name": "ttgt", "params": {"m": {"index": "i"}, )"
+      R"("n": {"index": "j"}, "k": {"index": "k"}, "lhs": {"array": "A"}}}, )"
+      R"("seconds": [1e-5, 1.2e-5, 1.1e-5], "status": "ok", "max_rel_err": 1e-15})"
+      "\n");
+  ASSERT_EQ(testing::run_cli({"record", "--file", record, "--db", db}).code, 0);
+  const auto one = testing::run_cli(
+      {"run", "ik,kj->ij", "--shape", "A=64x32", "B=32x48", "--db", db, "--verify", "--json"});
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_EQ(nlohmann::json::parse(one.out)["source"], "default (the stored transform was refused)");
+  EXPECT_NE(one.err.find("unknown parameter 'lhs'"), std::string::npos) << one.err;
+
+  const auto r = mpirun(2, {"run", graph, "--verify", "--json", "--no-record", "--db", db});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = parse(r);
+  EXPECT_TRUE(j["verify"]["ok"].get<bool>());
+  EXPECT_EQ(j["steps"][0]["kernel"]["source"], "default (the stored transform was refused)");
+}
+
 TEST(Distributed, PlansThatDoNotFitAreRefusedBeforeRunning) {
   TempDir dir("mpi_refuse");
   const std::string graph = dir.write("chain.json", kChain);
