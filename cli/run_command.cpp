@@ -317,10 +317,11 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--params", args->params, "All parameters of --transform NAME as JSON");
   cmd->add_option("--inputs", args->inputs,
                   "NAME=FILE.npy (or FILE.npy named after its array) for each array; arrays "
-                  "not given are generated from --seed")
+                  "not given are generated from --seed. A graph: one DIR holding NAME.npy")
       ->take_all();
   cmd->add_option("--output", args->output,
-                  "Write the result to this .npy file (rows of a batch to FILE.0.npy, ...)");
+                  "Write the result to this .npy file (rows of a batch to FILE.0.npy, ...). A "
+                  "graph: a DIR that receives NAME.npy for each graph output");
   cmd->add_option("--repeat", args->repeat, "Run this many times and report the median (1)");
   cmd->add_option("--threads", args->threads, "Threads for the transform (overrides its own)");
   cmd->add_option("--seed", args->seed, "Seed of generated inputs (default 1)");
