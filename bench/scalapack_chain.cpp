@@ -125,8 +125,8 @@ int main(int argc, char** argv) {
     gemm(C, DE, Z);
     const int one = 1;
     const double alpha = 1, beta = 1;
-    pdgeadd_("N", &Z.m, &Z.n, &alpha, AB.local.data(), &one, &one, AB.desc, &beta,
-             Z.local.data(), &one, &one, Z.desc);
+    pdgeadd_("N", &Z.m, &Z.n, &alpha, AB.local.data(), &one, &one, AB.desc, &beta, Z.local.data(),
+             &one, &one, Z.desc);
     const double mine = MPI_Wtime() - t0;
     double slowest = 0;
     MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
@@ -140,10 +140,12 @@ int main(int argc, char** argv) {
   if (me == 0) {
     std::vector<double> sorted = seconds;
     std::sort(sorted.begin(), sorted.end());
-    std::printf("{\"np\": %d, \"grid\": [%d, %d], \"shape\": \"%s\", \"s\": %d, \"nb\": %d, "
-                "\"seconds\": [",
-                procs, g.rows, g.cols, shape.c_str(), s, nb);
-    for (std::size_t k = 0; k < seconds.size(); ++k) std::printf("%s%.6f", k ? ", " : "", seconds[k]);
+    std::printf(
+        "{\"np\": %d, \"grid\": [%d, %d], \"shape\": \"%s\", \"s\": %d, \"nb\": %d, "
+        "\"seconds\": [",
+        procs, g.rows, g.cols, shape.c_str(), s, nb);
+    for (std::size_t k = 0; k < seconds.size(); ++k)
+      std::printf("%s%.6f", k ? ", " : "", seconds[k]);
     std::printf("], \"median_s\": %.6f, \"checksum_finite\": %s}\n", sorted[sorted.size() / 2],
                 std::isfinite(total) && total > 0 ? "true" : "false");
   }
