@@ -168,11 +168,7 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
   if (!root) return kExitOk;
 
   const Plan& plan = pf.plan;
-  std::vector<double> sorted = report.seconds;
-  std::sort(sorted.begin(), sorted.end());
-  const double median = sorted.size() % 2
-                            ? sorted[sorted.size() / 2]
-                            : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+  const double median = summarize(report.seconds).median_s;
   double predicted = 0, measured = 0;
   for (const auto& s : report.steps)
     predicted += s.predicted_bytes, measured += static_cast<double>(s.sent);

@@ -199,23 +199,16 @@ int run_run(RunArgs& args) {
 
   Results results;
   std::vector<double> seconds;
+  const bool stored = source.rfind("best known", 0) == 0;
   for (int i = 0; i < args.repeat; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     results.clear();  // free the last run's result first: every run starts from the same memory
-    try {
-      results = execute(bound, chosen.strategy, chosen.params);
-    } catch (const SpecError& err) {
-      if (args.transform != "best" || source == "default" || i > 0) throw;
-      // A stored transform this executor refuses (another version's parameters, a hand-written
-      // record): run the default instead, and say so.
-      std::cerr << "einsumdb: note: the stored transform " << chosen.strategy
-                << " does not run here (" << err.what() << "); running the default\n";
-      chosen = default_candidate(e);
-      if (args.threads > 0) chosen.params["threads"] = args.threads;
+    std::string refused;
+    results = execute_or_default(bound, chosen, i == 0 && stored, &refused);
+    if (!refused.empty()) {
+      std::cerr << "einsumdb: note: the stored transform does not run here (" << refused
+                << "); running the default\n";
       source = "default (the stored transform was refused)";
-      seconds.clear();
-      i = -1;  // time the default from its first run
-      continue;
     }
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }

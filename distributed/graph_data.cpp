@@ -21,12 +21,6 @@ std::uint64_t name_hash(std::string_view name) {  // FNV-1a
   return h;
 }
 
-std::string shape_text(const std::vector<std::int64_t>& s) {
-  std::string t = "[";
-  for (std::size_t a = 0; a < s.size(); ++a) t += (a ? "," : "") + std::to_string(s[a]);
-  return t + "]";
-}
-
 }  // namespace
 
 std::string InputSource::file_of(const std::string& name) const {
@@ -80,15 +74,13 @@ Tensor input_region(const InputSource& src, const std::string& name, const EinGr
 Results execute_kernel(const Bound& bound, KernelChoice& choice, int threads,
                        std::string* refused) {
   choice.transform.params["threads"] = threads;
-  try {
-    return execute(bound, choice.transform.strategy, choice.transform.params);
-  } catch (const SpecError& e) {
-    if (choice.source == "default") throw;
-    if (refused) *refused = e.what();
-    choice = {default_candidate(bound.einsum()), "default (the stored transform was refused)"};
-    choice.transform.params["threads"] = threads;
-    return execute(bound, choice.transform.strategy, choice.transform.params);
+  std::string why;
+  Results r = execute_or_default(bound, choice.transform, choice.source != "default", &why);
+  if (!why.empty()) {
+    choice.source = "default (the stored transform was refused)";
+    if (refused) *refused = why;
   }
+  return r;
 }
 
 BatchedEinsum node_einsum(const EinGraph& g, const EinGraph::Node& n) {

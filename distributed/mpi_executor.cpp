@@ -6,6 +6,8 @@
 #include <iostream>
 #include <thread>
 
+#include "db/store.hpp"
+
 namespace einsumdb {
 namespace {
 
@@ -13,13 +15,6 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 MPI_Datatype element_type(Dtype d) {
@@ -108,30 +103,6 @@ void combine(Tensor& acc, const Tensor& x, AggOp op) {
     combine_typed(acc.data<float>(), x.data<float>(), acc.size(), op);
   else
     combine_typed(acc.data<double>(), x.data<double>(), acc.size(), op);
-}
-
-Region block_region(const Blocking& b, std::int64_t block) {
-  const auto c = b.coords(block);
-  Region r;
-  for (std::size_t a = 0; a < c.size(); ++a) {
-    r.start.push_back(b.start(a, c[a]));
-    r.length.push_back(b.length(a, c[a]));
-  }
-  return r;
-}
-
-// The intersection of two regions; empty length vector entries mean none.
-bool intersect(const Region& a, const Region& b, Region& out) {
-  out.start.resize(a.start.size());
-  out.length.resize(a.start.size());
-  for (std::size_t k = 0; k < a.start.size(); ++k) {
-    const std::int64_t lo = std::max(a.start[k], b.start[k]);
-    const std::int64_t hi = std::min(a.start[k] + a.length[k], b.start[k] + b.length[k]);
-    if (hi <= lo) return false;
-    out.start[k] = lo;
-    out.length[k] = hi - lo;
-  }
-  return true;
 }
 
 // One movement of data into a join: the part `box` (global coordinates) of block `block` of
@@ -287,12 +258,7 @@ void Runner::setup() {
 
     // The aggregation group: pieces with this piece's result coordinates.
     const Relation& result = placement_.relations.at(s.name);
-    auto block_of = [&](std::int64_t q) {
-      const auto c = sp.coords(q);
-      std::vector<std::int64_t> rc;
-      for (char l : s.z) rc.push_back(c[sp.join_labels.find(l)]);
-      return result.blocking.index(rc);
-    };
+    auto block_of = [&](std::int64_t q) { return result_block(s, sp, result.blocking, q); };
     st.result_block = block_of(st.piece);
     st.result_shape = result.blocking.block_shape(st.result_block);
     const int owner = result.owner[static_cast<std::size_t>(st.result_block)];
@@ -309,7 +275,7 @@ void Runner::setup() {
         const Relation& src = placement_.relations.at(s.inputs[k]);
         for (std::int64_t b = 0; b < src.blocking.blocks(); ++b) {
           Transfer t;
-          if (!intersect(block_region(src.blocking, b), need, t.box)) continue;
+          if (!intersect(src.blocking.region(b), need, t.box)) continue;
           t.step = v, t.operand = static_cast<int>(k);
           t.src = src.owner[static_cast<std::size_t>(b)];
           t.dst = sp.rank[q];
@@ -335,7 +301,7 @@ void Runner::setup() {
         const Transfer& t = transfers_[id];
         if (t.operand != static_cast<int>(k)) continue;
         ++count;
-        const Region block = block_region(placement_.relations.at(t.tensor).blocking, t.block);
+        const Region block = placement_.relations.at(t.tensor).blocking.region(t.block);
         whole = t.src == me_ && t.box.start == block.start && t.box.length == block.length &&
                 t.box.length == st.regions[k].length;
       }
@@ -349,8 +315,7 @@ void Runner::setup() {
     const Relation& r = it->second;
     for (std::int64_t b = 0; b < r.blocking.blocks(); ++b)
       if (r.owner[static_cast<std::size_t>(b)] == me_)
-        inputs_[name].emplace(b,
-                              input_region(options_.inputs, name, t, block_region(r.blocking, b)));
+        inputs_[name].emplace(b, input_region(options_.inputs, name, t, r.blocking.region(b)));
   }
 }
 
@@ -388,7 +353,7 @@ void Runner::deliver(const std::string& tensor, std::int64_t block) {
 void Runner::send(std::size_t id) {
   const Transfer& t = transfers_[id];
   const Tensor& data = owned(t.tensor, t.block);
-  const Region whole = block_region(placement_.relations.at(t.tensor).blocking, t.block);
+  const Region whole = placement_.relations.at(t.tensor).blocking.region(t.block);
   const Region& region =
       steps_[static_cast<std::size_t>(t.step)].regions[static_cast<std::size_t>(t.operand)];
   if (t.dst == me_ &&
@@ -522,7 +487,7 @@ void Runner::gather(DistributedReport& report) {
       full = &report.outputs.emplace(name, Tensor(dtype, rel.blocking.shape)).first->second;
     for (std::int64_t b = 0; b < rel.blocking.blocks(); ++b) {
       const int owner = rel.owner[static_cast<std::size_t>(b)];
-      const Region box = block_region(rel.blocking, b);
+      const Region box = rel.blocking.region(b);
       if (owner == me_ && me_ == 0) {
         copy_box(results_.at(name).at(b), std::vector<std::int64_t>(box.start.size(), 0), *full,
                  box.start, box.length);
@@ -576,13 +541,13 @@ void Runner::collect(const std::vector<std::vector<double>>& runs, DistributedRe
         slowest[k] = std::max(slowest[k], row[k * S + v]);
       }
       RankStep rs;
-      rs.seconds = median(times);
+      rs.seconds = summarize(times).median_s;
       rs.sent = static_cast<std::int64_t>(row[R * S + v]);
       rs.received = static_cast<std::int64_t>(row[R * S + S + v]);
       sr.sent += rs.sent;
       sr.ranks.push_back(rs);
     }
-    sr.seconds = median(slowest);
+    sr.seconds = summarize(slowest).median_s;
   }
   for (std::size_t k = 0; k < R; ++k)
     for (int p = 0; p < procs_; ++p) {

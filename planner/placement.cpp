@@ -52,15 +52,6 @@ StepPlacement pieces_of(const PlanStep& s, const PartitionVector& d) {
   return p;
 }
 
-// The result block a piece contributes to.
-std::int64_t result_block(const PlanStep& s, const StepPlacement& p, const Blocking& result,
-                          std::int64_t piece) {
-  const auto c = p.coords(piece);
-  std::vector<std::int64_t> rc;
-  for (char l : s.z) rc.push_back(c[p.join_labels.find(l)]);
-  return result.index(rc);
-}
-
 bool is_reducer(const PlanStep& s, const StepPlacement& p, std::int64_t piece) {
   const auto c = p.coords(piece);
   for (std::size_t k = 0; k < p.join_labels.size(); ++k)
@@ -76,6 +67,33 @@ Blocking result_blocking(const PlanStep& s, const PartitionVector& d) {
 }
 
 }  // namespace
+
+bool intersect(const Region& a, const Region& b, Region& out) {
+  out.start.resize(a.start.size());
+  out.length.resize(a.start.size());
+  for (std::size_t k = 0; k < a.start.size(); ++k) {
+    const std::int64_t lo = std::max(a.start[k], b.start[k]);
+    const std::int64_t hi = std::min(a.start[k] + a.length[k], b.start[k] + b.length[k]);
+    if (hi <= lo) return false;
+    out.start[k] = lo;
+    out.length[k] = hi - lo;
+  }
+  return true;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string t = "[";
+  for (std::size_t a = 0; a < shape.size(); ++a) t += (a ? "," : "") + std::to_string(shape[a]);
+  return t + "]";
+}
+
+std::int64_t result_block(const PlanStep& s, const StepPlacement& p, const Blocking& result,
+                          std::int64_t piece) {
+  const auto c = p.coords(piece);
+  std::vector<std::int64_t> rc;
+  for (char l : s.z) rc.push_back(c[p.join_labels.find(l)]);
+  return result.index(rc);
+}
 
 std::int64_t Blocking::blocks() const {
   return product(parts);
@@ -96,6 +114,16 @@ std::vector<std::int64_t> Blocking::block_shape(std::int64_t block) const {
   std::vector<std::int64_t> s(c.size());
   for (std::size_t a = 0; a < c.size(); ++a) s[a] = length(a, c[a]);
   return s;
+}
+
+Region Blocking::region(std::int64_t block) const {
+  const auto c = coords(block);
+  Region r;
+  for (std::size_t a = 0; a < c.size(); ++a) {
+    r.start.push_back(start(a, c[a]));
+    r.length.push_back(length(a, c[a]));
+  }
+  return r;
 }
 
 std::vector<std::int64_t> StepPlacement::coords(std::int64_t piece) const {

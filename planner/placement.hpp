@@ -25,6 +25,17 @@
 
 namespace einsumdb {
 
+// A box of a tensor: start and length per axis.
+struct Region {
+  std::vector<std::int64_t> start, length;
+  std::int64_t size() const;
+};
+// The intersection of two boxes; false when they do not meet.
+bool intersect(const Region& a, const Region& b, Region& out);
+
+// "[64,48]", for messages.
+std::string shape_text(const std::vector<std::int64_t>& shape);
+
 // A tensor of `shape` cut into parts[a] balanced pieces along each axis a: part k of a bound b
 // cut into n covers [k·b/n, (k+1)·b/n). Blocks are numbered row-major over block coordinates.
 struct Blocking {
@@ -43,6 +54,7 @@ struct Blocking {
     return start(axis, k + 1) - start(axis, k);
   }
   std::vector<std::int64_t> block_shape(std::int64_t block) const;
+  Region region(std::int64_t block) const;  // where the block lies in the tensor
   bool operator==(const Blocking&) const = default;
 };
 
@@ -67,14 +79,13 @@ struct Placement {
   std::vector<StepPlacement> steps;           // per step of the plan
 };
 
-// The region of a tensor a piece reads through an operand with these labels: start and length
-// per axis.
-struct Region {
-  std::vector<std::int64_t> start, length;
-  std::int64_t size() const;
-};
+// The region of a tensor a piece reads through an operand with these labels.
 Region operand_region(const PlanStep& s, const StepPlacement& p, std::int64_t piece,
                       const std::string& labels);
+
+// The block of the step's result relation (cut as `result`) that piece `piece` contributes to.
+std::int64_t result_block(const PlanStep& s, const StepPlacement& p, const Blocking& result,
+                          std::int64_t piece);
 
 // The placement of a plan (deterministic).
 Placement place(const Plan& plan);

@@ -5,12 +5,6 @@
 namespace einsumdb {
 namespace {
 
-std::string shape_text(const std::vector<std::int64_t>& s) {
-  std::string t = "[";
-  for (std::size_t a = 0; a < s.size(); ++a) t += (a ? "," : "") + std::to_string(s[a]);
-  return t + "]";
-}
-
 std::string list_text(const std::vector<std::string>& v) {
   std::string t = "[";
   for (std::size_t a = 0; a < v.size(); ++a) t += (a ? ", " : "") + v[a];

@@ -263,6 +263,15 @@ TEST(Distributed, PlansThatDoNotFitAreRefusedBeforeRunning) {
   r = mpirun(3, {"run", graph, "--no-record"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("power of two"), std::string::npos) << r.err;
+  r = mpirun(1, {"run", graph, "--inputs", dir.path("missing"), "--no-record"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("is not a directory"), std::string::npos) << r.err;
+  r = mpirun(1, {"run", graph, "--timeout", "0", "--no-record"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--timeout must be positive"), std::string::npos) << r.err;
+  const auto not_graph = testing::run_cli({"run", "ij,jk->ik", "--plan", plan4});
+  EXPECT_EQ(not_graph.code, 2);
+  EXPECT_NE(not_graph.err.find("is not a graph"), std::string::npos) << not_graph.err;
   r = mpirun(1, {"run", graph, "--plan", dir.write("junk.json", "{\"format\": 1}")});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("not a plan file"), std::string::npos) << r.err;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include "canon/error.hpp"
 #include "canon/parse.hpp"
@@ -304,6 +305,37 @@ TEST(Functions, ExpressionsParseAndRefuseClearly) {
 }
 
 // .npy files written by numpy (Debian's python3-numpy) read back exactly, and ours read in numpy.
+TEST(Npy, ReadsARegionWithoutTheRest) {
+  testing::TempDir dir("npy_region");
+  Tensor t(Dtype::f64, {5, 6, 7});
+  fill_random(t, 3);
+  write_npy(dir.path("t.npy"), t);
+  auto check = [&](std::vector<std::int64_t> start, std::vector<std::int64_t> length) {
+    const Tensor r = read_npy_region(dir.path("t.npy"), start, length);
+    ASSERT_EQ(r.shape(), length);
+    std::int64_t k = 0;
+    for (std::int64_t a = 0; a < length[0]; ++a)
+      for (std::int64_t b = 0; b < length[1]; ++b)
+        for (std::int64_t c = 0; c < length[2]; ++c, ++k)
+          EXPECT_EQ(r.at(k), t.at(((start[0] + a) * 6 + start[1] + b) * 7 + start[2] + c));
+  };
+  check({1, 2, 3}, {3, 2, 4});  // a run per row
+  check({2, 0, 0}, {2, 6, 7});  // one contiguous run
+  check({0, 3, 0}, {5, 3, 7});  // runs of whole trailing rows
+  check({4, 5, 6}, {1, 1, 1});
+  EXPECT_THROW(read_npy_region(dir.path("t.npy"), {4, 0, 0}, {2, 6, 7}), SpecError);
+  EXPECT_THROW(read_npy_region(dir.path("t.npy"), {0, 0}, {1, 1}), SpecError);
+  // Fortran order (numpy's), read whole and cut.
+  const std::string script =
+      "import numpy as np; a = np.arange(30.0).reshape(5, 6); "
+      "np.save('" +
+      dir.path("f.npy") + "', np.asfortranarray(a))";
+  ASSERT_EQ(std::system((std::string(EINSUMDB_PYTHON) + " -c \"" + script + "\"").c_str()), 0);
+  const Tensor f = read_npy_region(dir.path("f.npy"), {1, 2}, {3, 2});
+  EXPECT_EQ(f.at(0), 8.0);   // a[1, 2]
+  EXPECT_EQ(f.at(5), 21.0);  // a[3, 3]
+}
+
 TEST(Npy, RoundTripsAndReadsNumpyFiles) {
   testing::TempDir dir("npy");
   Tensor t(Dtype::f32, {3, 4, 2});

@@ -93,6 +93,14 @@ TEST(Blocking, BalancedPartsCoverTheAxis) {
   EXPECT_EQ(covered, 10);
   EXPECT_EQ(b.block_shape(b.index({3, 1})), (std::vector<std::int64_t>{3, 4}));
   EXPECT_EQ(b.coords(5), (std::vector<std::int64_t>{2, 1}));
+  const Region r = b.region(b.index({3, 1}));
+  EXPECT_EQ(r.start, (std::vector<std::int64_t>{7, 3}));
+  EXPECT_EQ(r.length, (std::vector<std::int64_t>{3, 4}));
+  Region both;
+  EXPECT_TRUE(intersect(r, Region{{8, 0}, {10, 5}}, both));
+  EXPECT_EQ(both.start, (std::vector<std::int64_t>{8, 3}));
+  EXPECT_EQ(both.length, (std::vector<std::int64_t>{2, 2}));
+  EXPECT_FALSE(intersect(r, Region{{0, 0}, {7, 7}}, both));
 }
 
 TEST(PlanFile, RefusesPlansThatDoNotFitWithTheMismatchNamed) {

@@ -254,6 +254,19 @@ Candidate default_candidate(const BatchedEinsum& e) {
   return {"reference", nlohmann::json::object()};
 }
 
+Results execute_or_default(const Bound& bound, Candidate& c, bool stored, std::string* refused) {
+  try {
+    return execute(bound, c.strategy, c.params);
+  } catch (const SpecError& e) {
+    if (!stored) throw;
+    if (refused) *refused = e.what();
+    Candidate fallback = default_candidate(bound.einsum());
+    if (c.params.contains("threads")) fallback.params["threads"] = c.params["threads"];
+    c = std::move(fallback);
+    return execute(bound, c.strategy, c.params);
+  }
+}
+
 TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
                 const TuneOptions& options, const Progress& progress) {
   const auto lengths = concrete_lengths(e);

@@ -109,4 +109,10 @@ Arrays random_arrays(const BatchedEinsum& e, std::uint64_t seed);
 // applies, with its default parameters.
 Candidate default_candidate(const BatchedEinsum& e);
 
+// Runs `c` on `bound`. When `stored` (it came from the database) and the executor refuses it
+// (SpecError: parameters of another version, a hand-written record), `c` becomes
+// default_candidate() with c's "threads", which runs instead, and `refused` receives the reason.
+Results execute_or_default(const Bound& bound, Candidate& c, bool stored,
+                           std::string* refused = nullptr);
+
 }  // namespace einsumdb
