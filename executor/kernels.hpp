@@ -15,6 +15,7 @@
 
 #include "canon/error.hpp"
 #include "executor/execute.hpp"
+#include "executor/small_gemm.hpp"
 
 namespace einsumdb::kernels {
 
@@ -160,6 +161,28 @@ bool gemv(std::int64_t rows, std::int64_t cols, View<T> mat, const T* x, std::in
   return true;
 }
 
+// small_gemm() on BLAS-addressable views when it fits: A is read as it lies (libxsmm takes it
+// transposed), a transposed B — the small operand — is copied into row-major order first. Only
+// on one BLAS thread: with more, the call is OpenBLAS's to parallelize.
+template <typename T>
+bool small_gemm_view(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, CBLAS_TRANSPOSE ta,
+                     std::int64_t lda, View<T> b, CBLAS_TRANSPOSE tb, std::int64_t ldb, T* c,
+                     std::int64_t ldc, bool accumulate) {
+  if (k > kSmallGemmMax || (n > kSmallGemmMax && m > kSmallGemmMax) ||
+      openblas_get_num_threads() != 1)
+    return false;
+  const T* pb = b.p;
+  if (tb != CblasNoTrans) {
+    if (n > kSmallGemmMax) return false;
+    thread_local std::vector<T> copy;
+    copy.resize(static_cast<std::size_t>(k * n));
+    for (std::int64_t r = 0; r < k; ++r)
+      for (std::int64_t q = 0; q < n; ++q) copy[r * n + q] = b.p[r * b.rs + q * b.cs];
+    pb = copy.data(), ldb = n;
+  }
+  return small_gemm(m, n, k, a.p, lda, ta != CblasNoTrans, pb, ldb, c, ldc, accumulate);
+}
+
 // C[m×n] (+)= A[m×k] · B[k×n] on strided views, in place: each matrix needs a unit stride along
 // one of its axes (check with gemm_in_place first). A column-major C is computed as Cᵀ = Bᵀ·Aᵀ.
 template <typename T>
@@ -190,6 +213,7 @@ void gemm(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, View<T> b, 
   const bool ok = c_cs == 1 && blas_operand(m, k, a.rs, a.cs, ta, lda) &&
                   blas_operand(k, n, b.rs, b.cs, tb, ldb);
   EINSUMDB_ASSERT(ok, "gemm called on views the BLAS cannot address");
+  if (small_gemm_view(m, n, k, a, ta, lda, b, tb, ldb, c, c_rs, accumulate)) return;
   for (auto d : {m, n, k, lda, ldb, c_rs}) check_blas_dim(d, "gemm");
   const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
   const T beta = accumulate ? T(1) : T(0);

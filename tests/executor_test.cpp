@@ -10,6 +10,7 @@
 
 #include "executor/execute.hpp"
 #include "executor/npy.hpp"
+#include "executor/small_gemm.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tuner/tuner.hpp"
 
@@ -105,10 +106,15 @@ const std::vector<Workload> kWorkloads = {
     {"ik,kj->ij", "A,B;C,B", {"A=5x6", "B=6x7", "C=5x6"}, true},       // b = 2, shared right
     {"ij,jk->ik", "", {"A=1x1", "B=1x300"}, true},                     // degenerate GEMM
     {"abc,cd->abd", "", {"A=3x4x5", "B=5x6"}, true},                   // fusable M group
-    {"ii,i->i", "", {"A=5x5", "B=5"}, false},                          // diagonal
-    {"ij,k->i", "", {"A=4x3", "B=5"}, false},                          // private summed index
-    {"ijk->ki", "", {"A=3x4x5"}, false},                               // one operand
-    {"ij,jk,kl->il", "", {"A=3x4", "B=4x5", "C=5x2"}, false},          // three operands
+    {"xre,eri->xei", "", {"A=3x2x70", "B=70x2x5"}, true},              // batch mid-output, in place
+    {"ej,rij->eri", "", {"A=150x7", "B=3x5x7"}, true},         // tall: blocks of rows and a tail
+    {"ki,kj->ij", "", {"A=6x150", "B=6x9"}, true},             // tall, column-major left operand
+    {"ij,jk->ik", "", {"A=5x7", "B=7x300"}, true},             // wide: blocks of columns
+    {"ik,kj->ij", "", {"A=4x200", "B=200x3"}, true},           // K beyond the small kernels
+    {"ii,i->i", "", {"A=5x5", "B=5"}, false},                  // diagonal
+    {"ij,k->i", "", {"A=4x3", "B=5"}, false},                  // private summed index
+    {"ijk->ki", "", {"A=3x4x5"}, false},                       // one operand
+    {"ij,jk,kl->il", "", {"A=3x4", "B=4x5", "C=5x2"}, false},  // three operands
     {"fe,ifj,fej->ei", "J,M,F;J,M,G", {"J=4x9", "M=5x4x3", "F=4x9x3", "G=4x9x3"}, false},
     {"ij,jk,kl,lm->im", "", {"A=3x4", "B=4x5", "C=5x2", "D=2x3"}, false},  // four operands
     {"ni,gg,kl->il", "", {"A=2x4", "B=4x4", "C=5x2"}, false},  // a trace among three operands
@@ -132,6 +138,66 @@ double terms_of(const BatchedEinsum& e, const std::map<char, std::int64_t>& leng
   for (const auto& [l, len] : lengths)
     if (e.output.find(l) == std::string::npos) terms *= static_cast<double>(len);
   return terms;
+}
+
+// libxsmm's kernels against a plain loop: tall and wide products with tails, a column-major
+// A, a transposed B, accumulation, both dtypes; shapes beyond the limits are declined untouched.
+template <typename T>
+void check_small_gemm() {
+  struct Case {
+    std::int64_t m, n, k;
+    bool at, accumulate;
+  };
+  const Case cases[] = {{1, 1, 1, false, false},      {7, 5, 3, false, true},
+                        {150, 35, 35, false, false},  {150, 35, 35, true, true},
+                        {129, 105, 35, false, false}, {3, 300, 20, false, true},
+                        {5, 70, 128, true, false},    {64, 64, 64, false, true}};
+  for (const auto& c : cases) {
+    const std::int64_t lda = c.at ? c.m + 3 : c.k + 2, ldb = c.n + 1, ldc = c.n + 4;
+    std::vector<T> a(static_cast<std::size_t>(lda * (c.at ? c.k : c.m))),
+        b(static_cast<std::size_t>(ldb * c.k)), z(static_cast<std::size_t>(ldc * c.m));
+    for (std::size_t q = 0; q < a.size(); ++q) a[q] = T(std::sin(0.37 * double(q)));
+    for (std::size_t q = 0; q < b.size(); ++q) b[q] = T(std::cos(0.11 * double(q)));
+    for (std::size_t q = 0; q < z.size(); ++q) z[q] = T(0.5 * double(q % 7));
+    std::vector<T> want = z;
+    for (std::int64_t i = 0; i < c.m; ++i)
+      for (std::int64_t j = 0; j < c.n; ++j) {
+        double sum = c.accumulate ? double(want[i * ldc + j]) : 0;
+        for (std::int64_t l = 0; l < c.k; ++l)
+          sum += double(c.at ? a[i + l * lda] : a[i * lda + l]) * double(b[l * ldb + j]);
+        want[i * ldc + j] = T(sum);
+      }
+    std::vector<T> got = z;
+    ASSERT_TRUE(kernels::small_gemm(c.m, c.n, c.k, a.data(), lda, c.at, b.data(), ldb, got.data(),
+                                    ldc, c.accumulate))
+        << c.m << "x" << c.n << "x" << c.k;
+    double worst = 0;
+    for (std::int64_t i = 0; i < c.m; ++i)
+      for (std::int64_t j = 0; j < ldc; ++j) {
+        const std::size_t q = static_cast<std::size_t>(i * ldc + j);
+        if (j >= c.n) {
+          EXPECT_EQ(got[q], z[q]) << "wrote past column " << c.n;  // the padding is untouched
+          continue;
+        }
+        worst = std::max(worst, std::abs(double(got[q]) - double(want[q])));
+      }
+    EXPECT_LE(worst, (std::is_same_v<T, float> ? 1e-4 : 1e-12) * double(c.k))
+        << c.m << "x" << c.n << "x" << c.k << (c.at ? " A transposed" : "");
+  }
+  // Beyond the limits: nothing computed, false returned.
+  std::vector<T> a(300 * 300, T(1)), b(300 * 300, T(1)), z(300 * 300, T(-1));
+  EXPECT_FALSE(
+      kernels::small_gemm(300, 300, 4, a.data(), 4, false, b.data(), 300, z.data(), 300, false));
+  EXPECT_FALSE(
+      kernels::small_gemm(10, 10, 200, a.data(), 200, false, b.data(), 10, z.data(), 10, false));
+  EXPECT_FALSE(kernels::small_gemm(200, 128, 128, a.data(), 128, false, b.data(), 128, z.data(),
+                                   128, false));
+  EXPECT_TRUE(std::all_of(z.begin(), z.end(), [](T v) { return v == T(-1); }));
+}
+
+TEST(SmallGemm, AgreesWithALoopAndDeclinesLargeShapes) {
+  check_small_gemm<double>();
+  check_small_gemm<float>();
 }
 
 // Every candidate the tuner enumerates for every strategy (on 1 and 2 threads) agrees with the

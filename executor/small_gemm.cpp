@@ -1,0 +1,110 @@
+#include "executor/small_gemm.hpp"
+
+#include <libxsmm.h>
+
+#include <algorithm>
+#include <array>
+#include <mutex>
+#include <type_traits>
+
+namespace einsumdb::kernels {
+namespace {
+
+// libxsmm is column-major: a kernel computes C'[m'×n'] (+)= A'[m'×k'] · B'[k'×n']. A row-major
+// product C = A·B is the column-major Cᵀ = Bᵀ·Aᵀ, and a row-major matrix is its own transpose
+// read column-major, so the kernel runs on (B, A, C) as they lie. A column-major A is Aᵀ's
+// transpose read column-major: libxsmm's B' transposed (its A' cannot be).
+template <typename T>
+using Kernel =
+    std::conditional_t<std::is_same_v<T, double>, libxsmm_dmmfunction, libxsmm_smmfunction>;
+
+struct Shape {
+  std::int64_t m, n, k, lda, ldb, ldc;
+  bool accumulate, b_transposed;
+  bool operator==(const Shape& o) const {
+    return m == o.m && n == o.n && k == o.k && lda == o.lda && ldb == o.ldb && ldc == o.ldc &&
+           accumulate == o.accumulate && b_transposed == o.b_transposed;
+  }
+};
+
+// The kernel of a column-major shape, or null. libxsmm keeps generated kernels in its own
+// registry; a few recent ones are remembered per thread to skip even that lookup in loops over
+// batch points.
+template <typename T>
+Kernel<T> kernel(const Shape& s) {
+  static std::once_flag init;
+  std::call_once(init, [] { libxsmm_init(); });
+  struct Entry {
+    Shape shape;
+    Kernel<T> fn;
+  };
+  thread_local std::array<Entry, 4> recent{};
+  thread_local std::size_t next = 0;
+  for (const auto& e : recent)
+    if (e.fn && e.shape == s) return e.fn;
+  if (s.m * s.n * s.k > LIBXSMM_MAX_MNK) return nullptr;
+  const libxsmm_blasint lda = s.lda, ldb = s.ldb, ldc = s.ldc;
+  const T alpha = 1, beta = s.accumulate ? 1 : 0;
+  const int flags = s.b_transposed ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE;
+  const int prefetch = LIBXSMM_PREFETCH_NONE;
+  Kernel<T> fn;
+  if constexpr (std::is_same_v<T, double>)
+    fn = libxsmm_dmmdispatch(s.m, s.n, s.k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
+  else
+    fn = libxsmm_smmdispatch(s.m, s.n, s.k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
+  if (fn) recent[next++ % recent.size()] = {s, fn};
+  return fn;
+}
+
+// The largest block of the blocked dimension that keeps m'·n'·k' within libxsmm's limit, at
+// most 64.
+std::int64_t block_of(std::int64_t other, std::int64_t k) {
+  return std::clamp<std::int64_t>(LIBXSMM_MAX_MNK / std::max<std::int64_t>(other * k, 1), 1, 64);
+}
+
+template <typename T>
+bool run(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda, bool at,
+         const T* b, std::int64_t ldb, T* c, std::int64_t ldc, bool accumulate) {
+  if (m < 1 || n < 1 || k < 1 || k > kSmallGemmMax) return false;
+  // Row r of A starts at a + r·(a row's step).
+  const std::int64_t a_row = at ? 1 : lda;
+  if (n <= kSmallGemmMax && n * k <= kSmallGemmArea) {
+    // Blocks of rows of C: C'[n × rows] = B' · A'[k × rows].
+    const std::int64_t rows = std::min(m, block_of(n, k)), tail = m % rows;
+    const Kernel<T> full = kernel<T>({n, rows, k, ldb, lda, ldc, accumulate, at});
+    const Kernel<T> last = tail ? kernel<T>({n, tail, k, ldb, lda, ldc, accumulate, at}) : full;
+    if (!full || !last) return false;
+    std::int64_t r = 0;
+    for (; r + rows <= m; r += rows) full(b, a + r * a_row, c + r * ldc);
+    if (r < m) last(b, a + r * a_row, c + r * ldc);
+    return true;
+  }
+  if (m <= kSmallGemmMax && m * k <= kSmallGemmArea) {
+    // Blocks of columns of C: C'[cols × m] = B'[cols × k] · A'.
+    const std::int64_t cols = std::min(n, block_of(m, k)), tail = n % cols;
+    const Kernel<T> full = kernel<T>({cols, m, k, ldb, lda, ldc, accumulate, at});
+    const Kernel<T> last = tail ? kernel<T>({tail, m, k, ldb, lda, ldc, accumulate, at}) : full;
+    if (!full || !last) return false;
+    std::int64_t j = 0;
+    for (; j + cols <= n; j += cols) full(b + j, a, c + j);
+    if (j < n) last(b + j, a, c + j);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool small_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const double* a, std::int64_t lda,
+                bool a_transposed, const double* b, std::int64_t ldb, double* c, std::int64_t ldc,
+                bool accumulate) {
+  return run(m, n, k, a, lda, a_transposed, b, ldb, c, ldc, accumulate);
+}
+
+bool small_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+                bool a_transposed, const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
+                bool accumulate) {
+  return run(m, n, k, a, lda, a_transposed, b, ldb, c, ldc, accumulate);
+}
+
+}  // namespace einsumdb::kernels

@@ -1,0 +1,33 @@
+// Small matrix products through libxsmm's JIT-generated kernels (internal to executor/).
+//
+// OpenBLAS is tuned for large matrices: it packs both operands into cache-sized panels and pays
+// a fixed cost per call. A product whose inner dimensions are small — the element-local
+// operators of DG-FEM (N, K ≤ 35·4), or thousands of tiny batch points — spends most of its time
+// there. libxsmm generates a register-blocked kernel for the exact (m, n, k) once and calls it
+// directly; a tall product is cut into blocks of rows that each call one such kernel.
+#pragma once
+
+#include <cstdint>
+
+namespace einsumdb::kernels {
+
+// small_gemm() takes a product whose two dimensions it does not block over are each at most
+// kSmallGemmMax, with a product of at most kSmallGemmArea (beyond that, OpenBLAS's packed
+// kernels are faster: a batch of 128³ products took 11.5 ms through libxsmm, 7.9 ms through
+// OpenBLAS).
+inline constexpr std::int64_t kSmallGemmMax = 128;
+inline constexpr std::int64_t kSmallGemmArea = 64 * 128;
+
+// C[m×n] (+)= A[m×k] · B[k×n], B and C row-major with a unit column stride and the given leading
+// dimension (ldb ≥ n, ldc ≥ n); A the same (lda ≥ k), or with `a_transposed` column-major
+// (element (i, l) at a[i + l·lda], lda ≥ m). Runs when n and k, or m and k, fit the limits
+// above and libxsmm has a kernel for the shape; returns false, having computed nothing,
+// otherwise (the caller then uses the BLAS).
+bool small_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const double* a, std::int64_t lda,
+                bool a_transposed, const double* b, std::int64_t ldb, double* c, std::int64_t ldc,
+                bool accumulate);
+bool small_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+                bool a_transposed, const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
+                bool accumulate);
+
+}  // namespace einsumdb::kernels
