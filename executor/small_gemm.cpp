@@ -62,34 +62,37 @@ std::int64_t block_of(std::int64_t other, std::int64_t k) {
   return std::clamp<std::int64_t>(LIBXSMM_MAX_MNK / std::max<std::int64_t>(other * k, 1), 1, 64);
 }
 
+// Calls call(kernel, start) over [0, total) in blocks of `block` (the last one shorter), with the
+// kernels of shape_of(length); false, calling nothing, when libxsmm has no such kernel.
+template <typename T, typename ShapeOf, typename Call>
+bool in_blocks(std::int64_t total, std::int64_t block, ShapeOf shape_of, Call call) {
+  const std::int64_t tail = total % block;
+  const Kernel<T> full = kernel<T>(shape_of(block));
+  const Kernel<T> last = tail ? kernel<T>(shape_of(tail)) : full;
+  if (!full || !last) return false;
+  std::int64_t s = 0;
+  for (; s + block <= total; s += block) call(full, s);
+  if (s < total) call(last, s);
+  return true;
+}
+
 template <typename T>
 bool run(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda, bool at,
          const T* b, std::int64_t ldb, T* c, std::int64_t ldc, bool accumulate) {
   if (m < 1 || n < 1 || k < 1 || k > kSmallGemmMax) return false;
-  // Row r of A starts at a + r·(a row's step).
-  const std::int64_t a_row = at ? 1 : lda;
-  if (n <= kSmallGemmMax && n * k <= kSmallGemmArea) {
-    // Blocks of rows of C: C'[n × rows] = B' · A'[k × rows].
-    const std::int64_t rows = std::min(m, block_of(n, k)), tail = m % rows;
-    const Kernel<T> full = kernel<T>({n, rows, k, ldb, lda, ldc, accumulate, at});
-    const Kernel<T> last = tail ? kernel<T>({n, tail, k, ldb, lda, ldc, accumulate, at}) : full;
-    if (!full || !last) return false;
-    std::int64_t r = 0;
-    for (; r + rows <= m; r += rows) full(b, a + r * a_row, c + r * ldc);
-    if (r < m) last(b, a + r * a_row, c + r * ldc);
-    return true;
-  }
-  if (m <= kSmallGemmMax && m * k <= kSmallGemmArea) {
-    // Blocks of columns of C: C'[cols × m] = B'[cols × k] · A'.
-    const std::int64_t cols = std::min(n, block_of(m, k)), tail = n % cols;
-    const Kernel<T> full = kernel<T>({cols, m, k, ldb, lda, ldc, accumulate, at});
-    const Kernel<T> last = tail ? kernel<T>({tail, m, k, ldb, lda, ldc, accumulate, at}) : full;
-    if (!full || !last) return false;
-    std::int64_t j = 0;
-    for (; j + cols <= n; j += cols) full(b + j, a, c + j);
-    if (j < n) last(b + j, a, c + j);
-    return true;
-  }
+  const std::int64_t a_row = at ? 1 : lda;  // row r of A starts at a + r·a_row
+  // Blocks of rows of C: C'[n × rows] = B' · A'[k × rows].
+  if (n <= kSmallGemmMax && n * k <= kSmallGemmArea)
+    return in_blocks<T>(
+        m, std::min(m, block_of(n, k)),
+        [&](std::int64_t rows) { return Shape{n, rows, k, ldb, lda, ldc, accumulate, at}; },
+        [&](Kernel<T> f, std::int64_t r) { f(b, a + r * a_row, c + r * ldc); });
+  // Blocks of columns of C: C'[cols × m] = B'[cols × k] · A'.
+  if (m <= kSmallGemmMax && m * k <= kSmallGemmArea)
+    return in_blocks<T>(
+        n, std::min(n, block_of(m, k)),
+        [&](std::int64_t cols) { return Shape{cols, m, k, ldb, lda, ldc, accumulate, at}; },
+        [&](Kernel<T> f, std::int64_t j) { f(b + j, a, c + j); });
   return false;
 }
 
