@@ -162,8 +162,10 @@ bool gemv(std::int64_t rows, std::int64_t cols, View<T> mat, const T* x, std::in
 }
 
 // small_gemm() on BLAS-addressable views when it fits: A is read as it lies (libxsmm takes it
-// transposed), a transposed B — the small operand — is copied into row-major order first. Only
-// on one BLAS thread: with more, the call is OpenBLAS's to parallelize.
+// transposed), a transposed B — the small operand — is copied into row-major order first, when
+// at least 256 rows of A reuse the copy (the copy of a 32×48 B before each 64×48×32 product made
+// abcd,dbe->aec under loop_over_gemm 1.2× slower than OpenBLAS). Only on one BLAS thread: with
+// more, the call is OpenBLAS's to parallelize.
 template <typename T>
 bool small_gemm_view(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, CBLAS_TRANSPOSE ta,
                      std::int64_t lda, View<T> b, CBLAS_TRANSPOSE tb, std::int64_t ldb, T* c,
@@ -173,7 +175,7 @@ bool small_gemm_view(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, 
     return false;
   const T* pb = b.p;
   if (tb != CblasNoTrans) {
-    if (n > kSmallGemmMax) return false;
+    if (n > kSmallGemmMax || m < 256) return false;
     thread_local std::vector<T> copy;
     copy.resize(static_cast<std::size_t>(k * n));
     for (std::int64_t r = 0; r < k; ++r)
@@ -223,6 +225,33 @@ void gemm(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, View<T> b, 
   else
     cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a.p, static_cast<blasint>(lda), b.p,
                 static_cast<blasint>(ldb), beta, c, static_cast<blasint>(c_rs));
+}
+
+// For i < nb: gemm() on the views moved by i·a_step, i·b_step, i·c_step. Small products whose B
+// needs no copy go to libxsmm as one batch (its kernels looked up once for all points), the
+// others to gemm() point by point.
+template <typename T>
+void gemm_batch(std::int64_t nb, std::int64_t m, std::int64_t n, std::int64_t k, View<T> a,
+                std::int64_t a_step, View<T> b, std::int64_t b_step, T* c, std::int64_t c_rs,
+                std::int64_t c_cs, std::int64_t c_step, bool accumulate) {
+  if (nb > 1 && m > 1 && n > 1 && k > 0 && openblas_get_num_threads() == 1) {
+    std::int64_t rs = c_rs, cs = c_cs, mm = m, nn = n, as = a_step, bs = b_step;
+    View<T> x = a, y = b;
+    if (!(cs == 1 && rs >= nn)) {  // Cᵀ = Bᵀ·Aᵀ, as in gemm()
+      std::swap(mm, nn), std::swap(x, y), std::swap(as, bs);
+      std::swap(x.rs, x.cs), std::swap(y.rs, y.cs), std::swap(rs, cs);
+    }
+    CBLAS_TRANSPOSE tx, ty;
+    std::int64_t ldx = 0, ldy = 0;
+    if (cs == 1 && rs >= nn && blas_operand(mm, k, x.rs, x.cs, tx, ldx) &&
+        blas_operand(k, nn, y.rs, y.cs, ty, ldy) && ty == CblasNoTrans &&
+        small_gemm_batch(nb, mm, nn, k, x.p, ldx, tx != CblasNoTrans, as, y.p, ldy, bs, c, rs,
+                         c_step, accumulate))
+      return;
+  }
+  for (std::int64_t i = 0; i < nb; ++i)
+    gemm<T>(m, n, k, {a.p + i * a_step, a.rs, a.cs}, {b.p + i * b_step, b.rs, b.cs}, c + i * c_step,
+            c_rs, c_cs, accumulate);
 }
 
 // dst (contiguous, row-major `shape`) = f(src) read with element `stride` per axis; the copy

@@ -63,36 +63,45 @@ std::int64_t block_of(std::int64_t other, std::int64_t k) {
 }
 
 // Calls call(kernel, start) over [0, total) in blocks of `block` (the last one shorter), with the
-// kernels of shape_of(length); false, calling nothing, when libxsmm has no such kernel.
+// kernels of shape_of(length), for each of `batch` points (call(kernel, start, point)); false,
+// calling nothing, when libxsmm has no such kernel.
 template <typename T, typename ShapeOf, typename Call>
-bool in_blocks(std::int64_t total, std::int64_t block, ShapeOf shape_of, Call call) {
+bool in_blocks(std::int64_t batch, std::int64_t total, std::int64_t block, ShapeOf shape_of,
+               Call call) {
   const std::int64_t tail = total % block;
   const Kernel<T> full = kernel<T>(shape_of(block));
   const Kernel<T> last = tail ? kernel<T>(shape_of(tail)) : full;
   if (!full || !last) return false;
-  std::int64_t s = 0;
-  for (; s + block <= total; s += block) call(full, s);
-  if (s < total) call(last, s);
+  for (std::int64_t i = 0; i < batch; ++i) {
+    std::int64_t s = 0;
+    for (; s + block <= total; s += block) call(full, s, i);
+    if (s < total) call(last, s, i);
+  }
   return true;
 }
 
 template <typename T>
-bool run(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda, bool at,
-         const T* b, std::int64_t ldb, T* c, std::int64_t ldc, bool accumulate) {
-  if (m < 1 || n < 1 || k < 1 || k > kSmallGemmMax) return false;
+bool run(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, const T* a,
+         std::int64_t lda, bool at, std::int64_t a_step, const T* b, std::int64_t ldb,
+         std::int64_t b_step, T* c, std::int64_t ldc, std::int64_t c_step, bool accumulate) {
+  if (batch < 1 || m < 1 || n < 1 || k < 1 || k > kSmallGemmMax) return false;
   const std::int64_t a_row = at ? 1 : lda;  // row r of A starts at a + r·a_row
   // Blocks of rows of C: C'[n × rows] = B' · A'[k × rows].
   if (n <= kSmallGemmMax && n * k <= kSmallGemmArea)
     return in_blocks<T>(
-        m, std::min(m, block_of(n, k)),
+        batch, m, std::min(m, block_of(n, k)),
         [&](std::int64_t rows) { return Shape{n, rows, k, ldb, lda, ldc, accumulate, at}; },
-        [&](Kernel<T> f, std::int64_t r) { f(b, a + r * a_row, c + r * ldc); });
+        [&](Kernel<T> f, std::int64_t r, std::int64_t i) {
+          f(b + i * b_step, a + i * a_step + r * a_row, c + i * c_step + r * ldc);
+        });
   // Blocks of columns of C: C'[cols × m] = B'[cols × k] · A'.
   if (m <= kSmallGemmMax && m * k <= kSmallGemmArea)
     return in_blocks<T>(
-        n, std::min(n, block_of(m, k)),
+        batch, n, std::min(n, block_of(m, k)),
         [&](std::int64_t cols) { return Shape{cols, m, k, ldb, lda, ldc, accumulate, at}; },
-        [&](Kernel<T> f, std::int64_t j) { f(b + j, a, c + j); });
+        [&](Kernel<T> f, std::int64_t j, std::int64_t i) {
+          f(b + i * b_step + j, a + i * a_step, c + i * c_step + j);
+        });
   return false;
 }
 
@@ -101,13 +110,29 @@ bool run(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_
 bool small_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const double* a, std::int64_t lda,
                 bool a_transposed, const double* b, std::int64_t ldb, double* c, std::int64_t ldc,
                 bool accumulate) {
-  return run(m, n, k, a, lda, a_transposed, b, ldb, c, ldc, accumulate);
+  return run(1, m, n, k, a, lda, a_transposed, 0, b, ldb, 0, c, ldc, 0, accumulate);
 }
 
 bool small_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
                 bool a_transposed, const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
                 bool accumulate) {
-  return run(m, n, k, a, lda, a_transposed, b, ldb, c, ldc, accumulate);
+  return run(1, m, n, k, a, lda, a_transposed, 0, b, ldb, 0, c, ldc, 0, accumulate);
+}
+
+bool small_gemm_batch(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                      const double* a, std::int64_t lda, bool a_transposed, std::int64_t a_step,
+                      const double* b, std::int64_t ldb, std::int64_t b_step, double* c,
+                      std::int64_t ldc, std::int64_t c_step, bool accumulate) {
+  return run(batch, m, n, k, a, lda, a_transposed, a_step, b, ldb, b_step, c, ldc, c_step,
+             accumulate);
+}
+
+bool small_gemm_batch(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                      const float* a, std::int64_t lda, bool a_transposed, std::int64_t a_step,
+                      const float* b, std::int64_t ldb, std::int64_t b_step, float* c,
+                      std::int64_t ldc, std::int64_t c_step, bool accumulate) {
+  return run(batch, m, n, k, a, lda, a_transposed, a_step, b, ldb, b_step, c, ldc, c_step,
+             accumulate);
 }
 
 }  // namespace einsumdb::kernels

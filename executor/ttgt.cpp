@@ -177,9 +177,9 @@ Tensor ttgt_row(const Bound& bound, std::size_t row, const GemmGroups& g, int th
   const bool over_batch = threads > 1 && nb >= threads;
   kernels::BlasThreads blas(over_batch ? 1 : threads);
   kernels::parallel_for(nb, over_batch ? threads : 1, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t i = lo; i < hi; ++i)
-      kernels::gemm<T>(m, n, k, {a.p + i * a.batch, a.rs, a.cs}, {b.p + i * b.batch, b.rs, b.cs},
-                       cp + i * cv.batch, cv.rs, cv.cs, false);
+    kernels::gemm_batch<T>(hi - lo, m, n, k, {a.p + lo * a.batch, a.rs, a.cs}, a.batch,
+                           {b.p + lo * b.batch, b.rs, b.cs}, b.batch, cp + lo * cv.batch, cv.rs,
+                           cv.cs, cv.batch, false);
   });
   if (!direct) kernels::permute_into<T>(cp, g.batch + g.m + g.n, e.output, len, out.data<T>());
   return out;
