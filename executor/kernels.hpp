@@ -282,6 +282,32 @@ void copy_strided(const T* src, const std::vector<std::int64_t>& shape,
   }
 }
 
+// The inverse of copy_strided without a function: contiguous row-major src of `shape` into dst
+// with element `stride` per axis.
+template <typename T>
+void copy_into_strided(const T* src, const std::vector<std::int64_t>& shape, T* dst,
+                       const std::vector<std::int64_t>& stride) {
+  std::int64_t total = 1;
+  for (auto len : shape) total *= len;
+  if (total == 0) return;
+  const std::size_t r = shape.size();
+  const std::int64_t inner = r ? shape[r - 1] : 1, inner_stride = r ? stride[r - 1] : 1;
+  std::vector<std::int64_t> counter(r, 0);
+  std::int64_t offset = 0;
+  for (std::int64_t k = 0; k < total; k += inner) {
+    if (inner_stride == 1)
+      std::copy(src + k, src + k + inner, dst + offset);
+    else
+      for (std::int64_t i = 0; i < inner; ++i) dst[offset + i * inner_stride] = src[k + i];
+    for (std::size_t a = r ? r - 1 : 0; a-- > 0;) {
+      offset += stride[a];
+      if (++counter[a] < shape[a]) break;
+      offset -= stride[a] * shape[a];
+      counter[a] = 0;
+    }
+  }
+}
+
 // Element strides, in the order `to`, of a row-major tensor indexed by `from` with these
 // axis strides (`to` is a permutation of `from`).
 inline std::vector<std::int64_t> permuted_strides(const std::string& from, const std::string& to,

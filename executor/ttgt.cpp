@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "executor/kernels.hpp"
+#include "executor/product.hpp"
 
 namespace einsumdb {
 
@@ -87,101 +88,18 @@ std::string in_order_of(const std::string& labels, const std::string& layout) {
   return out;
 }
 
-// The element stride of a group of labels (in the group's order) in a tensor indexed by
-// `layout` with these strides, when the group is laid out as one flattened axis: each label's
-// stride is the next one's times its length (labels of length 1 fit anywhere). 0 for an empty
-// group; nullopt when the group is not flat there.
-std::optional<std::int64_t> flat_stride(const std::string& group, const std::string& layout,
-                                        const std::vector<std::int64_t>& strides,
-                                        const std::map<char, std::int64_t>& len) {
-  std::int64_t expect = -1;  // the stride the next label must have; -1: any
-  for (std::size_t q = group.size(); q-- > 0;) {
-    if (len.at(group[q]) == 1) continue;
-    const std::int64_t s = strides[layout.find(group[q])];
-    if (expect >= 0 && s != expect) return std::nullopt;
-    expect = s * len.at(group[q]);
-  }
-  for (std::size_t q = group.size(); q-- > 0;)
-    if (len.at(group[q]) != 1) return strides[layout.find(group[q])];
-  return 0;
-}
-
-// A tensor read or written as a GEMM matrix per batch point: the batch stride and the matrix's
-// row and column strides, when each group is flat in the tensor's layout and the matrix is one
-// the BLAS can address (a unit stride along its rows or its columns).
-struct MatrixView {
-  std::int64_t batch, rs, cs;
-};
-std::optional<MatrixView> matrix_view(const std::string& layout,
-                                      const std::vector<std::int64_t>& strides, const GemmGroups& g,
-                                      const std::string& rows, const std::string& cols,
-                                      const std::map<char, std::int64_t>& len) {
-  const auto b = flat_stride(g.batch, layout, strides, len),
-             r = flat_stride(rows, layout, strides, len),
-             c = flat_stride(cols, layout, strides, len);
-  if (!b || !r || !c) return std::nullopt;
-  std::int64_t rs = *r, cs = *c;
-  const std::int64_t nr = product(rows, len), nc = product(cols, len);
-  kernels::canonical_strides(nr, nc, rs, cs);
-  const bool addressable = (cs == 1 && rs >= std::max<std::int64_t>(nc, 1)) ||
-                           (rs == 1 && cs >= std::max<std::int64_t>(nr, 1));
-  if (!addressable) return std::nullopt;
-  return MatrixView{*b, rs, cs};
-}
-
 template <typename T>
 Tensor ttgt_row(const Bound& bound, std::size_t row, const GemmGroups& g, int threads) {
   const BatchedEinsum& e = bound.einsum();
   const auto& len = bound.lengths();
   const auto x = bound.operand(row, 0), y = bound.operand(row, 1);
-  const std::int64_t nb = product(g.batch, len), m = product(g.m, len), n = product(g.n, len),
-                     k = product(g.k, len);
-  // An operand whose batch, row and column groups are each flat in its layout, with a unit
-  // stride along rows or columns, is read in place (unless a function must be applied: then it
-  // is evaluated into a copy of the same layout); any other is packed into [batch, rows, cols].
-  struct Side {
-    const T* p;
-    std::int64_t batch, rs, cs;
-    Tensor packed;
-  };
-  auto place = [&](const Bound::Operand& op, const std::string& labels, const std::string& rows,
-                   const std::string& cols) {
-    Side s;
-    if (const auto v = matrix_view(labels, op.tensor->strides(), g, rows, cols, len)) {
-      s.batch = v->batch, s.rs = v->rs, s.cs = v->cs;
-      if (!op.function) {
-        s.p = op.tensor->data<T>();
-        return s;
-      }
-      s.packed = Tensor(op.tensor->dtype(), op.tensor->shape(), Tensor::Uninitialized{});
-      kernels::pack<T>(op, labels, labels, len, s.packed.template data<T>());
-    } else {
-      const std::string to = g.batch + rows + cols;
-      s.packed = Tensor(op.tensor->dtype(), kernels::shape_of(to, len), Tensor::Uninitialized{});
-      kernels::pack<T>(op, labels, to, len, s.packed.template data<T>());
-      const std::int64_t r = product(rows, len), c = product(cols, len);
-      s.batch = r * c, s.rs = c, s.cs = 1;
-    }
-    s.p = s.packed.template data<T>();
-    return s;
-  };
-  const Side a = place(x, e.inputs[0], g.m, g.k), b = place(y, e.inputs[1], g.k, g.n);
-  // The result is written in place the same way, else into [batch, M, N] and permuted after.
   Tensor out(x.tensor->dtype(), kernels::shape_of(e.output, len), Tensor::Uninitialized{});
-  const auto direct = matrix_view(e.output, out.strides(), g, g.m, g.n, len);
-  Tensor c = direct ? Tensor()
-                    : Tensor(x.tensor->dtype(), kernels::shape_of(g.batch + g.m + g.n, len),
-                             Tensor::Uninitialized{});
-  T* cp = direct ? out.data<T>() : c.data<T>();
-  const MatrixView cv = direct ? *direct : MatrixView{m * n, n, 1};
-  const bool over_batch = threads > 1 && nb >= threads;
-  kernels::BlasThreads blas(over_batch ? 1 : threads);
-  kernels::parallel_for(nb, over_batch ? threads : 1, [&](std::int64_t lo, std::int64_t hi) {
-    kernels::gemm_batch<T>(hi - lo, m, n, k, {a.p + lo * a.batch, a.rs, a.cs}, a.batch,
-                           {b.p + lo * b.batch, b.rs, b.cs}, b.batch, cp + lo * cv.batch, cv.rs,
-                           cv.cs, cv.batch, false);
-  });
-  if (!direct) kernels::permute_into<T>(cp, g.batch + g.m + g.n, e.output, len, out.data<T>());
+  const kernels::Product<T> p(g, len, {e.inputs[0], x.tensor->strides()},
+                              {e.inputs[1], y.tensor->strides()}, {e.output, out.strides()},
+                              x.function != nullptr, y.function != nullptr);
+  Tensor scratch(out.dtype(), {p.scratch()}, Tensor::Uninitialized{});
+  p.run(x.tensor->data<T>(), x.function, y.tensor->data<T>(), y.function, out.data<T>(),
+        scratch.data<T>(), threads);
   return out;
 }
 

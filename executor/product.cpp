@@ -1,0 +1,131 @@
+#include "executor/product.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "executor/kernels.hpp"
+
+namespace einsumdb::kernels {
+namespace {
+
+// The element stride of a group of labels (in the group's order) in a tensor indexed by
+// `layout` with these strides, when the group is laid out as one flattened axis: each label's
+// stride is the next one's times its length (labels of length 1 fit anywhere). 0 for an empty
+// group; nullopt when the group is not flat there.
+std::optional<std::int64_t> flat_stride(const std::string& group, const std::string& layout,
+                                        const std::vector<std::int64_t>& strides,
+                                        const std::map<char, std::int64_t>& len) {
+  std::int64_t expect = -1;  // the stride the next label must have; -1: any
+  for (std::size_t q = group.size(); q-- > 0;) {
+    if (len.at(group[q]) == 1) continue;
+    const std::int64_t s = strides[layout.find(group[q])];
+    if (expect >= 0 && s != expect) return std::nullopt;
+    expect = s * len.at(group[q]);
+  }
+  for (std::size_t q = group.size(); q-- > 0;)
+    if (len.at(group[q]) != 1) return strides[layout.find(group[q])];
+  return 0;
+}
+
+// A tensor read or written as a GEMM matrix per batch point: the batch stride and the matrix's
+// row and column strides, when each group is flat in the tensor's layout and the matrix is one
+// the BLAS can address (a unit stride along its rows or its columns).
+struct MatrixView {
+  std::int64_t batch, rs, cs;
+};
+std::optional<MatrixView> matrix_view(const std::string& layout,
+                                      const std::vector<std::int64_t>& strides, const GemmGroups& g,
+                                      const std::string& rows, const std::string& cols,
+                                      const std::map<char, std::int64_t>& len) {
+  const auto b = flat_stride(g.batch, layout, strides, len),
+             r = flat_stride(rows, layout, strides, len),
+             c = flat_stride(cols, layout, strides, len);
+  if (!b || !r || !c) return std::nullopt;
+  std::int64_t rs = *r, cs = *c;
+  const std::int64_t nr = product(rows, len), nc = product(cols, len);
+  kernels::canonical_strides(nr, nc, rs, cs);
+  const bool addressable = (cs == 1 && rs >= std::max<std::int64_t>(nc, 1)) ||
+                           (rs == 1 && cs >= std::max<std::int64_t>(nr, 1));
+  if (!addressable) return std::nullopt;
+  return MatrixView{*b, rs, cs};
+}
+
+}  // namespace
+
+template <typename T>
+Product<T>::Product(const GemmGroups& g, const std::map<char, std::int64_t>& len, const Strided& a,
+                    const Strided& b, const Strided& c, bool a_function, bool b_function)
+    : nb_(product(g.batch, len)),
+      m_(product(g.m, len)),
+      n_(product(g.n, len)),
+      k_(product(g.k, len)),
+      sums_(!g.k.empty()) {
+  auto place = [&](const Strided& t, const std::string& rows, const std::string& cols,
+                   bool function) {
+    Side s;
+    if (!function)
+      if (const auto v = matrix_view(t.labels, t.strides, g, rows, cols, len)) {
+        s.batch = v->batch, s.rs = v->rs, s.cs = v->cs;
+        return s;
+      }
+    const std::string to = g.batch + rows + cols;
+    const std::int64_t r = product(rows, len), q = product(cols, len);
+    s.packed = true;
+    s.shape = shape_of(to, len);
+    s.strides = permuted_strides(t.labels, to, t.strides);
+    s.batch = r * q, s.rs = q, s.cs = 1;
+    s.at = scratch_;
+    scratch_ += nb_ * r * q;
+    return s;
+  };
+  a_ = place(a, g.m, g.k, a_function);
+  b_ = place(b, g.k, g.n, b_function);
+  if (const auto v = matrix_view(c.labels, c.strides, g, g.m, g.n, len)) {
+    c_.batch = v->batch, c_.rs = v->rs, c_.cs = v->cs;
+  } else {  // computed into [batch, M, N], then scattered
+    const std::string from = g.batch + g.m + g.n;
+    c_.packed = true;
+    c_.shape = shape_of(from, len);
+    c_.strides = permuted_strides(c.labels, from, c.strides);
+    c_.batch = m_ * n_, c_.rs = n_, c_.cs = 1;
+    c_.at = scratch_;
+    scratch_ += nb_ * m_ * n_;
+  }
+}
+
+template <typename T>
+void Product<T>::run(const T* a, const Expression* fa, const T* b, const Expression* fb, T* c,
+                     T* scratch, int threads) const {
+  if (a_.packed) copy_strided(a, a_.shape, a_.strides, scratch + a_.at, fa), a = scratch + a_.at;
+  if (b_.packed) copy_strided(b, b_.shape, b_.strides, scratch + b_.at, fb), b = scratch + b_.at;
+  T* z = c_.packed ? scratch + c_.at : c;
+  const bool over_batch = threads > 1 && nb_ >= threads;
+  if (!sums_) {
+    // An outer product per batch point: z[i][j] = a[i] · b[j].
+    parallel_for(nb_, over_batch ? threads : 1, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t p = lo; p < hi; ++p)
+        for (std::int64_t i = 0; i < m_; ++i) {
+          const T x = a[p * a_.batch + i * a_.rs];
+          const T* y = b + p * b_.batch;
+          T* out = z + p * c_.batch + i * c_.rs;
+          if (b_.cs == 1 && c_.cs == 1)
+            for (std::int64_t j = 0; j < n_; ++j) out[j] = x * y[j];
+          else
+            for (std::int64_t j = 0; j < n_; ++j) out[j * c_.cs] = x * y[j * b_.cs];
+        }
+    });
+  } else {
+    BlasThreads blas(over_batch ? 1 : threads);
+    parallel_for(nb_, over_batch ? threads : 1, [&](std::int64_t lo, std::int64_t hi) {
+      gemm_batch<T>(hi - lo, m_, n_, k_, {a + lo * a_.batch, a_.rs, a_.cs}, a_.batch,
+                    {b + lo * b_.batch, b_.rs, b_.cs}, b_.batch, z + lo * c_.batch, c_.rs, c_.cs,
+                    c_.batch, false);
+    });
+  }
+  if (c_.packed) copy_into_strided(z, c_.shape, c, c_.strides);
+}
+
+template class Product<float>;
+template class Product<double>;
+
+}  // namespace einsumdb::kernels

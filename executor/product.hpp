@@ -1,0 +1,54 @@
+// A binary mul/sum product of strided tensors as batched GEMMs (internal to executor/): the
+// engine of ttgt, and of contraction_tree's tiled mode, which runs it on the same strides over
+// and over with only the base pointers moving.
+//
+// Indices are grouped as in gemm_groups(): batch, M, N, K. An operand whose three groups are
+// each flat in its layout (one stride per group) with a unit stride along its rows or columns is
+// read in place; any other — and any operand with a function to apply — is packed into
+// [batch, rows, cols] in scratch memory. The result is written in place the same way, or into
+// [batch, M, N] in scratch and scattered after. A product that sums nothing is an outer product
+// per batch point and runs as a loop, not as GEMMs with K = 1.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "executor/execute.hpp"
+
+namespace einsumdb::kernels {
+
+// A tensor as it lies in memory: its indices and the element stride of each axis.
+struct Strided {
+  std::string labels;
+  std::vector<std::int64_t> strides;
+};
+
+template <typename T>
+class Product {
+ public:
+  // `a_function` / `b_function`: whether that operand will be read through a function.
+  Product(const GemmGroups& g, const std::map<char, std::int64_t>& len, const Strided& a,
+          const Strided& b, const Strided& c, bool a_function, bool b_function);
+  // Elements of scratch memory run() needs.
+  std::int64_t scratch() const { return scratch_; }
+  // c = a ⊗ b on tensors laid out as given to the constructor; `scratch` holds scratch()
+  // elements. With threads > 1: over batch points when there are enough, else OpenBLAS's.
+  void run(const T* a, const Expression* fa, const T* b, const Expression* fb, T* c, T* scratch,
+           int threads) const;
+
+ private:
+  struct Side {
+    bool packed = false;
+    std::int64_t batch = 0, rs = 0, cs = 0;    // the matrix per batch point (in scratch if packed)
+    std::vector<std::int64_t> shape, strides;  // how to pack it, or to scatter the result
+    std::int64_t at = 0;                       // its offset in scratch
+  };
+  std::int64_t nb_, m_, n_, k_;
+  bool sums_;
+  Side a_, b_, c_;
+  std::int64_t scratch_ = 0;
+};
+
+}  // namespace einsumdb::kernels
