@@ -157,6 +157,8 @@ std::string describe_params(const nlohmann::json& params) {
         if (b.is_array() && b.size() == 2)
           v += (v.empty() ? "" : ",") + letters(nlohmann::json::array({b[0]})).value_or("?") + ":" +
                b[1].dump();
+    } else if (key == "tile" && value.is_array() && value.size() == 2) {
+      v = letters(nlohmann::json::array({value[0]})).value_or("?") + ":" + value[1].dump();
     } else if (key == "path" && value.is_array()) {
       for (const auto& step : value)
         if (step.is_array() && step.size() == 2)

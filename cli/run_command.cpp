@@ -72,8 +72,18 @@ bool is_index_list_key(const std::string& key) {
   return key == "order" || key == "m" || key == "n" || key == "k";
 }
 
+// "i:16" as [{"index": "i"}, 16], or nullopt.
+std::optional<nlohmann::json> index_size(const std::string& text) {
+  if (text.size() < 3 || !is_index_char(text[0]) || text[1] != ':' ||
+      !std::all_of(text.begin() + 2, text.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      text.size() > 12)
+    return std::nullopt;
+  return nlohmann::json::array({index_param(text[0]), std::stoll(text.substr(2))});
+}
+
 // --param KEY=VALUE: VALUE as JSON when it parses, as an index list for order/m/n/k when it is
-// letters (order=ikj), otherwise as a string.
+// letters (order=ikj), as index:size for tile (tile=e:256) and block (block=i:32,j:32),
+// otherwise as a string.
 void apply_param(nlohmann::json& params, const std::string& item) {
   const auto eq = item.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -83,6 +93,25 @@ void apply_param(nlohmann::json& params, const std::string& item) {
       std::all_of(value.begin(), value.end(), [](char c) { return is_index_char(c); })) {
     params[key] = index_list_param(value);
     return;
+  }
+  if (key == "tile")
+    if (const auto t = index_size(value)) {
+      params[key] = *t;
+      return;
+    }
+  if (key == "block") {
+    nlohmann::json blocks = nlohmann::json::array();
+    for (std::size_t at = 0; at <= value.size();) {
+      const std::size_t comma = std::min(value.find(',', at), value.size());
+      const auto b = index_size(value.substr(at, comma - at));
+      if (!b) break;
+      blocks.push_back(*b);
+      at = comma + 1;
+      if (comma == value.size()) {
+        params[key] = blocks;
+        return;
+      }
+    }
   }
   try {
     params[key] = nlohmann::json::parse(value);
@@ -303,9 +332,10 @@ Command add_run_command(CLI::App& app) {
                   "best (default: the database's fastest verified transform, a default when "
                   "none is known) or a strategy: " +
                       strategy_names());
-  cmd->add_option("--param", args->param,
-                  "KEY=VALUE parameter of --transform NAME, in your index names (order=ikj, "
-                  "threads=2); repeatable")
+  cmd->add_option(
+         "--param", args->param,
+         "KEY=VALUE parameter of --transform NAME, in your index names (order=ikj, tile=e:256, "
+         "threads=2); repeatable")
       ->take_all();
   cmd->add_option("--params", args->params, "All parameters of --transform NAME as JSON");
   cmd->add_option("--inputs", args->inputs,

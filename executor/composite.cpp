@@ -11,13 +11,16 @@
 // appearance (left operand first), the indices that the output or a later operand needs.
 // Parameters: "path": [[left, right], ...] where left and right are the index lists of two
 // current operands ([{"index": i}, ...]; operands are named by their indices so that a path
-// measured on one spelling applies to another), default: the FLOP-optimal order; and
-// "threads". Each step runs ttgt when it applies and loop_nest otherwise; a last step puts the
-// result into the output's order when it is not.
+// measured on one spelling applies to another), default: the FLOP-optimal order; "tile":
+// [{"index": i}, size] (optional; see tiled_row below: the tree runs block by block along output
+// index i so that a block's intermediates stay in cache); and "threads" (over blocks when
+// tiled). Untiled, each step runs ttgt when it pays and applies and loop_nest otherwise; a last
+// step puts the result into the output's order when it is not.
 #include <algorithm>
 #include <cstring>
 
 #include "executor/kernels.hpp"
+#include "executor/product.hpp"
 #include "planner/contraction_path.hpp"
 
 namespace einsumdb {
@@ -237,14 +240,20 @@ nlohmann::json default_contraction_path(const BatchedEinsum& e,
   return path;
 }
 
-Results run_contraction_tree(const Bound& bound, const nlohmann::json& params) {
-  const BatchedEinsum& e = bound.einsum();
-  if (const auto why = contraction_tree_rejects(e))
-    throw SpecError("contraction_tree does not apply: " + *why);
-  check_param_keys(params, "contraction_tree", {"path", "threads"});
-  const int threads = read_threads(params, "contraction_tree");
-  const nlohmann::json path =
-      params.contains("path") ? params["path"] : default_contraction_path(e, bound.lengths());
+namespace {
+
+// A contraction tree resolved against an einsum: the steps over node ids (operands 0..n-1, then
+// step k's result n + k) and each node's layout.
+struct TreePlan {
+  struct Step {
+    std::size_t a, b;
+    std::string labels;  // the result's indices in their default order (how the path names it)
+  };
+  std::vector<Step> steps;
+  std::vector<std::string> layout;
+};
+
+TreePlan plan_tree(const BatchedEinsum& e, const nlohmann::json& path) {
   if (!path.is_array() || path.size() != e.inputs.size() - 1)
     throw SpecError("contraction_tree: 'path' must list " + std::to_string(e.inputs.size() - 1) +
                     " steps [[left indices], [right indices]]");
@@ -260,11 +269,8 @@ Results run_contraction_tree(const Bound& bound, const nlohmann::json& params) {
   // The steps over node ids (operands 0..n-1, then step k's result n + k), resolved from the
   // path's index lists once for all rows.
   const std::size_t n = e.inputs.size();
-  struct Step {
-    std::size_t a, b;
-    std::string labels;  // the result's indices in their default order (how the path names it)
-  };
-  std::vector<Step> plan;
+  TreePlan tree;
+  auto& plan = tree.steps;
   {
     std::vector<std::pair<std::string, std::size_t>> live;  // (path name, node)
     for (std::size_t k = 0; k < n; ++k) live.emplace_back(e.inputs[k], k);
@@ -293,7 +299,8 @@ Results run_contraction_tree(const Bound& bound, const nlohmann::json& params) {
   // Each intermediate's layout, chosen by its consumer (last step first) so that a GEMM step
   // reads it in place: [batch, M, K] as the left operand, [batch, K, N] as the right one, K in
   // the order of the other operand. The last result takes the output's order when it can.
-  std::vector<std::string> layout(n + plan.size());
+  auto& layout = tree.layout;
+  layout.resize(n + plan.size());
   for (std::size_t k = 0; k < n; ++k) layout[k] = e.inputs[k];
   for (std::size_t k = 0; k < plan.size(); ++k) layout[n + k] = plan[k].labels;
   {
@@ -328,6 +335,202 @@ Results run_contraction_tree(const Bound& bound, const nlohmann::json& params) {
       if (b_mid && same_set(qb, q)) layout[plan[k].b] = qb;
     }
 
+  return tree;
+}
+
+// The "tile" parameter, [{"index": i}, size], checked against the tree: the index and the tile
+// length. Tiling runs every step as a product of two operands (mul/sum, each index of an operand
+// in the other one or in the step's result), on an index the output keeps once.
+std::pair<char, std::int64_t> read_tile(const BatchedEinsum& e, const TreePlan& tree,
+                                        const nlohmann::json& t) {
+  if (!t.is_array() || t.size() != 2 || !t[1].is_number_integer() || t[1].get<long>() < 1)
+    throw SpecError("contraction_tree: 'tile' is [{\"index\": i}, size ≥ 1], got " + t.dump());
+  const char c = read_index_list(nlohmann::json{{"i", nlohmann::json::array({t[0]})}}, "i",
+                                 "contraction_tree")[0];
+  const std::string what = std::string("contraction_tree: cannot tile index '") + c + "': ";
+  if (std::count(e.output.begin(), e.output.end(), c) != 1)
+    throw SpecError(what + "only an index the output keeps (once) can be tiled");
+  if (e.join != JoinOp::mul || e.agg != AggOp::sum)
+    throw SpecError(what + "a tiled tree runs its steps as products, which needs mul/sum");
+  for (std::size_t q = 0; q < e.output.size(); ++q)
+    if (e.output.find(e.output[q]) != q)
+      throw SpecError(what + "the output repeats index '" + e.output[q] + "'");
+  const std::size_t n = e.inputs.size();
+  for (std::size_t k = 0; k < tree.steps.size(); ++k) {
+    const std::string &x = tree.layout[tree.steps[k].a], &y = tree.layout[tree.steps[k].b];
+    const std::string& r = k + 1 == tree.steps.size() ? e.output : tree.layout[n + k];
+    for (const std::string* op : {&x, &y})
+      for (std::size_t q = 0; q < op->size(); ++q) {
+        const char l = (*op)[q];
+        if (op->find(l) != q || ((!contains(x, l) || !contains(y, l)) && !contains(r, l)))
+          throw SpecError(what + "step " + std::to_string(k) + " (" + x + "," + y + "->" + r +
+                          ") is not a product of two operands: index '" + l + "' is " +
+                          (op->find(l) != q ? "repeated (a diagonal)" : "summed within one"));
+      }
+  }
+  return {c, t[1].get<std::int64_t>()};
+}
+
+// The tree run block by block along index c: each step that involves c runs on the blocks of
+// its operands in place (leaves at the block's offset, intermediates in per-thread buffers of
+// one block), the last one writing into the output's block, so the intermediates of a block
+// stay in cache instead of making round trips to memory. The products are prepared once per
+// block length; steps without c run once, whole, before the blocks. Blocks are divided among the
+// threads.
+template <typename T>
+Tensor tiled_row(const Bound& bound, std::size_t row, const TreePlan& tree, char c,
+                 std::int64_t tile, int threads) {
+  using kernels::Product, kernels::Strided;
+  const BatchedEinsum& e = bound.einsum();
+  const auto& len = bound.lengths();
+  const std::size_t n = e.inputs.size(), steps = tree.steps.size(), nodes = n + steps;
+  const auto& layout = tree.layout;
+  Tensor out(result_dtype(e, row), kernels::shape_of(e.output, len), Tensor::Uninitialized{});
+  const auto out_strides = out.strides();
+  auto row_major = [](const std::string& labels, const std::map<char, std::int64_t>& l) {
+    std::vector<std::int64_t> s(labels.size(), 1);
+    for (std::size_t a = labels.size(); a-- > 1;) s[a - 1] = s[a] * l.at(labels[a]);
+    return s;
+  };
+  auto groups = [&](std::size_t k) {  // ttgt's default group orders
+    const std::string &x = layout[tree.steps[k].a], &y = layout[tree.steps[k].b];
+    BatchedEinsum s;
+    s.inputs = {x, y};
+    s.output = k + 1 == steps ? e.output : layout[n + k];
+    GemmGroups g = gemm_groups(s);
+    auto order = [](const std::string& labels, const std::string& of) {
+      std::string o;
+      for (char l : of)
+        if (contains(labels, l)) o += l;
+      return o;
+    };
+    g.m = order(g.m, x), g.n = order(g.n, y), g.k = order(g.k, x);
+    return g;
+  };
+  std::vector<bool> has(nodes);
+  std::vector<const T*> base(nodes, nullptr);
+  std::vector<std::vector<std::int64_t>> strides(nodes);
+  std::vector<const Expression*> function(nodes, nullptr);
+  for (std::size_t k = 0; k < nodes; ++k) has[k] = contains(layout[k], c);
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto op = bound.operand(row, k);
+    base[k] = op.tensor->data<T>();
+    strides[k] = op.tensor->strides();
+    function[k] = op.function;
+  }
+  kernels::BlasThreads blas(1);  // the blocks run on their own threads, one product at a time
+  // Steps whose result lacks c read no operand with c: once, whole.
+  std::vector<Tensor> whole(steps);
+  for (std::size_t k = 0; k < steps; ++k) {
+    if (has[n + k]) continue;
+    const std::size_t a = tree.steps[k].a, b = tree.steps[k].b;
+    whole[k] = Tensor(out.dtype(), kernels::shape_of(layout[n + k], len), Tensor::Uninitialized{});
+    const Product<T> p(groups(k), len, {layout[a], strides[a]}, {layout[b], strides[b]},
+                       {layout[n + k], whole[k].strides()}, function[a] != nullptr,
+                       function[b] != nullptr);
+    Tensor scratch(out.dtype(), {p.scratch()}, Tensor::Uninitialized{});
+    p.run(base[a], function[a], base[b], function[b], whole[k].data<T>(), scratch.data<T>(), 1);
+    base[n + k] = whole[k].data<T>();
+    strides[n + k] = whole[k].strides();
+  }
+  // Per block length: the products, and where each block intermediate and the products' scratch
+  // sit in a thread's memory.
+  struct Prepared {
+    std::vector<std::optional<Product<T>>> products;
+    std::vector<std::int64_t> at;  // per node: its block buffer's offset
+    std::int64_t scratch_at = 0, size = 0;
+  };
+  auto prepare = [&](std::int64_t t) {
+    auto lt = len;
+    lt[c] = t;
+    Prepared p;
+    p.at.assign(nodes, 0);
+    for (std::size_t k = 0; k + 1 < steps; ++k)
+      if (has[n + k]) {
+        p.at[n + k] = p.size;
+        p.size += kernels::product(layout[n + k], lt);
+      }
+    auto side = [&](std::size_t node) {
+      return node < n || !has[node] ? Strided{layout[node], strides[node]}
+                                    : Strided{layout[node], row_major(layout[node], lt)};
+    };
+    std::int64_t scratch = 0;
+    p.products.resize(steps);
+    for (std::size_t k = 0; k < steps; ++k) {
+      if (!has[n + k]) continue;
+      const std::size_t a = tree.steps[k].a, b = tree.steps[k].b;
+      p.products[k].emplace(groups(k), lt, side(a), side(b),
+                            k + 1 == steps ? Strided{e.output, out_strides} : side(n + k),
+                            function[a] != nullptr, function[b] != nullptr);
+      // Operands without c are the same for every block: packed once.
+      if (!has[a]) p.products[k]->fix_a(base[a], function[a]);
+      if (!has[b]) p.products[k]->fix_b(base[b], function[b]);
+      scratch = std::max(scratch, p.products[k]->scratch());
+    }
+    p.scratch_at = p.size;
+    p.size += scratch;
+    return p;
+  };
+  const std::int64_t total = len.at(c), tiles = (total + tile - 1) / tile;
+  const std::int64_t rest = total - (tiles - 1) * tile;
+  const Prepared full = prepare(tile), tail = rest == tile ? Prepared{} : prepare(rest);
+  auto offset = [&](std::size_t node) {  // elements per unit of c in a leaf
+    return node < n && has[node] ? strides[node][layout[node].find(c)] : 0;
+  };
+  const std::int64_t out_step = out_strides[e.output.find(c)];
+  kernels::parallel_for(tiles, threads, [&](std::int64_t lo, std::int64_t hi) {
+    Tensor memory(out.dtype(), {full.size}, Tensor::Uninitialized{});
+    T* mem = memory.data<T>();
+    std::vector<const T*> at(nodes);
+    for (std::int64_t q = lo; q < hi; ++q) {
+      const Prepared& p = q + 1 < tiles || rest == tile ? full : tail;
+      const std::int64_t c0 = q * tile;
+      for (std::size_t node = 0; node < nodes; ++node)
+        at[node] = node >= n && has[node] ? mem + p.at[node] : base[node] + c0 * offset(node);
+      for (std::size_t k = 0; k < steps; ++k) {
+        if (!has[n + k]) continue;
+        const std::size_t a = tree.steps[k].a, b = tree.steps[k].b;
+        T* z = k + 1 == steps ? out.data<T>() + c0 * out_step : mem + p.at[n + k];
+        p.products[k]->run(at[a], function[a], at[b], function[b], z, mem + p.scratch_at, 1);
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+bool contraction_tree_tiles(const BatchedEinsum& e, const nlohmann::json& path, char c) {
+  try {
+    read_tile(e, plan_tree(e, path), nlohmann::json::array({index_param(c), 1}));
+    return true;
+  } catch (const SpecError&) {
+    return false;
+  }
+}
+
+Results run_contraction_tree(const Bound& bound, const nlohmann::json& params) {
+  const BatchedEinsum& e = bound.einsum();
+  if (const auto why = contraction_tree_rejects(e))
+    throw SpecError("contraction_tree does not apply: " + *why);
+  check_param_keys(params, "contraction_tree", {"path", "tile", "threads"});
+  const int threads = read_threads(params, "contraction_tree");
+  const TreePlan tree = plan_tree(
+      e, params.contains("path") ? params["path"] : default_contraction_path(e, bound.lengths()));
+  const auto& plan = tree.steps;
+  const auto& layout = tree.layout;
+  const std::size_t n = e.inputs.size();
+  if (params.contains("tile")) {
+    const auto [c, tile] = read_tile(e, tree, params["tile"]);
+    if (tile < bound.length(c)) {
+      Results out;
+      for (std::size_t row = 0; row < e.batch.size(); ++row)
+        out.push_back(result_dtype(e, row) == Dtype::f32
+                          ? tiled_row<float>(bound, row, tree, c, tile, threads)
+                          : tiled_row<double>(bound, row, tree, c, tile, threads));
+      return out;
+    }
+  }
   const auto& len = bound.lengths();
   Results out;
   for (std::size_t row = 0; row < e.batch.size(); ++row) {

@@ -142,6 +142,10 @@ BatchedEinsum batch_fused_einsum(const BatchedEinsum& e);
 std::string contraction_step_result(const std::string& a, const std::string& b,
                                     const std::string& others);
 
+// Whether contraction_tree can run this path tiled along output index c (its "tile"
+// parameter): every step a product of two operands under mul/sum.
+bool contraction_tree_tiles(const BatchedEinsum& e, const nlohmann::json& path, char c);
+
 // The FLOP-optimal pairwise order as contraction_tree's "path" parameter.
 nlohmann::json default_contraction_path(const BatchedEinsum& e,
                                         const std::map<char, std::int64_t>& lengths);

@@ -55,14 +55,35 @@ std::optional<MatrixView> matrix_view(const std::string& layout,
 template <typename T>
 Product<T>::Product(const GemmGroups& g, const std::map<char, std::int64_t>& len, const Strided& a,
                     const Strided& b, const Strided& c, bool a_function, bool b_function)
-    : nb_(product(g.batch, len)),
+    : batch_(g.batch),
+      len_(len),
+      nb_(product(g.batch, len)),
       m_(product(g.m, len)),
       n_(product(g.n, len)),
       k_(product(g.k, len)),
       sums_(!g.k.empty()) {
+  if (!sums_ && !a_function && !b_function) {
+    // An outer product per batch point, read in place whatever the batch strides.
+    const auto am = flat_stride(g.m, a.labels, a.strides, len),
+               cm = flat_stride(g.m, c.labels, c.strides, len),
+               bn = flat_stride(g.n, b.labels, b.strides, len),
+               cn = flat_stride(g.n, c.labels, c.strides, len);
+    if (am && cm && bn && cn) {
+      Outer o{{}, {}, {}, {}, *am, *cm, *bn, *cn};
+      for (char l : g.batch) {
+        o.len.push_back(len.at(l));
+        o.a.push_back(a.strides[a.labels.find(l)]);
+        o.b.push_back(b.strides[b.labels.find(l)]);
+        o.c.push_back(c.strides[c.labels.find(l)]);
+      }
+      outer_ = std::move(o);
+      return;
+    }
+  }
   auto place = [&](const Strided& t, const std::string& rows, const std::string& cols,
                    bool function) {
     Side s;
+    s.source = t, s.rows = rows, s.cols = cols;
     if (!function)
       if (const auto v = matrix_view(t.labels, t.strides, g, rows, cols, len)) {
         s.batch = v->batch, s.rs = v->rs, s.cs = v->cs;
@@ -94,8 +115,41 @@ Product<T>::Product(const GemmGroups& g, const std::map<char, std::int64_t>& len
 }
 
 template <typename T>
+void Product<T>::fix(Side& s, const T* data, const Expression* f, bool is_a) {
+  // How gemm() will read it: with a column-major result it computes Cᵀ = Bᵀ·Aᵀ, and the small
+  // kernels copy a B that is not row-major (after that exchange) before each product.
+  std::int64_t rs = c_.rs, cs = c_.cs;
+  canonical_strides(m_, n_, rs, cs);
+  const bool c_row_major = cs == 1 && rs >= std::max<std::int64_t>(n_, 1);
+  std::int64_t srs = s.rs, scs = s.cs;
+  canonical_strides(product(s.rows, len_), product(s.cols, len_), srs, scs);
+  // A fixed B of a row-major product is wanted row-major, a fixed A of a column-major one
+  // column-major; the other cases read either orientation.
+  const bool want_cols_major = is_a && !c_row_major;
+  const bool wanted = is_a ? (c_row_major || srs == 1) : (!c_row_major || scs == 1);
+  s.is_fixed = true;
+  if (outer_ || (!s.packed && !f && wanted)) {  // (an outer product reads it in place)
+    s.fixed_at = data;
+    return;
+  }
+  const std::string to = batch_ + (want_cols_major ? s.cols + s.rows : s.rows + s.cols);
+  const std::int64_t r = product(s.rows, len_), q = product(s.cols, len_);
+  s.fixed.resize(static_cast<std::size_t>(nb_ * r * q));
+  copy_strided(data, shape_of(to, len_), permuted_strides(s.source.labels, to, s.source.strides),
+               s.fixed.data(), f);
+  s.packed = false;
+  s.batch = r * q;
+  s.rs = want_cols_major ? 1 : q;
+  s.cs = want_cols_major ? r : 1;
+}
+
+template <typename T>
 void Product<T>::run(const T* a, const Expression* fa, const T* b, const Expression* fb, T* c,
                      T* scratch, int threads) const {
+  // (A fixed copy is addressed afresh: the product may have been moved since.)
+  if (a_.is_fixed) a = a_.fixed.empty() ? a_.fixed_at : a_.fixed.data();
+  if (b_.is_fixed) b = b_.fixed.empty() ? b_.fixed_at : b_.fixed.data();
+  if (outer_) return run_outer(a, b, c, threads);
   if (a_.packed) copy_strided(a, a_.shape, a_.strides, scratch + a_.at, fa), a = scratch + a_.at;
   if (b_.packed) copy_strided(b, b_.shape, b_.strides, scratch + b_.at, fb), b = scratch + b_.at;
   T* z = c_.packed ? scratch + c_.at : c;
@@ -123,6 +177,41 @@ void Product<T>::run(const T* a, const Expression* fa, const T* b, const Express
     });
   }
   if (c_.packed) copy_into_strided(z, c_.shape, c, c_.strides);
+}
+
+template <typename T>
+void Product<T>::run_outer(const T* a, const T* b, T* c, int threads) const {
+  const Outer& o = *outer_;
+  const std::size_t dims = o.len.size();
+  const std::int64_t first = dims ? o.len[0] : 1;
+  // Threads split the first batch index; the others run as an odometer inside.
+  parallel_for(first, nb_ >= threads ? threads : 1, [&](std::int64_t lo, std::int64_t hi) {
+    std::int64_t inner = 1;
+    for (std::size_t d = 1; d < dims; ++d) inner *= o.len[d];
+    std::vector<std::int64_t> at(dims, 0);
+    for (std::int64_t f = lo; f < hi; ++f) {
+      std::int64_t pa = dims ? f * o.a[0] : 0, pb = dims ? f * o.b[0] : 0,
+                   pc = dims ? f * o.c[0] : 0;
+      std::fill(at.begin(), at.end(), 0);
+      for (std::int64_t q = 0; q < inner; ++q) {
+        for (std::int64_t i = 0; i < m_; ++i) {
+          const T x = a[pa + i * o.am];
+          T* out = c + pc + i * o.cm;
+          const T* y = b + pb;
+          if (o.bn == 1 && o.cn == 1)
+            for (std::int64_t j = 0; j < n_; ++j) out[j] = x * y[j];
+          else
+            for (std::int64_t j = 0; j < n_; ++j) out[j * o.cn] = x * y[j * o.bn];
+        }
+        for (std::size_t d = dims; d-- > 1;) {  // the next batch point
+          pa += o.a[d], pb += o.b[d], pc += o.c[d];
+          if (++at[d] < o.len[d]) break;
+          pa -= o.a[d] * o.len[d], pb -= o.b[d] * o.len[d], pc -= o.c[d] * o.len[d];
+          at[d] = 0;
+        }
+      }
+    }
+  });
 }
 
 template class Product<float>;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,12 @@ class Product {
   // elements. With threads > 1: over batch points when there are enough, else OpenBLAS's.
   void run(const T* a, const Expression* fa, const T* b, const Expression* fb, T* c, T* scratch,
            int threads) const;
+  // Fixes operand a (or b) to this data for every run (run() then ignores its pointer): when it
+  // must be packed, or is laid out so that each GEMM would copy it, it is packed once, here,
+  // into the orientation the GEMM reads in place. For an operand that does not change between
+  // runs, such as an operator matrix applied block after block.
+  void fix_a(const T* data, const Expression* f) { fix(a_, data, f, true); }
+  void fix_b(const T* data, const Expression* f) { fix(b_, data, f, false); }
 
  private:
   struct Side {
@@ -44,7 +51,23 @@ class Product {
     std::int64_t batch = 0, rs = 0, cs = 0;    // the matrix per batch point (in scratch if packed)
     std::vector<std::int64_t> shape, strides;  // how to pack it, or to scatter the result
     std::int64_t at = 0;                       // its offset in scratch
+    Strided source;                            // the operand as given
+    std::string rows, cols;
+    bool is_fixed = false;
+    std::vector<T> fixed;         // the operand packed once by fix(), or
+    const T* fixed_at = nullptr;  // the operand as it lies
   };
+  void fix(Side& s, const T* data, const Expression* f, bool is_a);
+  // A product that sums nothing, read in place with any batch strides: per batch index its
+  // length and its strides in a, b and c; the strides of M in a and c, of N in b and c.
+  struct Outer {
+    std::vector<std::int64_t> len, a, b, c;
+    std::int64_t am = 0, cm = 0, bn = 0, cn = 0;
+  };
+  std::optional<Outer> outer_;
+  void run_outer(const T* a, const T* b, T* c, int threads) const;
+  std::string batch_;
+  std::map<char, std::int64_t> len_;
   std::int64_t nb_, m_, n_, k_;
   bool sums_;
   Side a_, b_, c_;

@@ -117,6 +117,10 @@ const std::vector<Workload> kWorkloads = {
     {"ij,jk,kl->il", "", {"A=3x4", "B=4x5", "C=5x2"}, false},  // three operands
     {"fe,ifj,fej->ei", "J,M,F;J,M,G", {"J=4x9", "M=5x4x3", "F=4x9x3", "G=4x9x3"}, false},
     {"ij,jk,kl,lm->im", "", {"A=3x4", "B=4x5", "C=5x2", "D=2x3"}, false},  // four operands
+    // DG-FEM's three operators, long enough along e for tiled trees (blocks of 16, a tail)
+    {"fe,ifj,fej->ei", "J,M,F;J,M,G", {"J=4x40", "M=5x4x3", "F=4x40x3", "G=4x40x3"}, false},
+    {"xre,rij,ej->xei", "", {"A=2x3x37", "B=3x4x5", "C=37x5"}, false},
+    {"xre,rij,xej->ei", "", {"A=2x3x37", "B=3x4x5", "C=2x37x5"}, false},
     {"ni,gg,kl->il", "", {"A=2x4", "B=4x4", "C=5x2"}, false},  // a trace among three operands
     {"ij,jk->ik", "", {"A=4x5", "B=5x3"}, false, "sqdiff", "sum"},
     {"ij,jk->ik", "A,B;C,B", {"A=4x5", "B=5x3", "C=4x5"}, false, "absdiff", "max"},
@@ -268,6 +272,31 @@ TEST(Strategies, BadParametersAreRefusedByName) {
   EXPECT_NE(message("contraction_tree", {}).find("3 or more operands"), std::string::npos);
   EXPECT_NE(message("batch_fused", {}).find("one"), std::string::npos);
   EXPECT_NE(message("warp", {}).find("unknown strategy 'warp'"), std::string::npos);
+  // Tiles of a contraction tree: named index, size, and an index the output keeps.
+  const auto gradient = std::find_if(kWorkloads.begin(), kWorkloads.end(), [](const Workload& w) {
+    return w.einsum == "xre,rij,ej->xei";
+  });
+  ASSERT_NE(gradient, kWorkloads.end());
+  const BatchedEinsum tree = spec_of(*gradient, Dtype::f64);
+  const Arrays tree_arrays = random_arrays(tree, 1);
+  const Bound tree_bound(tree, tree_arrays);
+  auto tile = [&](const nlohmann::json& t) {
+    try {
+      execute(tree_bound, "contraction_tree", {{"tile", t}});
+    } catch (const SpecError& err) {
+      return std::string(err.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(tile({index_param('j'), 4}).find("only an index the output keeps"), std::string::npos);
+  EXPECT_NE(tile({index_param('e'), 0}).find("size ≥ 1"), std::string::npos);
+  EXPECT_NE(tile("e").find("'tile' is"), std::string::npos);
+  EXPECT_EQ(tile({index_param('e'), 100}), "no error");  // one tile: the untiled tree
+  const BatchedEinsum sq = parse_spec_json(nlohmann::json::parse(
+      R"({"einsum": "ij,jk,kl->il", "batch": [["A", "B", "C"]], "ops": {"join": "add", "agg": "max"},
+          "shapes": {"A": [3, 4], "B": [4, 5], "C": [5, 40]}})"));
+  EXPECT_FALSE(contraction_tree_tiles(
+      sq, default_contraction_path(sq, {{'i', 3}, {'j', 4}, {'k', 5}, {'l', 40}}), 'l'));
   // Rows that read the same arrays leave nothing to stack (found by the fuzzer).
   const BatchedEinsum same = parse_spec_json(nlohmann::json::parse(
       R"({"einsum": "ik,j->i", "batch": [["A", "B"], ["A", "B"]],
@@ -291,6 +320,9 @@ TEST(Functions, AgreeWithMaterializedOperands) {
           "functions": {"F": "exp(-A^2/2)"}})J",
       R"J({"einsum": "ij,jk,kl->il", "batch": [["A", "G", "C"]],
           "shapes": {"A": [3, 4], "B": [4, 5], "C": [5, 2]}, "functions": {"G": "abs(B)-0.5"}})J",
+      R"J({"einsum": "xre,rij,ej->xei", "batch": [["J", "G", "V"]],
+          "shapes": {"J": [2, 3, 35], "D": [3, 4, 4], "U": [35, 4]},
+          "functions": {"G": "D*D", "V": "U-1"}})J",
       R"J({"einsum": "ij,jk->ik", "batch": [["F", "B"]], "shapes": {"A": [4, 5], "B": [5, 3]},
           "ops": {"join": "sqdiff", "agg": "max"}, "functions": {"F": "A/3"}})J",
   };
