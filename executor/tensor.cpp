@@ -7,6 +7,7 @@
 #include <limits>
 
 #include <malloc.h>
+#include <sys/mman.h>
 
 namespace einsumdb {
 
@@ -70,9 +71,16 @@ Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape, Uninitialized)
       throw SpecError("a tensor of this shape has more elements than can be addressed");
     size_ *= shape_[a];
   }
-  const std::size_t n = std::max<std::size_t>(64, (bytes() + 63) / 64 * 64);
-  void* p = std::aligned_alloc(64, n);
+  // A large tensor is aligned to 2 MiB and asks for transparent huge pages (as numpy does): a
+  // kernel that streams it misses the TLB 512 times less often. A 4000×4000 matrix-vector
+  // product took 5–10% longer than numpy's identical OpenBLAS call without this.
+  constexpr std::size_t kHuge = std::size_t{2} << 20;
+  const bool huge = bytes() >= 2 * kHuge;
+  const std::size_t align = huge ? kHuge : 64;
+  const std::size_t n = std::max<std::size_t>(64, (bytes() + align - 1) / align * align);
+  void* p = std::aligned_alloc(align, n);
   if (!p) throw Error("out of memory allocating " + std::to_string(n) + " bytes");
+  if (huge) madvise(p, n, MADV_HUGEPAGE);  // advice only: no huge pages is not an error
   data_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
 

@@ -148,23 +148,23 @@ std::vector<nlohmann::json> contraction_tree_space(const BatchedEinsum& e,
     for (const auto& p : paths)
       if (p != best) out.push_back({{"path", p}});
   }
-  // Each path also tiled along the output's longest index, in tiles of 16 and 256 (when that
-  // makes at least two), if the tree can be.
+  // Each path also tiled along the output's longest index, in tiles of 256 and 16 (when that
+  // makes at least two), if the tree can be; right after it, so that a budget reaches the tiled
+  // FLOP-optimal path early.
   char longest = 0;
   for (char c : e.output)
     if (!longest || len.at(c) > len.at(longest)) longest = c;
   if (!longest) return out;
-  const std::size_t untiled = out.size();
-  for (std::int64_t size : {16, 256}) {
-    if (2 * size > len.at(longest)) continue;
-    for (std::size_t q = 0; q < untiled; ++q)
-      if (contraction_tree_tiles(e, out[q]["path"], longest)) {
-        nlohmann::json p = out[q];
-        p["tile"] = {index_param(longest), size};
-        out.push_back(std::move(p));
+  std::vector<nlohmann::json> all;
+  for (const auto& p : out) {
+    all.push_back(p);
+    for (std::int64_t size : {256, 16})
+      if (2 * size <= len.at(longest) && contraction_tree_tiles(e, p["path"], longest)) {
+        all.push_back(p);
+        all.back()["tile"] = {index_param(longest), size};
       }
   }
-  return out;
+  return all;
 }
 
 std::vector<nlohmann::json> space(const std::string& strategy, const BatchedEinsum& e,
