@@ -219,58 +219,98 @@ double Expression::operator()(double x) const {
 template <typename T>
 void Expression::apply(const T* in, std::int64_t stride, T* out, std::int64_t n) const {
   // The program runs over chunks: each instruction is one simple loop the compiler vectorizes.
+  // A stack entry is a run of values (its own chunk of buffer, or the input itself when it is
+  // contiguous: no copy) or a constant (no fill: the operation takes it as a scalar).
   constexpr std::int64_t kChunk = 256;
+  struct Entry {
+    const T* p;  // null: the constant c
+    T c;
+  };
   std::vector<T> buffer(static_cast<std::size_t>(kChunk * std::max(depth_, 1)));
+  std::vector<Entry> stack(static_cast<std::size_t>(std::max(depth_, 1)));
   for (std::int64_t lo = 0; lo < n; lo += kChunk) {
     const std::int64_t m = std::min(kChunk, n - lo);
     int top = 0;
-    auto slot = [&](int k) { return buffer.data() + k * kChunk; };
+    // The last instruction writes into `out` directly (the result would be copied there).
+    const Instr* last = &program_.back();
+    const Instr* now = nullptr;
+    auto slot = [&](int k) { return now == last ? out + lo : buffer.data() + k * kChunk; };
     for (const auto& instr : program_) {
-      T* a = top >= 2 ? slot(top - 2) : nullptr;
-      T* b = top >= 1 ? slot(top - 1) : nullptr;
+      now = &instr;
       switch (instr.op) {
         case Op::x: {
-          T* d = slot(top++);
           const T* src = in + lo * stride;
-          if (stride == 1)
-            std::copy(src, src + m, d);
-          else
+          if (stride == 1) {
+            stack[top++] = {src, T(0)};
+          } else {
+            T* d = slot(top);
             for (std::int64_t i = 0; i < m; ++i) d[i] = src[i * stride];
+            stack[top++] = {d, T(0)};
+          }
           break;
         }
-        case Op::constant: {
-          T* d = slot(top++);
-          std::fill(d, d + m, static_cast<T>(instr.value));
+        case Op::constant:
+          stack[top++] = {nullptr, static_cast<T>(instr.value)};
           break;
-        }
-#define EINSUMDB_BINARY(OP, EXPR)                       \
-  case Op::OP:                                          \
-    for (std::int64_t i = 0; i < m; ++i) a[i] = (EXPR); \
-    --top;                                              \
-    break;
-          EINSUMDB_BINARY(add, a[i] + b[i])
-          EINSUMDB_BINARY(sub, a[i] - b[i])
-          EINSUMDB_BINARY(mul, a[i] * b[i])
-          EINSUMDB_BINARY(div, a[i] / b[i])
-          EINSUMDB_BINARY(pow, std::pow(a[i], b[i]))
+#define EINSUMDB_BINARY(OP, EXPR)                                                              \
+  case Op::OP: {                                                                               \
+    const Entry x = stack[top - 2], y = stack[top - 1];                                        \
+    T* d = slot(top - 2);                                                                      \
+    if (x.p && y.p) {                                                                          \
+      const T *xa = x.p, *ya = y.p;                                                            \
+      for (std::int64_t i = 0; i < m; ++i) d[i] = [](T a, T b) { return EXPR; }(xa[i], ya[i]); \
+    } else if (x.p) {                                                                          \
+      const T* xa = x.p;                                                                       \
+      const T b0 = y.c;                                                                        \
+      for (std::int64_t i = 0; i < m; ++i) d[i] = [](T a, T b) { return EXPR; }(xa[i], b0);    \
+    } else if (y.p) {                                                                          \
+      const T* ya = y.p;                                                                       \
+      const T a0 = x.c;                                                                        \
+      for (std::int64_t i = 0; i < m; ++i) d[i] = [](T a, T b) { return EXPR; }(a0, ya[i]);    \
+    } else {                                                                                   \
+      stack[top - 2] = {nullptr, [](T a, T b) { return EXPR; }(x.c, y.c)};                     \
+      --top;                                                                                   \
+      break;                                                                                   \
+    }                                                                                          \
+    stack[top - 2] = {d, T(0)};                                                                \
+    --top;                                                                                     \
+    break;                                                                                     \
+  }
+          EINSUMDB_BINARY(add, a + b)
+          EINSUMDB_BINARY(sub, a - b)
+          EINSUMDB_BINARY(mul, a * b)
+          EINSUMDB_BINARY(div, a / b)
+          EINSUMDB_BINARY(pow, std::pow(a, b))
 #undef EINSUMDB_BINARY
-#define EINSUMDB_UNARY(OP, EXPR)                        \
-  case Op::OP:                                          \
-    for (std::int64_t i = 0; i < m; ++i) b[i] = (EXPR); \
-    break;
-          EINSUMDB_UNARY(neg, -b[i])
-          EINSUMDB_UNARY(sin, std::sin(b[i]))
-          EINSUMDB_UNARY(cos, std::cos(b[i]))
-          EINSUMDB_UNARY(tan, std::tan(b[i]))
-          EINSUMDB_UNARY(exp, std::exp(b[i]))
-          EINSUMDB_UNARY(log, std::log(b[i]))
-          EINSUMDB_UNARY(sqrt, std::sqrt(b[i]))
-          EINSUMDB_UNARY(abs, std::abs(b[i]))
-          EINSUMDB_UNARY(tanh, std::tanh(b[i]))
+#define EINSUMDB_UNARY(OP, EXPR)                                                 \
+  case Op::OP: {                                                                 \
+    const Entry y = stack[top - 1];                                              \
+    if (!y.p) {                                                                  \
+      stack[top - 1].c = [](T b) { return EXPR; }(y.c);                          \
+      break;                                                                     \
+    }                                                                            \
+    T* d = slot(top - 1);                                                        \
+    const T* ya = y.p;                                                           \
+    for (std::int64_t i = 0; i < m; ++i) d[i] = [](T b) { return EXPR; }(ya[i]); \
+    stack[top - 1] = {d, T(0)};                                                  \
+    break;                                                                       \
+  }
+          EINSUMDB_UNARY(neg, -b)
+          EINSUMDB_UNARY(sin, std::sin(b))
+          EINSUMDB_UNARY(cos, std::cos(b))
+          EINSUMDB_UNARY(tan, std::tan(b))
+          EINSUMDB_UNARY(exp, std::exp(b))
+          EINSUMDB_UNARY(log, std::log(b))
+          EINSUMDB_UNARY(sqrt, std::sqrt(b))
+          EINSUMDB_UNARY(abs, std::abs(b))
+          EINSUMDB_UNARY(tanh, std::tanh(b))
 #undef EINSUMDB_UNARY
       }
     }
-    std::copy(slot(0), slot(0) + m, out + lo);
+    if (!stack[0].p)
+      std::fill(out + lo, out + lo + m, stack[0].c);
+    else if (stack[0].p != out + lo)
+      std::copy(stack[0].p, stack[0].p + m, out + lo);
   }
 }
 

@@ -257,11 +257,19 @@ void gemm_batch(std::int64_t nb, std::int64_t m, std::int64_t n, std::int64_t k,
 // dst (contiguous, row-major `shape`) = f(src) read with element `stride` per axis; the copy
 // runs along the last axis (f applied per run when given).
 template <typename T>
-void copy_strided(const T* src, const std::vector<std::int64_t>& shape,
-                  const std::vector<std::int64_t>& stride, T* dst, const Expression* f) {
+void copy_strided(const T* src, const std::vector<std::int64_t>& shape_in,
+                  const std::vector<std::int64_t>& stride_in, T* dst, const Expression* f) {
   std::int64_t total = 1;
-  for (auto len : shape) total *= len;
+  for (auto len : shape_in) total *= len;
   if (total == 0) return;
+  // Trailing axes that are contiguous in src too are one run (a function is then evaluated over
+  // whole rows of a block, not over each row of its last axis).
+  std::vector<std::int64_t> shape = shape_in, stride = stride_in;
+  while (shape.size() >= 2 && stride[shape.size() - 2] == stride.back() * shape.back()) {
+    shape[shape.size() - 2] *= shape.back();
+    stride[stride.size() - 2] = stride.back();
+    shape.pop_back(), stride.pop_back();
+  }
   const std::size_t r = shape.size();
   const std::int64_t inner = r ? shape[r - 1] : 1, inner_stride = r ? stride[r - 1] : 1;
   std::vector<std::int64_t> counter(r, 0);

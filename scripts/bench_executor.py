@@ -225,10 +225,10 @@ def part_functional(bench, quick):
          {"S": "sin(q)"}, ["M", "S"]),
         ("A*A in a 2000x300x2000 GEMM", "ik,kj->ij", {"A": [2000, 300], "B": [300, 2000]},
          {"F": "A*A"}, ["F", "B"]),
-        ("U*U-1 in DG-FEM gradient P4", "xre,rij,ej->xei",
+        ("U*U-1 in DG-FEM gradient P3", "xre,rij,ej->xei",
          {"J": [3, 3, 10000], "D": [3, 20, 20], "U": [10000, 20]}, {"G": "U*U-1"},
          ["J", "D", "G"]),
-        ("exp(-U) in DG-FEM gradient P4 (*)", "xre,rij,ej->xei",
+        ("exp(-U) in DG-FEM gradient P3 (*)", "xre,rij,ej->xei",
          {"J": [3, 3, 10000], "D": [3, 20, 20], "U": [10000, 20]}, {"G": "exp(-U)"},
          ["J", "D", "G"]),
     ]

@@ -2,7 +2,8 @@
 //   'e' + text: a functional-operand expression; chunked evaluation equals scalar evaluation;
 //   'n' + bytes: a .npy file; whatever reads back is written and re-read identically;
 //   's' + JSON: spec JSON with "functions"; small valid einsums run under every applicable
-//               strategy with default parameters and agree with the reference.
+//               strategy with default parameters, and tiled contraction trees, and agree with
+//               the reference.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -102,6 +103,16 @@ void spec(const std::string& text) {
     const Results got = s.run(bound, nlohmann::json{{"threads", 1}});
     check(got.size() == want.size(), "row count");
     check(verification_error(got, want, scale) <= tolerance(Dtype::f64, terms), s.name.c_str());
+  }
+  // The contraction tree tiled along each output index that allows it, in tiles of 2.
+  if (contraction_tree_rejects(e)) return;
+  const nlohmann::json path = default_contraction_path(e, bound.lengths());
+  for (char c : e.output) {
+    if (!contraction_tree_tiles(e, path, c)) continue;
+    const Results got = run_contraction_tree(
+        bound, {{"path", path}, {"tile", {index_param(c), 2}}, {"threads", 1}});
+    check(verification_error(got, want, scale) <= tolerance(Dtype::f64, terms),
+          "contraction_tree tiled");
   }
 }
 
