@@ -24,17 +24,15 @@ struct Operands {
   }
 };
 
-// range: batch, m, n, k.
-void xsmm(benchmark::State& state) {
+// range: batch, m, n, k; `multiply` runs one batch of products on the operands.
+template <typename Multiply>
+void products(benchmark::State& state, Multiply multiply) {
   const std::int64_t nb = state.range(0), m = state.range(1), n = state.range(2),
                      k = state.range(3);
   Operands o(nb, m, n, k);
   openblas_set_num_threads(1);
   for (auto _ : state) {
-    const bool ran =
-        einsumdb::kernels::small_gemm_batch(nb, m, n, k, o.a.data(), k, false, m * k, o.b.data(), n,
-                                            k * n, o.c.data(), n, m * n, false);
-    if (!ran) {
+    if (!multiply(nb, m, n, k, o)) {
       state.SkipWithError("libxsmm has no kernel for this shape");
       break;
     }
@@ -45,21 +43,21 @@ void xsmm(benchmark::State& state) {
                                                  benchmark::Counter::kIs1000);
 }
 
+void xsmm(benchmark::State& state) {
+  products(state, [](std::int64_t nb, std::int64_t m, std::int64_t n, std::int64_t k, Operands& o) {
+    return einsumdb::kernels::small_gemm_batch(nb, m, n, k, o.a.data(), k, false, m * k, o.b.data(),
+                                               n, k * n, o.c.data(), n, m * n, false);
+  });
+}
+
 void openblas(benchmark::State& state) {
-  const std::int64_t nb = state.range(0), m = state.range(1), n = state.range(2),
-                     k = state.range(3);
-  Operands o(nb, m, n, k);
-  openblas_set_num_threads(1);
-  for (auto _ : state) {
+  products(state, [](std::int64_t nb, std::int64_t m, std::int64_t n, std::int64_t k, Operands& o) {
     for (std::int64_t i = 0; i < nb; ++i)
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0,
                   o.a.data() + i * m * k, int(k), o.b.data() + i * k * n, int(n), 0.0,
                   o.c.data() + i * m * n, int(n));
-    benchmark::DoNotOptimize(o.c.data());
-  }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(nb * m * n * k),
-                                                 benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+    return true;
+  });
 }
 
 void shapes(benchmark::internal::Benchmark* b) {

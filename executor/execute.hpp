@@ -8,7 +8,8 @@
 //   loop_over_gemm   — GEMM on strided sub-matrices in place, looping over the other indices;
 //   batch_fused      — rows that share operands become one einsum over a stacked operand (b
 //                      matrix-vector products become one matrix-matrix product);
-//   contraction_tree — 3+ operands contracted pairwise in a chosen order.
+//   contraction_tree — 3+ operands contracted pairwise in a chosen order, optionally tile by
+//                      tile along an output index.
 // Every strategy takes "threads" (1 by default): its own threads, or OpenBLAS's when it makes one
 // GEMM call at a time, never both (no nested oversubscription).
 //

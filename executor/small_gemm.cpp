@@ -107,32 +107,30 @@ bool run(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, con
 
 }  // namespace
 
-bool small_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const double* a, std::int64_t lda,
-                bool a_transposed, const double* b, std::int64_t ldb, double* c, std::int64_t ldc,
+template <typename T>
+bool small_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda,
+                bool a_transposed, const T* b, std::int64_t ldb, T* c, std::int64_t ldc,
                 bool accumulate) {
   return run(1, m, n, k, a, lda, a_transposed, 0, b, ldb, 0, c, ldc, 0, accumulate);
 }
 
-bool small_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
-                bool a_transposed, const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
-                bool accumulate) {
-  return run(1, m, n, k, a, lda, a_transposed, 0, b, ldb, 0, c, ldc, 0, accumulate);
-}
-
+template <typename T>
 bool small_gemm_batch(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
-                      const double* a, std::int64_t lda, bool a_transposed, std::int64_t a_step,
-                      const double* b, std::int64_t ldb, std::int64_t b_step, double* c,
-                      std::int64_t ldc, std::int64_t c_step, bool accumulate) {
+                      const T* a, std::int64_t lda, bool a_transposed, std::int64_t a_step,
+                      const T* b, std::int64_t ldb, std::int64_t b_step, T* c, std::int64_t ldc,
+                      std::int64_t c_step, bool accumulate) {
   return run(batch, m, n, k, a, lda, a_transposed, a_step, b, ldb, b_step, c, ldc, c_step,
              accumulate);
 }
 
-bool small_gemm_batch(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
-                      const float* a, std::int64_t lda, bool a_transposed, std::int64_t a_step,
-                      const float* b, std::int64_t ldb, std::int64_t b_step, float* c,
-                      std::int64_t ldc, std::int64_t c_step, bool accumulate) {
-  return run(batch, m, n, k, a, lda, a_transposed, a_step, b, ldb, b_step, c, ldc, c_step,
-             accumulate);
-}
+#define EINSUMDB_SMALL_GEMM(T)                                                                     \
+  template bool small_gemm(std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, bool, \
+                           const T*, std::int64_t, T*, std::int64_t, bool);                        \
+  template bool small_gemm_batch(std::int64_t, std::int64_t, std::int64_t, std::int64_t, const T*, \
+                                 std::int64_t, bool, std::int64_t, const T*, std::int64_t,         \
+                                 std::int64_t, T*, std::int64_t, std::int64_t, bool);
+EINSUMDB_SMALL_GEMM(float)
+EINSUMDB_SMALL_GEMM(double)
+#undef EINSUMDB_SMALL_GEMM
 
 }  // namespace einsumdb::kernels

@@ -23,24 +23,20 @@ inline constexpr std::int64_t kSmallGemmArea = 64 * 128;
 // (element (i, l) at a[i + l·lda], lda ≥ m). Runs when n and k, or m and k, fit the limits
 // above and libxsmm has a kernel for the shape; returns false, having computed nothing,
 // otherwise (the caller then uses the BLAS).
-bool small_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const double* a, std::int64_t lda,
-                bool a_transposed, const double* b, std::int64_t ldb, double* c, std::int64_t ldc,
-                bool accumulate);
-bool small_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
-                bool a_transposed, const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
+// (For T = float and double.)
+template <typename T>
+bool small_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda,
+                bool a_transposed, const T* b, std::int64_t ldb, T* c, std::int64_t ldc,
                 bool accumulate);
 
 // For i < batch: C + i·c_step (+)= (A + i·a_step) · (B + i·b_step), each product as small_gemm()
 // above. The kernels are looked up once for all points, so a point costs little more than the
 // kernel itself (thousands of 3×3 by 3×35 products, one per element, in DG-FEM). Returns false,
 // having computed nothing, when small_gemm() would.
+template <typename T>
 bool small_gemm_batch(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
-                      const double* a, std::int64_t lda, bool a_transposed, std::int64_t a_step,
-                      const double* b, std::int64_t ldb, std::int64_t b_step, double* c,
-                      std::int64_t ldc, std::int64_t c_step, bool accumulate);
-bool small_gemm_batch(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
-                      const float* a, std::int64_t lda, bool a_transposed, std::int64_t a_step,
-                      const float* b, std::int64_t ldb, std::int64_t b_step, float* c,
-                      std::int64_t ldc, std::int64_t c_step, bool accumulate);
+                      const T* a, std::int64_t lda, bool a_transposed, std::int64_t a_step,
+                      const T* b, std::int64_t ldb, std::int64_t b_step, T* c, std::int64_t ldc,
+                      std::int64_t c_step, bool accumulate);
 
 }  // namespace einsumdb::kernels

@@ -2,13 +2,16 @@
 // operands and the result), M (left operand and result), N (right operand and result) and K
 // (both operands, summed).
 //
-// ttgt: each operand is packed into [batch, M, K] / [batch, K, N] (or read in place when it is
-// already [batch, M, K] or [batch, K, M], resp. [batch, K, N] or [batch, N, K]: the BLAS reads a
-// transposed matrix itself); one OpenBLAS GEMM runs per batch point; the [batch, M, N] result is
-// permuted into the output's order (or written in place when the output is [batch, M, N] or
-// [batch, N, M]). Parameters: "m", "n", "k" (the order of each group's indices; default: the
-// order that avoids copies) and "threads" (over batch points when there are enough, otherwise
-// OpenBLAS's threads). A functional operand is evaluated while it is packed.
+// ttgt: an operand whose batch, row and column groups are each one flat axis of its layout,
+// with a unit stride along rows or columns, is read in place (the BLAS reads a transposed matrix
+// itself); any other is packed into [batch, M, K] / [batch, K, N]. One GEMM runs per batch point
+// — OpenBLAS's, or libxsmm's kernel when the product is small (executor/small_gemm.hpp), a batch
+// of small products at once — writing into the output in place under the same condition, else
+// into [batch, M, N] permuted after; a product that sums nothing is a loop. (The engine is
+// kernels::Product, executor/product.hpp.) Parameters: "m", "n", "k" (the order of each group's
+// indices; default: the order that avoids copies) and "threads" (over batch points when there
+// are enough, otherwise OpenBLAS's threads). A functional operand is evaluated while it is
+// packed.
 //
 // loop_over_gemm: no copies. One index group each becomes M, N and K of a GEMM on strided
 // sub-matrices of the operands and the output in place; every other index is a loop around it.
