@@ -487,6 +487,16 @@ Tensor tiled_row(const Bound& bound, std::size_t row, const TreePlan& tree, char
       const std::int64_t c0 = q * tile;
       for (std::size_t node = 0; node < nodes; ++node)
         at[node] = node >= n && has[node] ? mem + p.at[node] : base[node] + c0 * offset(node);
+      // The next block of each leaf led by c is one contiguous range: fetched into cache while
+      // this block computes, so that packing it (a function applied) does not wait on memory.
+      if (q + 1 < hi)
+        for (std::size_t node = 0; node < n; ++node)
+          if (has[node] && layout[node][0] == c) {
+            const T* next = at[node] + tile * offset(node);
+            const std::int64_t count = std::min(tile, total - c0 - tile) * offset(node);
+            for (std::int64_t i = 0; i < count; i += 64 / sizeof(T))
+              __builtin_prefetch(next + i, 0, 2);
+          }
       for (std::size_t k = 0; k < steps; ++k) {
         if (!has[n + k]) continue;
         const std::size_t a = tree.steps[k].a, b = tree.steps[k].b;

@@ -216,11 +216,36 @@ double Expression::operator()(double x) const {
   return stack[0];
 }
 
+template <typename T, typename K>
+bool Expression::with_binary(Op op, K&& k) {
+  switch (op) {
+    case Op::add:
+      k([](T a, T b) { return a + b; });
+      return true;
+    case Op::sub:
+      k([](T a, T b) { return a - b; });
+      return true;
+    case Op::mul:
+      k([](T a, T b) { return a * b; });
+      return true;
+    case Op::div:
+      k([](T a, T b) { return a / b; });
+      return true;
+    case Op::pow:
+      k([](T a, T b) { return std::pow(a, b); });
+      return true;
+    default:
+      return false;
+  }
+}
+
 template <typename T>
 void Expression::apply(const T* in, std::int64_t stride, T* out, std::int64_t n) const {
   // The program runs over chunks: each instruction is one simple loop the compiler vectorizes.
   // A stack entry is a run of values (its own chunk of buffer, or the input itself when it is
-  // contiguous: no copy) or a constant (no fill: the operation takes it as a scalar).
+  // contiguous: no copy) or a constant (no fill: the operation takes it as a scalar). A binary
+  // operation followed by one with a constant (2*A+1, U*U-1) is one loop, and the last loop
+  // writes into `out`.
   constexpr std::int64_t kChunk = 256;
   struct Entry {
     const T* p;  // null: the constant c
@@ -228,83 +253,101 @@ void Expression::apply(const T* in, std::int64_t stride, T* out, std::int64_t n)
   };
   std::vector<T> buffer(static_cast<std::size_t>(kChunk * std::max(depth_, 1)));
   std::vector<Entry> stack(static_cast<std::size_t>(std::max(depth_, 1)));
+  const std::size_t size = program_.size();
   for (std::int64_t lo = 0; lo < n; lo += kChunk) {
     const std::int64_t m = std::min(kChunk, n - lo);
     int top = 0;
-    // The last instruction writes into `out` directly (the result would be copied there).
-    const Instr* last = &program_.back();
-    const Instr* now = nullptr;
-    auto slot = [&](int k) { return now == last ? out + lo : buffer.data() + k * kChunk; };
-    for (const auto& instr : program_) {
-      now = &instr;
-      switch (instr.op) {
-        case Op::x: {
-          const T* src = in + lo * stride;
-          if (stride == 1) {
-            stack[top++] = {src, T(0)};
-          } else {
-            T* d = slot(top);
-            for (std::int64_t i = 0; i < m; ++i) d[i] = src[i * stride];
-            stack[top++] = {d, T(0)};
-          }
-          break;
+    std::size_t pc = 0;
+    auto slot = [&](int k, std::size_t end) {  // where an instruction ending at `end` writes
+      return end + 1 == size ? out + lo : buffer.data() + k * kChunk;
+    };
+    for (; pc < size; ++pc) {
+      const Instr& instr = program_[pc];
+      if (instr.op == Op::x) {
+        const T* src = in + lo * stride;
+        if (stride == 1) {
+          stack[top++] = {src, T(0)};
+        } else {
+          T* d = slot(top, pc);
+          for (std::int64_t i = 0; i < m; ++i) d[i] = src[i * stride];
+          stack[top++] = {d, T(0)};
         }
-        case Op::constant:
-          stack[top++] = {nullptr, static_cast<T>(instr.value)};
+        continue;
+      }
+      if (instr.op == Op::constant) {
+        stack[top++] = {nullptr, static_cast<T>(instr.value)};
+        continue;
+      }
+      const bool chain = pc + 2 < size && program_[pc + 1].op == Op::constant &&
+                         with_binary<T>(program_[pc + 2].op, [](auto) {});
+      const bool binary = with_binary<T>(instr.op, [&](auto f) {
+        const Entry x = stack[top - 2], y = stack[top - 1];
+        --top;
+        if (!x.p && !y.p) {  // constants fold
+          stack[top - 1] = {nullptr, f(x.c, y.c)};
+          return;
+        }
+        T* d = slot(top - 1, chain ? pc + 2 : pc);
+        auto loop = [&](auto h) {
+          if (x.p && y.p)
+            for (std::int64_t i = 0; i < m; ++i) d[i] = h(x.p[i], y.p[i]);
+          else if (x.p)
+            for (std::int64_t i = 0; i < m; ++i) d[i] = h(x.p[i], y.c);
+          else
+            for (std::int64_t i = 0; i < m; ++i) d[i] = h(x.c, y.p[i]);
+        };
+        if (!chain) {
+          loop(f);
+        } else {
+          const T c = static_cast<T>(program_[pc + 1].value);
+          with_binary<T>(program_[pc + 2].op,
+                         [&](auto g) { loop([f, g, c](T a, T b) { return g(f(a, b), c); }); });
+          pc += 2;
+        }
+        stack[top - 1] = {d, T(0)};
+      });
+      if (binary) continue;
+      // A unary operation.
+      const Entry y = stack[top - 1];
+      T* d = y.p ? slot(top - 1, pc) : nullptr;
+      auto unary = [&](auto f) {
+        if (!y.p) {
+          stack[top - 1].c = f(y.c);
+          return;
+        }
+        for (std::int64_t i = 0; i < m; ++i) d[i] = f(y.p[i]);
+        stack[top - 1] = {d, T(0)};
+      };
+      switch (instr.op) {
+        case Op::neg:
+          unary([](T b) { return -b; });
           break;
-#define EINSUMDB_BINARY(OP, EXPR)                                                              \
-  case Op::OP: {                                                                               \
-    const Entry x = stack[top - 2], y = stack[top - 1];                                        \
-    T* d = slot(top - 2);                                                                      \
-    if (x.p && y.p) {                                                                          \
-      const T *xa = x.p, *ya = y.p;                                                            \
-      for (std::int64_t i = 0; i < m; ++i) d[i] = [](T a, T b) { return EXPR; }(xa[i], ya[i]); \
-    } else if (x.p) {                                                                          \
-      const T* xa = x.p;                                                                       \
-      const T b0 = y.c;                                                                        \
-      for (std::int64_t i = 0; i < m; ++i) d[i] = [](T a, T b) { return EXPR; }(xa[i], b0);    \
-    } else if (y.p) {                                                                          \
-      const T* ya = y.p;                                                                       \
-      const T a0 = x.c;                                                                        \
-      for (std::int64_t i = 0; i < m; ++i) d[i] = [](T a, T b) { return EXPR; }(a0, ya[i]);    \
-    } else {                                                                                   \
-      stack[top - 2] = {nullptr, [](T a, T b) { return EXPR; }(x.c, y.c)};                     \
-      --top;                                                                                   \
-      break;                                                                                   \
-    }                                                                                          \
-    stack[top - 2] = {d, T(0)};                                                                \
-    --top;                                                                                     \
-    break;                                                                                     \
-  }
-          EINSUMDB_BINARY(add, a + b)
-          EINSUMDB_BINARY(sub, a - b)
-          EINSUMDB_BINARY(mul, a * b)
-          EINSUMDB_BINARY(div, a / b)
-          EINSUMDB_BINARY(pow, std::pow(a, b))
-#undef EINSUMDB_BINARY
-#define EINSUMDB_UNARY(OP, EXPR)                                                 \
-  case Op::OP: {                                                                 \
-    const Entry y = stack[top - 1];                                              \
-    if (!y.p) {                                                                  \
-      stack[top - 1].c = [](T b) { return EXPR; }(y.c);                          \
-      break;                                                                     \
-    }                                                                            \
-    T* d = slot(top - 1);                                                        \
-    const T* ya = y.p;                                                           \
-    for (std::int64_t i = 0; i < m; ++i) d[i] = [](T b) { return EXPR; }(ya[i]); \
-    stack[top - 1] = {d, T(0)};                                                  \
-    break;                                                                       \
-  }
-          EINSUMDB_UNARY(neg, -b)
-          EINSUMDB_UNARY(sin, std::sin(b))
-          EINSUMDB_UNARY(cos, std::cos(b))
-          EINSUMDB_UNARY(tan, std::tan(b))
-          EINSUMDB_UNARY(exp, std::exp(b))
-          EINSUMDB_UNARY(log, std::log(b))
-          EINSUMDB_UNARY(sqrt, std::sqrt(b))
-          EINSUMDB_UNARY(abs, std::abs(b))
-          EINSUMDB_UNARY(tanh, std::tanh(b))
-#undef EINSUMDB_UNARY
+        case Op::sin:
+          unary([](T b) { return std::sin(b); });
+          break;
+        case Op::cos:
+          unary([](T b) { return std::cos(b); });
+          break;
+        case Op::tan:
+          unary([](T b) { return std::tan(b); });
+          break;
+        case Op::exp:
+          unary([](T b) { return std::exp(b); });
+          break;
+        case Op::log:
+          unary([](T b) { return std::log(b); });
+          break;
+        case Op::sqrt:
+          unary([](T b) { return std::sqrt(b); });
+          break;
+        case Op::abs:
+          unary([](T b) { return std::abs(b); });
+          break;
+        case Op::tanh:
+          unary([](T b) { return std::tanh(b); });
+          break;
+        default:
+          break;
       }
     }
     if (!stack[0].p)

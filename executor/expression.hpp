@@ -57,6 +57,9 @@ class Expression {
     double value = 0;
   };
   friend class ExpressionParser;
+  // Calls k with the function of a binary operation; false when `op` is not one.
+  template <typename T, typename K>
+  static bool with_binary(Op op, K&& k);
   std::string text_, array_;
   std::vector<Instr> program_;
   int depth_ = 0;  // the stack depth the program needs
