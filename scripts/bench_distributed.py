@@ -28,8 +28,7 @@ def mpirun(np_, argv, timeout=1800):
 
 def chain(shape, s):
     t, w = (s, s) if shape == "square" else (s // 10, 10 * s)
-    dims = {
-  "A" : [ s, t ], "B" : [ t, s ], "C" : [ s, t ], "D" : [ t, w ], "E" : [ w, s ]}
+    dims = {"A": [s, t], "B": [t, s], "C": [s, t], "D": [t, w], "E": [w, s]}
     return {"inputs": {k: {"shape": v} for k, v in dims.items()},
             "nodes": [{"name": "AB", "einsum": "ij,jk->ik", "inputs": ["A", "B"]},
                       {"name": "DE", "einsum": "ij,jk->ik", "inputs": ["D", "E"]},
@@ -48,8 +47,7 @@ def main():
     einsumdb = os.path.join(a.bindir, "einsumdb")
     scalapack = os.path.join(a.bindir, "scalapack_chain")
     repeat = a.repeat or (3 if a.quick else 5)
-    sizes = {
-  "square" : 768 if a.quick else 1536, "skewed" : 1000 if a.quick else 2000}
+    sizes = {"square": 768 if a.quick else 1536, "skewed": 1000 if a.quick else 2000}
     cores = os.cpu_count()
     procs = [int(p) for p in a.procs.split(",")]
     work = tempfile.mkdtemp(prefix="einsumdb_bench_dist_")

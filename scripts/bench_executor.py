@@ -1,14 +1,12 @@
-#!/ usr / bin / python3
-""
-        "The executor's benchmarks, all measured in one run on one database (a fresh temporary one):
+#!/usr/bin/python3
+"""The executor's benchmarks, all measured in one run on one database (a fresh temporary one):
 
-        1. numpy
-    : einsumdb's best recorded transform against numpy.einsum(..., optimize=True) on the DG -
-      FEM workloads of the Feinsum paper(b = 1) and
-    a table of two - operand contractions;
-both sides single - threaded BLAS, the same input arrays,
-    and the results compared element by element.2. roofline
-    : the fraction of the machine's roofline each best transform reaches in the timed run of part 1; geometric mean over the cases whose roofline is the GEMM peak.
+  1. numpy:      einsumdb's best recorded transform against numpy.einsum(..., optimize=True) on
+                 the DG-FEM workloads of the Feinsum paper (b = 1) and a table of two-operand
+                 contractions; both sides single-threaded BLAS, the same input arrays, and the
+                 results compared element by element.
+  2. roofline:   the fraction of the machine's roofline each best transform reaches in the timed
+                 run of part 1; geometric mean over the cases whose roofline is the GEMM peak.
   3. batched:    DG-FEM face mass, divergence and gradient with b = 1, 2, 4, 8, 16 rows that
                  share their geometric factors and operator matrices: the best batch_fused
                  transform against the b rows run one after another with the best transform of
@@ -28,7 +26,7 @@ import sys
 import tempfile
 import time
 
-#One BLAS thread on numpy's side too (set before numpy loads its BLAS).
+# One BLAS thread on numpy's side too (set before numpy loads its BLAS).
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 os.environ["OMP_NUM_THREADS"] = "1"
 
@@ -147,9 +145,9 @@ def part_numpy(bench, quick):
         ratio = t_np / r["median_s"]
         ratios.append(ratio)
         roof = tuned["roofline"]
-#The roofline's work: FLOPs of the cheapest pairwise order (see einsumdb tune). The
-#fraction is that of the timed run above(the same time as the einsumdb column), against
-#the roofline of the transform's thread count.
+        # The roofline's work: FLOPs of the cheapest pairwise order (see einsumdb tune). The
+        # fraction is that of the timed run above (the same time as the einsumdb column), against
+        # the roofline of the transform's thread count.
         intensity = tuned["work_flops"] / tuned["footprint_bytes"]
         gemm_bound = intensity * roof["bandwidth_gbs"] >= roof["peak_gflops_per_core"]
         threads = r["transform"]["params"].get("threads", 1)
@@ -240,7 +238,7 @@ def part_functional(bench, quick):
     ratios = []
     for name, e, shapes, functions, row in cases:
         functional = {"einsum": e, "batch": [row], "shapes": shapes, "functions": functions}
-#The idealized einsum : each function an array of its argument's shape.
+        # The idealized einsum: each function an array of its argument's shape.
         ideal_shapes = {}
         for n in row:
             src = n if n not in functions else next(a for a in shapes if a in functions[n])
@@ -250,8 +248,7 @@ def part_functional(bench, quick):
         transform = ["--transform", best["strategy"], "--params", json.dumps(best["params"])]
         arrays = bench.arrays(functional)
         materialized = {}
-        env = {
-  "sin" : np.sin, "exp" : np.exp, "np" : np}
+        env = {"sin": np.sin, "exp": np.exp, "np": np}
         for n in row:
             if n in functions:
                 src = next(a for a in shapes if a in functions[n])
@@ -261,8 +258,8 @@ def part_functional(bench, quick):
                 materialized[n] = arrays[n]
         for n, a in materialized.items():
             np.save(os.path.join(bench.dir, n + ".npy"), a)
-#Both sides alternately, three times each; the faster median of each side(the two
-#sides differ by a few percent, less than this machine's drift between runs).
+        # Both sides alternately, three times each; the faster median of each side (the two
+        # sides differ by a few percent, less than this machine's drift between runs).
         t_fused, t_plain = [], []
         for _ in range(3):
             fused, fused_out = bench.einsumdb_run(functional, arrays, transform)
