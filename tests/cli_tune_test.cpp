@@ -127,6 +127,22 @@ TEST_F(CliTune, RunFallsBackToADefaultWithANotice) {
            "--param", "order=kij", "--param", "threads=2", "--verify", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["transform"]["params"]["order"][0]["index"], "k");
+
+  // index:size parameters: a tiled contraction tree and a blocked loop nest, verified.
+  r = run({"run", "xre,rij,ej->xei", "--shape", "A=2x3x40", "B=3x4x5", "C=40x5", "--transform",
+           "contraction_tree", "--param", "tile=e:16", "--verify", "--table"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("contraction_tree tile=e:16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("verify: max relative error"), std::string::npos) << r.out;
+  r = run({"run", "ij,jk->ik", "--shape", "A=20x30", "B=30x10", "--transform", "loop_nest",
+           "--param", "block=i:8,k:4", "--verify", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["transform"]["params"]["block"],
+            json::parse(R"([[{"index": "i"}, 8], [{"index": "k"}, 4]])"));
+  r = run({"run", "xre,rij,ej->xei", "--shape", "A=2x3x40", "B=3x4x5", "C=40x5", "--transform",
+           "contraction_tree", "--param", "tile=j:16"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("cannot tile index 'j'"), std::string::npos) << r.err;
 }
 
 TEST_F(CliTune, RunsFunctionalOperandsAndBatches) {
