@@ -130,6 +130,9 @@ struct GemmGroups {
   std::string batch, m, n, k;
 };
 GemmGroups gemm_groups(const BatchedEinsum& e);
+// The groups as ttgt orders them by default: M and K in the left operand's order, N in the
+// right one's (the orders that let it read operands in place).
+GemmGroups ttgt_groups(const BatchedEinsum& e);
 
 // The (m, n, k) index groups loop_over_gemm can run in place, widest first.
 std::vector<std::array<std::string, 3>> loop_over_gemm_choices(const BatchedEinsum& e);

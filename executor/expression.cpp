@@ -153,69 +153,6 @@ Expression Expression::parse(std::string_view text) {
   return ExpressionParser(text).run();
 }
 
-double Expression::operator()(double x) const {
-  std::vector<double> stack(static_cast<std::size_t>(std::max(depth_, 1)));
-  int top = 0;
-  for (const auto& in : program_) {
-    switch (in.op) {
-      case Op::x:
-        stack[top++] = x;
-        break;
-      case Op::constant:
-        stack[top++] = in.value;
-        break;
-      case Op::add:
-        --top;
-        stack[top - 1] += stack[top];
-        break;
-      case Op::sub:
-        --top;
-        stack[top - 1] -= stack[top];
-        break;
-      case Op::mul:
-        --top;
-        stack[top - 1] *= stack[top];
-        break;
-      case Op::div:
-        --top;
-        stack[top - 1] /= stack[top];
-        break;
-      case Op::pow:
-        --top;
-        stack[top - 1] = std::pow(stack[top - 1], stack[top]);
-        break;
-      case Op::neg:
-        stack[top - 1] = -stack[top - 1];
-        break;
-      case Op::sin:
-        stack[top - 1] = std::sin(stack[top - 1]);
-        break;
-      case Op::cos:
-        stack[top - 1] = std::cos(stack[top - 1]);
-        break;
-      case Op::tan:
-        stack[top - 1] = std::tan(stack[top - 1]);
-        break;
-      case Op::exp:
-        stack[top - 1] = std::exp(stack[top - 1]);
-        break;
-      case Op::log:
-        stack[top - 1] = std::log(stack[top - 1]);
-        break;
-      case Op::sqrt:
-        stack[top - 1] = std::sqrt(stack[top - 1]);
-        break;
-      case Op::abs:
-        stack[top - 1] = std::abs(stack[top - 1]);
-        break;
-      case Op::tanh:
-        stack[top - 1] = std::tanh(stack[top - 1]);
-        break;
-    }
-  }
-  return stack[0];
-}
-
 template <typename T, typename K>
 bool Expression::with_binary(Op op, K&& k) {
   switch (op) {
@@ -237,6 +174,50 @@ bool Expression::with_binary(Op op, K&& k) {
     default:
       return false;
   }
+}
+
+template <typename T, typename K>
+void Expression::with_unary(Op op, K&& k) {
+  switch (op) {
+    case Op::neg:
+      return k([](T b) { return -b; });
+    case Op::sin:
+      return k([](T b) { return std::sin(b); });
+    case Op::cos:
+      return k([](T b) { return std::cos(b); });
+    case Op::tan:
+      return k([](T b) { return std::tan(b); });
+    case Op::exp:
+      return k([](T b) { return std::exp(b); });
+    case Op::log:
+      return k([](T b) { return std::log(b); });
+    case Op::sqrt:
+      return k([](T b) { return std::sqrt(b); });
+    case Op::abs:
+      return k([](T b) { return std::abs(b); });
+    case Op::tanh:
+      return k([](T b) { return std::tanh(b); });
+    default:
+      EINSUMDB_ASSERT(false, "not a unary operation");
+  }
+}
+
+double Expression::operator()(double x) const {
+  std::vector<double> stack(static_cast<std::size_t>(std::max(depth_, 1)));
+  int top = 0;
+  for (const auto& in : program_) {
+    if (in.op == Op::x) {
+      stack[top++] = x;
+    } else if (in.op == Op::constant) {
+      stack[top++] = in.value;
+    } else if (!with_binary<double>(in.op, [&](auto f) {
+                 --top;
+                 stack[top - 1] = f(stack[top - 1], stack[top]);
+               })) {
+      with_unary<double>(in.op, [&](auto f) { stack[top - 1] = f(stack[top - 1]); });
+    }
+  }
+  return stack[0];
 }
 
 template <typename T>
@@ -318,37 +299,7 @@ void Expression::apply(const T* in, std::int64_t stride, T* out, std::int64_t n)
         for (std::int64_t i = 0; i < m; ++i) d[i] = f(y.p[i]);
         stack[top - 1] = {d, T(0)};
       };
-      switch (instr.op) {
-        case Op::neg:
-          unary([](T b) { return -b; });
-          break;
-        case Op::sin:
-          unary([](T b) { return std::sin(b); });
-          break;
-        case Op::cos:
-          unary([](T b) { return std::cos(b); });
-          break;
-        case Op::tan:
-          unary([](T b) { return std::tan(b); });
-          break;
-        case Op::exp:
-          unary([](T b) { return std::exp(b); });
-          break;
-        case Op::log:
-          unary([](T b) { return std::log(b); });
-          break;
-        case Op::sqrt:
-          unary([](T b) { return std::sqrt(b); });
-          break;
-        case Op::abs:
-          unary([](T b) { return std::abs(b); });
-          break;
-        case Op::tanh:
-          unary([](T b) { return std::tanh(b); });
-          break;
-        default:
-          break;
-      }
+      with_unary<T>(instr.op, unary);
     }
     if (!stack[0].p)
       std::fill(out + lo, out + lo + m, stack[0].c);

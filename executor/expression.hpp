@@ -60,6 +60,10 @@ class Expression {
   // Calls k with the function of a binary operation; false when `op` is not one.
   template <typename T, typename K>
   static bool with_binary(Op op, K&& k);
+  // Calls k with the function of a unary operation (every operation but x, constant and the
+  // binary ones).
+  template <typename T, typename K>
+  static void with_unary(Op op, K&& k);
   std::string text_, array_;
   std::vector<Instr> program_;
   int depth_ = 0;  // the stack depth the program needs

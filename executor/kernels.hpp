@@ -326,6 +326,14 @@ void copy_into_strided(const T* src, const std::vector<std::int64_t>& shape, T* 
   }
 }
 
+// Row-major element strides of a tensor indexed by `labels`.
+inline std::vector<std::int64_t> row_major_strides(const std::string& labels,
+                                                   const std::map<char, std::int64_t>& len) {
+  std::vector<std::int64_t> s(labels.size(), 1);
+  for (std::size_t a = labels.size(); a-- > 1;) s[a - 1] = s[a] * len.at(labels[a]);
+  return s;
+}
+
 // Element strides, in the order `to`, of a row-major tensor indexed by `from` with these
 // axis strides (`to` is a permutation of `from`).
 inline std::vector<std::int64_t> permuted_strides(const std::string& from, const std::string& to,
@@ -350,11 +358,9 @@ void pack(const Bound::Operand& x, const std::string& from, const std::string& t
 template <typename T>
 void permute_into(const T* src, const std::string& from, const std::string& to,
                   const std::map<char, std::int64_t>& len, T* dst) {
-  std::vector<std::int64_t> shape, from_strides(from.size(), 1);
+  std::vector<std::int64_t> shape;
   for (char c : to) shape.push_back(len.at(c));
-  for (std::size_t a = from.size(); a-- > 1;)
-    from_strides[a - 1] = from_strides[a] * len.at(from[a]);
-  copy_strided(src, shape, permuted_strides(from, to, from_strides), dst,
+  copy_strided(src, shape, permuted_strides(from, to, row_major_strides(from, len)), dst,
                static_cast<const Expression*>(nullptr));
 }
 

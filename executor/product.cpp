@@ -50,14 +50,6 @@ std::optional<MatrixView> matrix_view(const std::string& layout,
   return MatrixView{*b, rs, cs};
 }
 
-// Row-major strides of a tensor indexed by `labels`.
-std::vector<std::int64_t> row_major(const std::string& labels,
-                                    const std::map<char, std::int64_t>& len) {
-  std::vector<std::int64_t> s(labels.size(), 1);
-  for (std::size_t a = labels.size(); a-- > 1;) s[a - 1] = s[a] * len.at(labels[a]);
-  return s;
-}
-
 }  // namespace
 
 template <typename T>
@@ -103,7 +95,8 @@ Product<T>::Product(const GemmGroups& g, const std::map<char, std::int64_t>& len
     scratch_ += nb_ * r * q;
     // An operand packed only to apply its function keeps its layout (its runs stay long, and
     // the GEMM reads it as it would have read the array); any other becomes [batch, rows, cols].
-    if (const auto v = matrix_view(t.labels, row_major(t.labels, len), g, rows, cols, len)) {
+    if (const auto v =
+            matrix_view(t.labels, row_major_strides(t.labels, len), g, rows, cols, len)) {
       s.shape = shape_of(t.labels, len);
       s.strides = t.strides;
       s.batch = v->batch, s.rs = v->rs, s.cs = v->cs;

@@ -73,7 +73,8 @@ Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape, Uninitialized)
   }
   // A large tensor is aligned to 2 MiB and asks for transparent huge pages (as numpy does): a
   // kernel that streams it misses the TLB 512 times less often. A 4000×4000 matrix-vector
-  // product took 5–10% longer than numpy's identical OpenBLAS call without this.
+  // product took 5–10% longer than numpy's identical OpenBLAS call without this (the matvec
+  // case of scripts/bench_executor.sh).
   constexpr std::size_t kHuge = std::size_t{2} << 20;
   const bool huge = bytes() >= 2 * kHuge;
   const std::size_t align = huge ? kHuge : 64;

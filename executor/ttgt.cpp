@@ -168,6 +168,14 @@ bool wants_swap(const BatchedEinsum& e, const nlohmann::json& params, std::strin
 
 }  // namespace
 
+GemmGroups ttgt_groups(const BatchedEinsum& e) {
+  GemmGroups g = gemm_groups(e);
+  g.m = in_order_of(g.m, e.inputs[0]);
+  g.n = in_order_of(g.n, e.inputs[1]);
+  g.k = in_order_of(g.k, e.inputs[0]);
+  return g;
+}
+
 std::optional<std::string> ttgt_rejects(const BatchedEinsum& e) {
   return binary_product_rejects(e, "ttgt");
 }
@@ -181,11 +189,10 @@ Results run_ttgt(const Bound& bound, const nlohmann::json& params) {
     const BatchedEinsum s = swapped(e);
     return run_ttgt(Bound(s, bound.arrays(), bound.functions()), params);
   }
-  GemmGroups g = gemm_groups(e);
-  // Default orders: those of an operand (or the output) that can then be used in place.
-  g.m = group_param(params, "m", g.m, in_order_of(g.m, e.inputs[0]), "ttgt");
-  g.n = group_param(params, "n", g.n, in_order_of(g.n, e.inputs[1]), "ttgt");
-  g.k = group_param(params, "k", g.k, in_order_of(g.k, e.inputs[0]), "ttgt");
+  GemmGroups g = ttgt_groups(e);
+  g.m = group_param(params, "m", g.m, g.m, "ttgt");
+  g.n = group_param(params, "n", g.n, g.n, "ttgt");
+  g.k = group_param(params, "k", g.k, g.k, "ttgt");
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r)
     out.push_back(result_dtype(e, r) == Dtype::f32 ? ttgt_row<float>(bound, r, g, threads)
