@@ -29,6 +29,7 @@ struct RunArgs {
   std::vector<std::string> inputs;
   std::string output;
   int repeat = 1;
+  double min_time = 0;  // seconds of timed runs, beside --repeat's count
   int threads = 0;
   std::uint64_t seed = 1;
   bool verify = false;
@@ -49,6 +50,8 @@ int run_graph_command(const RunArgs& args, const EinGraph& graph) {
     throw SpecError(
         "--transform, --param and --params choose one einsum's transform; a graph's "
         "kernels use the best known transform of each block's einsum");
+  if (args.min_time > 0)
+    throw SpecError("--min-time times one einsum; a graph's job runs --repeat times");
   GraphRunArgs g;
   g.db = args.db;
   g.out = args.out;
@@ -183,6 +186,8 @@ int run_run(RunArgs& args) {
   Functions functions;
   const BatchedEinsum e = read_spec(args.spec, &functions);
   if (args.repeat < 1) throw SpecError("--repeat must be at least 1");
+  if (!(args.min_time >= 0 && args.min_time <= 3600))
+    throw SpecError("--min-time must be from 0 to 3600 seconds");
   if (args.threads < 0 || args.threads > 256) throw SpecError("--threads must be from 1 to 256");
   std::vector<std::string> generated;
   const Arrays arrays = load_inputs(args, e, functions, generated);
@@ -229,7 +234,9 @@ int run_run(RunArgs& args) {
   Results results;
   std::vector<double> seconds;
   const bool stored = source.rfind("best known", 0) == 0;
-  for (int i = 0; i < args.repeat; ++i) {
+  // At least --repeat runs, and more until they add up to --min-time.
+  double timed = 0;
+  for (int i = 0; i < args.repeat || timed < args.min_time; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     results.clear();  // free the last run's result first: every run starts from the same memory
     std::string refused;
@@ -240,6 +247,7 @@ int run_run(RunArgs& args) {
       source = "default (the stored transform was refused)";
     }
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    timed += seconds.back();
   }
   std::sort(seconds.begin(), seconds.end());
   const double median = seconds.size() % 2
@@ -275,7 +283,7 @@ int run_run(RunArgs& args) {
   if (want_json(args.out)) {
     ojson out = {{"transform", {{"strategy", chosen.strategy}, {"params", chosen.params}}},
                  {"source", source},
-                 {"repeat", args.repeat},
+                 {"repeat", seconds.size()},
                  {"median_s", median},
                  {"min_s", seconds.front()},
                  {"gflops", flops / median * 1e-9},
@@ -288,7 +296,7 @@ int run_run(RunArgs& args) {
     print_json(out);
   } else {
     std::cout << chosen.strategy << " " << describe_params(chosen.params) << " (" << source
-              << "): median " << format_seconds(median) << " over " << args.repeat << " run(s), "
+              << "): median " << format_seconds(median) << " over " << seconds.size() << " run(s), "
               << format_number(flops / median * 1e-9) << " GFLOP/s\n";
     if (!generated.empty()) {
       std::cout << "inputs generated from seed " << args.seed << ":";
@@ -346,6 +354,9 @@ Command add_run_command(CLI::App& app) {
                   "Write the result to this .npy file (rows of a batch to FILE.0.npy, ...). A "
                   "graph: a DIR that receives NAME.npy for each graph output");
   cmd->add_option("--repeat", args->repeat, "Run this many times and report the median (1)");
+  cmd->add_option("--min-time", args->min_time,
+                  "Keep running past --repeat until the runs take this many seconds in all "
+                  "(one einsum; default 0)");
   cmd->add_option("--threads", args->threads, "Threads for the transform (overrides its own)");
   cmd->add_option("--seed", args->seed, "Seed of generated inputs (default 1)");
   cmd->add_flag("--verify", args->verify,

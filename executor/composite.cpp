@@ -5,7 +5,9 @@
 // operands and to the output, and the b rows become one einsum that reads every shared operand
 // once: b matrix-vector products become one matrix-matrix product, b GEMMs sharing a factor one
 // wider GEMM. Parameters: "inner" (the strategy for the fused einsum: ttgt, loop_over_gemm,
-// contraction_tree or loop_nest; default the first that applies) and "threads".
+// contraction_tree or loop_nest; default the first that applies), "tile" (the fused einsum as
+// a contraction tree of its FLOP-optimal order, tiled along an index of the output as
+// contraction_tree's "tile" below; implies inner contraction_tree) and "threads".
 //
 // contraction_tree: 3+ operands are contracted pairwise. A step's result keeps, in order of
 // appearance (left operand first), the indices that the output or a later operand needs.
@@ -99,11 +101,13 @@ Results run_batch_fused(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum& e = bound.einsum();
   if (const auto why = batch_fused_rejects(e))
     throw SpecError("batch_fused does not apply: " + *why);
-  check_param_keys(params, "batch_fused", {"inner", "threads"});
+  check_param_keys(params, "batch_fused", {"inner", "threads", "tile"});
   const int threads = read_threads(params, "batch_fused");
   const BatchedEinsum f = batch_fused_einsum(e);
   std::string inner;
-  if (params.contains("inner")) {
+  if (params.contains("tile") && !params.contains("inner")) {
+    inner = "contraction_tree";
+  } else if (params.contains("inner")) {
     if (!params["inner"].is_string()) throw SpecError("batch_fused: 'inner' must name a strategy");
     inner = params["inner"].get<std::string>();
     if (inner == "batch_fused" || inner == "reference" || !find_strategy(inner))
@@ -111,6 +115,9 @@ Results run_batch_fused(const Bound& bound, const nlohmann::json& params) {
           "batch_fused: 'inner' must be ttgt, loop_over_gemm, contraction_tree or "
           "loop_nest, got '" +
           inner + "'");
+    if (params.contains("tile") && inner != "contraction_tree")
+      throw SpecError("batch_fused: a tile runs the fused einsum as a contraction tree; inner is " +
+                      inner);
     if (const auto why = find_strategy(inner)->rejects(f))
       throw SpecError("batch_fused: inner strategy " + inner +
                       " does not apply to the fused "
@@ -160,7 +167,14 @@ Results run_batch_fused(const Bound& bound, const nlohmann::json& params) {
       if (const auto op = bound.operand(0, k); op.function)
         functions.emplace(e.batch[0][k], *op.function);
   const Bound fb(f, arrays, functions);
-  Results all = execute(fb, inner, nlohmann::json{{"threads", threads}});
+  nlohmann::json inner_params{{"threads", threads}};
+  if (params.contains("tile")) inner_params["tile"] = params["tile"];
+  Results all;
+  try {
+    all = execute(fb, inner, inner_params);
+  } catch (const SpecError& err) {  // (a tile the fused tree cannot take)
+    throw SpecError(std::string("batch_fused: ") + err.what());
+  }
   // The rows' results are slices of the [β, output...] result (no copies).
   Results out;
   const Tensor& z = all.at(0);

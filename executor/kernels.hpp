@@ -121,18 +121,40 @@ inline bool blas_operand(std::int64_t rows, std::int64_t cols, std::int64_t rs, 
   return false;
 }
 
+// A product C[m×n] = A[m×k] · B[k×n] as gemm() hands it to a row-major BLAS call: a C that is not
+// row-major is computed as Cᵀ = Bᵀ·Aᵀ (`exchanged`: m and n, A and B swapped, each view
+// transposed), and each operand is read NoTrans (ld: its row stride) or Trans (ld: its column
+// stride). `ok` is false when some matrix has no unit stride the BLAS can use.
+template <typename T>
+struct BlasCall {
+  std::int64_t m, n;
+  View<T> a, b;
+  std::int64_t c_rs, c_cs;
+  CBLAS_TRANSPOSE ta = CblasNoTrans, tb = CblasNoTrans;
+  std::int64_t lda = 0, ldb = 0;
+  bool exchanged = false, ok = false;
+};
+
+template <typename T>
+BlasCall<T> blas_call(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, View<T> b,
+                      std::int64_t c_rs, std::int64_t c_cs) {
+  canonical_strides(m, n, c_rs, c_cs);
+  BlasCall<T> x{m, n, a, b, c_rs, c_cs};
+  if (!(c_cs == 1 && c_rs >= std::max<std::int64_t>(n, 1))) {  // Cᵀ[n×m] = Bᵀ[n×k] · Aᵀ[k×m]
+    x = {n, m, {b.p, b.cs, b.rs}, {a.p, a.cs, a.rs}, c_cs, c_rs};
+    x.exchanged = true;
+  }
+  x.ok = x.c_cs == 1 && x.c_rs >= std::max<std::int64_t>(x.n, 1) &&
+         blas_operand(x.m, k, x.a.rs, x.a.cs, x.ta, x.lda) &&
+         blas_operand(k, x.n, x.b.rs, x.b.cs, x.tb, x.ldb);
+  return x;
+}
+
 // Whether gemm() below can run on these views without copying.
 inline bool gemm_in_place(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t a_rs,
                           std::int64_t a_cs, std::int64_t b_rs, std::int64_t b_cs,
                           std::int64_t c_rs, std::int64_t c_cs) {
-  CBLAS_TRANSPOSE t;
-  std::int64_t ld;
-  canonical_strides(m, n, c_rs, c_cs);
-  if (c_cs == 1 && c_rs >= std::max<std::int64_t>(n, 1))
-    return blas_operand(m, k, a_rs, a_cs, t, ld) && blas_operand(k, n, b_rs, b_cs, t, ld);
-  if (c_rs == 1 && c_cs >= std::max<std::int64_t>(m, 1))
-    return blas_operand(n, k, b_cs, b_rs, t, ld) && blas_operand(k, m, a_cs, a_rs, t, ld);
-  return false;
+  return blas_call<double>(m, n, k, {nullptr, a_rs, a_cs}, {nullptr, b_rs, b_cs}, c_rs, c_cs).ok;
 }
 
 // y[rows] (+)= M[rows×cols] · x[cols] with strided x and y; false (nothing computed) when the
@@ -202,29 +224,19 @@ void gemm(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, View<T> b, 
   // column packs it first).
   if (n == 1 && gemv<T>(m, k, a, b.p, b.rs, c, c_rs, accumulate)) return;
   if (m == 1 && gemv<T>(n, k, {b.p, b.cs, b.rs}, a.p, a.cs, c, c_cs, accumulate)) return;
-  if (!(c_cs == 1 && c_rs >= std::max<std::int64_t>(n, 1))) {
-    // Cᵀ[n×m] = Bᵀ[n×k] · Aᵀ[k×m]
-    std::swap(m, n);
-    std::swap(a, b);
-    std::swap(a.rs, a.cs);
-    std::swap(b.rs, b.cs);
-    std::swap(c_rs, c_cs);
-  }
-  CBLAS_TRANSPOSE ta, tb;
-  std::int64_t lda = 0, ldb = 0;
-  const bool ok = c_cs == 1 && blas_operand(m, k, a.rs, a.cs, ta, lda) &&
-                  blas_operand(k, n, b.rs, b.cs, tb, ldb);
-  EINSUMDB_ASSERT(ok, "gemm called on views the BLAS cannot address");
-  if (small_gemm_view(m, n, k, a, ta, lda, b, tb, ldb, c, c_rs, accumulate)) return;
-  for (auto d : {m, n, k, lda, ldb, c_rs}) check_blas_dim(d, "gemm");
-  const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
+  const BlasCall<T> x = blas_call(m, n, k, a, b, c_rs, c_cs);
+  EINSUMDB_ASSERT(x.ok, "gemm called on views the BLAS cannot address");
+  if (small_gemm_view(x.m, x.n, k, x.a, x.ta, x.lda, x.b, x.tb, x.ldb, c, x.c_rs, accumulate))
+    return;
+  for (auto d : {x.m, x.n, k, x.lda, x.ldb, x.c_rs}) check_blas_dim(d, "gemm");
+  const auto M = static_cast<blasint>(x.m), N = static_cast<blasint>(x.n),
+             K = static_cast<blasint>(k), LDA = static_cast<blasint>(x.lda),
+             LDB = static_cast<blasint>(x.ldb), LDC = static_cast<blasint>(x.c_rs);
   const T beta = accumulate ? T(1) : T(0);
   if constexpr (std::is_same_v<T, double>)
-    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, a.p, static_cast<blasint>(lda), b.p,
-                static_cast<blasint>(ldb), beta, c, static_cast<blasint>(c_rs));
+    cblas_dgemm(CblasRowMajor, x.ta, x.tb, M, N, K, 1.0, x.a.p, LDA, x.b.p, LDB, beta, c, LDC);
   else
-    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a.p, static_cast<blasint>(lda), b.p,
-                static_cast<blasint>(ldb), beta, c, static_cast<blasint>(c_rs));
+    cblas_sgemm(CblasRowMajor, x.ta, x.tb, M, N, K, 1.0f, x.a.p, LDA, x.b.p, LDB, beta, c, LDC);
 }
 
 // For i < nb: gemm() on the views moved by i·a_step, i·b_step, i·c_step. Small products whose B
@@ -235,18 +247,11 @@ void gemm_batch(std::int64_t nb, std::int64_t m, std::int64_t n, std::int64_t k,
                 std::int64_t a_step, View<T> b, std::int64_t b_step, T* c, std::int64_t c_rs,
                 std::int64_t c_cs, std::int64_t c_step, bool accumulate) {
   if (nb > 1 && m > 1 && n > 1 && k > 0 && openblas_get_num_threads() == 1) {
-    std::int64_t rs = c_rs, cs = c_cs, mm = m, nn = n, as = a_step, bs = b_step;
-    View<T> x = a, y = b;
-    if (!(cs == 1 && rs >= nn)) {  // Cᵀ = Bᵀ·Aᵀ, as in gemm()
-      std::swap(mm, nn), std::swap(x, y), std::swap(as, bs);
-      std::swap(x.rs, x.cs), std::swap(y.rs, y.cs), std::swap(rs, cs);
-    }
-    CBLAS_TRANSPOSE tx, ty;
-    std::int64_t ldx = 0, ldy = 0;
-    if (cs == 1 && rs >= nn && blas_operand(mm, k, x.rs, x.cs, tx, ldx) &&
-        blas_operand(k, nn, y.rs, y.cs, ty, ldy) && ty == CblasNoTrans &&
-        small_gemm_batch(nb, mm, nn, k, x.p, ldx, tx != CblasNoTrans, as, y.p, ldy, bs, c, rs,
-                         c_step, accumulate))
+    const BlasCall<T> x = blas_call(m, n, k, a, b, c_rs, c_cs);
+    const std::int64_t as = x.exchanged ? b_step : a_step, bs = x.exchanged ? a_step : b_step;
+    if (x.ok && x.tb == CblasNoTrans &&
+        small_gemm_batch(nb, x.m, x.n, k, x.a.p, x.lda, x.ta != CblasNoTrans, as, x.b.p, x.ldb, bs,
+                         c, x.c_rs, c_step, accumulate))
       return;
   }
   for (std::int64_t i = 0; i < nb; ++i)

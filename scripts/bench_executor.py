@@ -15,7 +15,9 @@
                  the best transform, against the same transform on arrays materialized
                  beforehand (each side run three times, alternately; the faster of each).
 
-Usage: bench_executor.py EINSUMDB [--budget S] [--reps N] [--quick]
+Every time is the median of at least --reps runs that add up to at least --min-time seconds.
+
+Usage: bench_executor.py EINSUMDB [--budget S] [--reps N] [--min-time S] [--quick]
 """
 import argparse
 import json
@@ -65,10 +67,12 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
-def time_numpy(expr, ops, reps):
+def time_numpy(expr, ops, reps, min_time):
+    """The median of at least `reps` runs that take at least `min_time` seconds in all, as
+    einsumdb run --repeat --min-time measures its side."""
     np.einsum(expr, *ops, optimize=True)
     ts = []
-    for _ in range(reps):
+    while len(ts) < reps or sum(ts) < min_time:
         t = time.perf_counter()
         np.einsum(expr, *ops, optimize=True)
         ts.append(time.perf_counter() - t)
@@ -80,6 +84,7 @@ class Bench:
         self.bin = args.einsumdb
         self.budget = args.budget
         self.reps = args.reps
+        self.min_time = args.min_time
         self.dir = tempfile.mkdtemp(prefix="einsumdb_bench_")
         self.env = dict(os.environ, OPENBLAS_NUM_THREADS="1",
                         EINSUMDB_DB=os.path.join(self.dir, "bench.sqlite"))
@@ -109,7 +114,7 @@ class Bench:
     def einsumdb_run(self, spec, arrays, extra=()):
         out = os.path.join(self.dir, "out.npy")
         cmd = [self.bin, "run", json.dumps(spec), "--json", "--repeat", str(self.reps),
-               "--output", out, "--inputs"] + \
+               "--min-time", str(self.min_time), "--output", out, "--inputs"] + \
             ["%s=%s" % (n, os.path.join(self.dir, n + ".npy")) for n in arrays] + list(extra)
         r = json.loads(run(cmd, self.env))
         outs = r["outputs"]
@@ -141,7 +146,7 @@ def part_numpy(bench, quick):
         ops = [arrays[n] for n in spec["batch"][0]]
         want = np.einsum(spec["einsum"], *ops, optimize=True)
         match = np.allclose(outs[0], want, rtol=1e-10, atol=1e-12 * np.abs(want).max())
-        t_np = time_numpy(spec["einsum"], ops, bench.reps)
+        t_np = time_numpy(spec["einsum"], ops, bench.reps, bench.min_time)
         ratio = t_np / r["median_s"]
         ratios.append(ratio)
         roof = tuned["roofline"]
@@ -284,7 +289,10 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("einsumdb")
     ap.add_argument("--budget", type=float, default=4.0, help="tuning seconds per workload")
-    ap.add_argument("--reps", type=int, default=15, help="timed runs per measurement")
+    ap.add_argument("--reps", type=int, default=15, help="timed runs per measurement, at least")
+    ap.add_argument("--min-time", type=float, default=0.3,
+                    help="seconds of timed runs per measurement, at least (sub-millisecond "
+                         "cases otherwise measure a few milliseconds of a drifting machine)")
     ap.add_argument("--quick", action="store_true", help="a few cases only (a smoke test)")
     ap.add_argument("--parts", default="numpy,batched,functional")
     args = ap.parse_args()

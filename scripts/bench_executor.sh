@@ -2,7 +2,7 @@
 # The executor's benchmarks (see scripts/bench_executor.py): einsumdb against numpy.einsum,
 # the roofline fraction, batch_fused against separate calls, and fused functional operands.
 # All ratios are measured in the same run on a fresh temporary database.
-# Usage: scripts/bench_executor.sh [--budget S] [--reps N] [--quick] [--parts numpy,batched,functional]
+# Usage: scripts/bench_executor.sh [--budget S] [--reps N] [--min-time S] [--quick] [--parts numpy,batched,functional]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

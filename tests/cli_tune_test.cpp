@@ -123,6 +123,14 @@ TEST_F(CliTune, RunFallsBackToADefaultWithANotice) {
   EXPECT_EQ(ran["generated_inputs"], json({"A", "B"}));
   EXPECT_TRUE(ran["verified"].get<bool>());
 
+  // --min-time: past --repeat's count until the runs add up to it; "repeat" says how many ran.
+  r = run({"run", "ij,jk->ik", "--shape", "A=20x30", "B=30x10", "--repeat", "2", "--min-time",
+           "0.05", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json timed = json::parse(r.out);
+  EXPECT_GT(timed["repeat"].get<int>(), 2);
+  EXPECT_GE(timed["repeat"].get<double>() * timed["median_s"].get<double>(), 0.01);
+
   r = run({"run", "ij,jk->ik", "--shape", "A=20x30", "B=30x10", "--transform", "loop_nest",
            "--param", "order=kij", "--param", "threads=2", "--verify", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -250,6 +258,7 @@ TEST_F(CliTune, BadInputIsNamedAndRefused) {
        2,
        "unknown strategy 'warp'"},
       {{"tune", "ij,j->i", "--shape", "A=5x4", "B=4", "--threads", "0"}, 2, "--threads"},
+      {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--min-time", "-1"}, 2, "--min-time"},
       {{"run", R"J({"einsum":"i->","batch":[["F"]],"shapes":{"A":[3]},"functions":{"F":"2*A+"}})J"},
        2,
        "functions.F"},

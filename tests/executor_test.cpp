@@ -120,6 +120,7 @@ const std::vector<Workload> kWorkloads = {
     // DG-FEM's three operators, long enough along e for tiled trees (blocks of 16, a tail)
     {"fe,ifj,fej->ei", "J,M,F;J,M,G", {"J=4x40", "M=5x4x3", "F=4x40x3", "G=4x40x3"}, false},
     {"xre,rij,ej->xei", "", {"A=2x3x37", "B=3x4x5", "C=37x5"}, false},
+    {"xre,rij,ej->xei", "J,D,U;J,D,V", {"J=2x3x37", "D=3x4x5", "U=37x5", "V=37x5"}, false},
     {"xre,rij,xej->ei", "", {"A=2x3x37", "B=3x4x5", "C=2x37x5"}, false},
     {"ni,gg,kl->il", "", {"A=2x4", "B=4x4", "C=5x2"}, false},  // a trace among three operands
     {"ij,jk->ik", "", {"A=4x5", "B=5x3"}, false, "sqdiff", "sum"},
@@ -297,6 +298,26 @@ TEST(Strategies, BadParametersAreRefusedByName) {
           "shapes": {"A": [3, 4], "B": [4, 5], "C": [5, 40]}})"));
   EXPECT_FALSE(contraction_tree_tiles(
       sq, default_contraction_path(sq, {{'i', 3}, {'j', 4}, {'k', 5}, {'l', 40}}), 'l'));
+  // batch_fused's tile runs the fused einsum as a tiled tree, and only so.
+  const BatchedEinsum rows = parse_spec_json(nlohmann::json::parse(
+      R"({"einsum": "xre,rij,ej->xei", "batch": [["J", "D", "U"], ["J", "D", "V"]],
+          "shapes": {"J": [2, 3, 37], "D": [3, 4, 5], "U": [37, 5], "V": [37, 5]}})"));
+  const Arrays rows_arrays = random_arrays(rows, 1);
+  const Bound rows_bound(rows, rows_arrays);
+  auto fused = [&](const nlohmann::json& params) {
+    try {
+      execute(rows_bound, "batch_fused", params);
+    } catch (const SpecError& err) {
+      return std::string(err.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(fused({{"tile", {index_param('j'), 4}}}).find("batch_fused: "), std::string::npos);
+  EXPECT_NE(fused({{"tile", {index_param('j'), 4}}}).find("only an index the output keeps"),
+            std::string::npos);
+  EXPECT_NE(fused({{"inner", "loop_nest"}, {"tile", {index_param('e'), 4}}}).find("inner is"),
+            std::string::npos);
+  EXPECT_EQ(fused({{"tile", {index_param('e'), 8}}}), "no error");
   // Rows that read the same arrays leave nothing to stack (found by the fuzzer).
   const BatchedEinsum same = parse_spec_json(nlohmann::json::parse(
       R"({"einsum": "ik,j->i", "batch": [["A", "B"], ["A", "B"]],

@@ -18,9 +18,10 @@
 // candidates of the strategy that is fastest so far, until the budget is spent (a candidate
 // being timed stops at the budget with the samples it has). A candidate whose first run is
 // more than `slow_factor` times slower than the best so far is recorded as timeout without
-// being timed further. An interruption (stop flag, set by SIGINT in the CLI) ends the search
-// after the current candidate; what was measured is kept (each measurement is committed as
-// soon as it is taken).
+// being timed further (when a second run is too: a first run may include one-time costs such
+// as libxsmm's code generation for new shapes). An interruption (stop flag, set by SIGINT in the
+// CLI) ends the search after the current candidate; what was measured is kept (each measurement is
+// committed as soon as it is taken).
 #pragma once
 
 #include <atomic>
