@@ -269,6 +269,9 @@ TEST(Distributed, PlansThatDoNotFitAreRefusedBeforeRunning) {
   r = mpirun(1, {"run", graph, "--timeout", "0", "--no-record"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--timeout must be positive"), std::string::npos) << r.err;
+  const auto timed = testing::run_cli({"run", graph, "--min-time", "1"});
+  EXPECT_EQ(timed.code, 2);
+  EXPECT_NE(timed.err.find("--min-time times one einsum"), std::string::npos) << timed.err;
   const auto not_graph = testing::run_cli({"run", "ij,jk->ik", "--plan", plan4});
   EXPECT_EQ(not_graph.code, 2);
   EXPECT_NE(not_graph.err.find("is not a graph"), std::string::npos) << not_graph.err;

@@ -425,14 +425,15 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
       const Results got = once();
       const double first = since(t0);
       r.max_rel_err = verification_error(got, want, scale);
+      auto over_budget = [&] { return options.budget && since(start) >= *options.budget; };
       // Far slower than the best: not worth timing. A first run may include one-time costs
-      // (libxsmm generating the kernels of new shapes), so a second run decides.
+      // (libxsmm generating the kernels of new shapes), so a second run decides, budget allowing.
       auto far_slower = [&](double seconds) {
         return best && seconds > options.slow_factor * report.results[*best].median_s;
       };
       double second = first;
       int runs = 1;
-      if (*r.max_rel_err <= tol && far_slower(first)) {
+      if (*r.max_rel_err <= tol && far_slower(first) && !over_budget()) {
         t0 = Clock::now();
         once();
         second = since(t0);
@@ -444,9 +445,8 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
         if (!std::isfinite(*r.max_rel_err)) r.max_rel_err.reset();
       } else if (far_slower(second)) {
         r.status = Status::timeout;
-        r.seconds = {first, second};
+        r.seconds = runs == 2 ? std::vector<double>{first, second} : std::vector<double>{first};
       } else {
-        auto over_budget = [&] { return options.budget && since(start) >= *options.budget; };
         double last = second;
         for (int w = runs; w < protocol.warmup && !over_budget(); ++w) {
           t0 = Clock::now();
