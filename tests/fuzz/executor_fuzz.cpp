@@ -2,8 +2,8 @@
 //   'e' + text: a functional-operand expression; chunked evaluation equals scalar evaluation;
 //   'n' + bytes: a .npy file; whatever reads back is written and re-read identically;
 //   's' + JSON: spec JSON with "functions"; small valid einsums run under every applicable
-//               strategy with default parameters, and tiled contraction trees, and agree with
-//               the reference.
+//               strategy with default parameters, and as tiled contraction trees (batch_fused's
+//               fused tree too), and agree with the reference.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -104,7 +104,8 @@ void spec(const std::string& text) {
     check(got.size() == want.size(), "row count");
     check(verification_error(got, want, scale) <= tolerance(Dtype::f64, terms), s.name.c_str());
   }
-  // The contraction tree tiled along each output index that allows it, in tiles of 2.
+  // The contraction tree tiled along each output index that allows it, in tiles of 2; and
+  // batch_fused's fused tree so.
   if (contraction_tree_rejects(e)) return;
   const nlohmann::json path = default_contraction_path(e, bound.lengths());
   for (char c : e.output) {
@@ -113,6 +114,18 @@ void spec(const std::string& text) {
         bound, {{"path", path}, {"tile", {index_param(c), 2}}, {"threads", 1}});
     check(verification_error(got, want, scale) <= tolerance(Dtype::f64, terms),
           "contraction_tree tiled");
+  }
+  if (batch_fused_rejects(e)) return;
+  const BatchedEinsum f = batch_fused_einsum(e);
+  if (contraction_tree_rejects(f)) return;
+  auto f_len = bound.lengths();
+  f_len[f.output[0]] = static_cast<std::int64_t>(e.batch.size());
+  const nlohmann::json f_path = default_contraction_path(f, f_len);
+  for (char c : e.output) {
+    if (!contraction_tree_tiles(f, f_path, c)) continue;
+    const Results got = run_batch_fused(bound, {{"tile", {index_param(c), 2}}, {"threads", 1}});
+    check(verification_error(got, want, scale) <= tolerance(Dtype::f64, terms),
+          "batch_fused tiled");
   }
 }
 
