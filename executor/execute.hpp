@@ -7,7 +7,8 @@
 //                      transpose back; the parameters choose the order of M, N and K;
 //   loop_over_gemm   — GEMM on strided sub-matrices in place, looping over the other indices;
 //   batch_fused      — rows that share operands become one einsum over a stacked operand (b
-//                      matrix-vector products become one matrix-matrix product);
+//                      matrix-vector products become one matrix-matrix product), run by an
+//                      inner strategy or as a tiled contraction tree;
 //   contraction_tree — 3+ operands contracted pairwise in a chosen order, optionally tile by
 //                      tile along an output index.
 // Every strategy takes "threads" (1 by default): its own threads, or OpenBLAS's when it makes one
