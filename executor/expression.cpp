@@ -232,8 +232,13 @@ void Expression::apply(const T* in, std::int64_t stride, T* out, std::int64_t n)
     const T* p;  // null: the constant c
     T c;
   };
-  std::vector<T> buffer(static_cast<std::size_t>(kChunk * std::max(depth_, 1)));
-  std::vector<Entry> stack(static_cast<std::size_t>(std::max(depth_, 1)));
+  // Per-thread scratch, grown and kept: packing calls this once per run of an operand's last
+  // axis, which may be a few elements long.
+  thread_local std::vector<T> buffer;
+  thread_local std::vector<Entry> stack;
+  const auto depth = static_cast<std::size_t>(std::max(depth_, 1));
+  if (buffer.size() < kChunk * depth) buffer.resize(kChunk * depth);
+  if (stack.size() < depth) stack.resize(depth);
   const std::size_t size = program_.size();
   for (std::int64_t lo = 0; lo < n; lo += kChunk) {
     const std::int64_t m = std::min(kChunk, n - lo);

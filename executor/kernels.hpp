@@ -287,10 +287,15 @@ void copy_strided(const T* src, const std::vector<std::int64_t>& shape_in,
   }
   const std::size_t r = shape.size();
   const std::int64_t inner = r ? shape[r - 1] : 1, inner_stride = r ? stride[r - 1] : 1;
+  // Short runs: gathered first, then f evaluated once over the whole of dst (in place), not
+  // once per run. For U*U-1 on 5118 doubles in strided runs of 3, evaluating run by run took
+  // 36.4 µs, gathering then evaluating 6.3 µs (build/bin/expression_bench: evaluate_runs_of_3
+  // against pack_runs_of_3).
+  const bool gather_first = f && inner < 64 && total > inner;
   std::vector<std::int64_t> counter(r, 0);
   std::int64_t offset = 0;
   for (std::int64_t k = 0; k < total; k += inner) {
-    if (f)
+    if (f && !gather_first)
       f->apply(src + offset, inner_stride, dst + k, inner);
     else if (inner_stride == 1)
       copy_run(src + offset, inner, dst + k);
@@ -303,6 +308,7 @@ void copy_strided(const T* src, const std::vector<std::int64_t>& shape_in,
       counter[a] = 0;
     }
   }
+  if (gather_first) f->apply(dst, 1, dst, total);
 }
 
 // The inverse of copy_strided without a function: contiguous row-major src of `shape` into dst

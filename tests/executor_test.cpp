@@ -9,6 +9,7 @@
 #include "canon/parse.hpp"
 
 #include "executor/execute.hpp"
+#include "executor/kernels.hpp"
 #include "executor/npy.hpp"
 #include "executor/small_gemm.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -390,6 +391,32 @@ TEST(Functions, AgreeWithMaterializedOperands) {
       }
     }
   EXPECT_GT(compared, 100);
+}
+
+// Packing through a function: short runs are gathered and then evaluated in place, long runs
+// evaluated as they are read; either way each element is f of its source.
+TEST(Functions, PackingEvaluatesShortAndLongRuns) {
+  const Expression f = Expression::parse("2*U*sin(U)+U-1");
+  struct Case {
+    std::vector<std::int64_t> shape, strides;
+  };
+  // A source of 4·3·100 doubles read as: runs of 3 across a transposition, runs of 100, and a
+  // reversed-order gather of runs of 4.
+  const std::vector<Case> cases = {
+      {{100, 4, 3}, {1, 300, 100}}, {{4, 3, 100}, {300, 100, 1}}, {{3, 100, 4}, {100, 1, 300}}};
+  std::vector<double> src(1200);
+  for (std::size_t q = 0; q < src.size(); ++q) src[q] = std::sin(0.7 * double(q));
+  for (const auto& c : cases) {
+    std::vector<double> got(src.size(), -7.0);
+    kernels::copy_strided(src.data(), c.shape, c.strides, got.data(), &f);
+    std::size_t k = 0;
+    for (std::int64_t i = 0; i < c.shape[0]; ++i)
+      for (std::int64_t j = 0; j < c.shape[1]; ++j)
+        for (std::int64_t l = 0; l < c.shape[2]; ++l, ++k) {
+          const double x = src[i * c.strides[0] + j * c.strides[1] + l * c.strides[2]];
+          ASSERT_NEAR(got[k], f(x), 1e-12) << "element " << k << " of shape " << c.shape[2];
+        }
+  }
 }
 
 TEST(Functions, ExpressionsParseAndRefuseClearly) {
