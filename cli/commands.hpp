@@ -29,5 +29,9 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitRuntime = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitNotFound = 3;
+// Standard output was closed before everything was written (a reader such as `head` exited);
+// the command's work was done and committed. 128 + SIGPIPE, as a shell reports a tool SIGPIPE
+// ended.
+inline constexpr int kExitBrokenPipe = 141;
 
 }  // namespace einsumdb::cli

@@ -1,10 +1,44 @@
 // The einsumdb command: subcommands, error reporting and exit codes.
+//
+// A closed standard output (`einsumdb tune ... | head`) does not kill the process: SIGPIPE is
+// ignored, so the command finishes its work (every measurement it takes is committed as it is
+// taken), stops writing, and exits with kExitBrokenPipe (141, what a shell reports for a tool
+// that SIGPIPE ended), without an error message.
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "canon/error.hpp"
 #include "cli/commands.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+// Whether standard output is a pipe or socket whose reader has gone (poll reports an error or a
+// hang-up on the writing end). The errno of the write that failed may be long overwritten.
+bool stdout_reader_gone() {
+  pollfd p{STDOUT_FILENO, POLLOUT, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)) != 0;
+}
+
+// The exit code once the command has run: `code`, unless standard output could not be written.
+int finish_output(int code) {
+  using namespace einsumdb::cli;
+  errno = 0;
+  std::cout.flush();
+  const bool failed = !std::cout || std::fflush(stdout) != 0;
+  if (!failed) return code;
+  if (errno == EPIPE || stdout_reader_gone()) return kExitBrokenPipe;
+  std::cerr << "einsumdb: error: cannot write the output: "
+            << (errno ? std::strerror(errno) : "write failed") << '\n';
+  return code == kExitOk ? kExitRuntime : code;
+}
+
+int run_command(int argc, char** argv) {
   using namespace einsumdb::cli;
   CLI::App app{
       "einsumdb remembers how to run tensor contractions fast: batched einsums are canonicalized "
@@ -48,4 +82,11 @@ int main(int argc, char** argv) {
     std::cerr << "einsumdb: error: " << e.what() << '\n';
     return kExitRuntime;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);
+  return finish_output(run_command(argc, argv));
 }

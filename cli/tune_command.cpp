@@ -39,6 +39,7 @@ struct TuneArgs {
   std::uint64_t seed = 1;
   std::string label;
   bool progress = false, no_progress = false;
+  std::size_t top = 0;  // rows shown, fastest first; 0: every candidate
 };
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -144,6 +145,9 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
     if (a->status != b->status) return a->status < b->status;
     return a->status == Status::ok && a->median_s < b->median_s;
   });
+  const std::size_t hidden =
+      args.top > 0 && sorted.size() > args.top ? sorted.size() - args.top : 0;
+  sorted.resize(sorted.size() - hidden);
   auto fraction = [&](const TuneResult& r) -> std::optional<double> {
     if (r.status != Status::ok || !flops || !bytes || !(r.median_s > 0)) return std::nullopt;
     const int threads = r.candidate.params.value("threads", 1);
@@ -164,6 +168,7 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
                  {"measured", report.results.size()},
                  {"interrupted", report.interrupted},
                  {"budget_exhausted", report.budget_exhausted},
+                 {"not_shown", hidden},
                  {"results", ojson::array()}};
     for (const auto* r : sorted) {
       ojson row = {{"strategy", r->candidate.strategy},
@@ -200,6 +205,9 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
     print_table(
         {"strategy", "params", "status", "median", "GFLOP/s", "roofline", "rel.err", "error"},
         rows);
+    if (hidden > 0)
+      std::cout << "... " << hidden << " more candidate(s) recorded, not shown (einsumdb show "
+                << report.workload_hash << " lists them all)\n";
   }
   return report.interrupted ? 130 : kExitOk;
 }
@@ -231,6 +239,8 @@ Command add_tune_command(CLI::App& app) {
   cmd->add_option("--label", args->label, "Free-text label stored with the run");
   cmd->add_flag("--progress", args->progress, "Show progress even when stderr is not a terminal");
   cmd->add_flag("--no-progress", args->no_progress, "Never show progress");
+  cmd->add_option("--top", args->top,
+                  "Show only the N fastest candidates (all are recorded; default: show all)");
   return [args] { return run_tune(*args, "einsumdb tune " + args->spec.spec); };
 }
 

@@ -5,8 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -219,6 +222,93 @@ TEST_F(CliTune, AnInterruptedTuneKeepsItsMeasurements) {
   ASSERT_EQ(r.code, 0) << r.err;
   const json shown = json::parse(r.out);
   EXPECT_NE(shown.dump().find("\"status\":\"ok\""), std::string::npos) << r.out;
+}
+
+// `einsumdb tune ... | READER` through a real shell pipe whose reader exits early. `head -1` may
+// or may not leave before tune writes (timing); `true` leaves at once, so tune surely writes into
+// a closed pipe. Either way every measurement taken is in the database, which passes db check.
+TEST_F(CliTune, AClosedStdoutLosesNoMeasurement) {
+  const std::string spec = "ik,kj->ij";
+  struct Reader {
+    std::string command;
+    std::vector<int> codes;  // the exit codes the pipeline may report
+  };
+  for (const Reader& reader : {Reader{"head -1", {0, 141}}, Reader{"true", {141}}}) {
+    SCOPED_TRACE(reader.command);
+    const std::string db = dir_.path("pipe_" + std::to_string(reader.codes.size()) + ".sqlite");
+    const std::string err = dir_.path("pipe.err");
+    std::string cmd = "set -o pipefail; OPENBLAS_NUM_THREADS=1 " +
+                      einsumdb::testing::shell_quote(EINSUMDB_BIN) + " tune " +
+                      einsumdb::testing::shell_quote(spec) +
+                      " --shape A=24x16 --shape B=16x20 --warmup 1 --min-reps 2 --min-time 0 "
+                      "--table --progress --db " +
+                      einsumdb::testing::shell_quote(db) + " 2>" +
+                      einsumdb::testing::shell_quote(err) + " | " + reader.command + " >/dev/null";
+    const int status = std::system(("bash -c " + einsumdb::testing::shell_quote(cmd)).c_str());
+    ASSERT_TRUE(WIFEXITED(status));
+    const int code = WEXITSTATUS(status);
+    std::ifstream in(err);
+    const std::string progress((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_NE(std::find(reader.codes.begin(), reader.codes.end(), code), reader.codes.end())
+        << "exit " << code << "\n"
+        << progress;
+    EXPECT_EQ(progress.find("error"), std::string::npos) << progress;
+    // The last progress line "[done/total] ..." says how many candidates were measured.
+    const std::regex line(R"(\[(\d+)/(\d+)\])");
+    int measured = 0, total = -1;
+    for (auto m = std::sregex_iterator(progress.begin(), progress.end(), line);
+         m != std::sregex_iterator(); ++m)
+      measured = std::stoi((*m)[1]), total = std::stoi((*m)[2]);
+    EXPECT_EQ(measured, total) << progress;
+    ASSERT_GT(measured, 0) << progress;
+
+    auto r = run_cli({"show", spec, "--shape", "A=24x16", "B=16x20", "--json", "--db", db});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["measurements"].size(), static_cast<std::size_t>(measured));
+    r = run_cli({"db", "check", "--json", "--db", db});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["ok"], true) << r.out;
+  }
+}
+
+// Writing into a pipe nobody reads ends einsumdb with exit code 141 of its own (SIGPIPE is
+// ignored, the write fails with EPIPE), not by the signal, and with no error message.
+TEST_F(CliTune, ABrokenPipeIsExitCode141NotASignal) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  close(fds[0]);  // no reader, ever
+  const std::string err_path = dir_.path("epipe.err");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    std::freopen(err_path.c_str(), "w", stderr);
+    std::signal(SIGPIPE, SIG_DFL);
+    execl(EINSUMDB_BIN, EINSUMDB_BIN, "canon", "ik,kj->ij", "--shape", "A=2x3", "--shape", "B=3x4",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 141);
+  std::ifstream err(err_path);
+  const std::string text((std::istreambuf_iterator<char>(err)), {});
+  EXPECT_EQ(text, "");
+}
+
+// --top N shows the N fastest candidates and says how many more were recorded.
+TEST_F(CliTune, TopLimitsTheRowsShownNotTheRowsRecorded) {
+  auto r =
+      run(with({"tune", "ij,j->i", "--shape", "A=32x16", "B=16", "--table", "--top", "2"}, kQuick));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("more candidate(s) recorded, not shown"), std::string::npos) << r.out;
+  r = run(with({"tune", "ij,j->i", "--shape", "A=32x16", "B=16", "--json", "--top", "1"}, kQuick));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json tuned = json::parse(r.out);
+  EXPECT_EQ(tuned["results"].size(), 1u);
+  EXPECT_EQ(tuned["not_shown"].get<std::size_t>() + 1, tuned["measured"].get<std::size_t>());
 }
 
 TEST_F(CliTune, BadInputIsNamedAndRefused) {
