@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "executor/expression.hpp"
-#include "executor/kernels.hpp"
+#include "einsumdb/executor/expression.hpp"
+#include "einsumdb/executor/kernels.hpp"
 
 namespace {
 

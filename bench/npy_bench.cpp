@@ -12,7 +12,7 @@
 #include <fstream>
 #include <string>
 
-#include "executor/npy.hpp"
+#include "einsumdb/executor/npy.hpp"
 
 namespace {
 

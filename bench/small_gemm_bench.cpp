@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "executor/small_gemm.hpp"
+#include "einsumdb/executor/small_gemm.hpp"
 
 namespace {
 

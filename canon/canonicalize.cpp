@@ -1,11 +1,11 @@
-#include "canon/canonicalize.hpp"
+#include "einsumdb/canon/canonicalize.hpp"
 
 #include <algorithm>
 #include <numeric>
 
 #include <xxhash.h>
 
-#include "canon/error.hpp"
+#include "einsumdb/canon/error.hpp"
 
 namespace einsumdb {
 namespace {

@@ -23,8 +23,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "canon/induced_graph.hpp"
-#include "canon/model.hpp"
+#include "einsumdb/canon/induced_graph.hpp"
+#include "einsumdb/canon/model.hpp"
 
 namespace einsumdb {
 

@@ -1,4 +1,4 @@
-#include "canon/induced_graph.hpp"
+#include "einsumdb/canon/induced_graph.hpp"
 
 #include <algorithm>
 #include <map>
@@ -10,8 +10,8 @@
 #include <nauty/traces.h>
 #undef _Thread_local
 
-#include "canon/enum_names.hpp"
-#include "canon/error.hpp"
+#include "einsumdb/canon/enum_names.hpp"
+#include "einsumdb/canon/error.hpp"
 
 namespace einsumdb {
 namespace {

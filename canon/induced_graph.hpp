@@ -31,7 +31,7 @@
 #include <string_view>
 #include <vector>
 
-#include "canon/model.hpp"
+#include "einsumdb/canon/model.hpp"
 
 namespace einsumdb {
 

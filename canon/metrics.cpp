@@ -1,17 +1,28 @@
-#include "canon/metrics.hpp"
+#include "einsumdb/canon/metrics.hpp"
 
 #include <algorithm>
 
+#include "einsumdb/canon/contraction_path.hpp"
+
 namespace einsumdb {
 
-std::optional<double> flop_count(const BatchedEinsum& e) {
+double work_flops(const BatchedEinsum& e, const std::map<char, std::int64_t>& lengths) {
+  const double rows = static_cast<double>(e.batch.size());
+  if (e.inputs.size() >= 3 && e.join == JoinOp::mul && e.agg == AggOp::sum)
+    return contraction_path(e.inputs, e.output, lengths).flops * rows;
   double points = 1.0;
+  for (const auto& [index, len] : lengths) points *= static_cast<double>(len);
+  const double per_point = static_cast<double>(std::max<std::size_t>(1, e.inputs.size()));
+  return rows * points * per_point;
+}
+
+std::optional<double> flop_count(const BatchedEinsum& e) {
+  std::map<char, std::int64_t> lengths;
   for (const auto& [index, len] : e.index_lengths()) {
     if (len.symbolic()) return std::nullopt;
-    points *= static_cast<double>(len.value);
+    lengths[index] = len.value;
   }
-  const double per_point = static_cast<double>(std::max<std::size_t>(1, e.inputs.size()));
-  return static_cast<double>(e.batch.size()) * points * per_point;
+  return work_flops(e, lengths);
 }
 
 std::optional<double> footprint_bytes(const BatchedEinsum& e) {
@@ -34,6 +45,22 @@ std::optional<double> footprint_bytes(const BatchedEinsum& e) {
     out *= static_cast<double>(len.value);
   }
   return bytes + static_cast<double>(e.batch.size()) * out * static_cast<double>(widest);
+}
+
+double reduction_terms(const BatchedEinsum& e, const std::map<char, std::int64_t>& lengths) {
+  double terms = static_cast<double>(e.inputs.size());
+  for (const auto& [c, l] : lengths)
+    if (e.output.find(c) == std::string::npos) terms *= static_cast<double>(l);
+  return terms;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const std::size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  const double upper = v[mid];
+  if (v.size() % 2) return upper;
+  return 0.5 * (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + upper);
 }
 
 }  // namespace einsumdb

@@ -1,12 +1,12 @@
-#include "canon/model.hpp"
+#include "einsumdb/canon/model.hpp"
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
 
-#include "canon/enum_names.hpp"
-#include "canon/error.hpp"
+#include "einsumdb/canon/enum_names.hpp"
+#include "einsumdb/canon/error.hpp"
 
 namespace einsumdb {
 

@@ -1,11 +1,11 @@
-#include "canon/parse.hpp"
+#include "einsumdb/canon/parse.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <sstream>
 
-#include "canon/error.hpp"
+#include "einsumdb/canon/error.hpp"
 
 namespace einsumdb {
 namespace {

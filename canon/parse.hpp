@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "canon/model.hpp"
+#include "einsumdb/canon/model.hpp"
 
 namespace einsumdb {
 

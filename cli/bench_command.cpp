@@ -6,13 +6,14 @@
 
 #include <unistd.h>
 
-#include "canon/canonicalize.hpp"
-#include "canon/error.hpp"
-#include "canon/parse.hpp"
-#include "cli/commands.hpp"
-#include "cli/jsonl.hpp"
-#include "db/retrieve.hpp"
-#include "db/store.hpp"
+#include "einsumdb/canon/canonicalize.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/canon/parse.hpp"
+#include "einsumdb/cli/commands.hpp"
+#include "einsumdb/cli/jsonl.hpp"
+#include "einsumdb/db/retrieve.hpp"
+#include "einsumdb/db/store.hpp"
 
 #include <filesystem>
 #include <random>
@@ -60,12 +61,6 @@ std::vector<Case> read_cases(const std::string& path) {
   });
   if (cases.empty()) throw SpecError(path + ": no cases");
   return cases;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 template <class F>

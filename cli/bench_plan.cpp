@@ -6,8 +6,9 @@
 #include <iostream>
 #include <random>
 
-#include "cli/commands.hpp"
-#include "planner/eindecomp.hpp"
+#include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/cli/commands.hpp"
+#include "einsumdb/planner/eindecomp.hpp"
 
 namespace einsumdb::cli {
 namespace {
@@ -112,11 +113,6 @@ EinGraph large_graph(std::size_t n, bool tree, std::uint64_t seed) {
   }
   validate(g);
   return g;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 int run_bench_plan(const BenchPlanArgs& a) {

@@ -1,11 +1,11 @@
 // einsumdb canon: the canonical form, key, hashes and σ maps of a batched einsum.
 #include <iostream>
 
-#include "canon/canonicalize.hpp"
-#include "canon/error.hpp"
-#include "cli/commands.hpp"
-#include "cli/jsonl.hpp"
-#include "cli/spec_flags.hpp"
+#include "einsumdb/canon/canonicalize.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/cli/commands.hpp"
+#include "einsumdb/cli/jsonl.hpp"
+#include "einsumdb/cli/spec_flags.hpp"
 
 namespace einsumdb::cli {
 namespace {

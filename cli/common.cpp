@@ -1,4 +1,4 @@
-#include "cli/common.hpp"
+#include "einsumdb/cli/common.hpp"
 
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -9,9 +9,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "canon/error.hpp"
-
-extern "C" char* openblas_get_config(void);
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/db/location.hpp"
 
 namespace einsumdb::cli {
 
@@ -22,52 +21,15 @@ void add_db_option(CLI::App* cmd, DbArgs& args) {
 }
 
 std::string resolve_db_path(const DbArgs& args) {
-  if (!args.db.empty()) return args.db;
-  if (const char* env = std::getenv("EINSUMDB_DB"); env && *env) return env;
-  std::string base;
-  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg) {
-    base = xdg;
-  } else if (const char* home = std::getenv("HOME"); home && *home) {
-    base = std::string(home) + "/.local/share";
-  } else {
-    throw Error("cannot find a place for the database: give --db or set EINSUMDB_DB");
-  }
-  return base + "/einsumdb/einsumdb.sqlite";
+  return store_path(args.db);
 }
 
 Store open_for_writing(const DbArgs& args) {
-  const std::string path = resolve_db_path(args);
-  const auto dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw DatabaseError("cannot create directory '" + dir.string() + "': " + ec.message());
-  }
-  return Store::open(path);
+  return open_store_for_writing(resolve_db_path(args));
 }
 
 std::optional<Store> open_for_reading(const DbArgs& args) {
-  const std::string path = resolve_db_path(args);
-  if (!std::filesystem::exists(path)) return std::nullopt;
-  Store::Options options;
-  options.read_only = true;
-  return Store::open(path, options);
-}
-
-const Machine& this_machine() {
-  static const Machine machine = [] {
-    const char* blas = openblas_get_config();
-    utsname u{};
-    uname(&u);
-    nlohmann::ordered_json extra = {
-        {"compiler", __VERSION__},
-        {"einsumdb", EINSUMDB_VERSION},
-        {"os", std::string(u.sysname) + " " + u.release},
-        {"openblas_num_threads",
-         std::getenv("OPENBLAS_NUM_THREADS") ? std::getenv("OPENBLAS_NUM_THREADS") : ""}};
-    return detect_machine(blas ? blas : "unknown BLAS", extra);
-  }();
-  return machine;
+  return open_store_for_reading(resolve_db_path(args));
 }
 
 void add_output_options(CLI::App* cmd, OutputArgs& args) {

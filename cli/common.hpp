@@ -9,8 +9,9 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "db/machine.hpp"
-#include "db/store.hpp"
+#include "einsumdb/db/machine.hpp"
+#include "einsumdb/db/store.hpp"
+#include "einsumdb/engine/machine.hpp"
 
 namespace einsumdb::cli {
 
@@ -25,9 +26,6 @@ std::string resolve_db_path(const DbArgs& args);
 Store open_for_writing(const DbArgs& args);
 // Opens read-only; nullopt when no database exists there yet.
 std::optional<Store> open_for_reading(const DbArgs& args);
-
-// This machine: CPU, cores, ISA flags and the BLAS library einsumdb is linked with.
-const Machine& this_machine();
 
 struct OutputArgs {
   bool json = false;

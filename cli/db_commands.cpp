@@ -5,13 +5,13 @@
 #include <iostream>
 #include <map>
 
-#include "canon/error.hpp"
-#include "canon/parse.hpp"
-#include "cli/commands.hpp"
-#include "cli/common.hpp"
-#include "cli/jsonl.hpp"
-#include "cli/spec_flags.hpp"
-#include "db/retrieve.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/parse.hpp"
+#include "einsumdb/cli/commands.hpp"
+#include "einsumdb/cli/common.hpp"
+#include "einsumdb/cli/jsonl.hpp"
+#include "einsumdb/cli/spec_flags.hpp"
+#include "einsumdb/db/retrieve.hpp"
 
 namespace einsumdb::cli {
 namespace {
@@ -44,29 +44,6 @@ struct PendingLine {
   Measurement measurement;
 };
 
-Measurement parse_measurement_line(const json& j, const Canonical& c) {
-  Measurement m;
-  const json& t = j.at("transform");
-  if (!t.is_object() || !t.contains("name"))
-    throw SpecError("'transform' must be {\"name\": ..., \"params\": {...}}");
-  for (const auto& [k, v] : t.items()) {
-    (void)v;
-    if (k != "name" && k != "params") throw SpecError("transform: unknown key '" + k + "'");
-  }
-  m.transform.name = t.at("name").get<std::string>();
-  m.transform.params = t.value("params", json::object());
-  const std::string status = j.value("status", "ok");
-  const auto s = parse_status(status);
-  if (!s) throw SpecError("unknown status '" + status + "'; expected ok, invalid, failed, timeout");
-  m.status = *s;
-  if (j.contains("seconds")) m.seconds = j.at("seconds").get<std::vector<double>>();
-  if (j.contains("max_rel_err") && !j.at("max_rel_err").is_null())
-    m.max_rel_err = j.at("max_rel_err").get<double>();
-  if (j.contains("bytes_moved") && !j.at("bytes_moved").is_null())
-    m.bytes_moved = j.at("bytes_moved").get<double>();
-  return to_canonical(c, std::move(m));
-}
-
 int run_record(const RecordArgs& args) {
   static const char* const kKeys[] = {"spec",        "transform",   "seconds", "status",
                                       "max_rel_err", "bytes_moved", "run",     "machine"};
@@ -91,11 +68,7 @@ int run_record(const RecordArgs& args) {
         it = canonicals.emplace(spec_text, canonicalize(parse_spec_json(j.at("spec")))).first;
       PendingLine p{number, j.contains("run") ? j.at("run").get<std::string>() : args.label,
                     j.contains("machine") ? machine_from_json(j.at("machine")) : this_machine(),
-                    &it->second, parse_measurement_line(j, it->second)};
-      if (p.measurement.status == Status::ok && !p.measurement.max_rel_err)
-        throw SpecError("status ok needs max_rel_err: only verified results may be recorded as ok");
-      if (p.measurement.status == Status::ok && p.measurement.seconds.empty())
-        throw SpecError("status ok needs seconds");
+                    &it->second, to_canonical(it->second, measurement_from_json(j))};
       pending.push_back(std::move(p));
     } catch (const json::exception& e) {
       errors.push_back(args.file + ":" + std::to_string(number) + ": " + e.what());

@@ -1,4 +1,4 @@
-#include "cli/graph_run.hpp"
+#include "einsumdb/cli/graph_run.hpp"
 
 #include <mpi.h>
 
@@ -8,14 +8,14 @@
 #include <iostream>
 #include <sstream>
 
-#include "canon/canonicalize.hpp"
-#include "canon/error.hpp"
-#include "cli/commands.hpp"
-#include "db/retrieve.hpp"
-#include "distributed/mpi_executor.hpp"
-#include "executor/npy.hpp"
-#include "planner/plan_file.hpp"
-#include "planner/plan_store.hpp"
+#include "einsumdb/canon/canonicalize.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/cli/commands.hpp"
+#include "einsumdb/distributed/mpi_executor.hpp"
+#include "einsumdb/engine/choose.hpp"
+#include "einsumdb/executor/npy.hpp"
+#include "einsumdb/planner/plan_file.hpp"
+#include "einsumdb/planner/plan_store.hpp"
 
 namespace einsumdb::cli {
 namespace {
@@ -98,11 +98,8 @@ ChooseKernel kernel_chooser(const DbArgs& db) {
   }
   const std::string machine = this_machine().fingerprint();
   return [store, machine](const BatchedEinsum& e) {
-    if (*store)
-      if (const auto answer = best_for(**store, canonicalize(e), machine))
-        return KernelChoice{{answer->fact.transform.name, answer->params},
-                            answer->approximate ? "best known for a nearby size" : "best known"};
-    return KernelChoice{default_candidate(e), "default"};
+    const Choice c = choose_transform(*store ? &**store : nullptr, e, machine);
+    return KernelChoice{c.candidate, c.source};
   };
 }
 

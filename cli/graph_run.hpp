@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/common.hpp"
-#include "planner/eingraph.hpp"
+#include "einsumdb/cli/common.hpp"
+#include "einsumdb/planner/eingraph.hpp"
 
 namespace einsumdb::cli {
 

@@ -1,9 +1,9 @@
-#include "cli/jsonl.hpp"
+#include "einsumdb/cli/jsonl.hpp"
 
 #include <fstream>
 #include <iostream>
 
-#include "canon/error.hpp"
+#include "einsumdb/canon/error.hpp"
 
 namespace einsumdb::cli {
 

@@ -13,8 +13,8 @@
 #include <cstring>
 #include <iostream>
 
-#include "canon/error.hpp"
-#include "cli/commands.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/cli/commands.hpp"
 
 namespace {
 

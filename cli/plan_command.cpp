@@ -6,12 +6,12 @@
 #include <numeric>
 #include <sstream>
 
-#include "canon/error.hpp"
-#include "cli/commands.hpp"
-#include "cli/common.hpp"
-#include "cli/jsonl.hpp"
-#include "planner/plan_file.hpp"
-#include "planner/plan_store.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/cli/commands.hpp"
+#include "einsumdb/cli/common.hpp"
+#include "einsumdb/cli/jsonl.hpp"
+#include "einsumdb/planner/plan_file.hpp"
+#include "einsumdb/planner/plan_store.hpp"
 
 namespace einsumdb::cli {
 namespace {

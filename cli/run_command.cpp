@@ -4,15 +4,16 @@
 #include <filesystem>
 #include <iostream>
 
-#include "canon/canonicalize.hpp"
-#include "canon/error.hpp"
-#include "cli/commands.hpp"
-#include "cli/common.hpp"
-#include "cli/graph_run.hpp"
-#include "cli/spec_flags.hpp"
-#include "db/retrieve.hpp"
-#include "executor/npy.hpp"
-#include "tuner/tuner.hpp"
+#include "einsumdb/canon/canonicalize.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/cli/commands.hpp"
+#include "einsumdb/cli/common.hpp"
+#include "einsumdb/cli/graph_run.hpp"
+#include "einsumdb/cli/spec_flags.hpp"
+#include "einsumdb/engine/choose.hpp"
+#include "einsumdb/executor/npy.hpp"
+#include "einsumdb/tuner/tuner.hpp"
 
 namespace einsumdb::cli {
 namespace {
@@ -71,58 +72,6 @@ int run_graph_command(const RunArgs& args, const EinGraph& graph) {
   return run_graph(g, graph);
 }
 
-bool is_index_list_key(const std::string& key) {
-  return key == "order" || key == "m" || key == "n" || key == "k";
-}
-
-// "i:16" as [{"index": "i"}, 16], or nullopt.
-std::optional<nlohmann::json> index_size(const std::string& text) {
-  if (text.size() < 3 || !is_index_char(text[0]) || text[1] != ':' ||
-      !std::all_of(text.begin() + 2, text.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
-      text.size() > 12)
-    return std::nullopt;
-  return nlohmann::json::array({index_param(text[0]), std::stoll(text.substr(2))});
-}
-
-// --param KEY=VALUE: VALUE as JSON when it parses, as an index list for order/m/n/k when it is
-// letters (order=ikj), as index:size for tile (tile=e:256) and block (block=i:32,j:32),
-// otherwise as a string.
-void apply_param(nlohmann::json& params, const std::string& item) {
-  const auto eq = item.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw SpecError("--param '" + item + "': expected KEY=VALUE, e.g. threads=2 or order=ikj");
-  const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-  if (is_index_list_key(key) &&
-      std::all_of(value.begin(), value.end(), [](char c) { return is_index_char(c); })) {
-    params[key] = index_list_param(value);
-    return;
-  }
-  if (key == "tile")
-    if (const auto t = index_size(value)) {
-      params[key] = *t;
-      return;
-    }
-  if (key == "block") {
-    nlohmann::json blocks = nlohmann::json::array();
-    for (std::size_t at = 0; at <= value.size();) {
-      const std::size_t comma = std::min(value.find(',', at), value.size());
-      const auto b = index_size(value.substr(at, comma - at));
-      if (!b) break;
-      blocks.push_back(*b);
-      at = comma + 1;
-      if (comma == value.size()) {
-        params[key] = blocks;
-        return;
-      }
-    }
-  }
-  try {
-    params[key] = nlohmann::json::parse(value);
-  } catch (const nlohmann::json::exception&) {
-    params[key] = value;
-  }
-}
-
 // The arrays the spec reads (a functional operand reads its expression's array).
 std::vector<std::string> data_arrays(const BatchedEinsum& e, const Functions& functions) {
   std::vector<std::string> names;
@@ -172,12 +121,6 @@ Arrays load_inputs(const RunArgs& args, const BatchedEinsum& e, const Functions&
   return arrays;
 }
 
-double flops_of(const BatchedEinsum& e, const std::map<char, std::int64_t>& len) {
-  double n = static_cast<double>(e.batch.size() * e.inputs.size());
-  for (const auto& [c, l] : len) n *= static_cast<double>(l);
-  return n;
-}
-
 int run_run(RunArgs& args) {
   if (auto graph = read_graph_argument(args.spec.spec)) return run_graph_command(args, *graph);
   if (!args.plan.empty())
@@ -196,26 +139,24 @@ int run_run(RunArgs& args) {
   // The transform.
   Candidate chosen;
   std::string source;
+  bool stored = false;
   if (args.transform == "best") {
     if (!args.param.empty() || !args.params.empty())
       throw SpecError("--param and --params go with --transform NAME, not with best");
-    std::optional<Answer> answer;
-    if (auto store = open_for_reading(args.db))
-      answer = best_for(*store, canonicalize(e), this_machine().fingerprint());
-    if (answer) {
-      chosen = {answer->fact.transform.name, answer->params};
-      source = answer->approximate ? "best known for a nearby size" : "best known";
-      if (answer->approximate)
-        std::cerr << "einsumdb: note: this size was never measured; using the best transform of "
-                     "the nearest measured size (distance "
-                  << format_number(answer->distance, 3) << ")\n";
-    } else {
-      chosen = default_candidate(e);
-      source = "default";
+    auto store = open_for_reading(args.db);
+    const Choice choice =
+        choose_transform(store ? &*store : nullptr, e, this_machine().fingerprint());
+    chosen = choice.candidate;
+    source = choice.source;
+    stored = choice.stored;
+    if (choice.stored && choice.distance > 0)
+      std::cerr << "einsumdb: note: this size was never measured; using the best transform of "
+                   "the nearest measured size (distance "
+                << format_number(choice.distance, 3) << ")\n";
+    if (!choice.stored)
       std::cerr << "einsumdb: note: no verified transform is known for this workload on this "
                    "machine; running "
                 << chosen.strategy << " with default parameters (measure with: einsumdb tune)\n";
-    }
   } else {
     chosen.strategy = args.transform;
     source = "chosen";
@@ -233,7 +174,6 @@ int run_run(RunArgs& args) {
 
   Results results;
   std::vector<double> seconds;
-  const bool stored = source.rfind("best known", 0) == 0;
   // At least --repeat runs, and more until they add up to --min-time.
   double timed = 0;
   for (int i = 0; i < args.repeat || timed < args.min_time; ++i) {
@@ -249,21 +189,16 @@ int run_run(RunArgs& args) {
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     timed += seconds.back();
   }
-  std::sort(seconds.begin(), seconds.end());
-  const double median = seconds.size() % 2
-                            ? seconds[seconds.size() / 2]
-                            : 0.5 * (seconds[seconds.size() / 2 - 1] + seconds[seconds.size() / 2]);
-  const double flops = flops_of(e, bound.lengths());
+  const double median_s = median(seconds);
+  const double min_s = *std::min_element(seconds.begin(), seconds.end());
+  const double flops = work_flops(e, bound.lengths());
   std::optional<double> err;
   bool verified = true;
   if (args.verify) {
     std::vector<double> scale;
     const Results want = run_reference(bound, &scale);
-    double terms = static_cast<double>(e.inputs.size());
-    for (const auto& [c, l] : bound.lengths())
-      if (e.output.find(c) == std::string::npos) terms *= static_cast<double>(l);
     err = verification_error(results, want, scale);
-    verified = *err <= tolerance(result_dtype(e, 0), terms);
+    verified = *err <= tolerance(result_dtype(e, 0), reduction_terms(e, bound.lengths()));
   }
   std::vector<std::string> written;
   if (!args.output.empty()) {
@@ -284,9 +219,9 @@ int run_run(RunArgs& args) {
     ojson out = {{"transform", {{"strategy", chosen.strategy}, {"params", chosen.params}}},
                  {"source", source},
                  {"repeat", seconds.size()},
-                 {"median_s", median},
-                 {"min_s", seconds.front()},
-                 {"gflops", flops / median * 1e-9},
+                 {"median_s", median_s},
+                 {"min_s", min_s},
+                 {"gflops", flops / median_s * 1e-9},
                  {"generated_inputs", generated},
                  {"outputs", written}};
     if (err) {
@@ -296,8 +231,8 @@ int run_run(RunArgs& args) {
     print_json(out);
   } else {
     std::cout << chosen.strategy << " " << describe_params(chosen.params) << " (" << source
-              << "): median " << format_seconds(median) << " over " << seconds.size() << " run(s), "
-              << format_number(flops / median * 1e-9) << " GFLOP/s\n";
+              << "): median " << format_seconds(median_s) << " over " << seconds.size()
+              << " run(s), " << format_number(flops / median_s * 1e-9) << " GFLOP/s\n";
     if (!generated.empty()) {
       std::cout << "inputs generated from seed " << args.seed << ":";
       for (const auto& g : generated) std::cout << " " << g;

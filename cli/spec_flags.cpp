@@ -1,6 +1,6 @@
-#include "cli/spec_flags.hpp"
+#include "einsumdb/cli/spec_flags.hpp"
 
-#include "canon/error.hpp"
+#include "einsumdb/canon/error.hpp"
 
 namespace einsumdb::cli {
 

@@ -6,8 +6,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "canon/parse.hpp"
-#include "executor/expression.hpp"
+#include "einsumdb/canon/parse.hpp"
+#include "einsumdb/executor/expression.hpp"
 
 namespace einsumdb::cli {
 

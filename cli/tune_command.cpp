@@ -6,14 +6,13 @@
 #include <iostream>
 #include <sstream>
 
-#include "canon/error.hpp"
-#include "canon/metrics.hpp"
-#include "cli/commands.hpp"
-#include "cli/common.hpp"
-#include "cli/spec_flags.hpp"
-#include "planner/contraction_path.hpp"
-#include "tuner/roofline.hpp"
-#include "tuner/tuner.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/cli/commands.hpp"
+#include "einsumdb/cli/common.hpp"
+#include "einsumdb/cli/spec_flags.hpp"
+#include "einsumdb/tuner/roofline.hpp"
+#include "einsumdb/tuner/tuner.hpp"
 
 namespace einsumdb::cli {
 namespace {
@@ -98,15 +97,7 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
   const bool show_progress = !args.no_progress && (args.progress || isatty(STDERR_FILENO));
   const Dtype dtype = e.arrays.at(e.batch[0][0]).dtype;
   const Store::Roofline roof = machine_roofline(store, machine, dtype);
-  // The work of the roofline: the FLOPs of the cheapest pairwise order for 3+ operands (the
-  // loop-nest count of flop_count overstates what a contraction tree does), else flop_count.
-  auto flops = flop_count(e);
-  if (flops && e.inputs.size() >= 3 && e.join == JoinOp::mul && e.agg == AggOp::sum) {
-    std::map<char, std::int64_t> lengths;
-    for (const auto& [c, l] : e.index_lengths()) lengths[c] = l.value;
-    flops =
-        contraction_path(e.inputs, e.output, lengths).flops * static_cast<double>(e.batch.size());
-  }
+  const auto flops = flop_count(e);
   const auto bytes = footprint_bytes(e);
 
   g_stop.store(false);
@@ -143,13 +134,13 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
   for (const auto& r : report.results) sorted.push_back(&r);
   std::stable_sort(sorted.begin(), sorted.end(), [](const TuneResult* a, const TuneResult* b) {
     if (a->status != b->status) return a->status < b->status;
-    return a->status == Status::ok && a->median_s < b->median_s;
+    return a->status == Outcome::ok && a->median_s < b->median_s;
   });
   const std::size_t hidden =
       args.top > 0 && sorted.size() > args.top ? sorted.size() - args.top : 0;
   sorted.resize(sorted.size() - hidden);
   auto fraction = [&](const TuneResult& r) -> std::optional<double> {
-    if (r.status != Status::ok || !flops || !bytes || !(r.median_s > 0)) return std::nullopt;
+    if (r.status != Outcome::ok || !flops || !bytes || !(r.median_s > 0)) return std::nullopt;
     const int threads = r.candidate.params.value("threads", 1);
     return *flops / r.median_s * 1e-9 / roofline_gflops(roof, *flops, *bytes, threads);
   };
@@ -174,7 +165,7 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
       ojson row = {{"strategy", r->candidate.strategy},
                    {"params", r->candidate.params},
                    {"status", to_string(r->status)}};
-      if (r->status == Status::ok) {
+      if (r->status == Outcome::ok) {
         row["median_s"] = r->median_s;
         row["repetitions"] = r->seconds.size();
         row["gflops"] = r->gflops ? ojson(*r->gflops) : ojson();
@@ -198,7 +189,7 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
       const auto f = fraction(*r);
       rows.push_back({r->candidate.strategy, describe_params(r->candidate.params),
                       std::string(to_string(r->status)),
-                      r->status == Status::ok ? format_seconds(r->median_s) : "-",
+                      r->status == Outcome::ok ? format_seconds(r->median_s) : "-",
                       format_number(r->gflops), f ? format_number(*f * 100, 0) + "%" : "-",
                       rel_err_text(r->max_rel_err), r->error});
     }

@@ -1,4 +1,4 @@
-#include "db/machine.hpp"
+#include "einsumdb/db/machine.hpp"
 
 #include <unistd.h>
 
@@ -7,8 +7,8 @@
 #include <set>
 #include <sstream>
 
-#include "canon/canonicalize.hpp"
-#include "canon/error.hpp"
+#include "einsumdb/canon/canonicalize.hpp"
+#include "einsumdb/canon/error.hpp"
 
 namespace einsumdb {
 namespace {

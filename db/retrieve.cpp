@@ -1,4 +1,4 @@
-#include "db/retrieve.hpp"
+#include "einsumdb/db/retrieve.hpp"
 
 namespace einsumdb {
 

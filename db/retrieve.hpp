@@ -8,8 +8,8 @@
 #include <optional>
 #include <vector>
 
-#include "canon/canonicalize.hpp"
-#include "db/store.hpp"
+#include "einsumdb/canon/canonicalize.hpp"
+#include "einsumdb/db/store.hpp"
 
 namespace einsumdb {
 

@@ -1,4 +1,4 @@
-#include "db/sqlite.hpp"
+#include "einsumdb/db/sqlite.hpp"
 
 #include <sqlite3.h>
 
@@ -7,7 +7,7 @@
 #include <thread>
 #include <utility>
 
-#include "canon/error.hpp"
+#include "einsumdb/canon/error.hpp"
 
 namespace einsumdb::sql {
 

@@ -1,4 +1,4 @@
-#include "db/store.hpp"
+#include "einsumdb/db/store.hpp"
 
 #include <sqlite3.h>
 #include <xxhash.h>
@@ -16,11 +16,11 @@
 #include <thread>
 #include <unordered_map>
 
-#include "canon/enum_names.hpp"
-#include "canon/error.hpp"
-#include "canon/metrics.hpp"
-#include "canon/parse.hpp"
-#include "db/sqlite.hpp"
+#include "einsumdb/canon/enum_names.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/canon/parse.hpp"
+#include "einsumdb/db/sqlite.hpp"
 
 #ifndef EINSUMDB_VERSION
 #define EINSUMDB_VERSION "0"
@@ -127,12 +127,6 @@ std::string format_double(double v) {
   return std::string(buf, result.ptr);
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 ojson lengths_json(const std::vector<Length>& lengths) {
   ojson out = ojson::array();
   for (const auto& l : lengths) {
@@ -164,18 +158,18 @@ NameMap name_map_from_json(const json& j) {
 
 }  // namespace
 
-std::string_view to_string(Status s) {
+std::string_view to_string(Outcome s) {
   return enum_name(kStatusNames, s);
 }
-std::optional<Status> parse_status(std::string_view s) {
-  return enum_from_name<Status>(kStatusNames, s);
+std::optional<Outcome> parse_outcome(std::string_view s) {
+  return enum_from_name<Outcome>(kStatusNames, s);
 }
 
 Summary summarize(const std::vector<double>& seconds) {
   Summary s;
   s.repetitions = static_cast<int>(seconds.size());
   if (seconds.empty()) return s;
-  s.median_s = median_of(seconds);
+  s.median_s = median(seconds);
   s.min_s = *std::min_element(seconds.begin(), seconds.end());
   double sum = 0;
   for (double t : seconds) sum += t;
@@ -422,10 +416,10 @@ sql::Connection& writable(Store::Impl& impl) {
 }
 }  // namespace
 
-std::int64_t Store::machine_id(const Machine& m) {
+MachineId Store::machine_id(const Machine& m) {
   const std::string fp = m.fingerprint();
   if (const auto it = impl_->machine_ids.find(fp); it != impl_->machine_ids.end())
-    return it->second;
+    return MachineId{it->second};
   return impl_->write([&] {
     auto ins = impl_->stmt(
         "INSERT OR IGNORE INTO machines(fingerprint, cpu_model, cores, isa, blas, description, "
@@ -437,23 +431,23 @@ std::int64_t Store::machine_id(const Machine& m) {
     sel.step();
     const auto id = sel.column_int(0);
     impl_->machine_fingerprints[id] = fp;
-    return impl_->machine_ids[fp] = id;
+    return MachineId{impl_->machine_ids[fp] = id};
   });
 }
 
-std::optional<std::int64_t> Store::find_machine(const std::string& fingerprint) {
+std::optional<MachineId> Store::find_machine(const std::string& fingerprint) {
   if (const auto it = impl_->machine_ids.find(fingerprint); it != impl_->machine_ids.end())
-    return it->second;
+    return MachineId{it->second};
   auto s = impl_->stmt("SELECT id FROM machines WHERE fingerprint = ?");
   s.bind(1, fingerprint);
   if (!s.step()) return std::nullopt;
   impl_->machine_fingerprints[s.column_int(0)] = fingerprint;
-  return impl_->machine_ids[fingerprint] = s.column_int(0);
+  return MachineId{impl_->machine_ids[fingerprint] = s.column_int(0)};
 }
 
-std::int64_t Store::workload_id(const Canonical& c) {
+WorkloadId Store::workload_id(const Canonical& c) {
   if (const auto it = impl_->workloads_by_hash.find(c.hash); it != impl_->workloads_by_hash.end())
-    return it->second.id;
+    return WorkloadId{it->second.id};
   EINSUMDB_ASSERT(!c.structure_hash.empty(), "workloads need the structure key");
   return impl_->write([&] {
     const auto flops = flop_count(c.form);
@@ -475,20 +469,21 @@ std::int64_t Store::workload_id(const Canonical& c) {
     Impl::WorkloadInfo info{sel.column_int(0), c.hash, flops, footprint};
     impl_->workloads_by_id[info.id] = info;
     impl_->workloads_by_hash[c.hash] = info;
-    return info.id;
+    return WorkloadId{info.id};
   });
 }
 
-std::optional<std::int64_t> Store::find_workload(const std::string& hash) {
+std::optional<WorkloadId> Store::find_workload(const std::string& hash) {
   if (const auto it = impl_->workloads_by_hash.find(hash); it != impl_->workloads_by_hash.end())
-    return it->second.id;
+    return WorkloadId{it->second.id};
   auto s = impl_->stmt("SELECT id FROM workloads WHERE hash = ?");
   s.bind(1, hash);
   if (!s.step()) return std::nullopt;
-  return s.column_int(0);
+  return WorkloadId{s.column_int(0)};
 }
 
-std::int64_t Store::begin_run(const RunInfo& run, std::int64_t machine) {
+RunId Store::begin_run(const RunInfo& run, MachineId machine_key) {
+  const std::int64_t machine = id_value(machine_key);
   return impl_->write([&] {
     auto s = impl_->stmt(
         "INSERT INTO runs(machine_id, label, command, tool_version, started_at) "
@@ -499,17 +494,16 @@ std::int64_t Store::begin_run(const RunInfo& run, std::int64_t machine) {
     s.bind(5, run.started_at.empty() ? now_iso8601() : run.started_at).run();
     const auto id = impl_->conn.last_insert_rowid();
     impl_->known_runs.insert(id);
-    return id;
+    return RunId{id};
   });
 }
 
-bool Store::record(std::int64_t run, std::int64_t workload, std::int64_t machine,
-                   const Measurement& m) {
+void check_measurement(const Measurement& m) {
   for (double t : m.seconds)
     if (!std::isfinite(t) || t < 0)
       throw SpecError("measurement of '" + m.transform.name + "': time " + format_double(t) +
                       " is not a finite, non-negative number of seconds");
-  if (m.status == Status::ok) {
+  if (m.status == Outcome::ok) {
     if (m.seconds.empty())
       throw SpecError("measurement of '" + m.transform.name + "' has status ok but no times");
     if (!m.max_rel_err || !std::isfinite(*m.max_rel_err) || *m.max_rel_err < 0)
@@ -518,6 +512,37 @@ bool Store::record(std::int64_t run, std::int64_t workload, std::int64_t machine
                       "as ok");
   }
   if (m.transform.name.empty()) throw SpecError("measurement has no transform name");
+}
+
+Measurement measurement_from_json(const json& j) {
+  Measurement m;
+  const json& t = j.at("transform");
+  if (!t.is_object() || !t.contains("name"))
+    throw SpecError("'transform' must be {\"name\": ..., \"params\": {...}}");
+  for (const auto& [k, v] : t.items()) {
+    (void)v;
+    if (k != "name" && k != "params") throw SpecError("transform: unknown key '" + k + "'");
+  }
+  m.transform.name = t.at("name").get<std::string>();
+  m.transform.params = t.value("params", json::object());
+  const std::string status = j.value("status", "ok");
+  const auto s = parse_outcome(status);
+  if (!s) throw SpecError("unknown status '" + status + "'; expected ok, invalid, failed, timeout");
+  m.status = *s;
+  if (j.contains("seconds")) m.seconds = j.at("seconds").get<std::vector<double>>();
+  if (j.contains("max_rel_err") && !j.at("max_rel_err").is_null())
+    m.max_rel_err = j.at("max_rel_err").get<double>();
+  if (j.contains("bytes_moved") && !j.at("bytes_moved").is_null())
+    m.bytes_moved = j.at("bytes_moved").get<double>();
+  check_measurement(m);
+  return m;
+}
+
+bool Store::record(RunId run_key, WorkloadId workload_key, MachineId machine_key,
+                   const Measurement& m) {
+  const std::int64_t run = id_value(run_key), workload = id_value(workload_key),
+                     machine = id_value(machine_key);
+  check_measurement(m);
   return impl_->write([&] {
     impl_->require_run(run);
     const auto& w = impl_->workload(workload);
@@ -527,7 +552,7 @@ bool Store::record(std::int64_t run, std::int64_t workload, std::int64_t machine
     const Summary s = summarize(m.seconds);
     const auto bytes = m.bytes_moved ? m.bytes_moved : w.footprint;
     std::optional<double> gflops;
-    if (m.status == Status::ok && w.flops && s.median_s > 0) gflops = *w.flops / s.median_s * 1e-9;
+    if (m.status == Outcome::ok && w.flops && s.median_s > 0) gflops = *w.flops / s.median_s * 1e-9;
 
     std::string samples = "[", digest_text = w.hash + "\n" + m.transform.name + "\n" + params +
                                              "\n" + fp + "\n" + std::string(to_string(m.status)) +
@@ -574,9 +599,10 @@ Store::RunResult Store::record_run(
   } clear_time{impl_->batch_time};
   RunResult r;
   const auto mid = machine_id(machine);
-  r.run = begin_run(run, mid);
+  const RunId run_id = begin_run(run, mid);
+  r.run = id_value(run_id);
   for (const auto& [canonical, m] : measurements) {
-    if (record(r.run, workload_id(*canonical), mid, m))
+    if (record(run_id, workload_id(*canonical), mid, m))
       ++r.inserted;
     else
       ++r.duplicates;
@@ -598,7 +624,7 @@ std::vector<Fact> Store::top_k(const std::string& workload_hash, const std::stri
   auto s = impl_->stmt(
       "SELECT transform_id, median_s, min_s, repetitions FROM measurements WHERE workload_id = ? "
       "AND machine_id = ? AND status = 'ok' AND max_rel_err IS NOT NULL");
-  s.bind(1, wid).bind(2, *mid);
+  s.bind(1, wid).bind(2, id_value(*mid));
   struct Group {
     Fact fact;
     std::vector<double> medians;
@@ -618,7 +644,7 @@ std::vector<Fact> Store::top_k(const std::string& workload_hash, const std::stri
     g.fact.workload_key = key;
     g.fact.machine = machine;
     g.fact.measurements = static_cast<int>(g.medians.size());
-    g.fact.median_s = median_of(g.medians);
+    g.fact.median_s = median(g.medians);
     if (flops && g.fact.median_s > 0) g.fact.gflops = *flops / g.fact.median_s * 1e-9;
     facts.push_back(std::move(g.fact));
   }
@@ -772,7 +798,7 @@ std::size_t Store::export_jsonl(std::ostream& out, const ListFilter& f) {
 Store::ImportResult Store::import_jsonl(std::istream& in, const std::string& source) {
   ImportResult result;
   Transaction tx(*this);
-  std::map<std::string, std::int64_t> runs;     // source run -> local run
+  std::map<std::string, RunId> runs;            // source run -> local run
   std::map<std::string, Canonical> canonicals;  // spec JSON text -> its canonical form
   std::string line;
   for (std::size_t number = 1; std::getline(in, line); ++number) {
@@ -801,12 +827,12 @@ Store::ImportResult Store::import_jsonl(std::istream& in, const std::string& sou
         auto find = impl_->stmt(
             "SELECT id FROM runs WHERE machine_id = ? AND started_at = ? AND label = ? AND "
             "command = ? AND tool_version = ?");
-        find.bind(1, mid).bind(2, r.at("started_at").get<std::string>());
+        find.bind(1, id_value(mid)).bind(2, r.at("started_at").get<std::string>());
         find.bind(3, r.at("label").get<std::string>()).bind(4, r.at("command").get<std::string>());
         find.bind(5, r.at("tool_version").get<std::string>());
-        std::int64_t id;
+        RunId id;
         if (find.step()) {
-          id = find.column_int(0);
+          id = RunId{find.column_int(0)};
         } else {
           id = begin_run({r.at("label"), r.at("command"), r.at("tool_version"), r.at("started_at")},
                          mid);
@@ -817,7 +843,7 @@ Store::ImportResult Store::import_jsonl(std::istream& in, const std::string& sou
       Measurement m;
       m.transform = {j.at("transform").at("name").get<std::string>(),
                      j.at("transform").at("params")};
-      const auto status = parse_status(j.at("status").get<std::string>());
+      const auto status = parse_outcome(j.at("status").get<std::string>());
       if (!status) throw SpecError("unknown status '" + j.at("status").get<std::string>() + "'");
       m.status = *status;
       m.seconds = j.at("seconds").get<std::vector<double>>();
@@ -916,7 +942,8 @@ ojson Store::check() {
           {"problems", problems}};
 }
 
-void Store::record_partitioning(std::int64_t run, const Partitioning& p) {
+void Store::record_partitioning(RunId run_key, const Partitioning& p) {
+  const std::int64_t run = id_value(run_key);
   impl_->write([&] {
     const auto machine = find_machine(p.machine);
     auto s = impl_->stmt(
@@ -924,7 +951,7 @@ void Store::record_partitioning(std::int64_t run, const Partitioning& p) {
         "measured_bytes, measured_seconds, recorded_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
     s.bind(1, run);
     if (machine)
-      s.bind(2, *machine);
+      s.bind(2, id_value(*machine));
     else
       s.bind_null(2);
     s.bind(3, p.graph_key).bind(4, p.procs).bind(5, p.vectors.dump()).bind(6, p.predicted_bytes);
@@ -966,7 +993,8 @@ std::vector<Store::Partitioning> Store::measured_partitionings(const std::string
   return read_partitionings(s);
 }
 
-void Store::record_roofline(std::int64_t machine, const Roofline& r) {
+void Store::record_roofline(MachineId machine_key, const Roofline& r) {
+  const std::int64_t machine = id_value(machine_key);
   if (!(r.peak_gflops > 0) || !(r.bandwidth_gbs > 0) || !std::isfinite(r.peak_gflops) ||
       !std::isfinite(r.bandwidth_gbs))
     throw SpecError("roofline for " + r.dtype + ": peak and bandwidth must be positive");

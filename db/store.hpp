@@ -23,23 +23,35 @@
 
 #include <nlohmann/json.hpp>
 
-#include "canon/canonicalize.hpp"
-#include "db/machine.hpp"
-#include "db/transform.hpp"
+#include "einsumdb/canon/canonicalize.hpp"
+#include "einsumdb/db/machine.hpp"
+#include "einsumdb/db/transform.hpp"
 
 namespace einsumdb {
 namespace sql {
 class Transaction;
 }
 
-enum class Status : std::uint8_t { ok, invalid, failed, timeout };
-std::string_view to_string(Status s);
-std::optional<Status> parse_status(std::string_view s);
+// Row ids of the store, of distinct types so that a run, a workload and a machine cannot be
+// passed in each other's place. id_value() gives the number (as printed and stored).
+enum class MachineId : std::int64_t {};
+enum class WorkloadId : std::int64_t {};
+enum class RunId : std::int64_t {};
+template <typename Id>
+constexpr std::int64_t id_value(Id id) {
+  return static_cast<std::int64_t>(id);
+}
+
+// How a measured candidate turned out: verified (ok), a wrong result (invalid), an exception
+// (failed), or far slower than the best (timeout). Stored as its name in the "status" column.
+enum class Outcome : std::uint8_t { ok, invalid, failed, timeout };
+std::string_view to_string(Outcome s);
+std::optional<Outcome> parse_outcome(std::string_view s);
 
 // One measured candidate as a tuner reports it, parameters in canonical names.
 struct Measurement {
   Transform transform;
-  Status status = Status::ok;
+  Outcome status = Outcome::ok;
   std::vector<double> seconds;        // the timed repetitions (empty for failed/timeout)
   std::optional<double> max_rel_err;  // against the reference; required for status ok
   std::optional<double> bytes_moved;  // default: the workload's footprint
@@ -52,6 +64,16 @@ struct Summary {
   double median_s = 0, min_s = 0, mean_s = 0, stddev_s = 0;
 };
 Summary summarize(const std::vector<double>& seconds);
+
+// Throws SpecError when `m` is not sound: status ok without times or without a finite
+// max_rel_err (only verified results may be ok), a negative or non-finite time, no transform
+// name. Store::record() applies it; a reader of measurement files may apply it before writing.
+void check_measurement(const Measurement& m);
+
+// A measurement in the JSON of a record line ({"transform": {"name", "params"}, "status",
+// "seconds", "max_rel_err", "bytes_moved"}), parameters as written. Throws SpecError naming the
+// key that is wrong, and what check_measurement() refuses.
+Measurement measurement_from_json(const nlohmann::json& j);
 
 struct RunInfo {
   std::string label;         // free text, stored verbatim
@@ -112,13 +134,13 @@ class Store {
   const std::string& path() const;
 
   // --- writing (each call is its own transaction unless inside transaction())
-  std::int64_t machine_id(const Machine& m);     // inserted if new
-  std::int64_t workload_id(const Canonical& c);  // inserted if new
-  std::int64_t begin_run(const RunInfo& run, std::int64_t machine);
+  MachineId machine_id(const Machine& m);      // inserted if new
+  WorkloadId workload_id(const Canonical& c);  // inserted if new
+  RunId begin_run(const RunInfo& run, MachineId machine);
   // Inserts unless an identical measurement (same workload, transform, machine, status and
   // samples) is already stored; returns whether it inserted. Throws SpecError for a
   // measurement that is not sound (status ok without max_rel_err, negative times, ...).
-  bool record(std::int64_t run, std::int64_t workload, std::int64_t machine, const Measurement& m);
+  bool record(RunId run, WorkloadId workload, MachineId machine, const Measurement& m);
 
   struct RunResult {
     std::int64_t run = 0;
@@ -144,8 +166,8 @@ class Store {
   };
 
   // --- reading
-  std::optional<std::int64_t> find_machine(const std::string& fingerprint);
-  std::optional<std::int64_t> find_workload(const std::string& hash);
+  std::optional<MachineId> find_machine(const std::string& fingerprint);
+  std::optional<WorkloadId> find_workload(const std::string& hash);
   // The k fastest transforms of a workload on a machine, verified measurements only.
   std::vector<Fact> top_k(const std::string& workload_hash, const std::string& machine,
                           std::size_t k);
@@ -187,7 +209,7 @@ class Store {
     std::optional<double> predicted_bytes, measured_bytes, measured_seconds;
     std::string machine;  // fingerprint
   };
-  void record_partitioning(std::int64_t run, const Partitioning& p);
+  void record_partitioning(RunId run, const Partitioning& p);
   std::vector<Partitioning> partitionings(const std::string& graph_key, int procs);
   // Every partitioning with a measured time on a machine (fingerprint) at P ranks.
   std::vector<Partitioning> measured_partitionings(const std::string& machine, int procs);
@@ -200,7 +222,7 @@ class Store {
     std::string measured_at;   // ISO 8601 UTC; empty: now
   };
   // Replaces the machine's roofline for the dtype. Throws SpecError for non-positive figures.
-  void record_roofline(std::int64_t machine, const Roofline& r);
+  void record_roofline(MachineId machine, const Roofline& r);
   std::optional<Roofline> roofline(const std::string& machine, const std::string& dtype);
 
   struct Impl;

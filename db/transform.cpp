@@ -1,6 +1,6 @@
-#include "db/transform.hpp"
+#include "einsumdb/db/transform.hpp"
 
-#include "canon/error.hpp"
+#include "einsumdb/canon/error.hpp"
 
 namespace einsumdb {
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "canon/canonicalize.hpp"
+#include "einsumdb/canon/canonicalize.hpp"
 
 namespace einsumdb {
 

@@ -1,10 +1,10 @@
-#include "distributed/graph_data.hpp"
+#include "einsumdb/distributed/graph_data.hpp"
 
 #include <filesystem>
 #include <fstream>
 
-#include "canon/error.hpp"
-#include "executor/npy.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/executor/npy.hpp"
 
 namespace einsumdb {
 namespace {

@@ -10,10 +10,10 @@
 #include <string_view>
 #include <vector>
 
-#include "executor/execute.hpp"
-#include "planner/eingraph.hpp"
-#include "planner/placement.hpp"
-#include "tuner/tuner.hpp"
+#include "einsumdb/executor/dispatch.hpp"
+#include "einsumdb/executor/execute.hpp"
+#include "einsumdb/planner/eingraph.hpp"
+#include "einsumdb/planner/placement.hpp"
 
 namespace einsumdb {
 

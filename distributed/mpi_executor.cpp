@@ -1,4 +1,4 @@
-#include "distributed/mpi_executor.hpp"
+#include "einsumdb/distributed/mpi_executor.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 #include <iostream>
 #include <thread>
 
-#include "db/store.hpp"
+#include "einsumdb/db/store.hpp"
 
 namespace einsumdb {
 namespace {

@@ -26,10 +26,10 @@
 
 #include <mpi.h>
 
-#include "canon/error.hpp"
-#include "distributed/graph_data.hpp"
-#include "planner/eindecomp.hpp"
-#include "planner/placement.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/distributed/graph_data.hpp"
+#include "einsumdb/planner/eindecomp.hpp"
+#include "einsumdb/planner/placement.hpp"
 
 namespace einsumdb {
 

@@ -21,9 +21,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "executor/kernels.hpp"
-#include "executor/product.hpp"
-#include "planner/contraction_path.hpp"
+#include "einsumdb/canon/contraction_path.hpp"
+#include "einsumdb/executor/kernels.hpp"
+#include "einsumdb/executor/product.hpp"
 
 namespace einsumdb {
 namespace {

@@ -30,9 +30,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "canon/model.hpp"
-#include "executor/expression.hpp"
-#include "executor/tensor.hpp"
+#include "einsumdb/canon/model.hpp"
+#include "einsumdb/executor/expression.hpp"
+#include "einsumdb/executor/tensor.hpp"
 
 namespace einsumdb {
 

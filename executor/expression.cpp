@@ -1,12 +1,12 @@
-#include "executor/expression.hpp"
+#include "einsumdb/executor/expression.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
 
-#include "canon/error.hpp"
-#include "canon/parse.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/parse.hpp"
 
 namespace einsumdb {
 

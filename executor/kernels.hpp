@@ -13,9 +13,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "canon/error.hpp"
-#include "executor/execute.hpp"
-#include "executor/small_gemm.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/executor/execute.hpp"
+#include "einsumdb/executor/small_gemm.hpp"
 
 namespace einsumdb::kernels {
 

@@ -13,7 +13,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "executor/kernels.hpp"
+#include "einsumdb/executor/kernels.hpp"
 
 namespace einsumdb {
 namespace {

@@ -1,4 +1,4 @@
-#include "executor/npy.hpp"
+#include "einsumdb/executor/npy.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <memory>
 #include <sstream>
 
-#include "canon/error.hpp"
+#include "einsumdb/canon/error.hpp"
 
 namespace einsumdb {
 namespace {

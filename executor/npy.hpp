@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "executor/tensor.hpp"
+#include "einsumdb/executor/tensor.hpp"
 
 namespace einsumdb {
 

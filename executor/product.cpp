@@ -1,9 +1,9 @@
-#include "executor/product.hpp"
+#include "einsumdb/executor/product.hpp"
 
 #include <algorithm>
 #include <optional>
 
-#include "executor/kernels.hpp"
+#include "einsumdb/executor/kernels.hpp"
 
 namespace einsumdb::kernels {
 namespace {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "executor/execute.hpp"
+#include "einsumdb/executor/execute.hpp"
 
 namespace einsumdb::kernels {
 

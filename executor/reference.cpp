@@ -2,7 +2,7 @@
 #include <cmath>
 #include <limits>
 
-#include "executor/execute.hpp"
+#include "einsumdb/executor/execute.hpp"
 
 namespace einsumdb {
 namespace {

@@ -1,4 +1,4 @@
-#include "executor/small_gemm.hpp"
+#include "einsumdb/executor/small_gemm.hpp"
 
 #include <libxsmm.h>
 

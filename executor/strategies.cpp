@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "executor/kernels.hpp"
+#include "einsumdb/executor/kernels.hpp"
 
 namespace einsumdb {
 

@@ -1,4 +1,4 @@
-#include "executor/tensor.hpp"
+#include "einsumdb/executor/tensor.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +17,20 @@ Tensor Tensor::view(const Tensor& t) {
   v.shape_ = t.shape_;
   v.size_ = t.size_;
   v.data_ = std::shared_ptr<void>(const_cast<void*>(t.data_.get()), [](void*) {});
+  return v;
+}
+
+Tensor Tensor::borrow(Dtype dtype, std::vector<std::int64_t> shape, void* data) {
+  if (!executable_dtype(dtype))
+    throw SpecError("dtype " + std::string(to_string(dtype)) + " is not supported (f32 or f64)");
+  EINSUMDB_ASSERT(reinterpret_cast<std::uintptr_t>(data) % dtype_bytes(dtype) == 0,
+                  "borrowed memory must be aligned to its element size");
+  Tensor v;
+  v.dtype_ = dtype;
+  v.shape_ = std::move(shape);
+  v.size_ = 1;
+  for (auto len : v.shape_) v.size_ *= len;
+  v.data_ = std::shared_ptr<void>(std::shared_ptr<void>(), data);  // owns nothing, no allocation
   return v;
 }
 

@@ -1,4 +1,7 @@
-// Dense tensors in memory: row-major, 64-byte aligned, f32 or f64 elements.
+// Dense tensors in memory: row-major, f32 or f64 elements. A tensor owns its elements (64-byte
+// aligned, freed with the last tensor that shares them) or borrows them (a view of another
+// tensor, or of a caller's memory through borrow()). Tensors are values of one thread at a time;
+// reading one tensor from several threads at once is safe.
 #pragma once
 
 #include <cstddef>
@@ -7,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "canon/error.hpp"
-#include "canon/model.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/model.hpp"
 
 namespace einsumdb {
 
@@ -24,6 +27,9 @@ class Tensor {
   // A tensor that aliases `t`'s elements without owning them (the composite strategies hand
   // their operands to inner strategies this way). `t` must outlive the view.
   static Tensor view(const Tensor& t);
+  // A tensor over `data`, row-major with `shape`, that the caller owns and keeps alive (and does
+  // not write while it is read). `data` must be aligned to its element size. No copy is made.
+  static Tensor borrow(Dtype dtype, std::vector<std::int64_t> shape, void* data);
   // Elements [offset, offset + Π shape) of `t` as a tensor of `shape`, sharing ownership of the
   // memory (it stays alive while either exists). The composite strategies return the rows of a
   // fused result this way, without copying.

@@ -22,8 +22,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "executor/kernels.hpp"
-#include "executor/product.hpp"
+#include "einsumdb/executor/kernels.hpp"
+#include "einsumdb/executor/product.hpp"
 
 namespace einsumdb {
 

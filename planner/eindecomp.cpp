@@ -1,11 +1,11 @@
-#include "planner/eindecomp.hpp"
+#include "einsumdb/planner/eindecomp.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
 
-#include "canon/error.hpp"
+#include "einsumdb/canon/error.hpp"
 
 namespace einsumdb {
 namespace {

@@ -19,9 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "planner/contraction_path.hpp"
-#include "planner/eindecomp_cost.hpp"
-#include "planner/eingraph.hpp"
+#include "einsumdb/canon/contraction_path.hpp"
+#include "einsumdb/planner/eindecomp_cost.hpp"
+#include "einsumdb/planner/eingraph.hpp"
 
 namespace einsumdb {
 

@@ -1,8 +1,8 @@
-#include "planner/eindecomp_cost.hpp"
+#include "einsumdb/planner/eindecomp_cost.hpp"
 
 #include <algorithm>
 
-#include "canon/error.hpp"
+#include "einsumdb/canon/error.hpp"
 
 namespace einsumdb {
 namespace {

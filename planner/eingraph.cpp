@@ -1,10 +1,10 @@
-#include "planner/eingraph.hpp"
+#include "einsumdb/planner/eingraph.hpp"
 
 #include <algorithm>
 #include <set>
 
-#include "canon/error.hpp"
-#include "canon/parse.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/parse.hpp"
 
 namespace einsumdb {
 namespace {

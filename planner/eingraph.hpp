@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "canon/model.hpp"
-#include "planner/einsum_tree.hpp"
+#include "einsumdb/canon/model.hpp"
+#include "einsumdb/planner/einsum_tree.hpp"
 
 namespace einsumdb {
 

@@ -1,9 +1,9 @@
-#include "planner/einsum_tree.hpp"
+#include "einsumdb/planner/einsum_tree.hpp"
 
 #include <algorithm>
 #include <set>
 
-#include "canon/error.hpp"
+#include "einsumdb/canon/error.hpp"
 
 namespace einsumdb {
 namespace {

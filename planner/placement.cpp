@@ -1,10 +1,10 @@
-#include "planner/placement.hpp"
+#include "einsumdb/planner/placement.hpp"
 
 #include <algorithm>
 #include <numeric>
 #include <tuple>
 
-#include "canon/error.hpp"
+#include "einsumdb/canon/error.hpp"
 
 namespace einsumdb {
 namespace {

@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "planner/eindecomp.hpp"
+#include "einsumdb/planner/eindecomp.hpp"
 
 namespace einsumdb {
 

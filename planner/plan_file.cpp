@@ -1,6 +1,6 @@
-#include "planner/plan_file.hpp"
+#include "einsumdb/planner/plan_file.hpp"
 
-#include "canon/error.hpp"
+#include "einsumdb/canon/error.hpp"
 
 namespace einsumdb {
 namespace {

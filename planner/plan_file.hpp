@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "planner/eindecomp.hpp"
-#include "planner/eingraph.hpp"
-#include "planner/placement.hpp"
+#include "einsumdb/planner/eindecomp.hpp"
+#include "einsumdb/planner/eingraph.hpp"
+#include "einsumdb/planner/placement.hpp"
 
 namespace einsumdb {
 

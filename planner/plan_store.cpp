@@ -1,18 +1,12 @@
-#include "planner/plan_store.hpp"
+#include "einsumdb/planner/plan_store.hpp"
 
 #include <algorithm>
 
-#include "canon/error.hpp"
-#include "canon/metrics.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/metrics.hpp"
 
 namespace einsumdb {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 BatchedEinsum pairwise_einsum(const std::vector<std::string>& operands, const std::string& result,
                               const std::vector<std::string>& arrays,

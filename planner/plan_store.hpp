@@ -7,10 +7,10 @@
 #include <optional>
 #include <string>
 
-#include "canon/canonicalize.hpp"
-#include "db/machine.hpp"
-#include "db/store.hpp"
-#include "planner/eindecomp.hpp"
+#include "einsumdb/canon/canonicalize.hpp"
+#include "einsumdb/db/machine.hpp"
+#include "einsumdb/db/store.hpp"
+#include "einsumdb/planner/eindecomp.hpp"
 
 namespace einsumdb {
 

@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "canon/canonicalize.hpp"
-#include "canon/parse.hpp"
-#include "tests/support/einsum_oracle.hpp"
+#include "einsumdb/canon/canonicalize.hpp"
+#include "einsumdb/canon/parse.hpp"
+#include "einsumdb/tests/support/einsum_oracle.hpp"
 
 namespace einsumdb {
 namespace {

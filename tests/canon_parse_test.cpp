@@ -2,8 +2,8 @@
 // names what is wrong and where.
 #include <gtest/gtest.h>
 
-#include "canon/error.hpp"
-#include "canon/parse.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/parse.hpp"
 
 namespace einsumdb {
 namespace {

@@ -5,9 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include "canon/canonicalize.hpp"
-#include "canon/error.hpp"
-#include "tests/support/einsum_oracle.hpp"
+#include "einsumdb/canon/canonicalize.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/tests/support/einsum_oracle.hpp"
 
 namespace einsumdb {
 namespace {

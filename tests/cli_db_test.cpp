@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/support/run_cli.hpp"
-#include "tests/support/temp_dir.hpp"
+#include "einsumdb/tests/support/run_cli.hpp"
+#include "einsumdb/tests/support/temp_dir.hpp"
 
 namespace {
 
@@ -139,7 +139,9 @@ TEST_F(CliDb, ABadLineRecordsNothing) {
       "\n";
   const auto r = run({"record", "--file", file("bad.jsonl", bad)});
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("bad.jsonl:4: status ok needs max_rel_err"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bad.jsonl:4: measurement of 'x' has status ok but no max_rel_err"),
+            std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("bad.jsonl:5: transform parameter {\"index\": \"z\"} names no index"),
             std::string::npos)
       << r.err;

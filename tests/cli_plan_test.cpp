@@ -4,8 +4,8 @@
 
 #include <fstream>
 
-#include "support/run_cli.hpp"
-#include "support/temp_dir.hpp"
+#include "einsumdb/tests/support/run_cli.hpp"
+#include "einsumdb/tests/support/temp_dir.hpp"
 
 namespace {
 

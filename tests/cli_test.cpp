@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "tests/support/run_cli.hpp"
+#include "einsumdb/tests/support/run_cli.hpp"
 
 namespace {
 

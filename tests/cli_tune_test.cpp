@@ -14,8 +14,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/support/run_cli.hpp"
-#include "tests/support/temp_dir.hpp"
+#include "einsumdb/tests/support/run_cli.hpp"
+#include "einsumdb/tests/support/temp_dir.hpp"
 
 namespace {
 

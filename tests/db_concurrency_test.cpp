@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "canon/parse.hpp"
-#include "db/store.hpp"
-#include "tests/support/temp_dir.hpp"
+#include "einsumdb/canon/parse.hpp"
+#include "einsumdb/db/store.hpp"
+#include "einsumdb/tests/support/temp_dir.hpp"
 
 namespace einsumdb {
 namespace {

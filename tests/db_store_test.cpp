@@ -10,11 +10,11 @@
 
 #include <gtest/gtest.h>
 
-#include "canon/error.hpp"
-#include "canon/parse.hpp"
-#include "db/retrieve.hpp"
-#include "db/store.hpp"
-#include "tests/support/temp_dir.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/parse.hpp"
+#include "einsumdb/db/retrieve.hpp"
+#include "einsumdb/db/store.hpp"
+#include "einsumdb/tests/support/temp_dir.hpp"
 
 namespace einsumdb {
 namespace {
@@ -167,11 +167,11 @@ TEST_F(StoreTest, OnlyVerifiedMeasurementsAreEverBest) {
   Store store = Store::open(path("v.sqlite"));
   const Canonical c = canon(kMatmul);
   Measurement wrong = ok("fast_but_wrong", json::object(), {1e-9});
-  wrong.status = Status::invalid;
+  wrong.status = Outcome::invalid;
   wrong.max_rel_err = 0.7;
   Measurement failed;
   failed.transform = {"crashed", json::object()};
-  failed.status = Status::failed;
+  failed.status = Outcome::failed;
   store.record_run({}, machine(),
                    {{&c, wrong}, {&c, failed}, {&c, ok("slow_but_right", json::object(), {1e-3})}});
   const auto best = store.best(c.hash, machine().fingerprint());
@@ -338,9 +338,11 @@ TEST_F(StoreTest, RecordNeedsKnownRunWorkloadAndMachine) {
   const auto wid = store.workload_id(c);
   const auto run = store.begin_run({}, mid);
   const Measurement m = ok("ttgt", json::object(), {1e-5});
-  expect_error([&] { store.record(run + 100, wid, mid, m); }, "no run with id");
-  expect_error([&] { store.record(run, wid + 100, mid, m); }, "no workload with id");
-  expect_error([&] { store.record(run, wid, mid + 100, m); }, "no machine with id");
+  expect_error([&] { store.record(RunId{id_value(run) + 100}, wid, mid, m); }, "no run with id");
+  expect_error([&] { store.record(run, WorkloadId{id_value(wid) + 100}, mid, m); },
+               "no workload with id");
+  expect_error([&] { store.record(run, wid, MachineId{id_value(mid) + 100}, m); },
+               "no machine with id");
   EXPECT_TRUE(store.record(run, wid, mid, m));
   EXPECT_EQ(store.check()["ok"], true);
 }

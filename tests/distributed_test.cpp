@@ -17,9 +17,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "executor/npy.hpp"
-#include "support/run_cli.hpp"
-#include "support/temp_dir.hpp"
+#include "einsumdb/executor/npy.hpp"
+#include "einsumdb/tests/support/run_cli.hpp"
+#include "einsumdb/tests/support/temp_dir.hpp"
 
 extern char** environ;
 

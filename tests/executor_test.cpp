@@ -5,15 +5,16 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include "canon/error.hpp"
-#include "canon/parse.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/canon/parse.hpp"
 
-#include "executor/execute.hpp"
-#include "executor/kernels.hpp"
-#include "executor/npy.hpp"
-#include "executor/small_gemm.hpp"
-#include "tests/support/temp_dir.hpp"
-#include "tuner/tuner.hpp"
+#include "einsumdb/executor/execute.hpp"
+#include "einsumdb/executor/kernels.hpp"
+#include "einsumdb/executor/npy.hpp"
+#include "einsumdb/executor/small_gemm.hpp"
+#include "einsumdb/tests/support/temp_dir.hpp"
+#include "einsumdb/tuner/tuner.hpp"
 
 namespace einsumdb {
 namespace {
@@ -140,10 +141,7 @@ BatchedEinsum spec_of(const Workload& w, Dtype dtype) {
 }
 
 double terms_of(const BatchedEinsum& e, const std::map<char, std::int64_t>& lengths) {
-  double terms = static_cast<double>(e.inputs.size());
-  for (const auto& [l, len] : lengths)
-    if (e.output.find(l) == std::string::npos) terms *= static_cast<double>(len);
-  return terms;
+  return reduction_terms(e, lengths);
 }
 
 // libxsmm's kernels against a plain loop: tall and wide products with tails, a column-major

@@ -2,8 +2,8 @@
 // partition vectors (Sec. 6 and 8.1).
 #include <gtest/gtest.h>
 
-#include "canon/error.hpp"
-#include "planner/eindecomp_cost.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/planner/eindecomp_cost.hpp"
 
 namespace einsumdb {
 namespace {

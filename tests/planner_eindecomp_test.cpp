@@ -6,10 +6,10 @@
 #include <fstream>
 #include <random>
 
-#include "canon/error.hpp"
-#include "planner/eindecomp.hpp"
-#include "planner/plan_store.hpp"
-#include "support/temp_dir.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/planner/eindecomp.hpp"
+#include "einsumdb/planner/plan_store.hpp"
+#include "einsumdb/tests/support/temp_dir.hpp"
 
 namespace einsumdb {
 namespace {

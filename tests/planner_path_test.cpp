@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "canon/error.hpp"
-#include "planner/contraction_path.hpp"
-#include "planner/einsum_tree.hpp"
+#include "einsumdb/canon/contraction_path.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/planner/einsum_tree.hpp"
 
 namespace einsumdb {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "canon/error.hpp"
-#include "planner/plan_file.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/planner/plan_file.hpp"
 
 namespace einsumdb {
 namespace {

@@ -6,12 +6,12 @@
 #include <memory>
 #include <thread>
 
-#include "canon/error.hpp"
-#include "canon/parse.hpp"
-#include "db/retrieve.hpp"
-#include "tests/support/temp_dir.hpp"
-#include "tuner/roofline.hpp"
-#include "tuner/tuner.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/parse.hpp"
+#include "einsumdb/db/retrieve.hpp"
+#include "einsumdb/tests/support/temp_dir.hpp"
+#include "einsumdb/tuner/roofline.hpp"
+#include "einsumdb/tuner/tuner.hpp"
 
 namespace einsumdb {
 namespace {
@@ -59,12 +59,12 @@ TEST(Tuner, RecordsEveryVerdictAndNeverReturnsAWrongResult) {
   o.run.label = "test";
   const TuneReport report = tune(store, test_machine(), e, o);
   EXPECT_EQ(report.results.size(), report.total);
-  std::map<std::string, Status> verdict;
+  std::map<std::string, Outcome> verdict;
   for (const auto& r : report.results) verdict[r.candidate.strategy] = r.status;
-  EXPECT_EQ(verdict.at("broken"), Status::invalid);
-  EXPECT_EQ(verdict.at("failing"), Status::failed);
-  EXPECT_EQ(verdict.at("ttgt"), Status::ok);
-  EXPECT_EQ(verdict.at("loop_nest"), Status::ok);
+  EXPECT_EQ(verdict.at("broken"), Outcome::invalid);
+  EXPECT_EQ(verdict.at("failing"), Outcome::failed);
+  EXPECT_EQ(verdict.at("ttgt"), Outcome::ok);
+  EXPECT_EQ(verdict.at("loop_nest"), Outcome::ok);
   // Everything is in the store, in one run.
   const auto rows = store.show(report.workload_hash);
   EXPECT_EQ(rows.size(), report.total);
@@ -155,7 +155,7 @@ TEST(Tuner, LargeWorkloadsAreVerifiedAgainstACheckedOracle) {
   const TuneReport report = tune(store, test_machine(), e, o);
   EXPECT_NE(report.oracle.find("ttgt"), std::string::npos);
   for (const auto& r : report.results)
-    EXPECT_EQ(r.status, r.candidate.strategy == "broken" ? Status::invalid : Status::ok)
+    EXPECT_EQ(r.status, r.candidate.strategy == "broken" ? Outcome::invalid : Outcome::ok)
         << r.candidate.strategy;
 }
 
@@ -169,7 +169,7 @@ TEST(Tuner, FarSlowerCandidatesAreRecordedAsTimeouts) {
   const TuneReport report = tune(store, test_machine(), e, o);
   int timeouts = 0;
   for (const auto& r : report.results) {
-    if (r.status == Status::timeout) {
+    if (r.status == Outcome::timeout) {
       ++timeouts;
       EXPECT_EQ(r.seconds.size(), 2u);  // the first run, and a second as slow
       EXPECT_EQ(r.candidate.strategy, "loop_nest");
@@ -202,7 +202,7 @@ TEST(Tuner, AOneTimeCostInTheFirstRunIsNoTimeout) {
   for (const auto& r : report.results)
     if (r.candidate.strategy == "warming") {
       seen = true;
-      EXPECT_EQ(r.status, Status::ok);
+      EXPECT_EQ(r.status, Outcome::ok);
       EXPECT_LT(r.median_s, 0.1);
     }
   EXPECT_TRUE(seen);

@@ -1,4 +1,4 @@
-#include "tuner/roofline.hpp"
+#include "einsumdb/tuner/roofline.hpp"
 
 #include <cblas.h>
 
@@ -6,7 +6,7 @@
 #include <chrono>
 #include <vector>
 
-#include "executor/tensor.hpp"
+#include "einsumdb/executor/tensor.hpp"
 
 namespace einsumdb {
 namespace {

@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
-#include "canon/model.hpp"
-#include "db/store.hpp"
+#include "einsumdb/canon/model.hpp"
+#include "einsumdb/db/store.hpp"
 
 namespace einsumdb {
 

@@ -1,4 +1,4 @@
-#include "tuner/tuner.hpp"
+#include "einsumdb/tuner/tuner.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -6,9 +6,9 @@
 #include <limits>
 #include <set>
 
-#include "canon/error.hpp"
-#include "canon/metrics.hpp"
-#include "db/retrieve.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/db/retrieve.hpp"
 
 namespace einsumdb {
 namespace {
@@ -224,13 +224,6 @@ double iterations(const BatchedEinsum& e, const std::map<char, std::int64_t>& le
   return n;
 }
 
-double summed_terms(const BatchedEinsum& e, const std::map<char, std::int64_t>& len) {
-  double terms = 1;
-  for (const auto& [c, l] : len)
-    if (!contains(e.output, c)) terms *= static_cast<double>(l);
-  return terms * static_cast<double>(e.inputs.size());
-}
-
 // `e` with every length cut to at most `cap`.
 BatchedEinsum reduced(const BatchedEinsum& e, std::int64_t cap) {
   BatchedEinsum r = e;
@@ -288,25 +281,6 @@ std::vector<Candidate> candidates(const BatchedEinsum& e,
   return out;
 }
 
-Candidate default_candidate(const BatchedEinsum& e) {
-  for (const char* s : {"batch_fused", "ttgt", "contraction_tree", "loop_over_gemm", "loop_nest"})
-    if (!find_strategy(s)->rejects(e)) return {s, nlohmann::json::object()};
-  return {"reference", nlohmann::json::object()};
-}
-
-Results execute_or_default(const Bound& bound, Candidate& c, bool stored, std::string* refused) {
-  try {
-    return execute(bound, c.strategy, c.params);
-  } catch (const SpecError& e) {
-    if (!stored) throw;
-    if (refused) *refused = e.what();
-    Candidate fallback = default_candidate(bound.einsum());
-    if (c.params.contains("threads")) fallback.params["threads"] = c.params["threads"];
-    c = std::move(fallback);
-    return execute(bound, c.strategy, c.params);
-  }
-}
-
 TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
                 const TuneOptions& options, const Progress& progress) {
   const auto lengths = concrete_lengths(e);
@@ -334,7 +308,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
     const Results small_want = run_reference(small_bound, &small_scale);
     const double err = verification_error(execute(small_bound, oracle), small_want, small_scale);
     const double tol =
-        tolerance(result_dtype(small, 0), summed_terms(small, small_bound.lengths()));
+        tolerance(result_dtype(small, 0), reduction_terms(small, small_bound.lengths()));
     if (!(err <= tol))
       throw Error("the oracle " + oracle +
                   " disagrees with the reference on a reduced size "
@@ -355,12 +329,13 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
     }
     report.oracle = oracle + " (checked against reference at every length ≤ 16)";
   }
-  const double tol = tolerance(result_dtype(e, 0), summed_terms(e, lengths));
+  const double tol = tolerance(result_dtype(e, 0), reduction_terms(e, lengths));
   const auto flops = flop_count(e);
 
-  const std::int64_t machine_id = store.machine_id(machine);
-  const std::int64_t workload_id = store.workload_id(canonical);
-  report.run = store.begin_run(options.run, machine_id);
+  const MachineId machine_id = store.machine_id(machine);
+  const WorkloadId workload_id = store.workload_id(canonical);
+  const RunId run_id = store.begin_run(options.run, machine_id);
+  report.run = id_value(run_id);
 
   // Best-first order: candidates grouped by strategy, each group's default first.
   std::vector<std::string> order;
@@ -440,11 +415,11 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
         runs = 2;
       }
       if (!(*r.max_rel_err <= tol)) {
-        r.status = Status::invalid;
+        r.status = Outcome::invalid;
         r.seconds = {first};
         if (!std::isfinite(*r.max_rel_err)) r.max_rel_err.reset();
       } else if (far_slower(second)) {
-        r.status = Status::timeout;
+        r.status = Outcome::timeout;
         r.seconds = runs == 2 ? std::vector<double>{first, second} : std::vector<double>{first};
       } else {
         double last = second;
@@ -469,7 +444,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
         if (flops && r.median_s > 0) r.gflops = *flops / r.median_s * 1e-9;
       }
     } catch (const std::exception& err) {
-      r.status = Status::failed;
+      r.status = Outcome::failed;
       r.error = err.what();
       r.seconds.clear();
       r.max_rel_err.reset();
@@ -479,8 +454,8 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
     m.status = r.status;
     m.seconds = r.seconds;
     m.max_rel_err = r.max_rel_err;
-    store.record(report.run, workload_id, machine_id, to_canonical(canonical, m));
-    if (r.status == Status::ok) {
+    store.record(run_id, workload_id, machine_id, to_canonical(canonical, m));
+    if (r.status == Outcome::ok) {
       auto& b = best_of[c->strategy];
       if (b == 0 || r.median_s < b) b = r.median_s;
       if (!best || r.median_s < report.results[*best].median_s) best = report.results.size();

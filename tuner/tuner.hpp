@@ -32,17 +32,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "canon/canonicalize.hpp"
-#include "db/store.hpp"
-#include "executor/execute.hpp"
+#include "einsumdb/canon/canonicalize.hpp"
+#include "einsumdb/db/store.hpp"
+#include "einsumdb/executor/dispatch.hpp"
+#include "einsumdb/executor/execute.hpp"
 
 namespace einsumdb {
-
-// One transform to try, parameters in the workload's own names.
-struct Candidate {
-  std::string strategy;
-  nlohmann::json params = nlohmann::json::object();
-};
 
 struct SpaceOptions {
   std::vector<std::string> strategies;  // empty: every built-in strategy but reference
@@ -76,7 +71,7 @@ struct TuneOptions {
 
 struct TuneResult {
   Candidate candidate;
-  Status status = Status::ok;
+  Outcome status = Outcome::ok;
   std::vector<double> seconds;
   std::optional<double> max_rel_err;
   std::string error;  // for failed candidates
@@ -104,16 +99,5 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
 
 // Arrays for every operand of `e`, filled from `seed`; SpecError when a length is symbolic.
 Arrays random_arrays(const BatchedEinsum& e, std::uint64_t seed);
-
-// The transform `run` falls back to when the store knows nothing: batch_fused for rows that
-// share an operand, then ttgt, contraction_tree, loop_over_gemm, loop_nest — the first that
-// applies, with its default parameters.
-Candidate default_candidate(const BatchedEinsum& e);
-
-// Runs `c` on `bound`. When `stored` (it came from the database) and the executor refuses it
-// (SpecError: parameters of another version, a hand-written record), `c` becomes
-// default_candidate() with c's "threads", which runs instead, and `refused` receives the reason.
-Results execute_or_default(const Bound& bound, Candidate& c, bool stored,
-                           std::string* refused = nullptr);
 
 }  // namespace einsumdb

@@ -10,11 +10,12 @@
 #include <sstream>
 #include <string>
 
-#include "canon/error.hpp"
-#include "canon/parse.hpp"
-#include "executor/execute.hpp"
-#include "executor/expression.hpp"
-#include "executor/npy.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/canon/parse.hpp"
+#include "einsumdb/executor/execute.hpp"
+#include "einsumdb/executor/expression.hpp"
+#include "einsumdb/executor/npy.hpp"
 
 namespace {
 
@@ -95,9 +96,7 @@ void spec(const std::string& text) {
   const Bound bound(e, arrays);
   std::vector<double> scale;
   const Results want = run_reference(bound, &scale);
-  double terms = static_cast<double>(e.inputs.size());
-  for (const auto& [c, len] : bound.lengths())
-    if (e.output.find(c) == std::string::npos) terms *= static_cast<double>(len);
+  const double terms = reduction_terms(e, bound.lengths());
   for (const auto& s : builtin_strategies()) {
     if (s.rejects(e)) continue;
     const Results got = s.run(bound, nlohmann::json{{"threads", 1}});

@@ -9,11 +9,11 @@
 #include <sstream>
 #include <string>
 
-#include "canon/canonicalize.hpp"
-#include "canon/error.hpp"
-#include "canon/parse.hpp"
-#include "planner/eindecomp.hpp"
-#include "planner/einsum_tree.hpp"
+#include "einsumdb/canon/canonicalize.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/parse.hpp"
+#include "einsumdb/planner/eindecomp.hpp"
+#include "einsumdb/planner/einsum_tree.hpp"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "canon/model.hpp"
+#include "einsumdb/canon/model.hpp"
 
 namespace einsumdb::testing {
 

@@ -1,11 +1,11 @@
-#include "planner/contraction_path.hpp"
+#include "einsumdb/canon/contraction_path.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <limits>
 #include <tuple>
 
-#include "canon/error.hpp"
+#include "einsumdb/canon/error.hpp"
 
 namespace einsumdb {
 namespace {

@@ -1,0 +1,13 @@
+// This machine as the store files facts under it: CPU model, cores, vector ISA flags and the
+// BLAS library einsumdb is linked with (OpenBLAS's own configuration string), plus provenance
+// (compiler, OS, einsumdb version, OPENBLAS_NUM_THREADS) that does not affect matching.
+#pragma once
+
+#include "einsumdb/db/machine.hpp"
+
+namespace einsumdb {
+
+// Detected once per process; thread-safe.
+const Machine& this_machine();
+
+}  // namespace einsumdb
