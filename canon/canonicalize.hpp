@@ -78,7 +78,10 @@ struct CanonOptions {
   bool twin_rows = true;  // also compute the structure key (a second nauty call)
 };
 
-// Canonicalizes a validated batched einsum (validate() is called; throws SpecError).
+// Canonicalizes a validated batched einsum (validate() is called; throws SpecError). Returns a
+// value the caller owns. Thread-safe: nauty keeps its workspace per thread (Debian builds it with
+// thread-local storage) and this module has no shared mutable state, so any number of threads
+// may canonicalize at once.
 Canonical canonicalize(const BatchedEinsum& e, const CanonOptions& options = {});
 
 // The key text of a canonical form: "ab,ac->a;mul,sum;A0,A1|A0,A2;A0:f64[72,18],A1:f64[18],

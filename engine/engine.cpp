@@ -244,6 +244,8 @@ std::shared_ptr<const Prepared> Engine::prepare(const BatchedEinsum& e) {
 
 std::shared_ptr<const Prepared> Engine::prepare(std::string_view subscripts,
                                                 const std::vector<TensorRef>& operands) {
+  for (std::size_t k = 0; k < operands.size(); ++k)
+    check_ref(operands[k], "operand " + std::to_string(k));
   const auto alias = alias_of(operands);
   std::string key(subscripts);
   for (std::size_t k = 0; k < operands.size(); ++k) {
@@ -265,7 +267,6 @@ std::shared_ptr<const Prepared> Engine::prepare(std::string_view subscripts,
   e.batch.emplace_back();
   for (std::size_t k = 0; k < operands.size(); ++k) {
     const std::string name = operand_name(alias[k]);
-    check_ref(operands[k], "operand " + std::to_string(k));
     if (operands[k].shape.size() != pattern.inputs[k].size())
       throw SpecError("operand " + std::to_string(k) + " has " +
                       std::to_string(operands[k].shape.size()) + " axes but its subscripts '" +

@@ -7,9 +7,10 @@
 namespace einsumdb {
 
 Candidate default_candidate(const BatchedEinsum& e) {
-  for (const char* s : {"batch_fused", "ttgt", "contraction_tree", "loop_over_gemm", "loop_nest"})
-    if (!find_strategy(s)->rejects(e)) return {s, nlohmann::json::object()};
-  return {"reference", nlohmann::json::object()};
+  const Strategy* best = nullptr;  // the reference applies to everything, with the last priority
+  for (const auto& s : builtin_strategies())
+    if ((!best || s.priority < best->priority) && !s.rejects(e)) best = &s;
+  return {best->name, nlohmann::json::object()};
 }
 
 Results execute_or_default(const Bound& bound, Candidate& c, bool stored, std::string* refused) {

@@ -23,9 +23,9 @@ struct Candidate {
   bool operator==(const Candidate&) const = default;
 };
 
-// The transform run when the store knows nothing: batch_fused for rows that share an operand,
-// then ttgt, contraction_tree, loop_over_gemm, loop_nest — the first that applies, with its
-// default parameters.
+// The transform run when the store knows nothing: the applicable strategy of the lowest
+// Strategy::priority (batch_fused for rows that share an operand, then ttgt, loop_over_gemm,
+// contraction_tree, loop_nest), with its default parameters.
 Candidate default_candidate(const BatchedEinsum& e);
 
 // Runs `c` on `bound`. When `stored` (it came from the database) and the executor refuses it

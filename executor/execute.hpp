@@ -82,6 +82,10 @@ class Bound {
 // One result per batch row.
 using Results = std::vector<Tensor>;
 
+using Lengths = std::map<char, std::int64_t>;
+
+// A strategy is all there is to know about one way of executing: adding one means adding one
+// entry to builtin_strategies() (strategies.cpp) with its functions.
 struct Strategy {
   std::string name;
   std::string summary;
@@ -89,6 +93,12 @@ struct Strategy {
   std::function<std::optional<std::string>(const BatchedEinsum&)> rejects;
   // Throws SpecError for parameters that do not fit the einsum, naming the parameter.
   std::function<Results(const Bound&, const nlohmann::json& params)> run;
+  // The parameters the tuner tries, the default first, without "threads". Null: only {}.
+  std::function<std::vector<nlohmann::json>(const BatchedEinsum&, const Lengths&)> space;
+  // Lower first: the order in which the tuner's best-first search starts (the strategies that
+  // are usually fastest first) and in which the default transform is picked among those that
+  // apply (dispatch.hpp).
+  int priority = 100;
 };
 
 // The built-in strategies, reference first.
@@ -99,7 +109,10 @@ std::string strategy_names();
 const Strategy* find_strategy(std::string_view name);
 
 // Runs `strategy` with `params` (in the einsum's names). Throws SpecError when the strategy is
-// unknown or does not apply (with its reason) or the parameters are wrong.
+// unknown or does not apply (with its reason) or the parameters are wrong. The results are new
+// tensors the caller owns (rows of a fused run may share one allocation). Thread-safe: several
+// threads may execute at once, on one Bound or on different ones; a strategy's "threads" are its
+// own, on top of the caller's.
 Results execute(const Bound& bound, std::string_view strategy,
                 const nlohmann::json& params = nlohmann::json::object());
 
@@ -154,6 +167,13 @@ bool contraction_tree_tiles(const BatchedEinsum& e, const nlohmann::json& path, 
 // The FLOP-optimal pairwise order as contraction_tree's "path" parameter.
 nlohmann::json default_contraction_path(const BatchedEinsum& e,
                                         const std::map<char, std::int64_t>& lengths);
+
+// The parameter spaces of the built-in strategies (spaces.cpp).
+std::vector<nlohmann::json> loop_nest_space(const BatchedEinsum& e, const Lengths& len);
+std::vector<nlohmann::json> ttgt_space(const BatchedEinsum& e, const Lengths& len);
+std::vector<nlohmann::json> loop_over_gemm_space(const BatchedEinsum& e, const Lengths& len);
+std::vector<nlohmann::json> batch_fused_space(const BatchedEinsum& e, const Lengths& len);
+std::vector<nlohmann::json> contraction_tree_space(const BatchedEinsum& e, const Lengths& len);
 
 Results run_loop_nest(const Bound& bound, const nlohmann::json& params);
 Results run_ttgt(const Bound& bound, const nlohmann::json& params);

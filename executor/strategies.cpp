@@ -71,20 +71,26 @@ const std::vector<Strategy>& builtin_strategies() {
        [](const Bound& b, const nlohmann::json& params) {
          check_param_keys(params, "reference", {"threads"});
          return run_reference(b);
-       }},
+       },
+       nullptr, 1000},
       {"loop_nest", "loop order, up to two blocked indices, vectorized innermost loop",
        loop_nest_rejects,
-       [](const Bound& b, const nlohmann::json& p) { return run_loop_nest(b, p); }},
+       [](const Bound& b, const nlohmann::json& p) { return run_loop_nest(b, p); }, loop_nest_space,
+       40},
       {"ttgt", "transpose into GEMM layout, OpenBLAS GEMM per batch point, transpose back",
-       ttgt_rejects, [](const Bound& b, const nlohmann::json& p) { return run_ttgt(b, p); }},
+       ttgt_rejects, [](const Bound& b, const nlohmann::json& p) { return run_ttgt(b, p); },
+       ttgt_space, 10},
       {"loop_over_gemm", "GEMM on strided sub-matrices in place, loops around it",
        loop_over_gemm_rejects,
-       [](const Bound& b, const nlohmann::json& p) { return run_loop_over_gemm(b, p); }},
+       [](const Bound& b, const nlohmann::json& p) { return run_loop_over_gemm(b, p); },
+       loop_over_gemm_space, 20},
       {"batch_fused", "rows sharing operands stacked into one einsum", batch_fused_rejects,
-       [](const Bound& b, const nlohmann::json& p) { return run_batch_fused(b, p); }},
+       [](const Bound& b, const nlohmann::json& p) { return run_batch_fused(b, p); },
+       batch_fused_space, 0},
       {"contraction_tree", "3+ operands contracted pairwise in a chosen order",
        contraction_tree_rejects,
-       [](const Bound& b, const nlohmann::json& p) { return run_contraction_tree(b, p); }},
+       [](const Bound& b, const nlohmann::json& p) { return run_contraction_tree(b, p); },
+       contraction_tree_space, 30},
   };
   return strategies;
 }

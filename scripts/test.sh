@@ -13,6 +13,20 @@ install_deps
 build_release
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600
 
+# The installed package: the example builds against the install alone, through CMake's
+# find_package and through pkg-config, and runs.
+pfx=$(mktemp -d)
+cmake --install build --prefix "$pfx" >/dev/null
+cmake -S examples -B "$pfx/example" -G Ninja -DCMAKE_PREFIX_PATH="$pfx" >/dev/null
+cmake --build "$pfx/example"
+EINSUMDB_DB="$pfx/none.sqlite" "$pfx/example/matmul"
+# shellcheck disable=SC2046
+g++ -std=c++20 -O2 examples/matmul.cpp -o "$pfx/matmul-pc" \
+  $(PKG_CONFIG_PATH="$pfx/lib/pkgconfig" pkg-config --cflags --libs --static einsumdb)
+EINSUMDB_DB="$pfx/none.sqlite" "$pfx/matmul-pc" >/dev/null
+rm -rf "$pfx"
+echo "einsumdb: the installed package builds and runs the example"
+
 if [ "${EINSUMDB_SKIP_SANITIZE:-0}" != 1 ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEINSUMDB_SANITIZE=ON \
     -DEINSUMDB_WERROR=ON -DCMAKE_CXX_COMPILER=clang++ >/dev/null

@@ -41,13 +41,15 @@ Strategy broken() {
             Results r = execute(b, "ttgt");
             r[0].set(0, r[0].at(0) + 1.0);
             return r;
-          }};
+          },
+          nullptr};
 }
 Strategy failing() {
   return {"failing", "throws", [](const BatchedEinsum&) { return std::optional<std::string>(); },
           [](const Bound&, const nlohmann::json&) -> Results {
             throw std::runtime_error("out of registers");
-          }};
+          },
+          nullptr};
 }
 
 TEST(Tuner, RecordsEveryVerdictAndNeverReturnsAWrongResult) {
@@ -192,7 +194,8 @@ TEST(Tuner, AOneTimeCostInTheFirstRunIsNoTimeout) {
                      if ((*calls)++ == 0)
                        std::this_thread::sleep_for(std::chrono::milliseconds(200));
                      return execute(b, "ttgt");
-                   }};
+                   },
+                   nullptr};
   TuneOptions o = quick();
   o.slow_factor = 10;
   o.space.strategies = {"ttgt", "warming"};

@@ -94,6 +94,9 @@ using Progress =
 
 // Tunes `e` (arrays generated from the seed; symbolic lengths are refused) and records every
 // measured candidate in `store` under one run. Parameters are recorded in canonical names.
+// Uses `store` (which it does not own) for the whole call: a Store is one thread's, so tune one
+// workload per thread with a Store per thread (any number of processes may share the file).
+// Timings are only meaningful when nothing else runs on the cores being measured.
 TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
                 const TuneOptions& options, const Progress& progress = nullptr);
 
