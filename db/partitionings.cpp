@@ -1,0 +1,108 @@
+// Partitionings (planner and distributed runs) and the machine's roofline figures.
+#include "einsumdb/db/store.hpp"
+
+#include <sqlite3.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <istream>
+#include <map>
+#include <ostream>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include "einsumdb/canon/enum_names.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/canon/parse.hpp"
+#include "einsumdb/db/store_impl.hpp"
+namespace einsumdb {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+using namespace store_detail;
+
+void Store::record_partitioning(RunId run_key, const Partitioning& p) {
+  const std::int64_t run = id_value(run_key);
+  impl_->write([&] {
+    const auto machine = find_machine(p.machine);
+    auto s = impl_->stmt(
+        "INSERT INTO partitionings(run_id, machine_id, graph_key, procs, vectors, predicted_bytes, "
+        "measured_bytes, measured_seconds, recorded_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    s.bind(1, run);
+    if (machine)
+      s.bind(2, id_value(*machine));
+    else
+      s.bind_null(2);
+    s.bind(3, p.graph_key).bind(4, p.procs).bind(5, p.vectors.dump()).bind(6, p.predicted_bytes);
+    s.bind(7, p.measured_bytes).bind(8, p.measured_seconds).bind(9, now_iso8601()).run();
+    return 0;
+  });
+}
+
+namespace {
+#define EINSUMDB_PARTITIONING_COLUMNS                                                         \
+  "SELECT p.graph_key, p.procs, p.vectors, p.predicted_bytes, p.measured_bytes, "             \
+  "p.measured_seconds, coalesce(mc.fingerprint, '') FROM partitionings p LEFT JOIN machines " \
+  "mc ON mc.id = p.machine_id "
+
+template <typename S>
+std::vector<Store::Partitioning> read_partitionings(S& s) {
+  std::vector<Store::Partitioning> out;
+  while (s.step())
+    out.push_back({s.column_text(0), static_cast<int>(s.column_int(1)),
+                   json::parse(s.column_text(2)), s.column_optional_double(3),
+                   s.column_optional_double(4), s.column_optional_double(5), s.column_text(6)});
+  return out;
+}
+}  // namespace
+
+std::vector<Store::Partitioning> Store::partitionings(const std::string& graph_key, int procs) {
+  auto s = impl_->stmt(EINSUMDB_PARTITIONING_COLUMNS
+                       "WHERE p.graph_key = ? AND p.procs = ? ORDER BY p.id");
+  s.bind(1, graph_key).bind(2, procs);
+  return read_partitionings(s);
+}
+
+std::vector<Store::Partitioning> Store::measured_partitionings(const std::string& machine,
+                                                               int procs) {
+  auto s = impl_->stmt(EINSUMDB_PARTITIONING_COLUMNS
+                       "WHERE mc.fingerprint = ? AND p.procs = ? AND p.measured_seconds IS NOT "
+                       "NULL ORDER BY p.id");
+  s.bind(1, machine).bind(2, procs);
+  return read_partitionings(s);
+}
+
+void Store::record_roofline(MachineId machine_key, const Roofline& r) {
+  const std::int64_t machine = id_value(machine_key);
+  if (!(r.peak_gflops > 0) || !(r.bandwidth_gbs > 0) || !std::isfinite(r.peak_gflops) ||
+      !std::isfinite(r.bandwidth_gbs))
+    throw SpecError("roofline for " + r.dtype + ": peak and bandwidth must be positive");
+  impl_->write([&] {
+    impl_->machine_fingerprint(machine);  // the machine must exist
+    auto s = impl_->stmt(
+        "INSERT OR REPLACE INTO rooflines(machine_id, dtype, peak_gflops, bandwidth_gbs, "
+        "measured_at) VALUES(?, ?, ?, ?, ?)");
+    s.bind(1, machine).bind(2, r.dtype).bind(3, r.peak_gflops).bind(4, r.bandwidth_gbs);
+    s.bind(5, r.measured_at.empty() ? now_iso8601() : r.measured_at).run();
+    return 0;
+  });
+}
+
+std::optional<Store::Roofline> Store::roofline(const std::string& machine,
+                                               const std::string& dtype) {
+  auto s = impl_->stmt(
+      "SELECT r.dtype, r.peak_gflops, r.bandwidth_gbs, r.measured_at FROM rooflines r JOIN "
+      "machines m ON m.id = r.machine_id WHERE m.fingerprint = ? AND r.dtype = ?");
+  s.bind(1, machine).bind(2, dtype);
+  if (!s.step()) return std::nullopt;
+  return Roofline{s.column_text(0), s.column_double(1), s.column_double(2), s.column_text(3)};
+}
+
+}  // namespace einsumdb

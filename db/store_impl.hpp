@@ -1,0 +1,151 @@
+// Internal to the store (not installed): the connection, its cached statements and ids, and
+// the helpers its files share. store.cpp opens, migrates, checks and writes ids;
+// measurements.cpp records and queries measurements; store_jsonl.cpp exports and imports;
+// partitionings.cpp keeps partitionings and rooflines.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "einsumdb/db/sqlite.hpp"
+#include "einsumdb/db/store.hpp"
+
+#ifndef EINSUMDB_VERSION
+#define EINSUMDB_VERSION "0"
+#endif
+
+namespace einsumdb {
+
+struct Store::Impl {
+  sql::Connection conn;
+  bool read_only;
+  int transaction_depth = 0;
+  // Ids cached for speed; cleared whenever a transaction rolls back.
+  std::map<std::string, std::int64_t> machine_ids;
+  std::map<std::int64_t, std::string> machine_fingerprints;
+  struct WorkloadInfo {
+    std::int64_t id;
+    std::string hash;
+    std::optional<double> flops, footprint;
+  };
+  std::map<std::string, WorkloadInfo> workloads_by_hash;
+  std::map<std::int64_t, WorkloadInfo> workloads_by_id;
+  std::map<std::pair<std::string, std::string>, std::int64_t> transform_ids;
+  std::map<std::int64_t, Transform> transforms_by_id;
+  std::set<std::int64_t> known_runs;
+  std::string batch_time;  // set by record_run: one time for the measurements it commits together
+  // Keyed by the address of the SQL literal: every caller passes a string literal.
+  std::unordered_map<const char*, std::unique_ptr<sql::Statement>> statements;
+
+  Impl(sql::Connection c, bool ro) : conn(std::move(c)), read_only(ro) {}
+
+  // A scoped use of the cached statement for `text` (see sql::Use).
+  sql::Use stmt(const char* text) {
+    auto& s = statements[text];
+    if (!s) s = std::make_unique<sql::Statement>(conn, text);
+    return sql::Use(*s);
+  }
+
+  void clear_caches() {
+    machine_ids.clear();
+    machine_fingerprints.clear();
+    workloads_by_hash.clear();
+    workloads_by_id.clear();
+    transform_ids.clear();
+    transforms_by_id.clear();
+    known_runs.clear();
+  }
+
+  const WorkloadInfo& workload(std::int64_t id) {
+    const auto it = workloads_by_id.find(id);
+    if (it != workloads_by_id.end()) return it->second;
+    auto s = stmt("SELECT hash, flops, footprint_bytes FROM workloads WHERE id = ?");
+    s.bind(1, id);
+    if (!s.step()) throw DatabaseError("no workload with id " + std::to_string(id));
+    WorkloadInfo info{id, s.column_text(0), s.column_optional_double(1),
+                      s.column_optional_double(2)};
+    workloads_by_hash[info.hash] = info;
+    return workloads_by_id[id] = info;
+  }
+
+  const std::string& machine_fingerprint(std::int64_t id) {
+    const auto it = machine_fingerprints.find(id);
+    if (it != machine_fingerprints.end()) return it->second;
+    auto s = stmt("SELECT fingerprint FROM machines WHERE id = ?");
+    s.bind(1, id);
+    if (!s.step()) throw DatabaseError("no machine with id " + std::to_string(id));
+    return machine_fingerprints[id] = s.column_text(0);
+  }
+
+  void require_run(std::int64_t id) {
+    if (known_runs.count(id)) return;
+    auto s = stmt("SELECT 1 FROM runs WHERE id = ?");
+    s.bind(1, id);
+    if (!s.step())
+      throw DatabaseError("no run with id " + std::to_string(id) + " in '" + conn.path() + "'");
+    known_runs.insert(id);
+  }
+
+  const Transform& transform(std::int64_t id) {
+    const auto it = transforms_by_id.find(id);
+    if (it != transforms_by_id.end()) return it->second;
+    auto s = stmt("SELECT strategy, params FROM transforms WHERE id = ?");
+    s.bind(1, id);
+    if (!s.step()) throw DatabaseError("no transform with id " + std::to_string(id));
+    return transforms_by_id[id] =
+               Transform{s.column_text(0), nlohmann::json::parse(s.column_text(1))};
+  }
+
+  std::int64_t transform_id(const Transform& t, std::string params_text) {
+    auto key = std::make_pair(t.name, std::move(params_text));
+    const auto it = transform_ids.find(key);
+    if (it != transform_ids.end()) return it->second;
+    auto ins = stmt("INSERT OR IGNORE INTO transforms(strategy, params) VALUES(?, ?)");
+    ins.bind(1, key.first).bind(2, key.second).run();
+    auto sel = stmt("SELECT id FROM transforms WHERE strategy = ? AND params = ?");
+    sel.bind(1, key.first).bind(2, key.second);
+    sel.step();
+    return transform_ids[std::move(key)] = sel.column_int(0);
+  }
+
+  // Runs `f` in a transaction unless one is open already.
+  template <class F>
+  auto write(F&& f) {
+    if (read_only) throw DatabaseError("database '" + conn.path() + "' is open read-only");
+    if (transaction_depth > 0) return f();
+    sql::Transaction tx(conn);
+    ++transaction_depth;
+    try {
+      auto result = f();
+      --transaction_depth;
+      tx.commit();
+      return result;
+    } catch (...) {
+      --transaction_depth;
+      clear_caches();
+      throw;
+    }
+  }
+};
+
+namespace store_detail {
+
+// The shortest text that reads back as exactly v.
+std::string format_double(double v);
+nlohmann::ordered_json lengths_json(const std::vector<Length>& lengths);
+// Canonical names -> structure names of one workload.
+nlohmann::ordered_json structure_map_json(const Canonical& c);
+NameMap name_map_from_json(const nlohmann::json& j);
+// SELECT … FROM measurements joined with their workload, transform, machine and run, and one
+// such row as an export line (show() and export_jsonl()).
+extern const char* const kExportColumns;
+nlohmann::ordered_json export_row(sql::Statement& s);
+// The connection, refusing a read-only store.
+sql::Connection& writable(Store::Impl& impl);
+
+}  // namespace store_detail
+}  // namespace einsumdb
