@@ -242,4 +242,20 @@ nlohmann::ordered_json to_json(const BatchedEinsum& e) {
   return j;
 }
 
+BatchedEinsum one_row_einsum(const std::vector<std::string>& inputs, const std::string& output,
+                             const std::vector<std::pair<std::string, ArrayInfo>>& operands,
+                             JoinOp join, AggOp agg) {
+  BatchedEinsum e;
+  e.inputs = inputs;
+  e.output = output;
+  e.join = join;
+  e.agg = agg;
+  e.batch.emplace_back();
+  for (const auto& [name, info] : operands) {
+    e.batch[0].push_back(name);
+    e.arrays.emplace(name, info);
+  }
+  return e;
+}
+
 }  // namespace einsumdb

@@ -79,6 +79,13 @@ struct BatchedEinsum {
   bool operator==(const BatchedEinsum&) const = default;
 };
 
+// An einsum of one batch row: operand k has the indices inputs[k] and reads the array
+// operands[k] (a name and its shape and dtype; a name given twice is one array, the first
+// description kept). Not validated.
+BatchedEinsum one_row_einsum(const std::vector<std::string>& inputs, const std::string& output,
+                             const std::vector<std::pair<std::string, ArrayInfo>>& operands,
+                             JoinOp join = JoinOp::mul, AggOp agg = AggOp::sum);
+
 // Checks every soundness condition of Sec. 2.2 and 4 of the paper; throws SpecError.
 void validate(const BatchedEinsum& e);
 

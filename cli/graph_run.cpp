@@ -11,7 +11,7 @@
 #include "einsumdb/canon/canonicalize.hpp"
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/cli/commands.hpp"
-#include "einsumdb/distributed/mpi_executor.hpp"
+#include "einsumdb/distributed/graph_job.hpp"
 #include "einsumdb/engine/choose.hpp"
 #include "einsumdb/executor/npy.hpp"
 #include "einsumdb/planner/plan_file.hpp"
@@ -21,25 +21,6 @@ namespace einsumdb::cli {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-// MPI for the lifetime of one graph run.
-class MpiSession {
- public:
-  MpiSession() {
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  }
-  ~MpiSession() { MPI_Finalize(); }
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-
- private:
-  int rank_ = 0, size_ = 1;
-};
 
 std::string read_text(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
@@ -75,18 +56,6 @@ std::string bytes_text(double b) {
   else
     std::snprintf(buf, sizeof buf, "%.0f B", b);
   return buf;
-}
-
-// The number of terms summed into a node's elements, over the whole graph (for the tolerance).
-double graph_terms(const EinGraph& g) {
-  double terms = 0;
-  for (const auto& n : g.nodes) {
-    double t = static_cast<double>(n.operands.size());
-    for (const auto& [l, b] : g.bounds(n))
-      if (n.output.find(l) == std::string::npos) t *= static_cast<double>(b);
-    terms += t;
-  }
-  return terms;
 }
 
 ChooseKernel kernel_chooser(const DbArgs& db) {
@@ -174,17 +143,12 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
   ojson verify;
   bool verified = true;
   if (args.verify) {
-    const auto want = run_graph_locally(graph, options.inputs, options.choose, options.threads);
-    const double tol = tolerance(graph.tensor(graph.outputs.at(0)).dtype, graph_terms(graph));
-    double worst = 0;
-    ojson per = ojson::object();
-    for (const auto& name : graph.outputs) {
-      const double err = max_relative_error(report.outputs.at(name), want.at(name));
-      per[name] = err;
-      worst = std::max(worst, err);
-    }
-    verified = worst <= tol;
-    verify = {{"max_rel_err", worst}, {"tolerance", tol}, {"ok", verified}, {"outputs", per}};
+    const GraphVerification v = verify_against_one_process(graph, report, options);
+    verified = v.ok;
+    verify = {{"max_rel_err", v.max_rel_err},
+              {"tolerance", v.tolerance},
+              {"ok", v.ok},
+              {"outputs", v.per_output}};
   }
   std::vector<std::string> written;
   if (!args.output.empty()) {
@@ -199,27 +163,12 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
   // The measurements, beside the predictions, in the partitionings table.
   ojson recorded;
   if (!args.no_record) {
-    std::vector<MeasuredStep> ms;
-    for (const auto& s : report.steps) {
-      MeasuredStep m;
-      m.seconds = s.seconds;
-      m.bytes = static_cast<double>(s.sent);
-      m.detail = {{"overlap", options.overlap},
-                  {"transform",
-                   {{"strategy", s.kernel.transform.strategy},
-                    {"params", s.kernel.transform.params},
-                    {"source", s.kernel.source}}},
-                  {"ranks", nlohmann::json::array()}};
-      for (const auto& r : s.ranks)
-        m.detail["ranks"].push_back(
-            {{"seconds", r.seconds}, {"sent", r.sent}, {"received", r.received}});
-      ms.push_back(std::move(m));
-    }
     Store store = open_for_writing(args.db);
     RunInfo run;
     run.label = "distributed run P=" + std::to_string(plan.procs);
     run.command = args.command_line;
-    const std::size_t rows = record_plan(store, plan, this_machine(), run, &ms);
+    const std::size_t rows =
+        record_measured_run(store, plan, report, options.overlap, this_machine(), run);
     recorded = {{"partitionings", rows}, {"db", store.path()}};
   }
 

@@ -40,7 +40,13 @@ void Store::record_partitioning(RunId run_key, const Partitioning& p) {
       s.bind(2, id_value(*machine));
     else
       s.bind_null(2);
-    s.bind(3, p.graph_key).bind(4, p.procs).bind(5, p.vectors.dump()).bind(6, p.predicted_bytes);
+    for (const auto& [index, pieces] : p.vector)
+      if (pieces < 1)
+        throw SpecError("partitioning of " + p.graph_key + ": index '" + index + "' has " +
+                        std::to_string(pieces) + " pieces; at least 1 is needed");
+    json vectors = {{"d", p.vector}, {"step", p.step}, {"einsum", p.einsum}, {"method", p.method}};
+    if (!p.measured.is_null()) vectors["measured"] = p.measured;
+    s.bind(3, p.graph_key).bind(4, p.procs).bind(5, vectors.dump()).bind(6, p.predicted_bytes);
     s.bind(7, p.measured_bytes).bind(8, p.measured_seconds).bind(9, now_iso8601()).run();
     return 0;
   });
@@ -52,13 +58,31 @@ namespace {
   "p.measured_seconds, coalesce(mc.fingerprint, '') FROM partitionings p LEFT JOIN machines " \
   "mc ON mc.id = p.machine_id "
 
+// The "vectors" column: {"d": {index: pieces}, "step", "einsum", "method", "measured"}.
 template <typename S>
 std::vector<Store::Partitioning> read_partitionings(S& s) {
   std::vector<Store::Partitioning> out;
-  while (s.step())
-    out.push_back({s.column_text(0), static_cast<int>(s.column_int(1)),
-                   json::parse(s.column_text(2)), s.column_optional_double(3),
-                   s.column_optional_double(4), s.column_optional_double(5), s.column_text(6)});
+  while (s.step()) {
+    Store::Partitioning p;
+    p.graph_key = s.column_text(0);
+    p.procs = static_cast<int>(s.column_int(1));
+    try {
+      const json v = json::parse(s.column_text(2));
+      p.vector = v.value("d", json::object()).get<Store::PartitionVector>();
+      p.step = v.value("step", "");
+      p.einsum = v.value("einsum", "");
+      p.method = v.value("method", "");
+      p.measured = v.value("measured", json());
+    } catch (const json::exception& e) {
+      throw DatabaseError("partitioning of " + p.graph_key + ": its vectors are not readable (" +
+                          e.what() + ")");
+    }
+    p.predicted_bytes = s.column_optional_double(3);
+    p.measured_bytes = s.column_optional_double(4);
+    p.measured_seconds = s.column_optional_double(5);
+    p.machine = s.column_text(6);
+    out.push_back(std::move(p));
+  }
   return out;
 }
 }  // namespace

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -202,12 +203,17 @@ class Store {
   nlohmann::ordered_json check();
 
   // --- partitionings (written by the planner and the distributed executor)
+  // The partition vector of one step: how many pieces along each index, in the canonical index
+  // names of the step's einsum ("a" -> 2, "b" -> 1, ...).
+  using PartitionVector = std::map<std::string, std::int64_t>;
   struct Partitioning {
-    std::string graph_key;
+    std::string graph_key;  // the step's canonical hash
     int procs = 0;
-    nlohmann::json vectors;  // partition vectors per node
+    PartitionVector vector;
     std::optional<double> predicted_bytes, measured_bytes, measured_seconds;
-    std::string machine;  // fingerprint
+    std::string machine;               // fingerprint
+    std::string step, einsum, method;  // the step's name and einsum in its graph; the planner
+    nlohmann::json measured;           // what a run measured per rank (null: a plan only)
   };
   void record_partitioning(RunId run, const Partitioning& p);
   std::vector<Partitioning> partitionings(const std::string& graph_key, int procs);

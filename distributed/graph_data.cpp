@@ -84,23 +84,15 @@ Results execute_kernel(const Bound& bound, KernelChoice& choice, int threads,
 }
 
 BatchedEinsum node_einsum(const EinGraph& g, const EinGraph::Node& n) {
-  BatchedEinsum e;
-  e.inputs = n.operands;
-  e.output = n.output;
-  e.join = n.join;
-  e.agg = n.agg;
-  std::vector<std::string> row;
+  std::vector<std::pair<std::string, ArrayInfo>> operands;
   for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-    const std::string name = "T" + std::to_string(k);
     ArrayInfo info;
     const auto& t = g.tensor(n.inputs[k]);
     info.dtype = t.dtype;
     for (auto l : t.shape) info.shape.push_back(Length::of(l));
-    e.arrays[name] = info;
-    row.push_back(name);
+    operands.emplace_back("T" + std::to_string(k), std::move(info));
   }
-  e.batch = {row};
-  return e;
+  return one_row_einsum(n.operands, n.output, operands, n.join, n.agg);
 }
 
 std::map<std::string, Tensor> run_graph_locally(const EinGraph& g, const InputSource& src,

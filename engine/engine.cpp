@@ -261,22 +261,18 @@ std::shared_ptr<const Prepared> Engine::prepare(std::string_view subscripts,
     throw SpecError("einsum '" + std::string(subscripts) + "' has " +
                     std::to_string(pattern.inputs.size()) + " operand(s); " +
                     std::to_string(operands.size()) + " were given");
-  BatchedEinsum e;
-  e.inputs = pattern.inputs;
-  e.output = pattern.output;
-  e.batch.emplace_back();
+  std::vector<std::pair<std::string, ArrayInfo>> described;
   for (std::size_t k = 0; k < operands.size(); ++k) {
-    const std::string name = operand_name(alias[k]);
     if (operands[k].shape.size() != pattern.inputs[k].size())
       throw SpecError("operand " + std::to_string(k) + " has " +
                       std::to_string(operands[k].shape.size()) + " axes but its subscripts '" +
                       pattern.inputs[k] + "' have " + std::to_string(pattern.inputs[k].size()));
-    e.batch[0].push_back(name);
     ArrayInfo info;
     info.dtype = operands[k].dtype;
-    for (auto l : operands[k].shape) info.shape.push_back(Length{l, {}});
-    e.arrays.emplace(name, std::move(info));
+    for (auto l : operands[k].shape) info.shape.push_back(Length::of(l));
+    described.emplace_back(operand_name(alias[k]), std::move(info));
   }
+  BatchedEinsum e = one_row_einsum(pattern.inputs, pattern.output, described);
   validate(e);
   return impl_->prepare(key, std::move(e));
 }

@@ -12,19 +12,14 @@ BatchedEinsum pairwise_einsum(const std::vector<std::string>& operands, const st
                               const std::vector<std::string>& arrays,
                               const std::map<char, std::int64_t>& lengths, Dtype dtype, JoinOp join,
                               AggOp agg) {
-  BatchedEinsum e;
-  e.inputs = operands;
-  e.output = result;
-  e.batch = {arrays};
-  e.join = join;
-  e.agg = agg;
+  std::vector<std::pair<std::string, ArrayInfo>> described;
   for (std::size_t k = 0; k < operands.size(); ++k) {
     ArrayInfo info;
     info.dtype = dtype;
     for (char l : operands[k]) info.shape.push_back(Length::of(lengths.at(l)));
-    e.arrays[arrays[k]] = info;
+    described.emplace_back(arrays[k], std::move(info));
   }
-  return e;
+  return one_row_einsum(operands, result, described, join, agg);
 }
 
 }  // namespace
@@ -43,11 +38,11 @@ BatchedEinsum step_einsum(const PlanStep& s) {
   return pairwise_einsum(operands, s.z, arrays, s.bounds, s.dtype, s.join, s.agg);
 }
 
-nlohmann::json canonical_vector(const Canonical& c, const PartitionVector& d) {
-  nlohmann::json j = nlohmann::json::object();
+Store::PartitionVector canonical_vector(const Canonical& c, const PartitionVector& d) {
+  Store::PartitionVector v;
   for (const auto& [canon, input] : c.sigma.index)
-    if (const auto it = d.find(input); it != d.end()) j[std::string(1, canon)] = it->second;
-  return j;
+    if (const auto it = d.find(input); it != d.end()) v[std::string(1, canon)] = it->second;
+  return v;
 }
 
 MeasuredPartitionings::MeasuredPartitionings(Store& store, std::string machine, std::int64_t procs)
@@ -75,11 +70,11 @@ std::optional<double> MeasuredPartitionings::operator()(const PlanStep& s,
     Known k{canonicalize(step_einsum(s)), {}};
     for (const auto& p : store_.partitionings(k.canonical.hash, static_cast<int>(procs_)))
       if (p.machine == machine_ && p.measured_seconds)
-        k.measured.emplace_back(p.vectors.value("d", nlohmann::json()), *p.measured_seconds);
+        k.measured.emplace_back(p.vector, *p.measured_seconds);
     it = known_.emplace(text, std::move(k)).first;
   }
   if (it->second.measured.empty()) return std::nullopt;
-  const nlohmann::json want = canonical_vector(it->second.canonical, d);
+  const Store::PartitionVector want = canonical_vector(it->second.canonical, d);
   std::vector<double> times;
   for (const auto& [vector, seconds] : it->second.measured)
     if (vector == want) times.push_back(seconds);
@@ -130,10 +125,10 @@ std::size_t record_plan(Store& store, const Plan& plan, const Machine& machine, 
     Store::Partitioning p;
     p.graph_key = canon.hash;
     p.procs = static_cast<int>(plan.procs);
-    p.vectors = {{"d", canonical_vector(canon, c.d)},
-                 {"step", s.name},
-                 {"einsum", s.einsum_string()},
-                 {"method", to_string(plan.method)}};
+    p.vector = canonical_vector(canon, c.d);
+    p.step = s.name;
+    p.einsum = s.einsum_string();
+    p.method = to_string(plan.method);
     p.predicted_bytes =
         (c.join + c.aggregation + c.repartition) * static_cast<double>(dtype_bytes(s.dtype));
     p.machine = machine.fingerprint();
@@ -141,7 +136,7 @@ std::size_t record_plan(Store& store, const Plan& plan, const Machine& machine, 
       const MeasuredStep& m = (*measured)[v];
       p.measured_seconds = m.seconds;
       p.measured_bytes = m.bytes;
-      p.vectors["measured"] = m.detail;
+      p.measured = m.detail;
     }
     store.record_partitioning(run_id, p);
     ++rows;

@@ -18,7 +18,7 @@ namespace einsumdb {
 BatchedEinsum step_einsum(const PlanStep& s);
 
 // d renamed into the canonical index names of c ({"a": 2, "b": 1, ...}).
-nlohmann::json canonical_vector(const Canonical& c, const PartitionVector& d);
+Store::PartitionVector canonical_vector(const Canonical& c, const PartitionVector& d);
 
 // Measured partitionings on one machine at one P: the objective of a (step, vector) that the
 // distributed executor has measured is its median measured time converted to numbers moved at
@@ -39,7 +39,8 @@ class MeasuredPartitionings {
   std::size_t entries_ = 0, hits_ = 0;
   struct Known {
     Canonical canonical;
-    std::vector<std::pair<nlohmann::json, double>> measured;  // (vector, seconds), this machine
+    std::vector<std::pair<Store::PartitionVector, double>>
+        measured;  // (vector, seconds), this machine
   };
   std::map<std::string, Known> known_;  // by step: read once, the DP asks per vector
 };

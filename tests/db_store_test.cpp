@@ -351,11 +351,21 @@ TEST_F(StoreTest, PartitioningsRoundTrip) {
   Store store = Store::open(path("p.sqlite"));
   const auto mid = store.machine_id(machine());
   const auto run = store.begin_run({"plan", "einsumdb plan", "", ""}, mid);
-  store.record_partitioning(run, {"graph-key", 4, json{{"T1", {2, 2, 1}}}, 320.0, std::nullopt,
-                                  std::nullopt, machine().fingerprint()});
+  Store::Partitioning in;
+  in.graph_key = "graph-key";
+  in.procs = 4;
+  in.vector = {{"a", 2}, {"b", 2}, {"c", 1}};
+  in.predicted_bytes = 320.0;
+  in.machine = machine().fingerprint();
+  in.step = "T1";
+  store.record_partitioning(run, in);
   const auto p = store.partitionings("graph-key", 4);
   ASSERT_EQ(p.size(), 1u);
-  EXPECT_EQ(p[0].vectors, (json{{"T1", {2, 2, 1}}}));
+  EXPECT_EQ(p[0].vector, in.vector);
+  EXPECT_EQ(p[0].step, "T1");
+  EXPECT_TRUE(p[0].measured.is_null());
+  in.vector["a"] = 0;
+  EXPECT_THROW(store.record_partitioning(run, in), SpecError);
   EXPECT_EQ(p[0].predicted_bytes, 320.0);
   EXPECT_FALSE(p[0].measured_seconds);
   EXPECT_EQ(p[0].machine, machine().fingerprint());

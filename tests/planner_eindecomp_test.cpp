@@ -493,7 +493,7 @@ TEST(EinDecompStore, MeasuredPartitioningsSteerThePlan) {
   const Canonical c = canonicalize(step_einsum(s));
   const auto recorded = store.partitionings(c.hash, 4);
   ASSERT_EQ(recorded.size(), 1u);
-  EXPECT_EQ(recorded[0].vectors["d"], canonical_vector(c, model.choice[0].d));
+  EXPECT_EQ(recorded[0].vector, canonical_vector(c, model.choice[0].d));
   EXPECT_DOUBLE_EQ(*recorded[0].predicted_bytes, model.total * 8);
 
   PartitionVector other;
@@ -505,7 +505,7 @@ TEST(EinDecompStore, MeasuredPartitioningsSteerThePlan) {
     Store::Partitioning p;
     p.graph_key = c.hash;
     p.procs = 4;
-    p.vectors = {{"d", canonical_vector(c, d)}};
+    p.vector = canonical_vector(c, d);
     p.predicted_bytes =
         8 * (join_cost(s.x, s.y, d, s.bounds, 4) + aggregation_cost(s.x, s.y, s.z, d, s.bounds, 4));
     p.measured_seconds = seconds;
