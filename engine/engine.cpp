@@ -59,7 +59,9 @@ std::vector<std::int64_t> strides_of(const TensorRef& t) {
   return t.strides.empty() ? row_major_strides(t.shape) : t.strides;
 }
 
-void check_ref(const TensorRef& t, const std::string& what) {
+// Throws SpecError naming `what` for a view the executor cannot read; `need_data`: a null
+// pointer is an error (a prepare() call describes shapes only).
+void check_ref(const TensorRef& t, const std::string& what, bool need_data = true) {
   if (!t.strides.empty() && t.strides.size() != t.shape.size())
     throw SpecError(what + " has " + std::to_string(t.shape.size()) + " axes but " +
                     std::to_string(t.strides.size()) + " strides");
@@ -67,7 +69,8 @@ void check_ref(const TensorRef& t, const std::string& what) {
     if (t.shape[a] < 0)
       throw SpecError(what + " axis " + std::to_string(a) + " has negative length " +
                       std::to_string(t.shape[a]));
-  if (!t.data && element_count(t.shape) > 0) throw SpecError(what + " has no data (null pointer)");
+  if (need_data && !t.data && element_count(t.shape) > 0)
+    throw SpecError(what + " has no data (null pointer)");
   if (!executable_dtype(t.dtype))
     throw SpecError(what + " has dtype " + std::string(to_string(t.dtype)) +
                     "; the executor computes in f32 and f64");
@@ -129,8 +132,8 @@ std::vector<std::size_t> alias_of(const std::vector<TensorRef>& operands) {
   for (std::size_t k = 0; k < operands.size(); ++k) {
     alias[k] = k;
     for (std::size_t j = 0; j < k; ++j)
-      if (operands[j].data == operands[k].data && operands[j].dtype == operands[k].dtype &&
-          operands[j].shape == operands[k].shape &&
+      if (operands[k].data && operands[j].data == operands[k].data &&
+          operands[j].dtype == operands[k].dtype && operands[j].shape == operands[k].shape &&
           strides_of(operands[j]) == strides_of(operands[k])) {
         alias[k] = alias[j];
         break;
@@ -245,7 +248,7 @@ std::shared_ptr<const Prepared> Engine::prepare(const BatchedEinsum& e) {
 std::shared_ptr<const Prepared> Engine::prepare(std::string_view subscripts,
                                                 const std::vector<TensorRef>& operands) {
   for (std::size_t k = 0; k < operands.size(); ++k)
-    check_ref(operands[k], "operand " + std::to_string(k));
+    check_ref(operands[k], "operand " + std::to_string(k), false);
   const auto alias = alias_of(operands);
   std::string key(subscripts);
   for (std::size_t k = 0; k < operands.size(); ++k) {
@@ -281,6 +284,8 @@ namespace {
 
 std::map<std::string, TensorRef> named_operands(const Prepared& p,
                                                 const std::vector<TensorRef>& operands) {
+  for (std::size_t k = 0; k < operands.size(); ++k)
+    check_ref(operands[k], "operand " + std::to_string(k));
   std::map<std::string, TensorRef> inputs;
   const auto& row = p.einsum().batch[0];
   for (std::size_t k = 0; k < operands.size(); ++k) inputs.emplace(row[k], operands[k]);

@@ -92,7 +92,8 @@ class Engine {
   std::shared_ptr<const Prepared> prepare(const BatchedEinsum& e);
   // The same for a numpy-style call: "ik,kj->ij" over operands in order (one batch row; arrays
   // named T0, T1, ...; operands over the same memory with the same shape and strides are one
-  // array). Only the operands' dtypes, shapes and aliasing matter, not their data.
+  // array). Only the operands' dtypes, shapes and aliasing matter; data may be null (no aliasing
+  // then), which describes shapes for a later Prepared::run.
   std::shared_ptr<const Prepared> prepare(std::string_view subscripts,
                                           const std::vector<TensorRef>& operands);
 

@@ -29,7 +29,7 @@ echo "einsumdb: the installed package builds and runs the example"
 
 if [ "${EINSUMDB_SKIP_SANITIZE:-0}" != 1 ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEINSUMDB_SANITIZE=ON \
-    -DEINSUMDB_WERROR=ON -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+    -DEINSUMDB_WERROR=ON -DCMAKE_CXX_COMPILER=clang++ -DEINSUMDB_PYTHON=OFF >/dev/null
   cmake --build build-asan -j "$(nproc)"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j "$(nproc)" --timeout 900

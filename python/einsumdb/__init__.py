@@ -1,0 +1,285 @@
+"""einsumdb: tensor contractions that remember how to run fast.
+
+``einsumdb.einsum`` is a drop-in for ``numpy.einsum`` that runs each contraction with the fastest
+verified transform this machine's performance store knows for it (measured under any spelling of
+the same computation: other index letters, array names or operand order), or a default when the
+store knows none. ``einsumdb.tune`` measures and records; ``einsumdb.Store`` inspects the store;
+``einsumdb.canonicalize`` shows the canonical key; ``einsumdb.plan`` partitions a graph of
+einsums over P processes.
+
+The store is ``db=`` when given, else ``$EINSUMDB_DB``, else
+``$XDG_DATA_HOME/einsumdb/einsumdb.sqlite`` (``~/.local/share/einsumdb/einsumdb.sqlite``), the same
+file the ``einsumdb`` command uses. Every function may be called from several threads at once;
+the GIL is released while kernels, tuning and planning run.
+"""
+
+import json as _json
+import sys as _sys
+
+import numpy as _np
+
+from . import _einsumdb
+
+__all__ = [
+    "Error", "SpecError", "DatabaseError", "einsum", "batched_einsum", "contract_expression",
+    "Expression", "canonicalize", "Store", "tune", "plan", "machine", "strategies",
+]
+
+#: Every error einsumdb raises (a bad spec, an unreadable store, ...).
+Error = _einsumdb.Error
+#: A spec, an operand or a parameter that is wrong; the message names it (also a ValueError).
+SpecError = _einsumdb.SpecError
+#: The store could not be read or written.
+DatabaseError = _einsumdb.DatabaseError
+
+_FLOAT = (_np.float32, _np.float64)
+
+
+def _operand(x, what):
+    """x as an ndarray einsumdb can read: float32/float64, strides in whole elements."""
+    a = _np.asarray(x)
+    if a.dtype.type not in _FLOAT:
+        raise TypeError(f"{what} has dtype {a.dtype}; einsumdb computes in float32 and float64 "
+                        f"(convert it with .astype(numpy.float64))")
+    if any(s % a.itemsize for s in a.strides) or not a.dtype.isnative:
+        a = _np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
+    return a
+
+
+def _db(db):
+    return "" if db is None else str(db)
+
+
+def einsum(subscripts, *operands, out=None, db=None, threads=0):
+    """Evaluates the Einstein summation ``subscripts`` on ``operands``, like ``numpy.einsum``.
+
+    Runs the fastest verified transform this machine's store knows for the workload (the nearest
+    measured size when this one was never measured), else a default. C-contiguous float32/float64
+    operands are read in place; other strides are copied first. The result is a new C-contiguous
+    array, or is written into ``out`` (any strides; its shape and dtype must be the result's).
+
+    ``db`` names the store; ``threads`` (> 0) overrides the transform's thread count.
+    Raises ``SpecError`` for subscripts or shapes that do not fit, ``TypeError`` for an operand
+    of another dtype.
+    """
+    arrays = [_operand(x, f"operand {k}") for k, x in enumerate(operands)]
+    return _einsumdb.einsum(subscripts, arrays, out, _db(db), int(threads))
+
+
+def batched_einsum(subscripts, rows, db=None, threads=0):
+    """One einsum applied to several rows of operands; returns one result per row.
+
+    ``batched_einsum("ij,j->i", [[A, u], [A, v]])`` is ``[A @ u, A @ v]``. Operands that are the
+    same array object in several rows are one shared array of the batched einsum, and rows that
+    share operands run as the store says (fused into one larger contraction, or one by one).
+    """
+    arrays = [[_operand(x, f"row {r} operand {k}") for k, x in enumerate(row)]
+              for r, row in enumerate(rows)]
+    # Keep identity: the same object in several rows stays one array.
+    seen = {}
+    for r, row in enumerate(rows):
+        for k, x in enumerate(row):
+            seen.setdefault(id(x), arrays[r][k])
+            arrays[r][k] = seen[id(x)]
+    return _einsumdb.batched_einsum(subscripts, arrays, _db(db), int(threads))
+
+
+class Expression:
+    """An einsum prepared for fixed shapes and dtypes (see ``contract_expression``)."""
+
+    def __init__(self, prepared, subscripts):
+        self._prepared = prepared
+        self.subscripts = subscripts
+
+    def __call__(self, *operands, out=None):
+        """Runs on ``operands`` (of the prepared shapes and dtypes), into ``out`` if given."""
+        arrays = [_operand(x, f"operand {k}") for k, x in enumerate(operands)]
+        return self._prepared(arrays, out)
+
+    @property
+    def choice(self):
+        """The transform chosen: strategy, params (in these subscripts), source and reason."""
+        return _json.loads(self._prepared.choice)
+
+    def __repr__(self):
+        c = self.choice
+        return f"<einsumdb.Expression {self.subscripts!r}: {c['strategy']} ({c['source']})>"
+
+
+def contract_expression(subscripts, *shapes, dtype="float64", db=None, threads=0):
+    """Prepares ``subscripts`` for operands of ``shapes``: the returned Expression runs it with no
+    lookup beyond the kernel (like ``opt_einsum.contract_expression``). ``dtype`` is one dtype or
+    one per operand."""
+    dtypes = dtype if isinstance(dtype, (list, tuple)) else [dtype] * len(shapes)
+    names = []
+    for k, d in enumerate(dtypes):
+        t = _np.dtype(d)
+        if t.type not in _FLOAT:
+            raise TypeError(f"operand {k} has dtype {t}; einsumdb computes in float32 and float64")
+        names.append("f64" if t == _np.float64 else "f32")
+    prepared = _einsumdb.prepare(subscripts, [list(map(int, s)) for s in shapes], names,
+                                 _db(db), int(threads))
+    return Expression(prepared, subscripts)
+
+
+def _spec(spec, shapes=None, batch=None, dtype=None):
+    """A spec as JSON text: a dict, JSON text, or subscripts with shapes (and batch rows)."""
+    if isinstance(spec, dict):
+        return _json.dumps(spec)
+    text = str(spec)
+    if text.lstrip().startswith("{"):
+        return text
+    j = {"einsum": text}
+    if batch is None and shapes is not None:
+        batch = [list(dict(shapes).keys())]  # one row: the arrays in the order given
+    if batch is not None:
+        j["batch"] = [list(row) for row in batch]
+    if shapes is not None:
+        j["shapes"] = {k: list(v) for k, v in dict(shapes).items()}
+    if dtype is not None:
+        j["dtype"] = dtype
+    return _json.dumps(j)
+
+
+def canonicalize(spec, shapes=None, batch=None, dtype=None):
+    """The canonical form of a batched einsum: key, hash, structure key, canonical spec and the
+    sigma maps from canonical names to yours, as a dict.
+
+    ``spec`` is spec JSON (a dict or text) or subscripts with ``shapes={"A": (96, 4), ...}``,
+    optional ``batch=[["A", "B"], ["A", "C"]]`` (default: one row of the arrays of ``shapes`` in
+    their order) and ``dtype``.
+    """
+    return _json.loads(_einsumdb.canonicalize(_spec(spec, shapes, batch, dtype)))
+
+
+class Store:
+    """The performance store (a SQLite file): ``Store()`` is the default one, ``Store(path)``
+    another. Every method opens the file for that call; a missing file is an empty store."""
+
+    def __init__(self, path=None):
+        self._s = _einsumdb.Store(_db(path))
+
+    @property
+    def path(self):
+        return self._s.path
+
+    def top_k(self, spec, k=5, exact=False, machine=None, shapes=None, batch=None, dtype=None):
+        """The k fastest verified transforms for the spec on this machine (or ``machine``, a
+        fingerprint), parameters in the spec's own names; the nearest measured size when none
+        was measured unless ``exact``."""
+        return _json.loads(self._s.top_k(_spec(spec, shapes, batch, dtype), int(k), bool(exact),
+                                         machine or ""))
+
+    def best(self, spec, exact=False, machine=None, shapes=None, batch=None, dtype=None):
+        """The fastest verified transform for the spec, or None when nothing is known."""
+        answers = self.top_k(spec, 1, exact, machine, shapes, batch, dtype)
+        return answers[0] if answers else None
+
+    def show(self, spec_or_hash, shapes=None, batch=None, dtype=None):
+        """Every measurement of one workload (spec or 32-digit hash), all machines."""
+        if isinstance(spec_or_hash, str) and len(spec_or_hash) == 32 and \
+                all(c in "0123456789abcdef" for c in spec_or_hash):
+            return _json.loads(self._s.show(spec_or_hash))
+        return _json.loads(self._s.show(_spec(spec_or_hash, shapes, batch, dtype)))
+
+    def list(self, machine="", strategy="", since="", limit=0):
+        """The workloads with their counts, best GFLOP/s and strategy."""
+        return _json.loads(self._s.list(machine, strategy, since, int(limit)))
+
+    def stats(self):
+        """What the store holds."""
+        return _json.loads(self._s.stats())
+
+    def record(self, measurements, label=""):
+        """Records measurements (dicts as ``einsumdb record`` reads them: spec, transform,
+        seconds, status, max_rel_err, ...), all checked before any is written."""
+        lines = [m if isinstance(m, str) else _json.dumps(m) for m in measurements]
+        return _json.loads(self._s.record(lines, label))
+
+    def export(self):
+        """Every measurement as a dict (the lines of ``einsumdb export``)."""
+        return [_json.loads(line) for line in self._s.export_lines().splitlines() if line]
+
+    def import_(self, rows, source="python"):
+        """Merges exported rows (dicts or JSON lines) in one transaction; returns the counts."""
+        text = "\n".join(r if isinstance(r, str) else _json.dumps(r) for r in rows)
+        return _json.loads(self._s.import_lines(text, source))
+
+
+def _progress_bar(total_hint):
+    """A callback drawing progress on a terminal (tqdm when installed), else None."""
+    if not _sys.stderr.isatty():
+        return None, None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        tqdm = None
+    state = {"bar": None}
+
+    def update(done, total, strategy, status, best_gflops):
+        if tqdm is not None:
+            if state["bar"] is None:
+                state["bar"] = tqdm(total=total, desc="tune", unit="candidate", file=_sys.stderr)
+            bar = state["bar"]
+            bar.update(done - bar.n)
+            best = "" if best_gflops is None else f" best {best_gflops:.2f} GFLOP/s"
+            bar.set_postfix_str(f"{strategy}: {status}{best}")
+        else:
+            _sys.stderr.write(f"\r[{done}/{total}] {strategy}: {status}")
+            _sys.stderr.flush()
+
+    def close():
+        if state["bar"] is not None:
+            state["bar"].close()
+        elif tqdm is None:
+            _sys.stderr.write("\n")
+
+    return update, close
+
+
+def tune(spec, shapes=None, batch=None, dtype=None, db=None, budget=None, threads=(1,),
+         strategies=(), warmup=5, min_reps=20, min_time=2.0, seed=1, label="", progress=None):
+    """Measures the applicable transforms of a workload on this machine, verifies each against
+    the reference, and records every candidate in the store; returns the report as a dict.
+
+    A progress bar is drawn on a terminal (``progress=False`` turns it off; a callable
+    ``progress(done, total, strategy, status, best_gflops)`` replaces it). Ctrl-C stops after the
+    current candidate: what was measured is kept, then KeyboardInterrupt is raised.
+    """
+    close = None
+    if progress is None or progress is True:
+        progress, close = _progress_bar(None)
+    elif progress is False:
+        progress = None
+    try:
+        report = _json.loads(_einsumdb.tune(
+            _spec(spec, shapes, batch, dtype), _db(db),
+            None if budget is None else float(budget), [int(t) for t in threads],
+            [str(s) for s in strategies], int(warmup), int(min_reps), float(min_time), int(seed),
+            label, progress))
+    finally:
+        if close is not None:
+            close()
+    if report["interrupted"]:
+        raise KeyboardInterrupt(
+            f"einsumdb.tune interrupted: {report['measured']} of {report['candidates']} "
+            f"candidates measured and recorded (run {report['run']})")
+    return report
+
+
+def plan(graph, procs, method="eindecomp"):
+    """Plans a graph of einsums (EinGraph JSON as a dict or text) for ``procs`` processes:
+    contraction orders and EinDecomp partition vectors, with block placement; the plan file of
+    ``einsumdb plan --output`` as a dict."""
+    text = graph if isinstance(graph, str) else _json.dumps(graph)
+    return _json.loads(_einsumdb.plan(text, int(procs), method))
+
+
+def machine():
+    """This machine's fingerprint and description, as the store files facts under it."""
+    return _json.loads(_einsumdb.machine())
+
+
+def strategies():
+    """The execution strategies this build knows."""
+    return [s.strip() for s in _einsumdb.strategies().split(",")]

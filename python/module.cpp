@@ -1,0 +1,500 @@
+// einsumdb._einsumdb: the C++ core of the Python module, over the library's Engine, Store, tuner
+// and planner. numpy arrays cross without copies where their layout allows (float32/float64,
+// strides a multiple of the item size); results come back as numpy arrays that own the engine's
+// result memory. The GIL is released while canonicalizing, executing, tuning and planning.
+// Structured answers (canonical forms, store rows, reports) cross as JSON text that the Python
+// layer (einsumdb/__init__.py) turns into dicts and lists.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "einsumdb/canon/canonicalize.hpp"
+#include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/parse.hpp"
+#include "einsumdb/db/location.hpp"
+#include "einsumdb/db/retrieve.hpp"
+#include "einsumdb/engine/engine.hpp"
+#include "einsumdb/engine/machine.hpp"
+#include "einsumdb/planner/eindecomp.hpp"
+#include "einsumdb/planner/eingraph.hpp"
+#include "einsumdb/planner/placement.hpp"
+#include "einsumdb/planner/plan_file.hpp"
+#include "einsumdb/tuner/tuner.hpp"
+
+namespace py = pybind11;
+using namespace einsumdb;
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+// One Engine per store path and thread setting, shared by every call (an Engine is
+// thread-safe); engines live as long as the module.
+std::mutex engines_mutex;
+std::map<std::pair<std::string, int>, std::unique_ptr<Engine>> engines;
+
+Engine& engine_for(const std::string& db, int threads) {
+  std::lock_guard lock(engines_mutex);
+  auto& e = engines[{store_path(db), threads}];
+  if (!e) {
+    EngineOptions o;
+    o.db = db;
+    o.threads = threads;
+    e = std::make_unique<Engine>(o);
+  }
+  return *e;
+}
+
+// After facts were written to a store: its engines ask it again.
+void forget(const std::string& path) {
+  std::lock_guard lock(engines_mutex);
+  for (auto& [key, engine] : engines)
+    if (key.first == path) engine->forget();
+}
+
+Dtype dtype_of(const py::array& a, const std::string& what) {
+  const char kind = a.dtype().kind();
+  const auto size = a.dtype().itemsize();
+  if (kind == 'f' && size == 8) return Dtype::f64;
+  if (kind == 'f' && size == 4) return Dtype::f32;
+  throw py::type_error(what + " has dtype " + std::string(py::str(a.dtype())) +
+                       "; einsumdb computes in float32 and float64 (convert it with .astype)");
+}
+
+// A view of a numpy array; nullopt when its strides are not whole elements (the caller then
+// passes a contiguous copy).
+TensorRef ref_of(const py::array& a, const std::string& what) {
+  TensorRef r;
+  r.dtype = dtype_of(a, what);
+  r.data = const_cast<void*>(a.data());
+  const auto item = static_cast<py::ssize_t>(a.itemsize());
+  for (py::ssize_t k = 0; k < a.ndim(); ++k) {
+    r.shape.push_back(a.shape(k));
+    if (a.strides(k) % item != 0)
+      throw py::value_error(what + " has strides that are not whole elements");
+    r.strides.push_back(a.strides(k) / item);
+  }
+  return r;
+}
+
+// A numpy array that owns `t` (no copy).
+py::array to_numpy(Tensor t) {
+  auto* owned = new Tensor(std::move(t));
+  py::capsule free(owned, [](void* p) { delete static_cast<Tensor*>(p); });
+  std::vector<py::ssize_t> shape(owned->shape().begin(), owned->shape().end());
+  if (owned->dtype() == Dtype::f64) return py::array_t<double>(shape, owned->data<double>(), free);
+  return py::array_t<float>(shape, owned->data<float>(), free);
+}
+
+std::vector<TensorRef> refs_of(const std::vector<py::array>& operands) {
+  std::vector<TensorRef> refs;
+  for (std::size_t k = 0; k < operands.size(); ++k)
+    refs.push_back(ref_of(operands[k], "operand " + std::to_string(k)));
+  return refs;
+}
+
+py::object einsum(const std::string& subscripts, const std::vector<py::array>& operands,
+                  const py::object& out, const std::string& db, int threads) {
+  const auto refs = refs_of(operands);
+  Engine& engine = engine_for(db, threads);
+  if (!out.is_none()) {
+    auto o = out.cast<py::array>();
+    if (!o.writeable()) throw py::value_error("out is read-only");
+    const TensorRef oref = ref_of(o, "out");
+    {
+      py::gil_scoped_release release;
+      engine.einsum(subscripts, refs, oref);
+    }
+    return out;
+  }
+  Tensor t;
+  {
+    py::gil_scoped_release release;
+    t = engine.einsum(subscripts, refs);
+  }
+  return to_numpy(std::move(t));
+}
+
+// Rows of operands: equal Python objects are one array.
+BatchedEinsum batched_spec(const std::string& subscripts,
+                           const std::vector<std::vector<py::array>>& rows,
+                           std::map<std::string, TensorRef>& inputs) {
+  const EinsumPattern pattern = parse_einsum_pattern(subscripts);
+  BatchedEinsum e;
+  e.inputs = pattern.inputs;
+  e.output = pattern.output;
+  std::map<const PyObject*, std::string> names;
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r].size() != pattern.inputs.size())
+      throw SpecError("row " + std::to_string(r) + " has " + std::to_string(rows[r].size()) +
+                      " operand(s); einsum '" + subscripts + "' has " +
+                      std::to_string(pattern.inputs.size()));
+    e.batch.emplace_back();
+    for (std::size_t k = 0; k < rows[r].size(); ++k) {
+      const py::array& a = rows[r][k];
+      auto [it, fresh] = names.emplace(a.ptr(), "T" + std::to_string(names.size()));
+      e.batch.back().push_back(it->second);
+      if (!fresh) continue;
+      const TensorRef ref = ref_of(a, "row " + std::to_string(r) + " operand " + std::to_string(k));
+      ArrayInfo info;
+      info.dtype = ref.dtype;
+      for (auto l : ref.shape) info.shape.push_back(Length::of(l));
+      e.arrays.emplace(it->second, info);
+      inputs.emplace(it->second, ref);
+    }
+  }
+  return e;
+}
+
+py::list batched_einsum(const std::string& subscripts,
+                        const std::vector<std::vector<py::array>>& rows, const std::string& db,
+                        int threads) {
+  std::map<std::string, TensorRef> inputs;
+  const BatchedEinsum e = batched_spec(subscripts, rows, inputs);
+  Engine& engine = engine_for(db, threads);
+  Results results;
+  {
+    py::gil_scoped_release release;
+    results = engine.einsum(e, inputs);
+  }
+  py::list out;
+  for (auto& t : results) out.append(to_numpy(std::move(t)));
+  return out;
+}
+
+std::string choice_json(const Choice& c) {
+  return ojson{{"strategy", c.candidate.strategy},
+               {"params", c.candidate.params},
+               {"source", c.source},
+               {"reason", c.reason},
+               {"stored", c.stored},
+               {"distance", c.distance}}
+      .dump();
+}
+
+// A prepared execution for fixed shapes and dtypes (contract_expression).
+class PyPrepared {
+ public:
+  PyPrepared(std::shared_ptr<const Prepared> p, std::size_t operands)
+      : p_(std::move(p)), operands_(operands) {}
+
+  py::object call(const std::vector<py::array>& operands, const py::object& out) const {
+    if (operands.size() != operands_)
+      throw SpecError("this expression takes " + std::to_string(operands_) + " operand(s); " +
+                      std::to_string(operands.size()) + " were given");
+    const auto refs = refs_of(operands);
+    std::map<std::string, TensorRef> inputs;
+    const auto& row = p_->einsum().batch[0];
+    for (std::size_t k = 0; k < refs.size(); ++k) inputs.emplace(row[k], refs[k]);
+    if (!out.is_none()) {
+      auto o = out.cast<py::array>();
+      if (!o.writeable()) throw py::value_error("out is read-only");
+      const std::vector<TensorRef> outs{ref_of(o, "out")};
+      py::gil_scoped_release release;
+      p_->run(inputs, outs);
+      return out;
+    }
+    Results r;
+    {
+      py::gil_scoped_release release;
+      r = p_->run(inputs);
+    }
+    return to_numpy(std::move(r[0]));
+  }
+  std::string choice() const { return choice_json(p_->choice()); }
+  std::string spec() const { return to_json(p_->einsum()).dump(); }
+
+ private:
+  std::shared_ptr<const Prepared> p_;
+  std::size_t operands_;
+};
+
+PyPrepared prepare(const std::string& subscripts,
+                   const std::vector<std::vector<std::int64_t>>& shapes,
+                   const std::vector<std::string>& dtypes, const std::string& db, int threads) {
+  std::vector<TensorRef> refs;
+  for (std::size_t k = 0; k < shapes.size(); ++k) {
+    const auto d = parse_dtype(dtypes.at(k));
+    if (!d) throw SpecError("unknown dtype '" + dtypes[k] + "'");
+    refs.push_back({*d, nullptr, shapes[k], {}});
+  }
+  Engine& engine = engine_for(db, threads);
+  std::shared_ptr<const Prepared> p;
+  {
+    py::gil_scoped_release release;
+    p = engine.prepare(subscripts, refs);
+  }
+  return PyPrepared(std::move(p), shapes.size());
+}
+
+std::string canonicalize_spec(const std::string& spec_json) {
+  const BatchedEinsum e = parse_spec_text(spec_json);
+  py::gil_scoped_release release;
+  return to_json(canonicalize(e)).dump();
+}
+
+// ---- the store
+
+class PyStore {
+ public:
+  explicit PyStore(const std::string& path) : path_(store_path(path)) {}
+  const std::string& path() const { return path_; }
+
+  std::string top_k(const std::string& spec_json, std::size_t k, bool exact,
+                    const std::string& machine) {
+    const BatchedEinsum e = parse_spec_text(spec_json);
+    py::gil_scoped_release release;
+    auto store = open_store_for_reading(path_);
+    ojson out = ojson::array();
+    if (!store) return out.dump();
+    const Canonical c = canonicalize(e);
+    for (const auto& a :
+         top_k_for(*store, c, machine.empty() ? this_machine().fingerprint() : machine, k, !exact))
+      out.push_back(to_json(a));
+    return out.dump();
+  }
+
+  std::string show(const std::string& spec_or_hash) {
+    std::string hash = spec_or_hash;
+    if (!(hash.size() == 32 && hash.find_first_not_of("0123456789abcdef") == std::string::npos))
+      hash = canonicalize(parse_spec_text(spec_or_hash)).hash;
+    py::gil_scoped_release release;
+    auto store = open_store_for_reading(path_);
+    ojson out = ojson::array();
+    if (store)
+      for (auto& row : store->show(hash)) out.push_back(std::move(row));
+    return out.dump();
+  }
+
+  std::string list(const std::string& machine, const std::string& strategy,
+                   const std::string& since, std::size_t limit) {
+    py::gil_scoped_release release;
+    auto store = open_store_for_reading(path_);
+    ojson out = ojson::array();
+    if (!store) return out.dump();
+    ListFilter f{machine, strategy, since, limit};
+    for (const auto& w : store->list(f))
+      out.push_back({{"hash", w.hash},
+                     {"key", w.key},
+                     {"measurements", w.measurements},
+                     {"ok", w.ok},
+                     {"best_gflops", w.best_gflops ? ojson(*w.best_gflops) : ojson()},
+                     {"best_strategy", w.best_strategy},
+                     {"last_recorded_at", w.last_recorded_at}});
+    return out.dump();
+  }
+
+  std::string stats() {
+    py::gil_scoped_release release;
+    auto store = open_store_for_reading(path_);
+    if (!store) return ojson{{"db", path_}, {"exists", false}}.dump();
+    ojson s = store->stats();
+    s["exists"] = true;
+    return s.dump();
+  }
+
+  // Lines as `einsumdb record` takes them; all checked before anything is written.
+  std::string record(const std::vector<std::string>& lines, const std::string& label) {
+    py::gil_scoped_release release;
+    std::vector<Canonical> canonicals;
+    canonicals.reserve(lines.size());
+    std::map<std::pair<std::string, std::string>,
+             std::vector<std::pair<const Canonical*, Measurement>>>
+        runs;
+    std::map<std::pair<std::string, std::string>, Machine> machines;
+    std::vector<std::pair<std::string, std::string>> order;
+    for (std::size_t n = 0; n < lines.size(); ++n) {
+      try {
+        const json j = json::parse(lines[n]);
+        for (const auto& [k, v] : j.items()) {
+          (void)v;
+          static const std::set<std::string> kKeys = {"spec",   "transform",   "seconds",
+                                                      "status", "max_rel_err", "bytes_moved",
+                                                      "run",    "machine"};
+          if (!kKeys.count(k)) throw SpecError("unknown key '" + k + "'");
+        }
+        canonicals.push_back(canonicalize(parse_spec_json(j.at("spec"))));
+        const Machine m =
+            j.contains("machine") ? machine_from_json(j.at("machine")) : this_machine();
+        const auto key = std::make_pair(j.value("run", label), m.fingerprint());
+        if (!runs.count(key)) order.push_back(key);
+        machines.emplace(key, m);
+        runs[key].emplace_back(&canonicals.back(),
+                               to_canonical(canonicals.back(), measurement_from_json(j)));
+      } catch (const json::exception& e) {
+        throw SpecError("measurement " + std::to_string(n) + ": " + e.what());
+      } catch (const SpecError& e) {
+        throw SpecError("measurement " + std::to_string(n) + ": " + e.what());
+      }
+    }
+    Store store = open_store_for_writing(path_);
+    ojson out = {{"inserted", 0}, {"duplicates", 0}, {"runs", ojson::array()}};
+    for (const auto& key : order) {
+      RunInfo info;
+      info.label = key.first;
+      info.command = "einsumdb.Store.record";
+      const auto r = store.record_run(info, machines.at(key), runs.at(key));
+      out["inserted"] = out["inserted"].get<std::size_t>() + r.inserted;
+      out["duplicates"] = out["duplicates"].get<std::size_t>() + r.duplicates;
+      out["runs"].push_back(r.run);
+    }
+    forget(path_);
+    return out.dump();
+  }
+
+  std::string export_lines() {
+    py::gil_scoped_release release;
+    auto store = open_store_for_reading(path_);
+    std::ostringstream out;
+    if (store) store->export_jsonl(out);
+    return out.str();
+  }
+
+  std::string import_lines(const std::string& text, const std::string& source) {
+    py::gil_scoped_release release;
+    Store store = open_store_for_writing(path_);
+    std::istringstream in(text);
+    const auto r = store.import_jsonl(in, source);
+    forget(path_);
+    return ojson{{"inserted", r.inserted}, {"duplicates", r.duplicates}, {"runs", r.runs}}.dump();
+  }
+
+ private:
+  std::string path_;
+};
+
+// ---- tuning: progress through a Python callable; Ctrl-C stops after the current candidate.
+
+std::string tune_workload(const std::string& spec_json, const std::string& db,
+                          std::optional<double> budget, const std::vector<int>& threads,
+                          const std::vector<std::string>& strategies, int warmup, int min_reps,
+                          double min_time, std::uint64_t seed, const std::string& label,
+                          const py::object& progress) {
+  const BatchedEinsum e = parse_spec_text(spec_json);
+  TuneOptions o;
+  o.space.threads = threads;
+  o.space.strategies = strategies;
+  o.protocol = {warmup, min_reps, min_time};
+  o.budget = budget;
+  o.seed = seed;
+  o.run.label = label;
+  o.run.command = "einsumdb.tune";
+  std::atomic<bool> stop{false};
+  o.stop = &stop;
+  Progress report_progress = [&](std::size_t done, std::size_t total, const TuneResult& r,
+                                 const TuneResult* best) {
+    py::gil_scoped_acquire acquire;
+    if (PyErr_CheckSignals() != 0) {  // Ctrl-C: the handler raised KeyboardInterrupt
+      PyErr_Clear();
+      stop.store(true);
+    }
+    if (!progress.is_none())
+      progress(done, total, r.candidate.strategy, std::string(to_string(r.status)),
+               best ? py::object(py::float_(best->gflops.value_or(0))) : py::none());
+  };
+  TuneReport report;
+  {
+    py::gil_scoped_release release;
+    Store store = open_store_for_writing(store_path(db));
+    report = einsumdb::tune(store, this_machine(), e, o, report_progress);
+  }
+  forget(store_path(db));
+  ojson out = {{"workload", {{"hash", report.workload_hash}, {"key", report.workload_key}}},
+               {"run", report.run},
+               {"oracle", report.oracle},
+               {"candidates", report.total},
+               {"measured", report.results.size()},
+               {"interrupted", report.interrupted},
+               {"budget_exhausted", report.budget_exhausted},
+               {"results", ojson::array()}};
+  for (const auto& r : report.results) {
+    ojson row = {{"strategy", r.candidate.strategy},
+                 {"params", r.candidate.params},
+                 {"status", to_string(r.status)},
+                 {"max_rel_err", r.max_rel_err ? ojson(*r.max_rel_err) : ojson()}};
+    if (r.status == Outcome::ok) {
+      row["median_s"] = r.median_s;
+      row["gflops"] = r.gflops ? ojson(*r.gflops) : ojson();
+    }
+    if (!r.error.empty()) row["error"] = r.error;
+    out["results"].push_back(row);
+  }
+  return out.dump();
+}
+
+std::string plan(const std::string& graph_json, std::int64_t procs, const std::string& method) {
+  const auto m = parse_plan_method(method);
+  if (!m) throw SpecError("method must be eindecomp, sqrt or data, got '" + method + "'");
+  EinGraph g = parse_eingraph_text(graph_json);
+  py::gil_scoped_release release;
+  PlanOptions o;
+  o.procs = procs;
+  o.method = *m;
+  const Plan p = make_plan(expand(g), o);
+  return plan_file_json(p, place(p)).dump();
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_einsumdb, m) {
+  m.doc() = "The C++ core of einsumdb (use the einsumdb package, not this module).";
+  // Error ← SpecError (also a ValueError), DatabaseError: the library's exception family.
+  static PyObject* error = PyErr_NewException("einsumdb.Error", PyExc_Exception, nullptr);
+  static PyObject* spec_error = PyErr_NewException(
+      "einsumdb.SpecError",
+      py::make_tuple(py::handle(error), py::handle(PyExc_ValueError)).release().ptr(), nullptr);
+  static PyObject* database_error = PyErr_NewException("einsumdb.DatabaseError", error, nullptr);
+  m.attr("Error") = py::handle(error);
+  m.attr("SpecError") = py::handle(spec_error);
+  m.attr("DatabaseError") = py::handle(database_error);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const SpecError& e) {
+      PyErr_SetString(spec_error, e.what());
+    } catch (const DatabaseError& e) {
+      PyErr_SetString(database_error, e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(error, e.what());
+    }
+  });
+
+  m.def("einsum", &einsum, py::arg("subscripts"), py::arg("operands"), py::arg("out"),
+        py::arg("db"), py::arg("threads"));
+  m.def("batched_einsum", &batched_einsum, py::arg("subscripts"), py::arg("rows"), py::arg("db"),
+        py::arg("threads"));
+  m.def("prepare", &prepare, py::arg("subscripts"), py::arg("shapes"), py::arg("dtypes"),
+        py::arg("db"), py::arg("threads"));
+  m.def("canonicalize", &canonicalize_spec, py::arg("spec_json"));
+  m.def("tune", &tune_workload, py::arg("spec_json"), py::arg("db"), py::arg("budget"),
+        py::arg("threads"), py::arg("strategies"), py::arg("warmup"), py::arg("min_reps"),
+        py::arg("min_time"), py::arg("seed"), py::arg("label"), py::arg("progress"));
+  m.def("plan", &plan, py::arg("graph_json"), py::arg("procs"), py::arg("method"));
+  m.def(
+      "store_path", [](const std::string& p) { return store_path(p); }, py::arg("path"));
+  m.def("machine", [] { return to_json(this_machine()).dump(); });
+  m.def("strategies", [] { return strategy_names(); });
+
+  py::class_<PyPrepared>(m, "Prepared")
+      .def("__call__", &PyPrepared::call, py::arg("operands"), py::arg("out"))
+      .def_property_readonly("choice", &PyPrepared::choice)
+      .def_property_readonly("spec", &PyPrepared::spec);
+
+  py::class_<PyStore>(m, "Store")
+      .def(py::init<const std::string&>(), py::arg("path"))
+      .def_property_readonly("path", &PyStore::path)
+      .def("top_k", &PyStore::top_k)
+      .def("show", &PyStore::show)
+      .def("list", &PyStore::list)
+      .def("stats", &PyStore::stats)
+      .def("record", &PyStore::record)
+      .def("export_lines", &PyStore::export_lines)
+      .def("import_lines", &PyStore::import_lines);
+}

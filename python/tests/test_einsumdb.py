@@ -1,0 +1,237 @@
+"""einsumdb from Python: results equal numpy.einsum on the public cases, the store's transforms
+found under other names, named errors, threads, Ctrl-C during tune, no leaked references."""
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import einsumdb
+
+DATA = pathlib.Path(__file__).resolve().parents[2] / "tests" / "data"
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape, dtype=np.float64):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def close(got, want, dtype=np.float64):
+    tol = 1e-10 if dtype == np.float64 else 2e-4
+    scale = max(1.0, float(np.max(np.abs(want))) if np.size(want) else 1.0)
+    assert got.shape == np.shape(want)
+    assert np.max(np.abs(got - want), initial=0.0) <= tol * scale
+
+
+# TCCG-shaped contractions (scaled down), matrix products, diagonals, scalars, reductions.
+CASES = [
+    ("abc,bda->dc", [(12, 8, 10), (8, 9, 12)]),
+    ("abcd,dbea->ec", [(6, 5, 7, 4), (4, 5, 8, 6)]),
+    ("degc,gfab->abcdef", [(5, 4, 6, 3), (6, 5, 4, 3)]),
+    ("ik,kj->ij", [(33, 17), (17, 25)]),
+    ("kj,ik->ij", [(17, 25), (33, 17)]),
+    ("ij,j->i", [(40, 30), (30,)]),
+    ("ii->i", [(9, 9)]),
+    ("ii->", [(9, 9)]),
+    ("i,i->", [(50,), (50,)]),
+    ("ij->", [(6, 7)]),
+    ("ij->ji", [(6, 7)]),
+    ("bik,bkj->bij", [(4, 8, 6), (4, 6, 5)]),
+    ("fe,ifj,fej->ei", [(4, 100), (10, 4, 6), (4, 100, 6)]),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("subscripts,shapes", CASES)
+def test_equals_numpy(db, subscripts, shapes, dtype):
+    ops = [rand(*s, dtype=dtype) for s in shapes]
+    got = einsumdb.einsum(subscripts, *ops)
+    close(got, np.einsum(subscripts, *ops), dtype)
+    assert got.dtype == np.result_type(*ops)
+    assert got.flags.c_contiguous
+
+
+def test_dgfem_public_cases(db):
+    for line in (DATA / "dgfem.jsonl").read_text().splitlines()[:8]:
+        case = json.loads(line)
+        spec = case["spec"]
+        shapes = {k: [min(v, 200) for v in s] for k, s in spec["shapes"].items()}
+        arrays = {name: rand(*shape) for name, shape in shapes.items()}
+        rows = [[arrays[n] for n in row] for row in spec["batch"]]
+        got = einsumdb.batched_einsum(spec["einsum"], rows)
+        for g, row in zip(got, rows):
+            close(g, np.einsum(spec["einsum"], *row))
+
+
+def test_batched_rows_sharing_an_operand(db):
+    a, u, v = rand(30, 20), rand(20), rand(20)
+    ru, rv = einsumdb.batched_einsum("ij,j->i", [[a, u], [a, v]])
+    close(ru, a @ u)
+    close(rv, a @ v)
+
+
+def test_non_contiguous_inputs_and_out(db):
+    a, b = rand(20, 30), rand(40, 20)
+    fortran, reversed_rows, strided = np.asfortranarray(a), b[::-1], b[::2, ::-1]
+    close(einsumdb.einsum("ji,kj->ik", fortran, reversed_rows),
+          np.einsum("ji,kj->ik", a, b[::-1]))
+    close(einsumdb.einsum("kj,ji->ki", strided, fortran[:, :12]),
+          np.einsum("kj,ji->ki", b[::2, ::-1], a[:, :12]))
+    out = np.zeros((30, 40)).T  # a transposed (F-ordered) output
+    assert einsumdb.einsum("ik,kj->ij", b, a, out=out) is out
+    close(out, b @ a)
+    big_endian = a.astype(">f8")
+    close(einsumdb.einsum("ij->j", big_endian), a.sum(axis=0))
+
+
+def test_prepared_expression(db):
+    expr = einsumdb.contract_expression("ik,kj->ij", (16, 16), (16, 16))
+    a, b = rand(16, 16), rand(16, 16)
+    close(expr(a, b), a @ b)
+    out = np.empty((16, 16))
+    expr(a, b, out=out)
+    close(out, a @ b)
+    assert expr.choice["source"] == "default"
+    with pytest.raises(einsumdb.SpecError, match="length"):
+        expr(rand(16, 8), rand(8, 16))
+
+
+def test_a_transform_tuned_from_the_cli_is_used_under_other_names(db, cli):
+    spec = {"einsum": "ik,kj->ij", "batch": [["A", "B"]],
+            "shapes": {"A": [48, 40], "B": [40, 56]}}
+    r = subprocess.run([cli, "tune", json.dumps(spec), "--db", db, "--json", "--warmup", "1",
+                        "--min-reps", "3", "--min-time", "0"], capture_output=True, text=True,
+                       env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr
+    winner = json.loads(r.stdout)["results"][0]
+    # Z[p,q] = Σ_r X[r,q] Y[p,r]: operands swapped, every name changed.
+    expr = einsumdb.contract_expression("rq,pr->pq", (40, 56), (48, 40))
+    choice = expr.choice
+    assert choice["source"] == "best known"
+    assert choice["strategy"] == winner["strategy"]
+    assert "\"i\"" not in json.dumps(choice["params"])
+    x, y = rand(40, 56), rand(48, 40)
+    close(expr(x, y), y @ x)
+    best = einsumdb.Store(db).best("rq,pr->pq", shapes={"X": (40, 56), "Y": (48, 40)})
+    assert best["transform"] == winner["strategy"]
+    assert not best["approximate"]
+
+
+def test_store_record_show_list_export_import(db, tmp_path):
+    line = {"spec": {"einsum": "ik,kj->ij", "batch": [["A", "B"]],
+                     "shapes": {"A": [8, 4], "B": [4, 6]}},
+            "transform": {"name": "ttgt", "params": {"m": [{"index": "i"}]}},
+            "seconds": [1e-5, 1.2e-5], "status": "ok", "max_rel_err": 1e-15, "run": "py"}
+    store = einsumdb.Store()
+    assert store.path == db
+    assert store.record([line])["inserted"] == 1
+    rows = store.show(line["spec"])
+    assert len(rows) == 1 and rows[0]["transform"]["name"] == "ttgt"
+    assert store.show(rows[0]["workload"]["hash"]) == rows
+    assert store.list()[0]["ok"] == 1
+    exported = store.export()
+    other = einsumdb.Store(str(tmp_path / "other.sqlite"))
+    assert other.import_(exported)["inserted"] == 1
+    assert other.import_(exported)["inserted"] == 0
+    assert other.stats()["measurements"] == 1
+    with pytest.raises(einsumdb.SpecError, match="max_rel_err"):
+        store.record([{**line, "max_rel_err": None}])
+
+
+def test_bad_input_raises_named_exceptions(db):
+    a = rand(3, 4)
+    with pytest.raises(TypeError, match="operand 1 has dtype int64"):
+        einsumdb.einsum("ij,jk->ik", a, np.ones((4, 2), dtype=np.int64))
+    with pytest.raises(einsumdb.SpecError, match="2 operand"):
+        einsumdb.einsum("ij,jk->ik", a)
+    with pytest.raises(einsumdb.SpecError, match="column"):
+        einsumdb.einsum("ij,jk-ik", a, a.T)
+    with pytest.raises(einsumdb.SpecError, match="output 0 has shape"):
+        einsumdb.einsum("ij,jk->ik", a, a.T, out=np.zeros((4, 4)))
+    with pytest.raises(ValueError, match="read-only"):
+        out = np.zeros((3, 3))
+        out.flags.writeable = False
+        einsumdb.einsum("ij,jk->ik", a, a.T, out=out)
+    with pytest.raises(einsumdb.DatabaseError):
+        pathlib.Path(db).write_text("not a database")
+        einsumdb.Store(db).stats()
+    assert issubclass(einsumdb.SpecError, einsumdb.Error)
+    assert issubclass(einsumdb.SpecError, ValueError)
+
+
+def test_threads_calling_at_once(db):
+    wrong = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for n in range(60):
+            k = 4 + n % 3 * 6
+            a, b = rng.standard_normal((k, k)), rng.standard_normal((k, k))
+            if not np.allclose(einsumdb.einsum("ik,kj->ij", a, b), a @ b):
+                wrong.append(seed)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+
+
+def test_no_numpy_reference_leaks(db):
+    a, b = rand(8, 8), rand(8, 8)
+    out = np.empty((8, 8))
+    for _ in range(50):  # warm the caches
+        einsumdb.einsum("ik,kj->ij", a, b)
+        einsumdb.einsum("ik,kj->ij", a, b, out=out)
+    before = (sys.getrefcount(a), sys.getrefcount(b), sys.getrefcount(out))
+    for _ in range(500):
+        r = einsumdb.einsum("ik,kj->ij", a, b)
+        einsumdb.einsum("ik,kj->ij", a, b, out=out)
+        einsumdb.batched_einsum("ij,j->i", [[a, b[0]], [a, b[1]]])
+    assert (sys.getrefcount(a), sys.getrefcount(b), sys.getrefcount(out)) == before
+    assert sys.getrefcount(r) == 2  # the result is owned by nothing else
+
+
+def test_keyboard_interrupt_during_tune_keeps_measurements(db, tmp_path):
+    script = tmp_path / "tune.py"
+    script.write_text(
+        "import os, signal, threading, einsumdb\n"
+        "threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+        "try:\n"
+        "    einsumdb.tune('ik,kj->ij', shapes={'A': (160, 160), 'B': (160, 160)},\n"
+        "                  warmup=1, min_reps=3, min_time=0.3, progress=False)\n"
+        "except KeyboardInterrupt as e:\n"
+        "    print('interrupted:', e)\n"
+        "    raise SystemExit(130)\n")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       env={**os.environ, "EINSUMDB_DB": db, "OPENBLAS_NUM_THREADS": "1"},
+                       timeout=120)
+    assert r.returncode == 130, r.stdout + r.stderr
+    assert "candidates measured and recorded" in r.stdout
+    stats = einsumdb.Store(db).stats()
+    assert stats["measurements"] >= 1
+    assert stats["measurements_by_status"]["ok"] >= 1
+
+
+def test_tune_canonicalize_plan_and_help(db):
+    report = einsumdb.tune("ij,j->i", shapes={"A": (64, 32), "x": (32,)}, warmup=1, min_reps=2,
+                           min_time=0, progress=False)
+    assert report["measured"] == report["candidates"] > 0
+    c1 = einsumdb.canonicalize("ij,j->i", shapes={"A": (64, 32), "x": (32,)})
+    c2 = einsumdb.canonicalize({"einsum": "qp,p->q", "batch": [["M", "v"]],
+                                "shapes": {"M": [64, 32], "v": [32]}})
+    assert c1["key"] == c2["key"] == einsumdb.canonicalize(c1["canonical"])["key"]
+    assert sorted(c2["sigma"]["array"].values()) == ["M", "v"]
+    assert sorted(c1["sigma"]["array"].values()) == ["A", "x"]
+    graph = {"inputs": {"A": {"shape": [64, 32]}, "B": {"shape": [32, 64]}},
+             "nodes": [{"name": "AB", "einsum": "ij,jk->ik", "inputs": ["A", "B"]}]}
+    assert einsumdb.plan(graph, 2)["procs"] == 2
+    assert "numpy.einsum" in einsumdb.einsum.__doc__
+    assert "ttgt" in einsumdb.strategies()
+    assert len(einsumdb.machine()["fingerprint"]) == 32
