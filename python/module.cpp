@@ -41,6 +41,13 @@ std::mutex engines_mutex;
 std::map<std::pair<std::string, int>, std::unique_ptr<Engine>> engines;
 
 Engine& engine_for(const std::string& db, int threads) {
+  // The default store without a thread override, as most calls ask: the engine of the last such
+  // call of this thread, while $EINSUMDB_DB says the same (engines live as long as the module).
+  thread_local std::string last_env;
+  thread_local Engine* last_engine = nullptr;
+  const char* env = std::getenv("EINSUMDB_DB");
+  const bool by_default = db.empty() && threads == 0;
+  if (by_default && last_engine && last_env == (env ? env : "")) return *last_engine;
   std::lock_guard lock(engines_mutex);
   auto& e = engines[{store_path(db), threads}];
   if (!e) {
@@ -48,6 +55,10 @@ Engine& engine_for(const std::string& db, int threads) {
     o.db = db;
     o.threads = threads;
     e = std::make_unique<Engine>(o);
+  }
+  if (by_default) {
+    last_env = env ? env : "";
+    last_engine = e.get();
   }
   return *e;
 }
@@ -59,18 +70,20 @@ void forget(const std::string& path) {
     if (key.first == path) engine->forget();
 }
 
-Dtype dtype_of(const py::array& a, const std::string& what) {
+template <typename Name>
+Dtype dtype_of(const py::array& a, const Name& what) {
   const char kind = a.dtype().kind();
   const auto size = a.dtype().itemsize();
   if (kind == 'f' && size == 8) return Dtype::f64;
   if (kind == 'f' && size == 4) return Dtype::f32;
-  throw py::type_error(what + " has dtype " + std::string(py::str(a.dtype())) +
+  throw py::type_error(what() + " has dtype " + std::string(py::str(a.dtype())) +
                        "; einsumdb computes in float32 and float64 (convert it with .astype)");
 }
 
 // A view of a numpy array; nullopt when its strides are not whole elements (the caller then
 // passes a contiguous copy).
-TensorRef ref_of(const py::array& a, const std::string& what) {
+template <typename Name>
+TensorRef ref_of(const py::array& a, const Name& what) {
   TensorRef r;
   r.dtype = dtype_of(a, what);
   r.data = const_cast<void*>(a.data());
@@ -78,7 +91,7 @@ TensorRef ref_of(const py::array& a, const std::string& what) {
   for (py::ssize_t k = 0; k < a.ndim(); ++k) {
     r.shape.push_back(a.shape(k));
     if (a.strides(k) % item != 0)
-      throw py::value_error(what + " has strides that are not whole elements");
+      throw py::value_error(what() + " has strides that are not whole elements");
     r.strides.push_back(a.strides(k) / item);
   }
   return r;
@@ -93,21 +106,59 @@ py::array to_numpy(Tensor t) {
   return py::array_t<float>(shape, owned->data<float>(), free);
 }
 
+// Any array-like as an ndarray the engine reads in place: float32/float64 in native byte order
+// with strides of whole elements; a float array of another byte order or with odd strides is
+// copied into a C-contiguous one; any other dtype is a TypeError naming the operand.
+template <typename Name>
+py::array readable(const py::handle& obj, const Name& what) {
+  py::array a = py::array::ensure(obj);
+  if (!a) throw py::type_error(what() + " is not an array");
+  const char kind = a.dtype().kind();
+  const auto size = a.itemsize();
+  if (kind != 'f' || (size != 4 && size != 8)) dtype_of(a, what);  // throws, naming it
+  bool fine = a.dtype().byteorder() != '>';
+  for (py::ssize_t k = 0; fine && k < a.ndim(); ++k) fine = a.strides(k) % size == 0;
+  if (fine) return a;
+  if (size == 8) return py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
+  return py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
+}
+
 std::vector<TensorRef> refs_of(const std::vector<py::array>& operands) {
   std::vector<TensorRef> refs;
   for (std::size_t k = 0; k < operands.size(); ++k)
-    refs.push_back(ref_of(operands[k], "operand " + std::to_string(k)));
+    refs.push_back(ref_of(operands[k], [k] { return "operand " + std::to_string(k); }));
   return refs;
 }
 
-py::object einsum(const std::string& subscripts, const std::vector<py::array>& operands,
-                  const py::object& out, const std::string& db, int threads) {
+// einsumdb.einsum(subscripts, *operands, out=None, db=None, threads=0), all in C++: a repeated
+// small call pays no Python layer.
+py::object einsum_call(const py::args& args, const py::kwargs& kwargs) {
+  if (args.size() < 1) throw py::type_error("einsum() needs the subscripts");
+  const std::string subscripts = args[0].cast<std::string>();
+  py::object out = py::none();
+  std::string db;
+  int threads = 0;
+  for (const auto& [key, value] : kwargs) {
+    const std::string k = key.cast<std::string>();
+    if (k == "out")
+      out = py::reinterpret_borrow<py::object>(value);
+    else if (k == "db")
+      db = value.is_none() ? "" : py::str(value).cast<std::string>();
+    else if (k == "threads")
+      threads = value.cast<int>();
+    else
+      throw py::type_error("einsum() got an unexpected keyword argument '" + k + "'");
+  }
+  std::vector<py::array> operands;
+  operands.reserve(args.size() - 1);
+  for (std::size_t k = 1; k < args.size(); ++k)
+    operands.push_back(readable(args[k], [k] { return "operand " + std::to_string(k - 1); }));
   const auto refs = refs_of(operands);
   Engine& engine = engine_for(db, threads);
   if (!out.is_none()) {
     auto o = out.cast<py::array>();
     if (!o.writeable()) throw py::value_error("out is read-only");
-    const TensorRef oref = ref_of(o, "out");
+    const TensorRef oref = ref_of(o, [] { return std::string("out"); });
     {
       py::gil_scoped_release release;
       engine.einsum(subscripts, refs, oref);
@@ -142,7 +193,8 @@ BatchedEinsum batched_spec(const std::string& subscripts,
       auto [it, fresh] = names.emplace(a.ptr(), "T" + std::to_string(names.size()));
       e.batch.back().push_back(it->second);
       if (!fresh) continue;
-      const TensorRef ref = ref_of(a, "row " + std::to_string(r) + " operand " + std::to_string(k));
+      const TensorRef ref = ref_of(
+          a, [r, k] { return "row " + std::to_string(r) + " operand " + std::to_string(k); });
       ArrayInfo info;
       info.dtype = ref.dtype;
       for (auto l : ref.shape) info.shape.push_back(Length::of(l));
@@ -185,7 +237,11 @@ class PyPrepared {
   PyPrepared(std::shared_ptr<const Prepared> p, std::size_t operands)
       : p_(std::move(p)), operands_(operands) {}
 
-  py::object call(const std::vector<py::array>& operands, const py::object& out) const {
+  py::object call(const py::args& args, const py::object& out) const {
+    std::vector<py::array> operands;
+    operands.reserve(args.size());
+    for (std::size_t k = 0; k < args.size(); ++k)
+      operands.push_back(readable(args[k], [k] { return "operand " + std::to_string(k); }));
     if (operands.size() != operands_)
       throw SpecError("this expression takes " + std::to_string(operands_) + " operand(s); " +
                       std::to_string(operands.size()) + " were given");
@@ -196,7 +252,7 @@ class PyPrepared {
     if (!out.is_none()) {
       auto o = out.cast<py::array>();
       if (!o.writeable()) throw py::value_error("out is read-only");
-      const std::vector<TensorRef> outs{ref_of(o, "out")};
+      const std::vector<TensorRef> outs{ref_of(o, [] { return std::string("out"); })};
       py::gil_scoped_release release;
       p_->run(inputs, outs);
       return out;
@@ -466,8 +522,16 @@ PYBIND11_MODULE(_einsumdb, m) {
     }
   });
 
-  m.def("einsum", &einsum, py::arg("subscripts"), py::arg("operands"), py::arg("out"),
-        py::arg("db"), py::arg("threads"));
+  m.def("einsum", &einsum_call,
+        "einsum(subscripts, *operands, out=None, db=None, threads=0)\n\n"
+        "Evaluates the Einstein summation `subscripts` on `operands`, like numpy.einsum.\n\n"
+        "Runs the fastest verified transform this machine's store knows for the workload (the\n"
+        "nearest measured size when this one was never measured), else a default. C-contiguous\n"
+        "float32/float64 operands are read in place; other strides are copied first. The result\n"
+        "is a new C-contiguous array, or is written into `out` (any strides; its shape and dtype\n"
+        "must be the result's). `db` names the store; `threads` (> 0) overrides the transform's\n"
+        "thread count. Raises SpecError for subscripts or shapes that do not fit, TypeError for\n"
+        "an operand of another dtype.");
   m.def("batched_einsum", &batched_einsum, py::arg("subscripts"), py::arg("rows"), py::arg("db"),
         py::arg("threads"));
   m.def("prepare", &prepare, py::arg("subscripts"), py::arg("shapes"), py::arg("dtypes"),
@@ -483,7 +547,7 @@ PYBIND11_MODULE(_einsumdb, m) {
   m.def("strategies", [] { return strategy_names(); });
 
   py::class_<PyPrepared>(m, "Prepared")
-      .def("__call__", &PyPrepared::call, py::arg("operands"), py::arg("out"))
+      .def("__call__", &PyPrepared::call, py::kw_only(), py::arg("out") = py::none())
       .def_property_readonly("choice", &PyPrepared::choice)
       .def_property_readonly("spec", &PyPrepared::spec);
 

@@ -68,6 +68,30 @@ echo
 echo "run it (best transform from the database, checked against the reference):"
 $bin run "$renamed" --db "$db" --repeat 20 --verify --table
 echo
+echo "== The same from Python (import einsumdb): numpy.einsum's call, the store's transform"
+PYTHONPATH=build/python EINSUMDB_DB="$db" OPENBLAS_NUM_THREADS=1 /usr/bin/python3 - <<'PY'
+import time
+import numpy as np
+import einsumdb
+
+rng = np.random.default_rng(0)
+U, G, L = rng.random((4, 10000, 6)), rng.random((4, 10000)), rng.random((10, 4, 6))
+expr = einsumdb.contract_expression("qpk,qp,nqk->pn", U.shape, G.shape, L.shape)
+print(">>> einsumdb.contract_expression('qpk,qp,nqk->pn', ...).choice")
+print(expr.choice)
+got = einsumdb.einsum("qpk,qp,nqk->pn", U, G, L)
+want = np.einsum("qpk,qp,nqk->pn", U, G, L, optimize=True)
+print("equal to numpy.einsum:", np.allclose(got, want))
+def best_of(f, n=20):
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter(); f(); times.append(time.perf_counter() - t0)
+    return min(times)
+te = best_of(lambda: einsumdb.einsum("qpk,qp,nqk->pn", U, G, L))
+tn = best_of(lambda: np.einsum("qpk,qp,nqk->pn", U, G, L, optimize=True))
+print("einsumdb.einsum %.3f ms, numpy.einsum(optimize=True) %.3f ms (best of 20)" % (te * 1e3, tn * 1e3))
+PY
+echo
 echo "== Canonicalization speed on the public cases"
 $bin bench canon tests/data/isomorphism.jsonl --repeat 200 | python3 -c 'import json,sys; j=json.load(sys.stdin); print("median %.1f us per batched einsum, slowest case %.1f us" % (j["median_us"], j["max_median_us"]))'
 echo

@@ -50,20 +50,9 @@ def _db(db):
     return "" if db is None else str(db)
 
 
-def einsum(subscripts, *operands, out=None, db=None, threads=0):
-    """Evaluates the Einstein summation ``subscripts`` on ``operands``, like ``numpy.einsum``.
-
-    Runs the fastest verified transform this machine's store knows for the workload (the nearest
-    measured size when this one was never measured), else a default. C-contiguous float32/float64
-    operands are read in place; other strides are copied first. The result is a new C-contiguous
-    array, or is written into ``out`` (any strides; its shape and dtype must be the result's).
-
-    ``db`` names the store; ``threads`` (> 0) overrides the transform's thread count.
-    Raises ``SpecError`` for subscripts or shapes that do not fit, ``TypeError`` for an operand
-    of another dtype.
-    """
-    arrays = [_operand(x, f"operand {k}") for k, x in enumerate(operands)]
-    return _einsumdb.einsum(subscripts, arrays, out, _db(db), int(threads))
+#: einsum(subscripts, *operands, out=None, db=None, threads=0): numpy.einsum, remembered (see its
+#: docstring). Implemented in C++ so that a repeated small call pays no Python layer.
+einsum = _einsumdb.einsum
 
 
 def batched_einsum(subscripts, rows, db=None, threads=0):
@@ -93,8 +82,7 @@ class Expression:
 
     def __call__(self, *operands, out=None):
         """Runs on ``operands`` (of the prepared shapes and dtypes), into ``out`` if given."""
-        arrays = [_operand(x, f"operand {k}") for k, x in enumerate(operands)]
-        return self._prepared(arrays, out)
+        return self._prepared(*operands, out=out)
 
     @property
     def choice(self):
