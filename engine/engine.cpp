@@ -161,7 +161,8 @@ bool TensorRef::row_major() const {
 Prepared::Prepared(BatchedEinsum e, Choice choice)
     : einsum_(std::move(e)), choice_(std::move(choice)) {}
 
-Results Prepared::run(const std::map<std::string, TensorRef>& inputs) const {
+Results Prepared::run(const std::map<std::string, TensorRef>& inputs,
+                      const Candidate* instead) const {
   for (const auto& [name, ref] : inputs)
     if (!einsum_.arrays.count(name)) throw SpecError("the einsum has no array '" + name + "'");
   Arrays arrays;
@@ -180,16 +181,17 @@ Results Prepared::run(const std::map<std::string, TensorRef>& inputs) const {
     arrays.emplace(name, to_tensor(ref));
   }
   const Bound bound(einsum_, arrays);  // checks every length against the einsum and each other
+  if (instead) return execute(bound, instead->strategy, instead->params);
   Candidate candidate = choice_.candidate;
   return execute_or_default(bound, candidate, choice_.stored);
 }
 
 void Prepared::run(const std::map<std::string, TensorRef>& inputs,
-                   const std::vector<TensorRef>& outputs) const {
+                   const std::vector<TensorRef>& outputs, const Candidate* instead) const {
   if (outputs.size() != einsum_.batch.size())
     throw SpecError("the einsum has " + std::to_string(einsum_.batch.size()) + " row(s); " +
                     std::to_string(outputs.size()) + " output(s) were given");
-  const Results results = run(inputs);
+  const Results results = run(inputs, instead);
   for (std::size_t r = 0; r < results.size(); ++r) copy_out(results[r], outputs[r], r);
 }
 

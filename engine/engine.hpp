@@ -65,12 +65,14 @@ class Prepared {
 
   // Runs on `inputs` (one per array name of the einsum) and returns one result per batch row.
   // Throws SpecError naming the array and axis for a missing array, a shape or dtype that
-  // differs from the einsum's, or a null pointer.
-  Results run(const std::map<std::string, TensorRef>& inputs) const;
+  // differs from the einsum's, or a null pointer. `instead`, when given, is run in place of the
+  // chosen transform (parameters in the einsum's names; SpecError when it does not apply).
+  Results run(const std::map<std::string, TensorRef>& inputs,
+              const Candidate* instead = nullptr) const;
   // The same, writing row r's result into outputs[r] (its shape must be the row's output
   // shape and its dtype the result dtype).
-  void run(const std::map<std::string, TensorRef>& inputs,
-           const std::vector<TensorRef>& outputs) const;
+  void run(const std::map<std::string, TensorRef>& inputs, const std::vector<TensorRef>& outputs,
+           const Candidate* instead = nullptr) const;
 
  private:
   BatchedEinsum einsum_;

@@ -130,6 +130,42 @@ std::vector<TensorRef> refs_of(const std::vector<py::array>& operands) {
   return refs;
 }
 
+// einsum(..., transform=NAME, params={...}): that strategy instead of the store's choice. A
+// parameter value that is a string is read as the CLI's --param KEY=VALUE (order="ikj",
+// tile="e:256"); any other value as its JSON.
+py::object run_chosen(Engine& engine, const std::string& subscripts,
+                      const std::vector<TensorRef>& refs, Candidate chosen,
+                      const py::object& params, const py::object& out, int threads) {
+  if (!params.is_none()) {
+    const auto dumps = py::module_::import("json").attr("dumps");
+    for (const auto& [key, value] : params.cast<py::dict>()) {
+      const std::string k = py::str(key);
+      if (py::isinstance<py::str>(value))
+        apply_param(chosen.params, k + "=" + value.cast<std::string>());
+      else
+        chosen.params[k] = json::parse(dumps(value).cast<std::string>());
+    }
+  }
+  if (threads > 0) chosen.params["threads"] = threads;
+  const auto p = engine.prepare(subscripts, refs);
+  std::map<std::string, TensorRef> inputs;
+  for (std::size_t k = 0; k < refs.size(); ++k) inputs.emplace(p->einsum().batch[0][k], refs[k]);
+  if (!out.is_none()) {
+    auto o = out.cast<py::array>();
+    if (!o.writeable()) throw py::value_error("out is read-only");
+    const std::vector<TensorRef> outs{ref_of(o, [] { return std::string("out"); })};
+    py::gil_scoped_release release;
+    p->run(inputs, outs, &chosen);
+    return out;
+  }
+  Results r;
+  {
+    py::gil_scoped_release release;
+    r = p->run(inputs, &chosen);
+  }
+  return to_numpy(std::move(r[0]));
+}
+
 // einsumdb.einsum(subscripts, *operands, out=None, db=None, threads=0), all in C++: a repeated
 // small call pays no Python layer.
 py::object einsum_call(const py::args& args, const py::kwargs& kwargs) {
@@ -138,11 +174,26 @@ py::object einsum_call(const py::args& args, const py::kwargs& kwargs) {
   py::object out = py::none();
   std::string db;
   int threads = 0;
+  std::optional<Candidate> chosen;
+  py::object params = py::none();
   for (const auto& [key, value] : kwargs) {
     const std::string k = key.cast<std::string>();
     if (k == "out")
       out = py::reinterpret_borrow<py::object>(value);
-    else if (k == "db")
+    else if (k == "transform")
+      chosen = Candidate{value.cast<std::string>(), json::object()};
+    else if (k == "params")
+      params = py::reinterpret_borrow<py::object>(value);
+    else if (k == "optimize" || k == "casting")
+      continue;  // numpy.einsum's: einsumdb chooses the contraction order from its store
+    else if (k == "order") {
+      const std::string o = py::str(value);
+      if (o != "K" && o != "C" && o != "A")
+        throw py::value_error("order='" + o + "': einsumdb returns C-contiguous results");
+    } else if (k == "dtype") {
+      if (!value.is_none())
+        throw py::type_error("dtype=: einsumdb computes in its operands' dtype; convert them");
+    } else if (k == "db")
       db = value.is_none() ? "" : py::str(value).cast<std::string>();
     else if (k == "threads")
       threads = value.cast<int>();
@@ -155,6 +206,8 @@ py::object einsum_call(const py::args& args, const py::kwargs& kwargs) {
     operands.push_back(readable(args[k], [k] { return "operand " + std::to_string(k - 1); }));
   const auto refs = refs_of(operands);
   Engine& engine = engine_for(db, threads);
+  if (!params.is_none() && !chosen) throw SpecError("params= goes with transform=NAME");
+  if (chosen) return run_chosen(engine, subscripts, refs, *chosen, params, out, threads);
   if (!out.is_none()) {
     auto o = out.cast<py::array>();
     if (!o.writeable()) throw py::value_error("out is read-only");
@@ -523,15 +576,19 @@ PYBIND11_MODULE(_einsumdb, m) {
   });
 
   m.def("einsum", &einsum_call,
-        "einsum(subscripts, *operands, out=None, db=None, threads=0)\n\n"
+        "einsum(subscripts, *operands, out=None, db=None, threads=0, transform=None, params=None)"
+        "\n\n"
         "Evaluates the Einstein summation `subscripts` on `operands`, like numpy.einsum.\n\n"
         "Runs the fastest verified transform this machine's store knows for the workload (the\n"
         "nearest measured size when this one was never measured), else a default. C-contiguous\n"
         "float32/float64 operands are read in place; other strides are copied first. The result\n"
         "is a new C-contiguous array, or is written into `out` (any strides; its shape and dtype\n"
         "must be the result's). `db` names the store; `threads` (> 0) overrides the transform's\n"
-        "thread count. Raises SpecError for subscripts or shapes that do not fit, TypeError for\n"
-        "an operand of another dtype.");
+        "thread count. `transform` runs that strategy instead (einsumdb.strategies()), with\n"
+        "`params` in these subscripts' letters as in `einsumdb run --param` (order='ikj').\n"
+        "numpy.einsum's optimize= and casting= are accepted and ignored (the store chooses the\n"
+        "contraction order). Raises SpecError for subscripts, shapes or parameters that do not\n"
+        "fit, TypeError for an operand of another dtype.");
   m.def("batched_einsum", &batched_einsum, py::arg("subscripts"), py::arg("rows"), py::arg("db"),
         py::arg("threads"));
   m.def("prepare", &prepare, py::arg("subscripts"), py::arg("shapes"), py::arg("dtypes"),

@@ -50,8 +50,8 @@ def _db(db):
     return "" if db is None else str(db)
 
 
-#: einsum(subscripts, *operands, out=None, db=None, threads=0): numpy.einsum, remembered (see its
-#: docstring). Implemented in C++ so that a repeated small call pays no Python layer.
+#: einsum(subscripts, *operands, out=None, db=None, threads=0, transform=None, params=None):
+#: numpy.einsum, remembered (see its docstring). Implemented in C++ so that a repeated small call pays no Python layer.
 einsum = _einsumdb.einsum
 
 

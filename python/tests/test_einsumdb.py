@@ -122,6 +122,26 @@ def test_a_transform_tuned_from_the_cli_is_used_under_other_names(db, cli):
     assert not best["approximate"]
 
 
+def test_a_chosen_transform_with_cli_style_params(db):
+    a, b = rand(12, 9), rand(9, 7)
+    for transform, params in [("loop_nest", {"order": "ikj"}), ("ttgt", None),
+                              ("loop_nest", {"order": "jik", "block": "k:4"}),
+                              ("reference", {"threads": 1})]:
+        close(einsumdb.einsum("ik,kj->ij", a, b, transform=transform, params=params), a @ b)
+    out = np.empty((12, 7))
+    einsumdb.einsum("ik,kj->ij", a, b, out=out, transform="loop_nest", params={"order": "kij"})
+    close(out, a @ b)
+    with pytest.raises(einsumdb.SpecError, match="unknown strategy 'warp'"):
+        einsumdb.einsum("ik,kj->ij", a, b, transform="warp")
+    with pytest.raises(einsumdb.SpecError, match="contraction_tree"):
+        einsumdb.einsum("ik,kj->ij", a, b, transform="contraction_tree")
+    with pytest.raises(einsumdb.SpecError, match="params= goes with transform"):
+        einsumdb.einsum("ik,kj->ij", a, b, params={"order": "ikj"})
+    close(einsumdb.einsum("ik,kj->ij", a, b, optimize=True), a @ b)  # numpy's, ignored
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        einsumdb.einsum("ik,kj->ij", a, b, bogus=True)
+
+
 def test_store_record_show_list_export_import(db, tmp_path):
     line = {"spec": {"einsum": "ik,kj->ij", "batch": [["A", "B"]],
                      "shapes": {"A": [8, 4], "B": [4, 6]}},
