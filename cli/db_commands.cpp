@@ -246,14 +246,7 @@ int run_list(const ListArgs& args) {
   const auto rows = store ? store->list(args.filter) : std::vector<WorkloadSummary>{};
   if (want_json(args.out)) {
     ojson all = ojson::array();
-    for (const auto& r : rows)
-      all.push_back({{"hash", r.hash},
-                     {"key", r.key},
-                     {"measurements", r.measurements},
-                     {"ok", r.ok},
-                     {"best_gflops", r.best_gflops ? ojson(*r.best_gflops) : ojson()},
-                     {"best_strategy", r.best_strategy},
-                     {"last_recorded", r.last_recorded_at}});
+    for (const auto& r : rows) all.push_back(to_json(r));
     print_json(all);
     return kExitOk;
   }

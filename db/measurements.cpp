@@ -328,4 +328,14 @@ std::vector<ojson> Store::show(const std::string& workload_hash) {
   return rows;
 }
 
+ojson to_json(const WorkloadSummary& w) {
+  return {{"hash", w.hash},
+          {"key", w.key},
+          {"measurements", w.measurements},
+          {"ok", w.ok},
+          {"best_gflops", w.best_gflops ? ojson(*w.best_gflops) : ojson()},
+          {"best_strategy", w.best_strategy},
+          {"last_recorded", w.last_recorded_at}};
+}
+
 }  // namespace einsumdb

@@ -105,6 +105,9 @@ struct WorkloadSummary {
   std::string last_recorded_at;
 };
 
+// {"hash", "key", "measurements", "ok", "best_gflops", "best_strategy", "last_recorded"}
+nlohmann::ordered_json to_json(const WorkloadSummary& w);
+
 struct ListFilter {
   std::string machine;    // fingerprint prefix; empty: all
   std::string strategy;   // only measurements of this strategy; empty: all

@@ -389,14 +389,7 @@ class PyStore {
     ojson out = ojson::array();
     if (!store) return out.dump();
     ListFilter f{machine, strategy, since, limit};
-    for (const auto& w : store->list(f))
-      out.push_back({{"hash", w.hash},
-                     {"key", w.key},
-                     {"measurements", w.measurements},
-                     {"ok", w.ok},
-                     {"best_gflops", w.best_gflops ? ojson(*w.best_gflops) : ojson()},
-                     {"best_strategy", w.best_strategy},
-                     {"last_recorded_at", w.last_recorded_at}});
+    for (const auto& w : store->list(f)) out.push_back(to_json(w));
     return out.dump();
   }
 

@@ -11,8 +11,7 @@ install_deps
 build_release
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-OPENBLAS_NUM_THREADS=1 build/bin/small_gemm_bench --benchmark_repetitions=5 \
-  --benchmark_report_aggregates_only=true --benchmark_format=json "$@" > "$out"
+google_benchmark_json "$out" build/bin/small_gemm_bench "$@"
 /usr/bin/python3 - "$out" <<'PY'
 import json, sys
 runs = json.load(open(sys.argv[1]))["benchmarks"]

@@ -24,6 +24,15 @@ install_deps() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# Runs a Google Benchmark binary on one BLAS thread, 5 repetitions, and writes the aggregates as
+# JSON to the file named by $1: google_benchmark_json OUT BIN [FLAGS...]
+google_benchmark_json() {
+  local out=$1 bin=$2
+  shift 2
+  OPENBLAS_NUM_THREADS=1 "$bin" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+    --benchmark_format=json "$@" > "$out"
+}
+
 # Configures and builds the Release tree in build/ (warnings are errors).
 build_release() {
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEINSUMDB_WERROR=ON >/dev/null
