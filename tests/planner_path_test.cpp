@@ -10,6 +10,8 @@
 
 #include "einsumdb/canon/contraction_path.hpp"
 #include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/canon/parse.hpp"
 #include "einsumdb/planner/einsum_tree.hpp"
 
 namespace einsumdb {
@@ -107,6 +109,24 @@ double brute_force(std::vector<std::string> live, const std::string& output,
       best = std::min(best, 2 * size(both) + brute_force(next, output, len));
     }
   return best;
+}
+
+// One FLOP count for run, tune and the store: 2·M·N·K for a product; the cheapest pairwise
+// order for 3+ operands (not the loop nest's count); the median of an even count is the mean of
+// the middle two.
+TEST(Metrics, WorkFlopsReductionTermsAndMedian) {
+  const auto product = parse_spec_text(
+      R"({"einsum":"ik,kj->ij","batch":[["A","B"]],"shapes":{"A":[6,4],"B":[4,5]}})");
+  EXPECT_EQ(flop_count(product), 2.0 * 6 * 5 * 4);
+  EXPECT_EQ(reduction_terms(product, {{'i', 6}, {'j', 5}, {'k', 4}}), 2.0 * 4);
+  const auto chain = parse_spec_text(
+      R"({"einsum":"ij,jk,kl->il","batch":[["A","B","C"]],"shapes":{"A":[2,50],"B":[50,50],"C":[50,3]}})");
+  const std::map<char, std::int64_t> len{{'i', 2}, {'j', 50}, {'k', 50}, {'l', 3}};
+  EXPECT_EQ(*flop_count(chain), contraction_path(chain.inputs, chain.output, len).flops);
+  EXPECT_LT(*flop_count(chain), 3.0 * 2 * 50 * 50 * 3);  // far below the loop nest's count
+  EXPECT_EQ(median({3, 1, 2}), 2);
+  EXPECT_EQ(median({4, 1, 3, 2}), 2.5);
+  EXPECT_EQ(median({}), 0);
 }
 
 TEST(ContractionPath, DynamicProgramEqualsBruteForce) {

@@ -142,6 +142,22 @@ def test_a_chosen_transform_with_cli_style_params(db):
         einsumdb.einsum("ik,kj->ij", a, b, bogus=True)
 
 
+def test_facts_recorded_later_are_used_by_the_next_call(db):
+    shapes = {"A": [8, 4], "B": [4, 6]}
+    assert einsumdb.contract_expression("ik,kj->ij", (8, 4), (4, 6)).choice["source"] == \
+        "default"
+    einsumdb.Store().record([{"spec": {"einsum": "ik,kj->ij", "batch": [["A", "B"]],
+                                       "shapes": shapes},
+                              "transform": {"name": "loop_nest",
+                                            "params": {"order": [{"index": "k"}, {"index": "i"},
+                                                                 {"index": "j"}]}},
+                              "seconds": [1e-6], "status": "ok", "max_rel_err": 0}])
+    choice = einsumdb.contract_expression("ik,kj->ij", (8, 4), (4, 6)).choice
+    assert (choice["source"], choice["strategy"]) == ("best known", "loop_nest")
+    a, b = rand(8, 4), rand(4, 6)
+    close(einsumdb.einsum("ik,kj->ij", a, b), a @ b)
+
+
 def test_store_record_show_list_export_import(db, tmp_path):
     line = {"spec": {"einsum": "ik,kj->ij", "batch": [["A", "B"]],
                      "shapes": {"A": [8, 4], "B": [4, 6]}},
