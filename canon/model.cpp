@@ -1,5 +1,6 @@
 #include "einsumdb/canon/model.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -256,6 +257,37 @@ BatchedEinsum one_row_einsum(const std::vector<std::string>& inputs, const std::
     e.arrays.emplace(name, info);
   }
   return e;
+}
+
+std::vector<std::string> symbols(const BatchedEinsum& e) {
+  std::set<std::string> found;
+  for (const auto& [name, info] : e.arrays)
+    for (const auto& l : info.shape)
+      if (l.symbolic()) found.insert(l.symbol);
+  return {found.begin(), found.end()};
+}
+
+BatchedEinsum bind_symbols(const BatchedEinsum& e, const Binding& b) {
+  const auto have = symbols(e);
+  for (const auto& [symbol, length] : b) {
+    if (!std::binary_search(have.begin(), have.end(), symbol)) {
+      std::string list;
+      for (const auto& s : have) list += (list.empty() ? "" : ", ") + s;
+      throw SpecError("binding names the symbol '" + symbol + "', which the einsum does not have (" +
+                      (have.empty() ? std::string("it has no symbolic length")
+                                    : "its symbols: " + list) +
+                      ")");
+    }
+    if (length < 1)
+      throw SpecError("symbol '" + symbol + "' bound to " + std::to_string(length) +
+                      "; a length is at least 1");
+  }
+  BatchedEinsum out = e;
+  for (auto& [name, info] : out.arrays)
+    for (auto& l : info.shape)
+      if (l.symbolic())
+        if (const auto it = b.find(l.symbol); it != b.end()) l = Length::of(it->second);
+  return out;
 }
 
 }  // namespace einsumdb

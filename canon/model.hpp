@@ -86,6 +86,16 @@ BatchedEinsum one_row_einsum(const std::vector<std::string>& inputs, const std::
                              const std::vector<std::pair<std::string, ArrayInfo>>& operands,
                              JoinOp join = JoinOp::mul, AggOp agg = AggOp::sum);
 
+// Lengths for symbols: symbol -> length (the lengths a symbolic workload was run or timed at).
+using Binding = std::map<std::string, std::int64_t>;
+
+// The symbols among the array lengths of `e`, sorted.
+std::vector<std::string> symbols(const BatchedEinsum& e);
+
+// `e` with every symbol that `b` names replaced by its length (others stay symbolic). Throws
+// SpecError for a symbol that `e` does not have (listing the ones it has) or a length below 1.
+BatchedEinsum bind_symbols(const BatchedEinsum& e, const Binding& b);
+
 // Checks every soundness condition of Sec. 2.2 and 4 of the paper; throws SpecError.
 void validate(const BatchedEinsum& e);
 

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
@@ -11,6 +12,7 @@
 #include "einsumdb/cli/common.hpp"
 #include "einsumdb/cli/jsonl.hpp"
 #include "einsumdb/cli/spec_flags.hpp"
+#include "einsumdb/db/feinsum.hpp"
 #include "einsumdb/db/retrieve.hpp"
 
 namespace einsumdb::cli {
@@ -23,8 +25,11 @@ std::string short_hash(const std::string& h) {
   return h.substr(0, 12);
 }
 
+// A hash or a prefix of one (at least 4 hex digits) rather than an einsum such as 'ab->b'.
 bool looks_like_hash(const std::string& s) {
-  return s.size() == 32 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+  return s.size() >= 4 && s.size() <= 32 &&
+         s.find_first_not_of("0123456789abcdef") == std::string::npos &&
+         s.find_first_of("0123456789") != std::string::npos;
 }
 
 // ---------------------------------------------------------------- record
@@ -45,8 +50,9 @@ struct PendingLine {
 };
 
 int run_record(const RecordArgs& args) {
-  static const char* const kKeys[] = {"spec",        "transform",   "seconds", "status",
-                                      "max_rel_err", "bytes_moved", "run",     "machine"};
+  static const char* const kKeys[] = {"spec",        "transform", "seconds", "status",
+                                      "max_rel_err", "bytes_moved", "binding", "flops",
+                                      "run",         "machine"};
   std::map<std::string, Canonical> canonicals;  // spec text -> canonical form
   std::vector<PendingLine> pending;
   std::vector<std::string> errors;
@@ -99,7 +105,7 @@ int run_record(const RecordArgs& args) {
   }
   Store store = open_for_writing(args.db);
   ojson summary = {{"db", store.path()}, {"lines", pending.size()}, {"runs", ojson::array()}};
-  std::size_t inserted = 0, duplicates = 0;
+  std::size_t inserted = 0, duplicates = 0, created = 0;
   for (const auto& key : order) {
     RunInfo info;
     info.label = key.first;
@@ -107,7 +113,8 @@ int run_record(const RecordArgs& args) {
     const auto r = store.record_run(info, machines.at(key), runs.at(key));
     inserted += r.inserted;
     duplicates += r.duplicates;
-    summary["runs"].push_back({{"run", r.run},
+    created += r.run != 0;
+    summary["runs"].push_back({{"run", r.run ? ojson(r.run) : ojson()},
                                {"label", key.first},
                                {"machine", key.second},
                                {"inserted", r.inserted},
@@ -115,10 +122,14 @@ int run_record(const RecordArgs& args) {
   }
   summary["inserted"] = inserted;
   summary["duplicates"] = duplicates;
+  summary["runs_created"] = created;
   if (want_json(args.out)) {
     print_json(summary);
+  } else if (inserted == 0) {
+    std::cout << "nothing new: all " << duplicates << " measurement(s) are already in "
+              << store.path() << " (no run created)\n";
   } else {
-    std::cout << "recorded " << inserted << " measurement(s) in " << order.size() << " run(s) into "
+    std::cout << "recorded " << inserted << " measurement(s) in " << created << " run(s) into "
               << store.path();
     if (duplicates) std::cout << " (" << duplicates << " already present)";
     std::cout << '\n';
@@ -135,6 +146,7 @@ struct BestArgs {
   std::string machine;
   std::size_t top = 1;
   bool exact = false;
+  std::vector<std::string> bind;
 };
 
 int nothing_known(const std::string& key, const std::string& spec, const std::string& why) {
@@ -143,19 +155,43 @@ int nothing_known(const std::string& key, const std::string& spec, const std::st
   return kExitNotFound;
 }
 
+// Whether a canonical key has a symbolic length (its symbols are N0, N1, ...).
+bool symbolic_key(const std::string& key) {
+  for (std::size_t at = key.find('N'); at != std::string::npos; at = key.find('N', at + 1))
+    if (at > 0 && (key[at - 1] == '[' || key[at - 1] == ',') && at + 1 < key.size() &&
+        std::isdigit(static_cast<unsigned char>(key[at + 1])))
+      return true;
+  return false;
+}
+
+// The binding of a fact's measurements, for a table: "N0=100000", "2 bindings", "unstated" (a
+// symbolic fact imported with its work but not its lengths), or "-" (concrete).
+std::string bindings_text(const Fact& f) {
+  if (f.bindings.empty()) return symbolic_key(f.workload_key) ? "unstated" : "-";
+  if (f.bindings.size() == 1) return to_string(f.bindings.front());
+  return std::to_string(f.bindings.size()) + " bindings";
+}
+
 int run_best(const BestArgs& args) {
-  const Canonical query = canonicalize(read_spec(args.spec));
-  const std::string machine = args.machine.empty() ? this_machine().fingerprint() : args.machine;
+  BatchedEinsum spec = read_spec(args.spec);
+  if (!args.bind.empty()) spec = bind_symbols(spec, parse_binding(args.bind));
+  const Canonical query = canonicalize(spec);
   auto store = open_for_reading(args.db);
   if (!store)
     return nothing_known(query.key, args.spec.spec,
                          "no database at " + resolve_db_path(args.db) + " yet");
-  const auto answers = top_k_for(*store, query, machine, args.top, !args.exact);
+  // A machine named on the command line must exist; this machine may simply be unmeasured.
+  const std::vector<std::string> machines = args.machine.empty()
+                                                ? std::vector{this_machine().fingerprint()}
+                                                : store->machines_matching(args.machine);
+  const auto answers = top_k_for(*store, query, machines, args.top, !args.exact);
   if (answers.empty())
-    return nothing_known(query.key, args.spec.spec,
-                         "no verified measurement of this workload" +
-                             std::string(args.exact ? "" : " or of another size of it") +
-                             " on machine " + short_hash(machine));
+    return nothing_known(
+        query.key, args.spec.spec,
+        "no verified measurement of this workload" +
+            std::string(args.exact ? " or of a symbolic form of it" : ", of a symbolic form or of another size of it") +
+            (args.machine.empty() ? " on this machine (" + short_hash(machines.front()) + ")"
+                                  : " on machine " + args.machine));
   if (want_json(args.out)) {
     if (args.top == 1) {
       print_json(to_json(answers.front()));
@@ -166,16 +202,25 @@ int run_best(const BestArgs& args) {
     }
     return kExitOk;
   }
-  if (answers.front().approximate)
+  const Answer& first = answers.front();
+  if (first.match == Match::nearest)
     std::cout << "approximate: measured on another size of this contraction ("
-              << answers.front().fact.workload_key << ", distance "
-              << format_number(answers.front().distance, 3) << ")\n";
+              << first.fact.workload_key << ", distance " << format_number(first.distance, 3)
+              << ")\n";
+  if (first.match == Match::symbolic)
+    std::cout << "symbolic: measured on the symbolic form " << first.fact.workload_key
+              << ", which is this workload at " << to_string(first.binding) << "\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& a : answers)
     rows.push_back({a.fact.transform.name, describe_params(a.params),
-                    format_seconds(a.fact.median_s), format_number(a.fact.gflops),
-                    std::to_string(a.fact.measurements)});
-  print_table({"transform", "params (your names)", "median", "GFLOP/s", "measurements"}, rows);
+                    format_seconds(a.fact.median_s), bindings_text(a.fact),
+                    format_number(a.fact.gflops), std::to_string(a.fact.measurements),
+                    short_hash(a.fact.machine)});
+  print_table({"transform", "params (your names)", "median", "measured at", "GFLOP/s",
+               "measurements", "machine"},
+              rows);
+  if (!first.fact.origin.is_null())
+    std::cout << "origin: " << first.fact.origin.dump() << "\n";
   return kExitOk;
 }
 
@@ -189,14 +234,16 @@ struct ShowArgs {
 
 int run_show(const ShowArgs& args) {
   std::string hash, key = "?";
+  auto store = open_for_reading(args.db);
   if (looks_like_hash(args.spec.spec) && args.spec.flags.empty()) {
-    hash = args.spec.spec;
+    // A hash or the 12-digit prefix the tables print.
+    if (!store) throw DatabaseError("no database at " + resolve_db_path(args.db));
+    hash = store->resolve_workload(args.spec.spec);
   } else {
     const Canonical c = canonicalize(read_spec(args.spec));
     hash = c.hash;
     key = c.key;
   }
-  auto store = open_for_reading(args.db);
   const auto rows = store ? store->show(hash) : std::vector<ojson>{};
   if (rows.empty()) {
     std::cerr << "einsumdb: nothing known about workload " << hash << " (key " << key << ")\n";
@@ -209,20 +256,32 @@ int run_show(const ShowArgs& args) {
   std::cout << "workload " << hash << "\nkey      "
             << rows.front()["workload"]["key"].get<std::string>() << "\n\n";
   std::vector<std::vector<std::string>> table;
+  std::set<std::string> notes;
   for (const auto& r : rows) {
     auto opt = [&](const char* k) -> std::optional<double> {
       return r[k].is_null() ? std::nullopt : std::optional<double>(r[k].get<double>());
     };
+    std::string binding = "-";
+    if (r["binding"].is_object()) {
+      binding.clear();
+      for (const auto& [symbol, length] : r["binding"].items())
+        binding += (binding.empty() ? "" : ",") + symbol + "=" + length.dump();
+    } else if (symbolic_key(r["workload"]["key"].get<std::string>())) {
+      binding = "unstated";
+    }
+    if (r["origin"].is_object() && r["origin"].contains("note"))
+      notes.insert(r["origin"]["note"].get<std::string>());
     table.push_back({short_hash(r["machine"]["fingerprint"]), r["status"], r["transform"]["name"],
                      r["transform"]["params"].dump(),
-                     opt("median_s") ? format_seconds(*opt("median_s")) : "-",
+                     opt("median_s") ? format_seconds(*opt("median_s")) : "-", binding,
                      format_number(opt("gflops")), std::to_string(r["repetitions"].get<int>()),
                      r["max_rel_err"].is_null() ? "-" : r["max_rel_err"].dump(), r["run"]["label"],
                      r["recorded_at"]});
   }
-  print_table({"machine", "status", "transform", "params (canonical)", "median", "GFLOP/s", "reps",
-               "max_rel_err", "run", "recorded"},
+  print_table({"machine", "status", "transform", "params (canonical)", "median", "measured at",
+               "GFLOP/s", "reps", "max_rel_err", "run", "recorded"},
               table);
+  for (const auto& n : notes) std::cout << "note: " << n << '\n';
   return kExitOk;
 }
 
@@ -316,9 +375,43 @@ struct ImportArgs {
   DbArgs db;
   OutputArgs out;
   std::vector<std::string> files;
+  std::string from = "einsumdb";
 };
 
+int run_import_feinsum(const ImportArgs& args) {
+  Store store = open_for_writing(args.db);
+  const bool progress = isatty(STDERR_FILENO);
+  ojson summary = ojson::array();
+  for (const auto& f : args.files) {
+    const auto r = import_feinsum(store, f, [&](std::size_t done, std::size_t total) {
+      if (progress) std::cerr << "\r\033[K" << f << ": read " << done << " of " << total << " rows";
+    });
+    if (progress) std::cerr << "\r\033[K";
+    summary.push_back({{"file", f},
+                       {"rows", r.rows},
+                       {"workloads", r.workloads},
+                       {"machines", r.machines},
+                       {"inserted", r.inserted},
+                       {"duplicates", r.duplicates},
+                       {"runs", r.runs}});
+  }
+  if (want_json(args.out)) {
+    print_json(summary);
+  } else {
+    for (const auto& s : summary)
+      std::cout << s["file"].get<std::string>() << ": " << s["rows"] << " Feinsum facts of "
+                << s["workloads"] << " workloads on " << s["machines"]
+                << " machine(s) (device and driver): " << s["inserted"] << " imported, "
+                << s["duplicates"] << " already present, " << s["runs"] << " new run(s)\n";
+  }
+  return kExitOk;
+}
+
 int run_import(const ImportArgs& args) {
+  if (args.from == "feinsum") return run_import_feinsum(args);
+  if (args.from != "einsumdb")
+    throw SpecError("--from '" + args.from + "': expected einsumdb (JSON lines of einsumdb "
+                    "export) or feinsum (a Feinsum fact database, .sqlite)");
   Store store = open_for_writing(args.db);
   ojson summary = ojson::array();
   for (const auto& f : args.files) {
@@ -365,7 +458,9 @@ std::vector<std::pair<CLI::App*, Command>> add_db_commands(CLI::App& app) {
       "Each line: {\"spec\": <spec JSON>, \"transform\": {\"name\": \"ttgt\", \"params\": {...}},\n"
       "  \"seconds\": [t1, t2, ...], \"status\": \"ok\", \"max_rel_err\": 1e-15, \"run\": "
       "\"label\",\n"
-      "  \"machine\": {...optional, default this machine}}. Parameters are in the spec's names:\n"
+      "  \"machine\": {...optional, default this machine}, \"binding\": {\"Ne\": 100000}, \"flops\": F}.\n"
+      "A symbolic spec's verified line needs the binding its times were taken at, or its flops.\n"
+      "Parameters are in the spec's names:\n"
       "{\"index\": \"i\"} names an index, {\"array\": \"A\"} an array. A file with a bad line "
       "records\n"
       "nothing; lines with one run label form one run, committed atomically.");
@@ -382,7 +477,11 @@ std::vector<std::pair<CLI::App*, Command>> add_db_commands(CLI::App& app) {
   add_spec_options(best, best_args->spec);
   add_db_option(best, best_args->db);
   add_output_options(best, best_args->out);
-  best->add_option("--machine", best_args->machine, "Machine fingerprint (default: this machine)");
+  best->add_option("--machine", best_args->machine,
+                   "A machine's fingerprint or its prefix (the 12 digits the tables print), or "
+                   "model=NAME for every machine of that CPU model or device, whatever its "
+                   "BLAS or driver (default: this machine)");
+  add_bind_option(best, best_args->bind, "asks for that size: an exact fact, else the symbolic form's");
   best->add_option("--top", best_args->top, "How many transforms, fastest first (default 1)");
   best->add_flag("--exact", best_args->exact, "No nearest-size answer for unseen shapes");
   best->footer("Exit code 3 when nothing is known; measure the workload with einsumdb tune.");
@@ -390,7 +489,8 @@ std::vector<std::pair<CLI::App*, Command>> add_db_commands(CLI::App& app) {
 
   auto show_args = std::make_shared<ShowArgs>();
   auto* show =
-      app.add_subcommand("show", "Every measurement of one workload (SPEC or its 32-digit hash)");
+      app.add_subcommand("show", "Every measurement of one workload (SPEC, its hash, or the hash's "
+                                 "first 12 digits as the tables print them)");
   add_spec_options(show, show_args->spec);
   add_db_option(show, show_args->db);
   add_output_options(show, show_args->out);
@@ -420,10 +520,17 @@ std::vector<std::pair<CLI::App*, Command>> add_db_commands(CLI::App& app) {
   out.emplace_back(exp, [export_args] { return run_export(*export_args); });
 
   auto import_args = std::make_shared<ImportArgs>();
-  auto* imp =
-      app.add_subcommand("import", "Merge exported JSON lines; never overwrites, skips duplicates");
-  imp->add_option("FILES", import_args->files, "Files written by einsumdb export ('-' for stdin)")
+  auto* imp = app.add_subcommand(
+      "import", "Merge exported JSON lines, or a Feinsum fact database; never overwrites, skips "
+                "duplicates");
+  imp->add_option("FILES", import_args->files,
+                  "Files written by einsumdb export ('-' for stdin), or with --from feinsum "
+                  "Feinsum's SQLite fact databases")
       ->required();
+  imp->add_option("--from", import_args->from,
+                  "einsumdb (default) or feinsum: FEINSUM_TIMING_FACTS rows become verified "
+                  "measurements (absent lengths become symbols, the device and driver the "
+                  "machine, parameters verbatim)");
   add_db_option(imp, import_args->db);
   add_output_options(imp, import_args->out);
   out.emplace_back(imp, [import_args] { return run_import(*import_args); });

@@ -40,6 +40,7 @@ struct RunArgs {
   double timeout = 300;
   bool no_overlap = false;
   bool no_record = false;
+  std::vector<std::string> bind;
 };
 
 int run_graph_command(const RunArgs& args, const EinGraph& graph) {
@@ -84,7 +85,9 @@ std::vector<std::string> data_arrays(const BatchedEinsum& e, const Functions& fu
   return names;
 }
 
-Arrays load_inputs(const RunArgs& args, const BatchedEinsum& e, const Functions& functions,
+// Reads the given arrays, binds the spec's remaining symbols to the lengths they have, and
+// generates the arrays not given.
+Arrays load_inputs(const RunArgs& args, BatchedEinsum& e, const Functions& functions,
                    std::vector<std::string>& generated) {
   const auto names = data_arrays(e, functions);
   Arrays arrays;
@@ -105,6 +108,25 @@ Arrays load_inputs(const RunArgs& args, const BatchedEinsum& e, const Functions&
     if (arrays.count(name)) throw SpecError("--inputs: array '" + name + "' is given twice");
     arrays.emplace(name, read_npy(path));
   }
+  // Symbols take their lengths from the data (a shape that disagrees is refused by Bound).
+  Binding from_data;
+  std::map<std::string, std::string> bound_by;  // symbol -> the array that bound it
+  for (const auto& [name, tensor] : arrays) {
+    const auto it = e.arrays.find(name);
+    if (it == e.arrays.end()) continue;
+    const auto& shape = it->second.shape;
+    for (std::size_t a = 0; a < shape.size() && a < tensor.shape().size(); ++a) {
+      if (!shape[a].symbolic()) continue;
+      const std::int64_t n = tensor.shape()[a];
+      const auto [b, added] = from_data.emplace(shape[a].symbol, n);
+      if (!added && b->second != n)
+        throw SpecError("--inputs: the symbol '" + shape[a].symbol + "' is " +
+                        std::to_string(b->second) + " long in array '" + bound_by[shape[a].symbol] +
+                        "' but " + std::to_string(n) + " in array '" + name + "'");
+      bound_by.emplace(shape[a].symbol, name);
+    }
+  }
+  if (!from_data.empty()) e = bind_symbols(e, from_data);
   // The rest from the seed, with the spec's shape (the idealized einsum knows every shape; a
   // function's array has its function's shape).
   for (const auto& name : names) {
@@ -127,7 +149,8 @@ int run_run(RunArgs& args) {
     throw SpecError("--plan runs a graph of einsums; '" + args.spec.spec +
                     "' is not a graph (JSON with \"inputs\" and \"nodes\", or a file of it)");
   Functions functions;
-  const BatchedEinsum e = read_spec(args.spec, &functions);
+  BatchedEinsum e = read_spec(args.spec, &functions);
+  if (!args.bind.empty()) e = bind_symbols(e, parse_binding(args.bind));
   if (args.repeat < 1) throw SpecError("--repeat must be at least 1");
   if (!(args.min_time >= 0 && args.min_time <= 3600))
     throw SpecError("--min-time must be from 0 to 3600 seconds");
@@ -292,6 +315,8 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--min-time", args->min_time,
                   "Keep running past --repeat until the runs take this many seconds in all "
                   "(one einsum; default 0)");
+  add_bind_option(cmd, args->bind,
+                  "a symbol not bound here takes its length from the --inputs arrays");
   cmd->add_option("--threads", args->threads, "Threads for the transform (overrides its own)");
   cmd->add_option("--seed", args->seed, "Seed of generated inputs (default 1)");
   cmd->add_flag("--verify", args->verify,

@@ -40,4 +40,41 @@ BatchedEinsum read_spec(const SpecArgs& args, Functions* functions) {
   }
 }
 
+void add_bind_option(CLI::App* cmd, std::vector<std::string>& items, const std::string& what) {
+  cmd->add_option("--bind", items, "SYMBOL=LENGTH for a symbolic length of the spec (" + what + ")")
+      ->take_all();
+}
+
+Binding parse_binding(const std::vector<std::string>& items) {
+  Binding b;
+  for (const auto& list : items) {
+    std::size_t start = 0;
+    while (start <= list.size()) {
+      const auto comma = list.find(',', start);
+      const std::string item =
+          list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      start = comma == std::string::npos ? list.size() + 1 : comma + 1;
+      if (item.empty()) continue;
+      const auto eq = item.find('=');
+      std::int64_t length = 0;
+      std::size_t used = 0;
+      if (eq != std::string::npos && eq > 0) {
+        try {
+          length = std::stoll(item.substr(eq + 1), &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+      }
+      if (eq == std::string::npos || eq == 0 || used == 0 || used != item.size() - eq - 1 ||
+          length < 1)
+        throw SpecError("--bind '" + item + "': expected SYMBOL=LENGTH with a length of at least 1, "
+                        "e.g. Ne=50000");
+      const std::string symbol = item.substr(0, eq);
+      if (!b.emplace(symbol, length).second)
+        throw SpecError("--bind: the symbol '" + symbol + "' is bound twice");
+    }
+  }
+  return b;
+}
+
 }  // namespace einsumdb::cli

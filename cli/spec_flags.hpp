@@ -25,4 +25,9 @@ void add_spec_options(CLI::App* cmd, SpecArgs& args, bool spec_required = true);
 // (F an array of A's shape and dtype), and the functions go to `functions` when given.
 BatchedEinsum read_spec(const SpecArgs& args, Functions* functions = nullptr);
 
+// --bind SYMBOL=LENGTH for a symbolic spec, repeatable and comma-separated ("Ne=50000,Nq=8").
+void add_bind_option(CLI::App* cmd, std::vector<std::string>& items, const std::string& what);
+// The binding those items give; throws SpecError naming the item that is not SYMBOL=LENGTH.
+Binding parse_binding(const std::vector<std::string>& items);
+
 }  // namespace einsumdb::cli

@@ -39,6 +39,7 @@ struct TuneArgs {
   std::string label;
   bool progress = false, no_progress = false;
   std::size_t top = 0;  // rows shown, fastest first; 0: every candidate
+  std::vector<std::string> bind;
 };
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -90,6 +91,9 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
   options.stop = &g_stop;
   options.run.label = args.label;
   options.run.command = command_line;
+  // A symbolic workload is measured at one length of each symbol (shown, and recorded with it).
+  options.binding = tuning_binding(e, parse_binding(args.bind));
+  const BatchedEinsum measured = options.binding.empty() ? e : bind_symbols(e, options.binding);
 
   Store store = open_for_writing(args.db);
   const Machine& machine = this_machine();
@@ -97,8 +101,11 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
   const bool show_progress = !args.no_progress && (args.progress || isatty(STDERR_FILENO));
   const Dtype dtype = e.arrays.at(e.batch[0][0]).dtype;
   const Store::Roofline roof = machine_roofline(store, machine, dtype);
-  const auto flops = flop_count(e);
-  const auto bytes = footprint_bytes(e);
+  const auto flops = flop_count(measured);
+  const auto bytes = footprint_bytes(measured);
+  if (!options.binding.empty() && !json)
+    std::cerr << "einsumdb: symbolic workload: measuring at " << to_string(options.binding)
+              << " (recorded under the symbolic key with this binding; --bind chooses others)\n";
 
   g_stop.store(false);
   auto* previous = std::signal(SIGINT, on_interrupt);
@@ -153,6 +160,7 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
                   {{"dtype", roof.dtype},
                    {"peak_gflops_per_core", roof.peak_gflops},
                    {"bandwidth_gbs", roof.bandwidth_gbs}}},
+                 {"binding", options.binding.empty() ? ojson() : ojson(options.binding)},
                  {"work_flops", flops ? ojson(*flops) : ojson()},
                  {"footprint_bytes", bytes ? ojson(*bytes) : ojson()},
                  {"candidates", report.total},
@@ -179,7 +187,8 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
     print_json(out);
   } else {
     std::cout << "workload " << report.workload_hash.substr(0, 12) << "  " << e.einsum_string()
-              << "  (" << report.results.size() << " of " << report.total
+              << (options.binding.empty() ? "" : "  at " + to_string(options.binding)) << "  ("
+              << report.results.size() << " of " << report.total
               << " candidates; verified against " << report.oracle << "; run " << report.run
               << ")\n"
               << "roofline (" << roof.dtype << "): " << format_number(roof.peak_gflops, 1)
@@ -230,6 +239,9 @@ Command add_tune_command(CLI::App& app) {
   cmd->add_option("--label", args->label, "Free-text label stored with the run");
   cmd->add_flag("--progress", args->progress, "Show progress even when stderr is not a terminal");
   cmd->add_flag("--no-progress", args->no_progress, "Never show progress");
+  add_bind_option(cmd, args->bind,
+                  "default: each symbol " + std::to_string(kDefaultSymbolLength) +
+                      ", halved while the footprint exceeds 1 GiB");
   cmd->add_option("--top", args->top,
                   "Show only the N fastest candidates (all are recorded; default: show all)");
   return [args] { return run_tune(*args, "einsumdb tune " + args->spec.spec); };

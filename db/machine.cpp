@@ -68,12 +68,29 @@ nlohmann::ordered_json to_json(const Machine& m) {
 
 Machine machine_from_json(const nlohmann::json& j) {
   try {
+    if (!j.is_object()) throw SpecError("machine: expected an object {cpu_model, cores, isa, blas}");
+    for (const auto& [key, value] : j.items()) {
+      (void)value;
+      if (key != "fingerprint" && key != "cpu_model" && key != "cores" && key != "isa" &&
+          key != "blas" && key != "description")
+        throw SpecError("machine: unknown key '" + key +
+                        "' (expected cpu_model, cores, isa, blas, and optionally description and "
+                        "fingerprint)");
+    }
     Machine m;
     m.cpu_model = j.at("cpu_model").get<std::string>();
     m.cores = j.at("cores").get<int>();
+    if (m.cores < 1)
+      throw SpecError("machine: cores is " + std::to_string(m.cores) +
+                      "; a machine has at least one core (an accelerator counts as one device)");
+    if (m.cpu_model.empty()) throw SpecError("machine: cpu_model is empty");
     m.isa = j.at("isa").get<std::string>();
     m.blas = j.at("blas").get<std::string>();
-    if (j.contains("description")) m.description = j.at("description");
+    if (j.contains("description")) {
+      if (!j.at("description").is_object())
+        throw SpecError("machine: description must be an object");
+      m.description = j.at("description");
+    }
     if (j.contains("fingerprint") && j.at("fingerprint").get<std::string>() != m.fingerprint())
       throw SpecError("machine fingerprint " + j.at("fingerprint").get<std::string>() +
                       " does not match its fields (" + m.fingerprint() + ")");

@@ -60,6 +60,18 @@ void check_measurement(const Measurement& m) {
                       "as ok");
   }
   if (m.transform.name.empty()) throw SpecError("measurement has no transform name");
+  if (m.flops && !(std::isfinite(*m.flops) && *m.flops > 0))
+    throw SpecError("measurement of '" + m.transform.name + "': flops " + format_double(*m.flops) +
+                    " is not a positive number");
+  if (m.bytes_moved && !(std::isfinite(*m.bytes_moved) && *m.bytes_moved >= 0))
+    throw SpecError("measurement of '" + m.transform.name + "': bytes_moved " +
+                    format_double(*m.bytes_moved) + " is not a non-negative number");
+  for (const auto& [symbol, length] : m.binding)
+    if (length < 1)
+      throw SpecError("measurement of '" + m.transform.name + "' binds '" + symbol + "' to " +
+                      std::to_string(length) + "; a length is at least 1");
+  if (!m.origin.is_null() && !m.origin.is_object())
+    throw SpecError("measurement of '" + m.transform.name + "': origin must be a JSON object");
 }
 
 Measurement measurement_from_json(const json& j) {
@@ -82,8 +94,26 @@ Measurement measurement_from_json(const json& j) {
     m.max_rel_err = j.at("max_rel_err").get<double>();
   if (j.contains("bytes_moved") && !j.at("bytes_moved").is_null())
     m.bytes_moved = j.at("bytes_moved").get<double>();
+  if (j.contains("binding") && !j.at("binding").is_null()) {
+    const json& b = j.at("binding");
+    if (!b.is_object()) throw SpecError("'binding' must be an object {\"symbol\": length, ...}");
+    for (const auto& [symbol, length] : b.items()) {
+      if (!length.is_number_integer() || length.get<std::int64_t>() < 1)
+        throw SpecError("binding: '" + symbol + "' must be bound to a length of at least 1, not " +
+                        length.dump());
+      m.binding.emplace(symbol, length.get<std::int64_t>());
+    }
+  }
+  if (j.contains("flops") && !j.at("flops").is_null()) m.flops = j.at("flops").get<double>();
   check_measurement(m);
   return m;
+}
+
+std::string to_string(const Binding& b) {
+  std::string out;
+  for (const auto& [symbol, length] : b)
+    out += (out.empty() ? "" : ",") + symbol + "=" + std::to_string(length);
+  return out;
 }
 
 bool Store::record(RunId run_key, WorkloadId workload_key, MachineId machine_key,
@@ -95,30 +125,51 @@ bool Store::record(RunId run_key, WorkloadId workload_key, MachineId machine_key
     impl_->require_run(run);
     const auto& w = impl_->workload(workload);
     const std::string& fp = impl_->machine_fingerprint(machine);
+    // The work and the bytes of one run: given, or the workload's (at the binding).
+    std::optional<double> flops = m.flops, bytes = m.bytes_moved;
+    std::string binding;
+    if (w.symbols.empty()) {
+      if (!m.binding.empty())
+        throw SpecError("measurement of '" + m.transform.name + "' binds " + to_string(m.binding) +
+                        ", but workload " + w.hash + " has no symbolic length");
+      if (!flops) flops = w.flops;
+      if (!bytes) bytes = w.footprint;
+    } else if (!m.binding.empty()) {
+      for (const auto& symbol : w.symbols)
+        if (!m.binding.count(symbol))
+          throw SpecError("measurement of '" + m.transform.name + "' binds " +
+                          to_string(m.binding) + " but leaves the symbol '" + symbol +
+                          "' of workload " + w.hash + " unbound");
+      const BatchedEinsum bound = bind_symbols(*w.form, m.binding);
+      if (!flops) flops = flop_count(bound);
+      if (!bytes) bytes = footprint_bytes(bound);
+      binding = json(m.binding).dump();
+    } else if (m.status == Outcome::ok && !flops) {
+      throw SpecError("verified measurement of '" + m.transform.name +
+                      "' of the symbolic workload " + w.hash +
+                      " gives neither the binding its times were taken at (\"binding\": "
+                      "{\"N0\": 100000}) nor its flops: its rate would be unknown");
+    }
     const std::string params = m.transform.params_text();
     const std::int64_t transform = impl_->transform_id(m.transform, params);
     const Summary s = summarize(m.seconds);
-    const auto bytes = m.bytes_moved ? m.bytes_moved : w.footprint;
     std::optional<double> gflops;
-    if (m.status == Outcome::ok && w.flops && s.median_s > 0) gflops = *w.flops / s.median_s * 1e-9;
-
-    std::string samples = "[", digest_text = w.hash + "\n" + m.transform.name + "\n" + params +
-                                             "\n" + fp + "\n" + std::string(to_string(m.status)) +
-                                             "\n";
+    if (m.status == Outcome::ok && flops && s.median_s > 0) gflops = *flops / s.median_s * 1e-9;
+    std::string samples = "[";
     for (std::size_t i = 0; i < m.seconds.size(); ++i) {
       if (i) samples += ',';
       samples += format_double(m.seconds[i]);
     }
     samples += ']';
-    digest_text += samples + "\n" + (m.max_rel_err ? format_double(*m.max_rel_err) : "-") + "\n" +
-                   (m.bytes_moved ? format_double(*m.bytes_moved) : "-");
+    const std::string_view status = to_string(m.status);
 
     auto ins = impl_->stmt(
         "INSERT OR IGNORE INTO measurements(run_id, workload_id, transform_id, machine_id, status, "
         "repetitions, median_s, min_s, mean_s, stddev_s, gflops, bytes_moved, max_rel_err, "
-        "samples, recorded_at, digest) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        "samples, recorded_at, digest, binding, flops, origin) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     ins.bind(1, run).bind(2, workload).bind(3, transform).bind(4, machine);
-    ins.bind(5, to_string(m.status)).bind(6, s.repetitions);
+    ins.bind(5, status).bind(6, s.repetitions);
     const bool timed = s.repetitions > 0;
     ins.bind(7, timed ? std::optional(s.median_s) : std::nullopt);
     ins.bind(8, timed ? std::optional(s.min_s) : std::nullopt);
@@ -128,10 +179,20 @@ bool Store::record(RunId run_key, WorkloadId workload_key, MachineId machine_key
     ins.bind(15, !m.recorded_at.empty()       ? m.recorded_at
                  : !impl_->batch_time.empty() ? impl_->batch_time
                                               : now_iso8601());
-    const XXH128_hash_t digest = XXH3_128bits(digest_text.data(), digest_text.size());
-    XXH128_canonical_t digest_bytes;
-    XXH128_canonicalFromHash(&digest_bytes, digest);
-    ins.bind_blob(16, digest_bytes.digest, sizeof digest_bytes.digest).run();
+    const auto digest = measurement_digest(
+        {w.hash, m.transform.name, params, fp, status, samples, m.max_rel_err, bytes, flops,
+         binding});
+    ins.bind_blob(16, digest.data(), digest.size());
+    if (binding.empty())
+      ins.bind_null(17);
+    else
+      ins.bind(17, binding);
+    ins.bind(18, flops);
+    if (m.origin.is_null())
+      ins.bind_null(19);
+    else
+      ins.bind(19, m.origin.dump());
+    ins.run();
     return impl_->conn.changes() == 1;
   });
 }
@@ -155,55 +216,187 @@ Store::RunResult Store::record_run(
     else
       ++r.duplicates;
   }
+  // Nothing new: the run, and whatever it would have created, is rolled back.
+  if (r.inserted == 0) {
+    r.run = 0;
+    return r;
+  }
   tx.commit();
   return r;
 }
 
+std::vector<std::string> Store::machines_matching(const std::string& selector) {
+  std::vector<std::string> found;
+  if (selector.rfind("model=", 0) == 0) {
+    const std::string model = selector.substr(6);
+    auto s = impl_->stmt("SELECT fingerprint FROM machines WHERE cpu_model = ? ORDER BY fingerprint");
+    s.bind(1, model);
+    while (s.step()) found.push_back(s.column_text(0));
+    if (found.empty()) {
+      std::string models;
+      auto all = impl_->stmt("SELECT DISTINCT cpu_model FROM machines ORDER BY cpu_model");
+      while (all.step()) models += (models.empty() ? "'" : ", '") + all.column_text(0) + "'";
+      throw SpecError("no machine of model '" + model + "' in '" + path() + "'" +
+                      (models.empty() ? " (it holds no machine)" : " (models: " + models + ")"));
+    }
+    return found;
+  }
+  if (selector.size() < 4 || selector.size() > 32 ||
+      selector.find_first_not_of("0123456789abcdef") != std::string::npos)
+    throw SpecError("machine '" + selector +
+                    "' is neither a fingerprint nor a prefix of one (4 to 32 lowercase hex "
+                    "digits, as the tables print) nor model=NAME");
+  auto s = impl_->stmt(
+      "SELECT fingerprint, cpu_model, blas FROM machines WHERE substr(fingerprint, 1, ?) = ? "
+      "ORDER BY fingerprint");
+  s.bind(1, static_cast<std::int64_t>(selector.size())).bind(2, selector);
+  std::string described;
+  while (s.step()) {
+    found.push_back(s.column_text(0));
+    described += "\n  " + s.column_text(0) + "  " + s.column_text(1) + ", " + s.column_text(2);
+  }
+  if (found.empty())
+    throw SpecError("no machine with fingerprint " + selector + (selector.size() < 32 ? "..." : "") +
+                    " in '" + path() + "' (einsumdb stats lists the machines)");
+  if (found.size() > 1)
+    throw SpecError("machine " + selector + " is ambiguous in '" + path() + "': " +
+                    std::to_string(found.size()) + " machines start with it; give more digits:" +
+                    described);
+  return found;
+}
+
+std::string Store::resolve_workload(const std::string& prefix) {
+  if (prefix.size() < 4 || prefix.size() > 32 ||
+      prefix.find_first_not_of("0123456789abcdef") != std::string::npos)
+    throw SpecError("'" + prefix + "' is not a workload hash or a prefix of one (4 to 32 lowercase "
+                    "hex digits)");
+  auto s = impl_->stmt(
+      "SELECT hash, key FROM workloads WHERE substr(hash, 1, ?) = ? ORDER BY hash LIMIT 11");
+  s.bind(1, static_cast<std::int64_t>(prefix.size())).bind(2, prefix);
+  std::vector<std::pair<std::string, std::string>> found;
+  while (s.step()) found.emplace_back(s.column_text(0), s.column_text(1));
+  if (found.empty())
+    throw SpecError("no workload with hash " + prefix + (prefix.size() < 32 ? "..." : "") +
+                    " in '" + path() + "'");
+  if (found.size() > 1) {
+    std::string described;
+    for (const auto& [hash, key] : found) described += "\n  " + hash + "  " + key;
+    throw SpecError("workload " + prefix + " is ambiguous in '" + path() + "': " +
+                    (found.size() > 10 ? "more than 10" : std::to_string(found.size())) +
+                    " workloads start with it; give more digits:" + described);
+  }
+  return found.front().first;
+}
+
 std::vector<Fact> Store::top_k(const std::string& workload_hash, const std::string& machine,
                                std::size_t k) {
-  const auto mid = find_machine(machine);
-  if (!mid) return {};
-  auto w = impl_->stmt("SELECT id, key, flops FROM workloads WHERE hash = ?");
+  return top_k(workload_hash, std::vector<std::string>{machine}, k);
+}
+
+std::vector<Fact> Store::top_k(const std::string& workload_hash,
+                               const std::vector<std::string>& machines, std::size_t k) {
+  auto w = impl_->stmt("SELECT id, key FROM workloads WHERE hash = ?");
   w.bind(1, workload_hash);
   if (!w.step()) return {};
   const std::int64_t wid = w.column_int(0);
   const std::string key = w.column_text(1);
-  const std::optional<double> flops = w.column_optional_double(2);
-  auto s = impl_->stmt(
-      "SELECT transform_id, median_s, min_s, repetitions FROM measurements WHERE workload_id = ? "
-      "AND machine_id = ? AND status = 'ok' AND max_rel_err IS NOT NULL");
-  s.bind(1, wid).bind(2, id_value(*mid));
   struct Group {
     Fact fact;
-    std::vector<double> medians;
+    std::vector<double> medians, costs, flops;  // cost: seconds per FLOP, or seconds
+    double best_cost = 0;
+    std::set<std::string> bindings;
+    std::string origin;
   };
-  std::map<std::int64_t, Group> groups;
-  while (s.step()) {
-    auto& g = groups[s.column_int(0)];
-    if (g.medians.empty()) g.fact.min_s = s.column_double(2);
-    g.medians.push_back(s.column_double(1));
-    g.fact.min_s = std::min(g.fact.min_s, s.column_double(2));
-    g.fact.repetitions += static_cast<int>(s.column_int(3));
+  std::map<std::pair<std::int64_t, std::string>, Group> groups;  // (transform, machine)
+  for (const auto& machine : machines) {
+    const auto mid = find_machine(machine);
+    if (!mid) continue;
+    auto s = impl_->stmt(
+        "SELECT transform_id, median_s, min_s, repetitions, flops, binding, origin FROM "
+        "measurements WHERE workload_id = ? AND machine_id = ? AND status = 'ok' AND max_rel_err "
+        "IS NOT NULL");
+    s.bind(1, wid).bind(2, id_value(*mid));
+    while (s.step()) {
+      auto& g = groups[{s.column_int(0), machine}];
+      const double median_s = s.column_double(1), min_s = s.column_double(2);
+      const auto flops = s.column_optional_double(4);
+      const bool rated = flops && *flops > 0;
+      const double cost = rated ? median_s / *flops : median_s;
+      if (g.medians.empty() || min_s < g.fact.min_s) g.fact.min_s = min_s;
+      if (g.medians.empty() || cost < g.best_cost) {
+        g.best_cost = cost;
+        g.origin = s.is_null(6) ? std::string() : s.column_text(6);
+      }
+      g.medians.push_back(median_s);
+      g.costs.push_back(cost);
+      if (rated) g.flops.push_back(*flops);
+      if (!s.is_null(5)) g.bindings.insert(s.column_text(5));
+      g.fact.repetitions += static_cast<int>(s.column_int(3));
+    }
   }
-  for (auto& [tid, g] : groups) g.fact.transform = impl_->transform(tid);
-  std::vector<Fact> facts;
+  struct Ranked {
+    Fact fact;
+    bool rated;
+    double cost;
+  };
+  std::vector<Ranked> ranked;
   for (auto& [id, g] : groups) {
-    g.fact.workload_hash = workload_hash;
-    g.fact.workload_key = key;
-    g.fact.machine = machine;
-    g.fact.measurements = static_cast<int>(g.medians.size());
-    g.fact.median_s = median(g.medians);
-    if (flops && g.fact.median_s > 0) g.fact.gflops = *flops / g.fact.median_s * 1e-9;
-    facts.push_back(std::move(g.fact));
+    Fact& f = g.fact;
+    f.transform = impl_->transform(id.first);
+    f.workload_hash = workload_hash;
+    f.workload_key = key;
+    f.machine = id.second;
+    f.measurements = static_cast<int>(g.medians.size());
+    f.median_s = median(g.medians);
+    const bool rated = g.flops.size() == g.medians.size();
+    const double cost = median(g.costs);
+    if (rated) {
+      f.flops = median(g.flops);
+      if (cost > 0) f.gflops = 1e-9 / cost;
+    }
+    for (const auto& b : g.bindings) f.bindings.push_back(json::parse(b).get<Binding>());
+    if (!g.origin.empty()) f.origin = json::parse(g.origin);
+    ranked.push_back({std::move(f), rated, cost});
   }
-  // Fastest median first; ties broken by strategy and parameters, so answers are deterministic.
-  std::sort(facts.begin(), facts.end(), [](const Fact& a, const Fact& b) {
-    if (a.median_s != b.median_s) return a.median_s < b.median_s;
-    if (a.transform.name != b.transform.name) return a.transform.name < b.transform.name;
-    return a.transform.params_text() < b.transform.params_text();
+  // Highest rate first (for a concrete workload: fastest median); measurements without a known
+  // work (none are recorded so any more) after those with one. Ties broken by strategy,
+  // parameters and machine, so answers are deterministic.
+  std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+    if (a.rated != b.rated) return a.rated;
+    if (a.cost != b.cost) return a.cost < b.cost;
+    if (a.fact.transform.name != b.fact.transform.name)
+      return a.fact.transform.name < b.fact.transform.name;
+    if (a.fact.transform.params_text() != b.fact.transform.params_text())
+      return a.fact.transform.params_text() < b.fact.transform.params_text();
+    return a.fact.machine < b.fact.machine;
   });
-  if (k && facts.size() > k) facts.resize(k);
+  std::vector<Fact> facts;
+  for (auto& r : ranked) {
+    if (k && facts.size() == k) break;
+    facts.push_back(std::move(r.fact));
+  }
   return facts;
+}
+
+std::vector<Store::SymbolicWorkload> Store::symbolic_workloads(
+    const std::string& structure_hash, const std::vector<std::string>& machines) {
+  std::vector<SymbolicWorkload> out;
+  std::set<std::string> seen;
+  for (const auto& machine : machines) {
+    const auto mid = find_machine(machine);
+    if (!mid) continue;
+    auto s = impl_->stmt(
+        "SELECT w.hash, w.key, w.spec FROM workloads w WHERE w.structure_hash = ? AND w.symbols > "
+        "0 AND EXISTS (SELECT 1 FROM measurements m WHERE m.workload_id = w.id AND m.machine_id = "
+        "? AND m.status = 'ok') ORDER BY w.hash");
+    s.bind(1, structure_hash).bind(2, id_value(*mid));
+    while (s.step())
+      if (seen.insert(s.column_text(0)).second)
+        out.push_back({s.column_text(0), s.column_text(1), parse_spec_text(s.column_text(2))});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const SymbolicWorkload& a, const SymbolicWorkload& b) { return a.hash < b.hash; });
+  return out;
 }
 
 std::optional<Fact> Store::best(const std::string& workload_hash, const std::string& machine) {
@@ -213,13 +406,19 @@ std::optional<Fact> Store::best(const std::string& workload_hash, const std::str
 }
 
 std::optional<Store::Nearest> Store::nearest(const Canonical& query, const std::string& machine) {
+  return nearest(query, std::vector<std::string>{machine});
+}
+
+std::optional<Store::Nearest> Store::nearest(const Canonical& query,
+                                             const std::vector<std::string>& machines) {
+  std::optional<std::tuple<double, std::string, std::string>> found;  // distance, hash, map
+  for (const auto& machine : machines) {
   auto s = impl_->stmt(
       "SELECT w.hash, w.structure_lengths, w.structure_map FROM workloads w "
       "WHERE w.structure_hash = ? AND w.hash <> ? AND EXISTS (SELECT 1 FROM measurements m "
       "JOIN machines mc ON mc.id = m.machine_id WHERE m.workload_id = w.id AND "
       "mc.fingerprint = ? AND m.status = 'ok')");
   s.bind(1, query.structure_hash).bind(2, query.hash).bind(3, machine);
-  std::optional<std::tuple<double, std::string, std::string>> found;  // distance, hash, map
   while (s.step()) {
     const json lengths = json::parse(s.column_text(1));
     if (lengths.size() != query.structure_lengths.size()) continue;
@@ -240,9 +439,11 @@ std::optional<Store::Nearest> Store::nearest(const Canonical& query, const std::
         (d == std::get<0>(*found) && hash < std::get<1>(*found)))
       found = std::make_tuple(d, hash, s.column_text(2));
   }
+  }
   if (!found) return std::nullopt;
-  auto fact = best(std::get<1>(*found), machine);
-  if (!fact) return std::nullopt;
+  auto facts = top_k(std::get<1>(*found), machines, 1);
+  if (facts.empty()) return std::nullopt;
+  auto fact = std::optional<Fact>(std::move(facts.front()));
   return Nearest{std::move(*fact), std::get<0>(*found),
                  name_map_from_json(json::parse(std::get<2>(*found)))};
 }
@@ -275,7 +476,7 @@ extern const char* const kExportColumns =
     "SELECT w.hash, w.key, w.spec, t.strategy, t.params, mc.fingerprint, mc.cpu_model, mc.cores, "
     "mc.isa, mc.blas, mc.description, r.id, r.label, r.command, r.tool_version, r.started_at, "
     "m.status, m.samples, m.repetitions, m.median_s, m.min_s, m.mean_s, m.stddev_s, m.gflops, "
-    "m.bytes_moved, m.max_rel_err, m.recorded_at "
+    "m.bytes_moved, m.max_rel_err, m.recorded_at, m.binding, m.flops, m.origin "
     "FROM measurements m JOIN workloads w ON w.id = m.workload_id "
     "JOIN transforms t ON t.id = m.transform_id JOIN machines mc ON mc.id = m.machine_id "
     "JOIN runs r ON r.id = m.run_id ";
@@ -313,7 +514,10 @@ ojson export_row(sql::Statement& s) {
           {"gflops", opt(23)},
           {"bytes_moved", opt(24)},
           {"max_rel_err", opt(25)},
-          {"recorded_at", s.column_text(26)}};
+          {"recorded_at", s.column_text(26)},
+          {"binding", s.is_null(27) ? ojson() : ojson::parse(s.column_text(27))},
+          {"flops", opt(28)},
+          {"origin", s.is_null(29) ? ojson() : ojson::parse(s.column_text(29))}};
 }
 
 }  // namespace store_detail

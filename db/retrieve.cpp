@@ -1,32 +1,153 @@
 #include "einsumdb/db/retrieve.hpp"
 
-namespace einsumdb {
+#include <algorithm>
+#include <set>
 
-std::vector<Answer> top_k_for(Store& store, const Canonical& query, const std::string& machine,
-                              std::size_t k, bool nearest) {
-  std::vector<Answer> answers;
-  for (Fact& f : store.top_k(query.hash, machine, k)) {
-    Answer a;
-    a.params = translate(f.transform.params, to_input_names(query.sigma));
-    a.fact = std::move(f);
-    a.query_hash = query.hash;
-    a.query_key = query.key;
-    answers.push_back(std::move(a));
+#include "einsumdb/canon/error.hpp"
+
+namespace einsumdb {
+namespace {
+
+// Every binding of `names` to `values` (|values|^|names| of them), at most `limit`, in order.
+template <class F>
+bool for_each_binding(const std::vector<std::string>& names,
+                      const std::vector<std::int64_t>& values, std::size_t limit, F&& f) {
+  if (values.empty()) return false;
+  double count = 1;
+  for (std::size_t k = 0; k < names.size(); ++k) count *= static_cast<double>(values.size());
+  if (count > static_cast<double>(limit)) return false;
+  std::vector<std::size_t> pick(names.size(), 0);
+  for (;;) {
+    Binding b;
+    for (std::size_t k = 0; k < names.size(); ++k) b[names[k]] = values[pick[k]];
+    if (f(b)) return true;
+    std::size_t k = 0;
+    while (k < pick.size() && ++pick[k] == values.size()) pick[k++] = 0;
+    if (k == pick.size()) return false;
   }
-  if (!answers.empty() || !nearest) return answers;
-  auto near = store.nearest(query, machine);
+}
+
+Answer answer_for(Fact f, const NameMap& to_user, const Canonical& query) {
+  Answer a;
+  a.params = translate(f.transform.params, to_user);
+  a.fact = std::move(f);
+  a.query_hash = query.hash;
+  a.query_key = query.key;
+  return a;
+}
+
+}  // namespace
+
+std::string_view to_string(Match m) {
+  switch (m) {
+    case Match::exact:
+      return "exact";
+    case Match::symbolic:
+      return "symbolic";
+    case Match::nearest:
+      return "nearest";
+  }
+  return "?";
+}
+
+std::optional<Generalisation> generalises(const BatchedEinsum& symbolic, const Canonical& query) {
+  const auto names = symbols(symbolic);
+  if (names.empty() || !symbols(query.form).empty()) return std::nullopt;
+  std::optional<Generalisation> found;
+  auto attempt = [&](const Binding& b) {
+    const Canonical bound = canonicalize(bind_symbols(symbolic, b), {.structure = false});
+    if (bound.hash != query.hash) return false;
+    // The bound form's canonical names are the query's: both forms are one text.
+    Generalisation g{b, {}};
+    const NameMap to_input = to_input_names(query.sigma);
+    for (const auto& [canonical, mine] : bound.sigma.index)
+      g.to_query.index.emplace(std::string(1, mine), to_input.index.at(std::string(1, canonical)));
+    for (const auto& [canonical, mine] : bound.sigma.array)
+      g.to_query.array.emplace(mine, to_input.array.at(canonical));
+    found = std::move(g);
+    return true;
+  };
+  // First the binding the structure labelling suggests: both workloads' structure forms are one
+  // text, so their structure-canonical indices correspond.
+  const Canonical mine = canonicalize(symbolic);
+  if (mine.structure_hash != query.structure_hash) return std::nullopt;
+  Binding suggested;
+  bool consistent = mine.structure_lengths.size() == query.structure_lengths.size();
+  for (std::size_t k = 0; consistent && k < mine.structure_lengths.size(); ++k) {
+    const Length& l = mine.structure_lengths[k];
+    const std::int64_t v = query.structure_lengths[k].value;
+    if (!l.symbolic()) {
+      consistent = l.value == v;
+      continue;
+    }
+    const std::string& symbol = mine.sigma.symbol.at(l.symbol);
+    const auto [it, added] = suggested.emplace(symbol, v);
+    consistent = added || it->second == v;
+  }
+  if (consistent && suggested.size() == names.size() && attempt(suggested)) return found;
+  // Another correspondence (the structure may have symmetries the lengths break): every
+  // assignment of the query's lengths to the symbols, while that stays small.
+  std::set<std::int64_t> lengths;
+  for (const auto& [index, l] : query.form.index_lengths()) lengths.insert(l.value);
+  for_each_binding(names, {lengths.begin(), lengths.end()}, 4096, attempt);
+  return found;
+}
+
+std::vector<Answer> top_k_for(Store& store, const Canonical& query,
+                              const std::vector<std::string>& machines, std::size_t k,
+                              bool nearest) {
+  std::vector<Answer> answers;
+  const NameMap to_user = to_input_names(query.sigma);
+  for (Fact& f : store.top_k(query.hash, machines, k))
+    answers.push_back(answer_for(std::move(f), to_user, query));
+  if (!answers.empty()) return answers;
+
+  if (symbols(query.form).empty()) {
+    struct Ranked {
+      Answer answer;
+      double gflops;
+    };
+    std::vector<Ranked> general;
+    for (const auto& w : store.symbolic_workloads(query.structure_hash, machines)) {
+      const auto g = generalises(w.form, query);
+      if (!g) continue;
+      for (Fact& f : store.top_k(w.hash, machines, k)) {
+        Answer a = answer_for(std::move(f), g->to_query, query);
+        a.match = Match::symbolic;
+        a.binding = g->binding;
+        const double rate = a.fact.gflops.value_or(0);
+        general.push_back({std::move(a), rate});
+      }
+    }
+    std::stable_sort(general.begin(), general.end(),
+                     [](const Ranked& a, const Ranked& b) { return a.gflops > b.gflops; });
+    for (auto& r : general) {
+      if (k && answers.size() == k) break;
+      answers.push_back(std::move(r.answer));
+    }
+    if (!answers.empty()) return answers;
+  }
+
+  if (!nearest) return answers;
+  auto near = store.nearest(query, machines);
   if (!near) return answers;
   // Measured workload's canonical names -> structure names -> the query's names.
   const nlohmann::json structure = translate(near->fact.transform.params, near->to_structure);
   Answer a;
   a.params = translate(structure, to_input_names(query.structure_sigma));
   a.fact = std::move(near->fact);
+  a.match = Match::nearest;
   a.approximate = true;
   a.distance = near->distance;
   a.query_hash = query.hash;
   a.query_key = query.key;
   answers.push_back(std::move(a));
   return answers;
+}
+
+std::vector<Answer> top_k_for(Store& store, const Canonical& query, const std::string& machine,
+                              std::size_t k, bool nearest) {
+  return top_k_for(store, query, std::vector<std::string>{machine}, k, nearest);
 }
 
 std::optional<Answer> best_for(Store& store, const Canonical& query, const std::string& machine,
@@ -38,27 +159,55 @@ std::optional<Answer> best_for(Store& store, const Canonical& query, const std::
 
 Measurement to_canonical(const Canonical& c, Measurement m) {
   m.transform.params = translate(m.transform.params, to_canonical_names(c.sigma));
+  if (!m.binding.empty()) {
+    std::map<std::string, std::string> to_canonical_symbol;
+    std::string have;
+    for (const auto& [canonical, input] : c.sigma.symbol) {
+      to_canonical_symbol.emplace(input, canonical);
+      have += (have.empty() ? "" : ", ") + input;
+    }
+    Binding b;
+    for (const auto& [symbol, length] : m.binding) {
+      const auto it = to_canonical_symbol.find(symbol);
+      if (it == to_canonical_symbol.end())
+        throw SpecError("binding names the symbol '" + symbol + "', which the spec does not have" +
+                        (have.empty() ? std::string(" (it has no symbolic length)")
+                                      : " (its symbols: " + have + ")"));
+      b.emplace(it->second, length);
+    }
+    for (const auto& [input, canonical] : to_canonical_symbol)
+      if (!b.count(canonical))
+        throw SpecError("binding " + to_string(m.binding) + " leaves the symbol '" + input +
+                        "' unbound");
+    m.binding = std::move(b);
+  }
   return m;
 }
 
 nlohmann::ordered_json to_json(const Answer& a) {
-  nlohmann::ordered_json j;
+  using ojson = nlohmann::ordered_json;
+  ojson j;
   j["transform"] = a.fact.transform.name;
   j["params"] = a.params;
+  j["match"] = to_string(a.match);
   j["approximate"] = a.approximate;
-  if (a.approximate) {
-    j["distance"] = a.distance;
+  if (a.approximate) j["distance"] = a.distance;
+  if (a.match == Match::symbolic) j["binding"] = a.binding;
+  if (a.match != Match::exact)
     j["measured_on"] = {{"hash", a.fact.workload_hash}, {"key", a.fact.workload_key}};
-  }
   j["median_s"] = a.fact.median_s;
   j["min_s"] = a.fact.min_s;
-  j["gflops"] = a.fact.gflops ? nlohmann::ordered_json(*a.fact.gflops) : nullptr;
+  j["gflops"] = a.fact.gflops ? ojson(*a.fact.gflops) : nullptr;
+  j["flops"] = a.fact.flops ? ojson(*a.fact.flops) : nullptr;
+  j["measured_at"] = ojson::array();
+  for (const auto& b : a.fact.bindings) j["measured_at"].push_back(b);
   j["measurements"] = a.fact.measurements;
   j["repetitions"] = a.fact.repetitions;
   j["machine"] = a.fact.machine;
   j["hash"] = a.query_hash;
   j["key"] = a.query_key;
   j["canonical_params"] = a.fact.transform.params;
+  if (!a.fact.origin.is_null()) j["origin"] = a.fact.origin;
   return j;
 }
 

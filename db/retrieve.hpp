@@ -1,11 +1,22 @@
 // Retrieval in the user's own names. best_for() canonicalizes the user's spec, looks up the
 // canonical key on a machine, and returns the fastest verified transform with its parameters
-// renamed into the spec's index and array names through σ. When the exact workload was never
-// measured, it falls back to the nearest measured workload of the same structure (all axis
-// lengths abstracted) and says so: approximate = true, with the log-ratio distance.
+// renamed into the spec's index and array names through σ.
+//
+// What answers a query, in this order (Answer::match says which):
+//   exact     facts of the workload itself;
+//   symbolic  for a concrete workload, facts of a symbolic workload that becomes exactly this
+//             one when its symbols are bound to some lengths (Feinsum's "one fact serves every
+//             mesh"): any axis may stand for a symbol, and an axis of the stored workload with a
+//             number must have that number. The match is verified by canonicalizing the bound
+//             form and comparing keys, so the answer is never a fact of another computation;
+//   nearest   the measured workload of the same structure (every axis length abstracted) whose
+//             lengths are nearest in log-ratio distance — another size of this contraction,
+//             said so (approximate = true) with the distance. Only when asked for (`nearest`).
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "einsumdb/canon/canonicalize.hpp"
@@ -13,24 +24,46 @@
 
 namespace einsumdb {
 
+enum class Match : std::uint8_t { exact, symbolic, nearest };
+std::string_view to_string(Match m);
+
 struct Answer {
-  Fact fact;                 // as stored, in the canonical names of the measured workload
-  nlohmann::json params;     // the transform's parameters in the user's names
-  bool approximate = false;  // measured on another size of the same structure
+  Fact fact;              // as stored, in the canonical names of the measured workload
+  nlohmann::json params;  // the transform's parameters in the user's names
+  Match match = Match::exact;
+  bool approximate = false;  // match == nearest: measured on another size of the structure
   double distance = 0;       // log-ratio distance of the axis lengths when approximate
+  Binding binding;           // match == symbolic: the measured workload's symbols -> this size
   std::string query_hash;    // the user's workload
   std::string query_key;
 };
 
-// Up to k answers, fastest first; exact facts only unless none exist and `nearest` is set.
+// Up to k answers, highest rate first, on any of the machines (fingerprints): exact facts, else
+// those of symbolic generalisations, else (when `nearest`) the nearest size's best.
+std::vector<Answer> top_k_for(Store& store, const Canonical& query,
+                              const std::vector<std::string>& machines, std::size_t k,
+                              bool nearest = true);
 std::vector<Answer> top_k_for(Store& store, const Canonical& query, const std::string& machine,
                               std::size_t k, bool nearest = true);
 std::optional<Answer> best_for(Store& store, const Canonical& query, const std::string& machine,
                                bool nearest = true);
 
-// A measurement with parameters in the spec's names, rewritten into canonical names.
+// How a symbolic workload (a canonical form with symbols) becomes the concrete `query`: the
+// binding of its symbols, and its canonical names -> the query's input names. nullopt when no
+// binding makes it the query's computation.
+struct Generalisation {
+  Binding binding;
+  NameMap to_query;
+};
+std::optional<Generalisation> generalises(const BatchedEinsum& symbolic, const Canonical& query);
+
+// A measurement with parameters and binding in the spec's names, rewritten into canonical names.
+// Throws SpecError for a binding that names a symbol the spec does not have.
 Measurement to_canonical(const Canonical& c, Measurement m);
 
+// {"transform", "params", "match", "approximate", ["distance"], ["binding"], ["measured_on"],
+//  "median_s", "min_s", "gflops", "flops", "measured_at", "measurements", "repetitions",
+//  "machine", "hash", "key", "canonical_params", ["origin"]}
 nlohmann::ordered_json to_json(const Answer& a);
 
 }  // namespace einsumdb

@@ -112,8 +112,65 @@ CREATE TABLE rooflines(
   UNIQUE(machine_id, dtype));
 )sql";
 
+// Version 3: symbolic workloads. A measurement keeps the binding its times were taken at and its
+// work (FLOPs) there, and where it came from when imported from another tool; a workload knows
+// how many symbols it has (to find the symbolic generalisations of a concrete one). The digest
+// now covers the measurement as stored (bytes and work resolved), so a measurement has one
+// digest however it arrives; migrate_to_v3() recomputes every digest and drops the duplicates
+// that the earlier digest let in (an export imported back into its own store).
+constexpr const char* kSchemaV3 = R"sql(
+ALTER TABLE measurements ADD COLUMN binding TEXT;
+ALTER TABLE measurements ADD COLUMN flops REAL;
+ALTER TABLE measurements ADD COLUMN origin TEXT;
+ALTER TABLE workloads ADD COLUMN symbols INTEGER NOT NULL DEFAULT 0;
+UPDATE workloads SET symbols = (SELECT count(DISTINCT value) FROM json_each(structure_lengths)
+                                WHERE type = 'text');
+UPDATE measurements SET flops = (SELECT flops FROM workloads w WHERE w.id = measurements.workload_id);
+DROP INDEX measurements_by_workload;
+CREATE INDEX workloads_with_symbols ON workloads(structure_hash) WHERE symbols > 0;
+)sql";
+
+void migrate_to_v3(sql::Connection& c) {
+  c.exec(kSchemaV3);
+  std::vector<std::pair<std::int64_t, std::array<unsigned char, 16>>> digests;
+  {
+    sql::Statement s(c,
+                     "SELECT m.id, w.hash, t.strategy, t.params, mc.fingerprint, m.status, "
+                     "m.samples, m.max_rel_err, m.bytes_moved, m.flops, m.binding FROM measurements "
+                     "m JOIN workloads w ON w.id = m.workload_id JOIN transforms t ON t.id = "
+                     "m.transform_id JOIN machines mc ON mc.id = m.machine_id");
+    while (s.step()) {
+      const std::string hash = s.column_text(1), strategy = s.column_text(2),
+                        params = s.column_text(3), machine = s.column_text(4),
+                        status = s.column_text(5), samples = s.column_text(6);
+      const std::string binding = s.is_null(10) ? std::string() : s.column_text(10);
+      digests.emplace_back(
+          s.column_int(0),
+          store_detail::measurement_digest({hash, strategy, params, machine, status, samples,
+                              s.column_optional_double(7), s.column_optional_double(8),
+                              s.column_optional_double(9), binding}));
+    }
+  }
+  sql::Statement update(c, "UPDATE measurements SET digest = ? WHERE id = ?");
+  for (const auto& [id, digest] : digests) {
+    update.reset();
+    update.bind_blob(1, digest.data(), digest.size()).bind(2, id).run();
+  }
+  c.exec(R"sql(
+DELETE FROM measurements WHERE id NOT IN (SELECT min(id) FROM measurements
+  GROUP BY workload_id, machine_id, status, transform_id, digest);
+CREATE UNIQUE INDEX measurements_by_workload ON measurements(
+  workload_id, machine_id, status, transform_id, digest);
+)sql");
+}
+
 // Migrations: kMigrations[v] brings a database from version v to v + 1.
-constexpr const char* kMigrations[] = {kSchemaV1, kSchemaV2};
+using Migration = void (*)(sql::Connection&);
+constexpr Migration kMigrations[] = {
+    [](sql::Connection& c) { c.exec(kSchemaV1); },
+    [](sql::Connection& c) { c.exec(kSchemaV2); },
+    migrate_to_v3,
+};
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 
 constexpr std::array<std::string_view, 4> kStatusNames{"ok", "invalid", "failed", "timeout"};
@@ -155,6 +212,25 @@ NameMap name_map_from_json(const json& j) {
   for (const auto& [k, v] : j.at("index").items()) m.index.emplace(k, v.get<std::string>());
   for (const auto& [k, v] : j.at("array").items()) m.array.emplace(k, v.get<std::string>());
   return m;
+}
+
+std::array<unsigned char, 16> measurement_digest(const DigestInput& d) {
+  auto optional = [](const std::optional<double>& v) { return v ? format_double(*v) : "-"; };
+  std::string text;
+  text.reserve(256 + d.samples.size());
+  for (std::string_view part : {d.workload_hash, d.strategy, d.params, d.machine, d.status,
+                                d.samples}) {
+    text += part;
+    text += '\n';
+  }
+  text += optional(d.max_rel_err) + "\n" + optional(d.bytes_moved) + "\n" + optional(d.flops) +
+          "\n";
+  text += d.binding.empty() ? std::string_view("-") : d.binding;
+  XXH128_canonical_t bytes;
+  XXH128_canonicalFromHash(&bytes, XXH3_128bits(text.data(), text.size()));
+  std::array<unsigned char, 16> out;
+  std::copy(std::begin(bytes.digest), std::end(bytes.digest), out.begin());
+  return out;
 }
 
 sql::Connection& writable(Store::Impl& impl) {
@@ -245,7 +321,7 @@ Store Store::open(const std::string& path, const Options& options) {
     sql::Transaction tx(conn);
     // Re-read inside the write lock: another process may have created the schema meanwhile.
     const auto current = conn.query_int("PRAGMA user_version");
-    for (auto v = current; v < kSchemaVersion; ++v) conn.exec(kMigrations[v]);
+    for (auto v = current; v < kSchemaVersion; ++v) kMigrations[v](conn);
     if (current < kSchemaVersion) {
       conn.exec(("PRAGMA application_id=" + std::to_string(kApplicationId)).c_str());
       conn.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
@@ -320,13 +396,15 @@ WorkloadId Store::workload_id(const Canonical& c) {
   return impl_->write([&] {
     const auto flops = flop_count(c.form);
     const auto footprint = footprint_bytes(c.form);
+    const auto symbol_names = symbols(c.form);
     auto ins = impl_->stmt(
         "INSERT OR IGNORE INTO workloads(hash, key, structure_hash, structure_lengths, "
-        "structure_map, spec, flops, footprint_bytes, created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, "
-        "?)");
+        "structure_map, spec, flops, footprint_bytes, created_at, symbols) VALUES(?, ?, ?, ?, ?, "
+        "?, ?, ?, ?, ?)");
     ins.bind(1, c.hash).bind(2, c.key).bind(3, c.structure_hash);
     ins.bind(4, lengths_json(c.structure_lengths).dump()).bind(5, structure_map_json(c).dump());
     ins.bind(6, to_json(c.form).dump()).bind(7, flops).bind(8, footprint).bind(9, now_iso8601());
+    ins.bind(10, static_cast<std::int64_t>(symbol_names.size()));
     ins.run();
     auto sel = impl_->stmt("SELECT id, key FROM workloads WHERE hash = ?");
     sel.bind(1, c.hash);
@@ -334,7 +412,8 @@ WorkloadId Store::workload_id(const Canonical& c) {
     if (sel.column_text(1) != c.key)
       throw DatabaseError("hash collision in '" + path() + "': workload " + c.hash +
                           " is stored with key '" + sel.column_text(1) + "', not '" + c.key + "'");
-    Impl::WorkloadInfo info{sel.column_int(0), c.hash, flops, footprint};
+    Impl::WorkloadInfo info{sel.column_int(0), c.hash, flops, footprint, symbol_names, {}};
+    if (!symbol_names.empty()) info.form = c.form;
     impl_->workloads_by_id[info.id] = info;
     impl_->workloads_by_hash[c.hash] = info;
     return WorkloadId{info.id};

@@ -50,13 +50,24 @@ std::string_view to_string(Outcome s);
 std::optional<Outcome> parse_outcome(std::string_view s);
 
 // One measured candidate as a tuner reports it, parameters in canonical names.
+//
+// A measurement of a symbolic workload (an axis of length "Ne") was timed at some length of each
+// symbol: `binding` says which (in the workload's symbol names; canonical N0, N1, ... in the
+// store), and `flops` is the work at that binding. Either one is required for a verified
+// measurement of a symbolic workload, so that its rate is known: facts of one key timed at
+// different bindings are ranked by rate, never by seconds.
 struct Measurement {
   Transform transform;
   Outcome status = Outcome::ok;
   std::vector<double> seconds;        // the timed repetitions (empty for failed/timeout)
   std::optional<double> max_rel_err;  // against the reference; required for status ok
-  std::optional<double> bytes_moved;  // default: the workload's footprint
+  std::optional<double> bytes_moved;  // default: the workload's footprint (at the binding)
+  Binding binding;                    // empty for a concrete workload, or when not known
+  std::optional<double> flops;        // work of one run; default: the workload's, at the binding
   std::string recorded_at;            // ISO 8601 UTC; empty: now
+  // Where a measurement taken elsewhere came from, as a JSON object ({"source": "feinsum",
+  // "row": 17, ...}); null for one measured by einsumdb. Provenance: not part of its identity.
+  nlohmann::json origin;
 };
 
 // Statistics of a measurement's repetitions.
@@ -72,8 +83,8 @@ Summary summarize(const std::vector<double>& seconds);
 void check_measurement(const Measurement& m);
 
 // A measurement in the JSON of a record line ({"transform": {"name", "params"}, "status",
-// "seconds", "max_rel_err", "bytes_moved"}), parameters as written. Throws SpecError naming the
-// key that is wrong, and what check_measurement() refuses.
+// "seconds", "max_rel_err", "bytes_moved", "binding", "flops"}), parameters and symbols as
+// written. Throws SpecError naming the key that is wrong, and what check_measurement() refuses.
 Measurement measurement_from_json(const nlohmann::json& j);
 
 struct RunInfo {
@@ -84,17 +95,28 @@ struct RunInfo {
 };
 
 // A transform known for a workload on a machine: the median over its verified measurements.
+//
+// Facts are ranked by rate: the median over the measurements of their seconds per unit of work
+// (seconds / FLOPs at the measurement's binding). For a concrete workload every measurement has
+// the same work, so this is the order of the median seconds; for a symbolic one it compares
+// measurements taken at different lengths of a symbol fairly.
 struct Fact {
   Transform transform;  // in the canonical names of `workload_hash`
   std::string workload_hash;
   std::string workload_key;
   std::string machine;  // fingerprint
-  double median_s = 0;  // median of the measurements' medians
+  double median_s = 0;  // median of the measurements' medians (at their own bindings)
   double min_s = 0;
-  std::optional<double> gflops;
-  int measurements = 0;  // verified measurements of this transform
-  int repetitions = 0;   // timed repetitions behind them
+  std::optional<double> gflops;  // median rate
+  std::optional<double> flops;   // work of one run (the median, when bindings differ)
+  int measurements = 0;          // verified measurements of this transform
+  int repetitions = 0;           // timed repetitions behind them
+  std::vector<Binding> bindings;  // the distinct bindings timed (canonical symbols); none: concrete
+  nlohmann::json origin;          // the origin of its fastest measurement (null: measured here)
 };
+
+// "N0=100000,N1=8" (empty for an empty binding).
+std::string to_string(const Binding& b);
 
 // A row of list(): one workload with what is known about it.
 struct WorkloadSummary {
@@ -133,7 +155,7 @@ class Store {
   Store& operator=(Store&&) noexcept;
   ~Store();
 
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
   int schema_version();
   const std::string& path() const;
 
@@ -141,16 +163,20 @@ class Store {
   MachineId machine_id(const Machine& m);      // inserted if new
   WorkloadId workload_id(const Canonical& c);  // inserted if new
   RunId begin_run(const RunInfo& run, MachineId machine);
-  // Inserts unless an identical measurement (same workload, transform, machine, status and
-  // samples) is already stored; returns whether it inserted. Throws SpecError for a
-  // measurement that is not sound (status ok without max_rel_err, negative times, ...).
+  // Inserts unless an identical measurement (same workload, transform, machine, status,
+  // samples, error, bytes, binding and work, whichever way it arrives: recorded, tuned or
+  // imported) is already stored; returns whether it inserted. Throws SpecError for a
+  // measurement that is not sound (status ok without max_rel_err, negative times, a binding that
+  // does not bind the workload's symbols, a verified measurement of a symbolic workload with
+  // neither binding nor flops, ...).
   bool record(RunId run, WorkloadId workload, MachineId machine, const Measurement& m);
 
   struct RunResult {
-    std::int64_t run = 0;
+    std::int64_t run = 0;  // 0: every measurement was stored already, and no run was created
     std::size_t inserted = 0, duplicates = 0;
   };
-  // One run, all of its measurements, one transaction.
+  // One run, all of its measurements, one transaction. A run that would hold no new
+  // measurement is not created.
   RunResult record_run(const RunInfo& run, const Machine& machine,
                        const std::vector<std::pair<const Canonical*, Measurement>>& measurements);
 
@@ -172,10 +198,29 @@ class Store {
   // --- reading
   std::optional<MachineId> find_machine(const std::string& fingerprint);
   std::optional<WorkloadId> find_workload(const std::string& hash);
-  // The k fastest transforms of a workload on a machine, verified measurements only.
+  // The fingerprints of the machines a selector names: a fingerprint or a prefix of it (the 12
+  // digits the tables print), or "model=NAME" for every machine of that CPU model or device,
+  // whatever its cores, ISA or BLAS/driver. Throws SpecError when nothing matches, or when a
+  // prefix matches more than one machine (listing them).
+  std::vector<std::string> machines_matching(const std::string& selector);
+  // The full hash of the workload a hash or hash prefix names (at least 4 digits). Throws
+  // SpecError when none or several match.
+  std::string resolve_workload(const std::string& hash_or_prefix);
+  // The k fastest transforms of a workload on a machine, verified measurements only, ranked by
+  // rate (see Fact). With several machines, a transform measured on two is two facts.
   std::vector<Fact> top_k(const std::string& workload_hash, const std::string& machine,
                           std::size_t k);
+  std::vector<Fact> top_k(const std::string& workload_hash,
+                          const std::vector<std::string>& machines, std::size_t k);
   std::optional<Fact> best(const std::string& workload_hash, const std::string& machine);
+  // The symbolic workloads of a structure (an axis of symbolic length) with a verified
+  // measurement on one of the machines: candidates for generalising a concrete workload.
+  struct SymbolicWorkload {
+    std::string hash, key;
+    BatchedEinsum form;  // canonical
+  };
+  std::vector<SymbolicWorkload> symbolic_workloads(const std::string& structure_hash,
+                                                   const std::vector<std::string>& machines);
   // For a workload never measured: the measured workload of the same structure whose axis
   // lengths are nearest in log-ratio distance, and its best fact. `translation` receives the
   // map from that workload's canonical names to its structure names.
@@ -185,6 +230,7 @@ class Store {
     NameMap to_structure;
   };
   std::optional<Nearest> nearest(const Canonical& query, const std::string& machine);
+  std::optional<Nearest> nearest(const Canonical& query, const std::vector<std::string>& machines);
 
   std::vector<WorkloadSummary> list(const ListFilter& filter);
   // Every measurement of a workload (all machines, all statuses), as export rows.
@@ -198,8 +244,8 @@ class Store {
   };
   // Merges lines written by export_jsonl, in one transaction. A measurement already present
   // (same content) is skipped, a different one for the same key, transform and machine is
-  // kept beside it; nothing is overwritten. Throws SpecError naming the line on bad input, in
-  // which case nothing is imported.
+  // kept beside it; nothing is overwritten; a run is created only for new measurements. Throws
+  // SpecError naming the line on bad input, in which case nothing is imported.
   ImportResult import_jsonl(std::istream& in, const std::string& source_name);
 
   // integrity_check, foreign keys, schema, and every workload's key against its hash and spec.

@@ -4,6 +4,7 @@
 // partitionings.cpp keeps partitionings and rooflines.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "einsumdb/canon/parse.hpp"
 #include "einsumdb/db/sqlite.hpp"
 #include "einsumdb/db/store.hpp"
 
@@ -30,7 +32,9 @@ struct Store::Impl {
   struct WorkloadInfo {
     std::int64_t id;
     std::string hash;
-    std::optional<double> flops, footprint;
+    std::optional<double> flops, footprint;  // nullopt for a symbolic workload
+    std::vector<std::string> symbols;        // canonical: N0, N1, ...
+    std::optional<BatchedEinsum> form;       // the canonical form, kept for symbolic workloads
   };
   std::map<std::string, WorkloadInfo> workloads_by_hash;
   std::map<std::int64_t, WorkloadInfo> workloads_by_id;
@@ -63,11 +67,16 @@ struct Store::Impl {
   const WorkloadInfo& workload(std::int64_t id) {
     const auto it = workloads_by_id.find(id);
     if (it != workloads_by_id.end()) return it->second;
-    auto s = stmt("SELECT hash, flops, footprint_bytes FROM workloads WHERE id = ?");
+    auto s =
+        stmt("SELECT hash, flops, footprint_bytes, symbols, spec FROM workloads WHERE id = ?");
     s.bind(1, id);
     if (!s.step()) throw DatabaseError("no workload with id " + std::to_string(id));
     WorkloadInfo info{id, s.column_text(0), s.column_optional_double(1),
-                      s.column_optional_double(2)};
+                      s.column_optional_double(2), {}, {}};
+    if (s.column_int(3) > 0) {
+      info.form = parse_spec_text(s.column_text(4));
+      info.symbols = symbols(*info.form);
+    }
     workloads_by_hash[info.hash] = info;
     return workloads_by_id[id] = info;
   }
@@ -144,6 +153,15 @@ NameMap name_map_from_json(const nlohmann::json& j);
 // such row as an export line (show() and export_jsonl()).
 extern const char* const kExportColumns;
 nlohmann::ordered_json export_row(sql::Statement& s);
+// The identity of a measurement (its digest column): XXH3-128 over every value that makes it this
+// measurement, each as stored (bytes and work resolved to their defaults), so that a measurement
+// has one digest whichever way it arrives: recorded, tuned, imported or migrated.
+struct DigestInput {
+  std::string_view workload_hash, strategy, params, machine, status, samples;
+  std::optional<double> max_rel_err, bytes_moved, flops;
+  std::string_view binding;  // JSON text; empty: none
+};
+std::array<unsigned char, 16> measurement_digest(const DigestInput& d);
 // The connection, refusing a read-only store.
 sql::Connection& writable(Store::Impl& impl);
 

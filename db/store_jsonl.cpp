@@ -47,6 +47,7 @@ Store::ImportResult Store::import_jsonl(std::istream& in, const std::string& sou
   ImportResult result;
   Transaction tx(*this);
   std::map<std::string, RunId> runs;            // source run -> local run
+  std::map<std::int64_t, std::size_t> created;  // runs created here -> measurements inserted
   std::map<std::string, Canonical> canonicals;  // spec JSON text -> its canonical form
   std::string line;
   for (std::size_t number = 1; std::getline(in, line); ++number) {
@@ -84,7 +85,7 @@ Store::ImportResult Store::import_jsonl(std::istream& in, const std::string& sou
         } else {
           id = begin_run({r.at("label"), r.at("command"), r.at("tool_version"), r.at("started_at")},
                          mid);
-          ++result.runs;
+          created[id_value(id)] = 0;
         }
         run = runs.emplace(run_key, id).first;
       }
@@ -98,15 +99,31 @@ Store::ImportResult Store::import_jsonl(std::istream& in, const std::string& sou
       if (!j.at("max_rel_err").is_null()) m.max_rel_err = j.at("max_rel_err").get<double>();
       if (!j.at("bytes_moved").is_null()) m.bytes_moved = j.at("bytes_moved").get<double>();
       m.recorded_at = j.at("recorded_at").get<std::string>();
-      if (record(run->second, workload_id(it->second), mid, m))
+      // Written by exports since schema 3 (in canonical names, as stored); absent before.
+      if (j.contains("binding") && !j.at("binding").is_null())
+        m.binding = j.at("binding").get<Binding>();
+      if (j.contains("flops") && !j.at("flops").is_null()) m.flops = j.at("flops").get<double>();
+      if (j.contains("origin")) m.origin = j.at("origin");
+      if (record(run->second, workload_id(it->second), mid, m)) {
         ++result.inserted;
-      else
+        if (const auto c = created.find(id_value(run->second)); c != created.end()) ++c->second;
+      } else {
         ++result.duplicates;
+      }
     } catch (const json::exception& e) {
       throw SpecError(where + ": not an export line: " + e.what());
     } catch (const SpecError& e) {
       throw SpecError(where + ": " + e.what());
     }
+  }
+  // A run is created only for what is new: those that received nothing go again.
+  for (const auto& [id, inserted] : created) {
+    if (inserted > 0) {
+      ++result.runs;
+      continue;
+    }
+    impl_->stmt("DELETE FROM runs WHERE id = ?").bind(1, id).run();
+    impl_->known_runs.erase(id);
   }
   tx.commit();
   return result;

@@ -11,7 +11,9 @@ Choice choose_transform(Store* store, const BatchedEinsum& e, const std::string&
   if (store) {
     if (const auto answer = best_for(*store, canonicalize(e), machine, options.nearest)) {
       c.candidate = {answer->fact.transform.name, answer->params};
-      c.source = answer->approximate ? "best known for a nearby size" : "best known";
+      c.source = answer->match == Match::nearest    ? "best known for a nearby size"
+                 : answer->match == Match::symbolic ? "best known for its symbolic form"
+                                                    : "best known";
       c.stored = true;
       c.distance = answer->distance;
     } else {

@@ -212,10 +212,14 @@ TEST(Tuner, AOneTimeCostInTheFirstRunIsNoTimeout) {
   EXPECT_GE(*calls, 3);
 }
 
-TEST(Tuner, RefusesSymbolicLengthsAndUnknownStrategies) {
+TEST(Tuner, RefusesUnknownSymbolsAndStrategies) {
   testing::TempDir dir("tuner");
   Store store = Store::open(dir.path("db.sqlite"));
-  EXPECT_THROW(tune(store, test_machine(), product("Nx3", "3x4"), quick()), SpecError);
+  TuneOptions bad = quick();
+  bad.binding = {{"M", 4}};
+  EXPECT_THROW(tune(store, test_machine(), product("Nx3", "3x4"), bad), SpecError);
+  bad.binding = {{"N", 0}};
+  EXPECT_THROW(tune(store, test_machine(), product("Nx3", "3x4"), bad), SpecError);
   TuneOptions o = quick();
   o.space.strategies = {"warp"};
   EXPECT_THROW(tune(store, test_machine(), product("3x3", "3x3"), o), SpecError);

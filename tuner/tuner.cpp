@@ -59,7 +59,8 @@ Arrays random_arrays(const BatchedEinsum& e, std::uint64_t seed) {
     for (std::size_t a = 0; a < info.shape.size(); ++a) {
       if (info.shape[a].symbolic())
         throw SpecError("array '" + name + "' axis " + std::to_string(a) + " has the symbolic " +
-                        "length '" + info.shape[a].symbol + "'; give it data or a number");
+                        "length '" + info.shape[a].symbol + "'; give it data or a length (--bind " +
+                        info.shape[a].symbol + "=N)");
       shape.push_back(info.shape[a].value);
     }
     Tensor t(info.dtype, shape);
@@ -99,16 +100,35 @@ std::vector<Candidate> candidates(const BatchedEinsum& e,
   return out;
 }
 
-TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
+Binding tuning_binding(const BatchedEinsum& e, const Binding& given, double max_bytes) {
+  const auto names = symbols(e);
+  if (names.empty() && given.empty()) return {};
+  bind_symbols(e, given);  // checks the given names and lengths
+  Binding b = given;
+  std::vector<std::string> open;
+  for (const auto& name : names)
+    if (!b.count(name)) open.push_back(name);
+  for (std::int64_t length = kDefaultSymbolLength;; length = std::max<std::int64_t>(1, length / 2)) {
+    for (const auto& name : open) b[name] = length;
+    const auto bytes = footprint_bytes(bind_symbols(e, b));
+    if (open.empty() || length == 1 || !bytes || *bytes <= max_bytes) return b;
+  }
+}
+
+TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
                 const TuneOptions& options, const Progress& progress) {
+  // The key is the spec's own (symbolic when it has symbols); the measuring is at the binding.
+  const Canonical canonical = canonicalize(spec);
+  const Binding binding = tuning_binding(spec, options.binding);
+  const BatchedEinsum e = binding.empty() ? spec : bind_symbols(spec, binding);
   const auto lengths = concrete_lengths(e);
-  const Canonical canonical = canonicalize(e);
   auto all = candidates(e, lengths, options.space, options.extra);
   const Arrays arrays = random_arrays(e, options.seed);
   const Bound bound(e, arrays);
   TuneReport report;
   report.workload_hash = canonical.hash;
   report.workload_key = canonical.key;
+  report.binding = binding;
   report.total = all.size();
 
   // The oracle.
@@ -267,6 +287,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
     m.status = r.status;
     m.seconds = r.seconds;
     m.max_rel_err = r.max_rel_err;
+    m.binding = binding;
     store.record(run_id, workload_id, machine_id, to_canonical(canonical, m));
     if (r.status == Outcome::ok) {
       auto& b = best_of[c->strategy];

@@ -57,7 +57,20 @@ struct Protocol {
   double min_time = 2.0;  // seconds
 };
 
+// A symbolic workload is tuned at one length of each symbol, and recorded under its symbolic key
+// with that binding (so that its rate is known, and one fact serves every length). The length:
+// what `given` says (in the spec's symbol names), else kDefaultSymbolLength, Feinsum's
+// representative length of a long axis (its element count), halved for all unbound symbols
+// together while the bound workload's footprint (inputs plus output) exceeds `max_bytes`.
+inline constexpr std::int64_t kDefaultSymbolLength = 100000;
+inline constexpr double kDefaultBindingBytes = 1 << 30;
+// The binding of every symbol of `e` (empty for a concrete workload). Throws SpecError for a
+// given symbol that `e` does not have, or a length below 1.
+Binding tuning_binding(const BatchedEinsum& e, const Binding& given = {},
+                       double max_bytes = kDefaultBindingBytes);
+
 struct TuneOptions {
+  Binding binding;  // lengths of the spec's symbols; the rest: tuning_binding()'s default
   SpaceOptions space;
   Protocol protocol;
   std::optional<double> budget;  // seconds for the whole search; none: exhaustive
@@ -81,6 +94,7 @@ struct TuneResult {
 
 struct TuneReport {
   std::string workload_hash, workload_key;
+  Binding binding;  // the lengths the spec's symbols were tuned at (empty: concrete)
   std::int64_t run = 0;
   std::vector<TuneResult> results;  // in the order measured
   std::size_t total = 0;            // candidates enumerated
@@ -92,8 +106,9 @@ struct TuneReport {
 using Progress =
     std::function<void(std::size_t, std::size_t, const TuneResult&, const TuneResult*)>;
 
-// Tunes `e` (arrays generated from the seed; symbolic lengths are refused) and records every
-// measured candidate in `store` under one run. Parameters are recorded in canonical names.
+// Tunes `e` (arrays generated from the seed; symbols bound as tuning_binding() says) and records
+// every measured candidate in `store` under one run, under the key of `e` as given (symbolic or
+// not) and with its binding. Parameters are recorded in canonical names.
 // Uses `store` (which it does not own) for the whole call: a Store is one thread's, so tune one
 // workload per thread with a Store per thread (any number of processes may share the file).
 // Timings are only meaningful when nothing else runs on the cores being measured.
