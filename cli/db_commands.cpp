@@ -50,9 +50,6 @@ struct PendingLine {
 };
 
 int run_record(const RecordArgs& args) {
-  static const char* const kKeys[] = {"spec",        "transform", "seconds", "status",
-                                      "max_rel_err", "bytes_moved", "binding", "flops",
-                                      "run",         "machine"};
   std::map<std::string, Canonical> canonicals;  // spec text -> canonical form
   std::vector<PendingLine> pending;
   std::vector<std::string> errors;
@@ -62,12 +59,7 @@ int run_record(const RecordArgs& args) {
     try {
       const json j = json::parse(text);
       check_json_depth(j, "line");
-      if (!j.is_object()) throw SpecError("expected an object");
-      for (const auto& [k, v] : j.items()) {
-        (void)v;
-        if (std::find(std::begin(kKeys), std::end(kKeys), k) == std::end(kKeys))
-          throw SpecError("unknown key '" + k + "'");
-      }
+      check_record_line_keys(j);
       const std::string spec_text = j.at("spec").dump();
       auto it = canonicals.find(spec_text);
       if (it == canonicals.end())

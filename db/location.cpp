@@ -1,9 +1,12 @@
 #include "einsumdb/db/location.hpp"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 
 #include "einsumdb/canon/error.hpp"
+#include "einsumdb/db/sqlite.hpp"
 
 namespace einsumdb {
 
@@ -33,6 +36,18 @@ Store open_store_for_writing(const std::string& path) {
 
 std::optional<Store> open_store_for_reading(const std::string& path) {
   if (!std::filesystem::exists(path)) return std::nullopt;
+  // A store of an older schema is migrated first when we may write it (a read-only open refuses
+  // it); a file that is not an einsumdb store is left to Store::open to refuse untouched.
+  if (access(path.c_str(), W_OK) == 0) {
+    std::int64_t version = Store::kSchemaVersion, app_id = 0;
+    try {
+      sql::Connection peek(path, /*read_only=*/true, /*create=*/false);
+      version = peek.query_int("PRAGMA user_version");
+      app_id = peek.query_int("PRAGMA application_id");
+    } catch (const DatabaseError&) {
+    }
+    if (app_id == Store::kApplicationId && version < Store::kSchemaVersion) Store::open(path);
+  }
   Store::Options options;
   options.read_only = true;
   return Store::open(path, options);

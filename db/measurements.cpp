@@ -109,6 +109,18 @@ Measurement measurement_from_json(const json& j) {
   return m;
 }
 
+void check_record_line_keys(const json& line) {
+  static constexpr std::string_view kKeys[] = {
+      "spec",    "transform", "seconds", "status", "max_rel_err", "bytes_moved",
+      "binding", "flops",     "run",     "machine"};
+  if (!line.is_object()) throw SpecError("expected an object");
+  for (const auto& [key, value] : line.items()) {
+    (void)value;
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
+      throw SpecError("unknown key '" + key + "'");
+  }
+}
+
 std::string to_string(const Binding& b) {
   std::string out;
   for (const auto& [symbol, length] : b)

@@ -87,6 +87,11 @@ void check_measurement(const Measurement& m);
 // written. Throws SpecError naming the key that is wrong, and what check_measurement() refuses.
 Measurement measurement_from_json(const nlohmann::json& j);
 
+// The keys of a line of a measurement file (`einsumdb record`, Store.record in Python): those of
+// measurement_from_json() plus "spec", and optionally "run" (a label) and "machine". Throws
+// SpecError naming a key that is none of them.
+void check_record_line_keys(const nlohmann::json& line);
+
 struct RunInfo {
   std::string label;         // free text, stored verbatim
   std::string command;       // the command line that produced the run
@@ -156,6 +161,7 @@ class Store {
   ~Store();
 
   static constexpr int kSchemaVersion = 3;
+  static constexpr std::int64_t kApplicationId = 0x45534442;  // "ESDB", PRAGMA application_id
   int schema_version();
   const std::string& path() const;
 

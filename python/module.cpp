@@ -18,6 +18,7 @@
 #include "einsumdb/canon/canonicalize.hpp"
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/db/feinsum.hpp"
 #include "einsumdb/db/location.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/engine/engine.hpp"
@@ -364,18 +365,22 @@ class PyStore {
     ojson out = ojson::array();
     if (!store) return out.dump();
     const Canonical c = canonicalize(e);
-    for (const auto& a :
-         top_k_for(*store, c, machine.empty() ? this_machine().fingerprint() : machine, k, !exact))
-      out.push_back(to_json(a));
+    // A named machine (fingerprint, its prefix, or model=NAME) must exist in the store.
+    const std::vector<std::string> machines = machine.empty()
+                                                  ? std::vector{this_machine().fingerprint()}
+                                                  : store->machines_matching(machine);
+    for (const auto& a : top_k_for(*store, c, machines, k, !exact)) out.push_back(to_json(a));
     return out.dump();
   }
 
   std::string show(const std::string& spec_or_hash) {
     std::string hash = spec_or_hash;
-    if (!(hash.size() == 32 && hash.find_first_not_of("0123456789abcdef") == std::string::npos))
-      hash = canonicalize(parse_spec_text(spec_or_hash)).hash;
+    const bool hex = hash.size() >= 4 && hash.size() <= 32 &&
+                     hash.find_first_not_of("0123456789abcdef") == std::string::npos;
+    if (!hex) hash = canonicalize(parse_spec_text(spec_or_hash)).hash;
     py::gil_scoped_release release;
     auto store = open_store_for_reading(path_);
+    if (store && hex) hash = store->resolve_workload(hash);  // a hash, or the prefix tables print
     ojson out = ojson::array();
     if (store)
       for (auto& row : store->show(hash)) out.push_back(std::move(row));
@@ -415,13 +420,7 @@ class PyStore {
     for (std::size_t n = 0; n < lines.size(); ++n) {
       try {
         const json j = json::parse(lines[n]);
-        for (const auto& [k, v] : j.items()) {
-          (void)v;
-          static const std::set<std::string> kKeys = {"spec",   "transform",   "seconds",
-                                                      "status", "max_rel_err", "bytes_moved",
-                                                      "run",    "machine"};
-          if (!kKeys.count(k)) throw SpecError("unknown key '" + k + "'");
-        }
+        check_record_line_keys(j);
         canonicals.push_back(canonicalize(parse_spec_json(j.at("spec"))));
         const Machine m =
             j.contains("machine") ? machine_from_json(j.at("machine")) : this_machine();
@@ -445,7 +444,7 @@ class PyStore {
       const auto r = store.record_run(info, machines.at(key), runs.at(key));
       out["inserted"] = out["inserted"].get<std::size_t>() + r.inserted;
       out["duplicates"] = out["duplicates"].get<std::size_t>() + r.duplicates;
-      out["runs"].push_back(r.run);
+      out["runs"].push_back(r.run ? ojson(r.run) : ojson());  // null: nothing new, no run
     }
     forget(path_);
     return out.dump();
@@ -457,6 +456,16 @@ class PyStore {
     std::ostringstream out;
     if (store) store->export_jsonl(out);
     return out.str();
+  }
+
+  std::string import_feinsum_file(const std::string& file) {
+    py::gil_scoped_release release;
+    Store store = open_store_for_writing(path_);
+    const auto r = import_feinsum(store, file);
+    forget(path_);
+    return ojson{{"rows", r.rows},         {"workloads", r.workloads}, {"machines", r.machines},
+                 {"inserted", r.inserted}, {"duplicates", r.duplicates}, {"runs", r.runs}}
+        .dump();
   }
 
   std::string import_lines(const std::string& text, const std::string& source) {
@@ -610,5 +619,6 @@ PYBIND11_MODULE(_einsumdb, m) {
       .def("stats", &PyStore::stats)
       .def("record", &PyStore::record)
       .def("export_lines", &PyStore::export_lines)
-      .def("import_lines", &PyStore::import_lines);
+      .def("import_lines", &PyStore::import_lines)
+      .def("import_feinsum", &PyStore::import_feinsum_file);
 }

@@ -218,3 +218,119 @@ TEST_F(CliDb, FourConcurrentRecordProcesses) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(CliDb, RecordingAFileAgainAddsNoRunAndExportImportAddsNothing) {
+  const auto measurements = file("m.jsonl", kLines);
+  ASSERT_EQ(run({"record", "--file", measurements}).code, 0);
+  auto r = run({"record", "--file", measurements, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto summary = json::parse(r.out);
+  EXPECT_EQ(summary["inserted"], 0);
+  EXPECT_EQ(summary["duplicates"], 3);
+  EXPECT_EQ(summary["runs_created"], 0);
+  r = run({"record", "--file", measurements, "--table"});
+  EXPECT_NE(r.out.find("nothing new: all 3 measurement(s) are already in"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(json::parse(run({"stats", "--json"}).out)["runs"], 1);
+
+  const auto exported = dir_.path("e.jsonl");
+  ASSERT_EQ(run({"export", "--output", exported}).code, 0);
+  r = run({"import", exported, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)[0]["inserted"], 0);
+  EXPECT_EQ(json::parse(r.out)[0]["runs"], 0);
+  const auto stats = json::parse(run({"stats", "--json"}).out);
+  EXPECT_EQ(stats["measurements"], 3);
+  EXPECT_EQ(stats["runs"], 1);
+}
+
+TEST_F(CliDb, MachinesAndWorkloadsAreNamedByThePrefixesTheTablesPrint) {
+  const std::string machine =
+      R"("machine":{"cpu_model":"Other CPU","cores":4,"isa":"avx2","blas":"BLIS 0.9"})";
+  std::string line = std::string(kLines).substr(0, std::string(kLines).find('\n'));
+  line.insert(line.size() - 1, "," + machine);
+  ASSERT_EQ(run({"record", "--file", file("m.jsonl", line + "\n")}).code, 0);
+  const auto stats = json::parse(run({"stats", "--json"}).out);
+  const std::string fp = stats["by_machine"][0]["fingerprint"];
+
+  // best --machine: the 12 digits of the tables, or model=...
+  auto r = run({"best", kRespelled, "--machine", fp.substr(0, 12), "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["machine"], fp);
+  r = run({"best", kRespelled, "--machine", "model=Other CPU", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["machine"], fp);
+  // An unknown machine is an error that says so, not "nothing known".
+  r = run({"best", kRespelled, "--machine", "0123456789ab"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no machine with fingerprint 0123456789ab"), std::string::npos) << r.err;
+  r = run({"best", kRespelled, "--machine", "model=Nothing"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no machine of model 'Nothing'"), std::string::npos) << r.err;
+  r = run({"best", kRespelled, "--machine", "not-hex"});
+  EXPECT_EQ(r.code, 2);
+
+  // show takes the 12-digit hash prefix that list prints.
+  const auto list = json::parse(run({"list", "--json"}).out);
+  const std::string hash = list[0]["hash"];
+  r = run({"show", hash.substr(0, 12), "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["hash"], hash);
+  r = run({"show", "0000deadbeef"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no workload with hash 0000deadbeef"), std::string::npos) << r.err;
+}
+
+TEST_F(CliDb, AMachineWithUnknownKeysOrNoCoresIsRefused) {
+  const std::string line = std::string(kLines).substr(0, std::string(kLines).find('\n'));
+  for (const char* machine :
+       {R"("machine":{"cpu_model":"X","cores":0,"isa":"","blas":"B"})",
+        R"("machine":{"cpu_model":"X","cores":2,"isa":"","blas":"B","gpus":1})"}) {
+    std::string bad = line;
+    bad.insert(bad.size() - 1, std::string(",") + machine);
+    const auto r = run({"record", "--file", file("bad.jsonl", bad + "\n")});
+    EXPECT_EQ(r.code, 2) << machine;
+    EXPECT_NE(r.err.find("nothing was recorded"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("machine:"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(db_));
+}
+
+TEST_F(CliDb, FeinsumFactsImportOnceAndAnswerRespelledSymbolicSpecs) {
+  const std::string feinsum =
+      std::string(EINSUMDB_TEST_DATA) + "/feinsum/transform_archive_v6.sqlite";
+  auto r = run({"import", "--from", "feinsum", feinsum, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)[0]["inserted"], 9036);
+  EXPECT_EQ(json::parse(r.out)[0]["workloads"], 144);
+  r = run({"import", "--from", "feinsum", feinsum, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)[0]["inserted"], 0);
+  // Feinsum's `lk,ilj,lkj -> ki` (i=35, j=15, l=4; k the symbolic element count, 4 rows sharing
+  // two arrays), in other index, array and symbol names, operand and row order. Feinsum's
+  // retrieve picks row 112 of its 155 facts (every workload is cross-checked in db_feinsum_test).
+  const std::string spec =
+      R"({"einsum":"qvr,pqr,qv->vp","batch":[["u2","Mat","J"],["u0","Mat","J"],["u3","Mat","J"],["u1","Mat","J"]],)"
+      R"("shapes":{"Mat":[35,4,15],"J":[4,"elements"],"u0":[4,"elements",15],"u1":[4,"elements",15],"u2":[4,"elements",15],"u3":[4,"elements",15]}})";
+  r = run({"best", spec, "--machine", "model=NVIDIA_TITAN_V", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto best = json::parse(r.out);
+  EXPECT_EQ(best["match"], "exact");
+  EXPECT_EQ(best["origin"]["source"], "feinsum");
+  EXPECT_EQ(best["origin"]["row"], 112);
+  EXPECT_EQ(best["transform"], "ifj_fe_fej_to_ei.py");
+  EXPECT_EQ(best["params"], json::parse(R"({"n_e_per_wg": 8, "n_i_tile": 1, "n_j_tile": 1, )"
+                                        R"("n_stmt_tile": 1, "nwork_items_per_e": 8})"));
+  // Text output: the binding Feinsum did not state, and the note on positional parameters.
+  r = run({"show", best["hash"].get<std::string>().substr(0, 12), "--table"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("unstated"), std::string::npos) << r.out.substr(0, 2000);
+  // Its parameters are all counts and tile sizes: nothing positional to warn about.
+  EXPECT_EQ(r.out.find("note: Feinsum's parameters are kept verbatim"), std::string::npos);
+  r = run({"import", "--from", "nowhere", feinsum});
+  EXPECT_EQ(r.code, 2);
+}
+
+}  // namespace

@@ -100,6 +100,57 @@ TEST_F(CliTune, TuneBestRunRoundTripOnARenamedSpelling) {
             0);
 }
 
+TEST_F(CliTune, ASymbolicWorkloadTunedOnceServesEveryLength) {
+  // A DG-FEM style operator: Ne elements, each u_e = Σ_k M[i,k] v_e[k]; Ne known at run time.
+  const std::string symbolic =
+      R"({"einsum":"ik,ek->ei","batch":[["M","V"]],"shapes":{"M":[6,4],"V":["Ne",4]}})";
+  auto r = run(with({"tune", symbolic, "--bind", "Ne=2000", "--strategies", "loop_nest,ttgt",
+                     "--json"},
+                    kQuick));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json tuned = json::parse(r.out);
+  EXPECT_EQ(tuned["binding"], (json{{"Ne", 2000}}));
+  EXPECT_DOUBLE_EQ(tuned["work_flops"].get<double>(), 2.0 * 2000 * 6 * 4);
+  const std::string winner = tuned["results"][0]["strategy"];
+
+  // A concrete length, respelled: answered by the symbolic fact, which says so.
+  const std::string concrete =
+      R"({"einsum":"xq,yq->xy","batch":[["W","P"]],"shapes":{"W":[777,4],"P":[6,4]}})";
+  r = run({"best", concrete, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json best = json::parse(r.out);
+  EXPECT_EQ(best["match"], "symbolic");
+  EXPECT_EQ(best["binding"], (json{{"N0", 777}}));
+  EXPECT_EQ(best["measured_at"], (json::array({{{"N0", 2000}}})));
+  EXPECT_EQ(best["transform"], winner);
+  r = run({"best", concrete, "--table"});
+  EXPECT_NE(r.out.find("symbolic: measured on the symbolic form"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("N0=2000"), std::string::npos) << r.out;
+
+  // run: the concrete spec, the symbolic one with --bind, and the symbolic one bound by its data.
+  r = run({"run", concrete, "--verify", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["source"], "best known for its symbolic form");
+  EXPECT_EQ(json::parse(r.out)["transform"]["strategy"], winner);
+  r = run({"run", symbolic, "--bind", "Ne=300", "--verify", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["source"], "best known for its symbolic form");
+  ASSERT_EQ(python("np.save('" + dir_.path("V.npy") + "', np.random.rand(123, 4))\n"), 0);
+  r = run({"run", symbolic, "--inputs", dir_.path("V.npy"), "--output", dir_.path("U.npy"),
+           "--verify", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["generated_inputs"], (json::array({"M"})));
+  EXPECT_EQ(python("U = np.load('" + dir_.path("U.npy") + "')\nassert U.shape == (123, 6)\n"), 0);
+  // A length given twice, differently.
+  r = run({"run", symbolic, "--bind", "Ne=5", "--inputs", dir_.path("V.npy")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("axis 0 has length 123 but the spec says 5"), std::string::npos) << r.err;
+  // Nothing binds Ne: said so, with the way out.
+  r = run({"run", symbolic});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--bind Ne=N"), std::string::npos) << r.err;
+}
+
 TEST_F(CliTune, TuneTableShowsRatesAndTheRoofline) {
   auto r = run(with({"tune", "ij,j->i", "--shape", "A=64x32", "B=32", "--table", "--strategies",
                      "loop_nest,ttgt"},

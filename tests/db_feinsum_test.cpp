@@ -112,6 +112,13 @@ TEST(Feinsum, EveryFactImportedOnceUnderOneKeyPerWorkloadAndBestIsFeinsumsRetrie
     EXPECT_EQ(a.fact.origin["source"], "feinsum");
     EXPECT_EQ(a.fact.origin["row"], row->id);
     EXPECT_EQ(a.fact.machine, feinsum_machine(row->device, row->driver).fingerprint());
+    // Positions in Feinsum's axis order are kept verbatim, and said to be.
+    const bool positional = json::parse(row->params).contains("log2_t_redns");
+    EXPECT_EQ(a.fact.origin.contains("positional_params"), positional) << row->params;
+    if (positional) {
+      EXPECT_EQ(a.fact.origin["subscripts"], row->subscripts);
+      EXPECT_NE(a.fact.origin["note"].get<std::string>().find("not renamed"), std::string::npos);
+    }
   }
   EXPECT_EQ(keys.size(), 144u);  // no merge (above) and no split (the store holds 144)
 }

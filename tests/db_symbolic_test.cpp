@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <sstream>
 
@@ -12,6 +13,7 @@
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/db/location.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/db/store.hpp"
 #include "einsumdb/tests/support/einsum_oracle.hpp"
@@ -21,6 +23,13 @@ namespace einsumdb {
 namespace {
 
 using json = nlohmann::json;
+
+struct InputFileForTest {
+  explicit InputFileForTest(const std::string& path) : stream(path) {
+    EXPECT_TRUE(stream.good()) << path;
+  }
+  std::ifstream stream;
+};
 
 Machine machine(const std::string& cpu = "Test CPU", const std::string& blas = "OpenBLAS 0.3.21") {
   Machine m;
@@ -281,6 +290,43 @@ TEST_F(SymbolicTest, MachinesAndWorkloadsByPrefix) {
   EXPECT_EQ(store_.resolve_workload(q.hash.substr(0, 12)), q.hash);
   EXPECT_THROW(store_.resolve_workload("0000000000ff"), SpecError);
   EXPECT_THROW(store_.resolve_workload("xyz"), SpecError);
+}
+
+TEST(Migration, AVersion2StoreGetsOneDigestPerMeasurementAndKeepsItsAnswers) {
+  testing::TempDir dir("migration");
+  const std::string fixture = std::string(EINSUMDB_TEST_DATA) + "/store_v2/";
+  const std::string path = dir.path("store.sqlite");
+  std::filesystem::copy_file(fixture + "store.sqlite", path);
+  // Read-only first: refused (a read-only store is never changed) ...
+  Store::Options read_only;
+  read_only.read_only = true;
+  EXPECT_THROW(Store::open(path, read_only), DatabaseError);
+  // ... the reading entry point migrates what it may write, then reads.
+  auto store = open_store_for_reading(path);
+  ASSERT_TRUE(store);
+  EXPECT_EQ(store->schema_version(), 3);
+  // The three duplicates that schema 2 let in are gone; the four measurements remain.
+  EXPECT_EQ(store->stats()["measurements"], 4);
+  EXPECT_TRUE(store->check()["ok"].get<bool>()) << store->check().dump();
+  store.reset();
+  Store writable = Store::open(path);
+  // Its own old export and the original file add nothing now.
+  InputFileForTest in(fixture + "export.jsonl");
+  const auto r = writable.import_jsonl(in.stream, "export.jsonl");
+  EXPECT_EQ(r.inserted, 0u);
+  EXPECT_EQ(r.duplicates, 4u);
+  const Canonical q = canonicalize(parse_spec_text(
+      R"({"einsum":"ik,kj->ij","batch":[["A","B"]],"shapes":{"A":[64,32],"B":[32,48]}})"));
+  Machine m;
+  m.cpu_model = "Fixture CPU";
+  m.cores = 2;
+  m.isa = "avx2 fma";
+  m.blas = "OpenBLAS 0.3.21";
+  const auto facts = writable.top_k(q.hash, m.fingerprint(), 0);
+  ASSERT_EQ(facts.size(), 2u);
+  EXPECT_EQ(facts[0].transform.name, "ttgt");
+  EXPECT_EQ(facts[0].measurements, 2);  // two different ttgt measurements, each once
+  EXPECT_TRUE(facts[0].gflops);
 }
 
 TEST(Machines, DescriptionsWithUnknownKeysOrNoCoresAreRefused) {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/canon/parse.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/tests/support/temp_dir.hpp"
@@ -15,6 +16,8 @@
 
 namespace einsumdb {
 namespace {
+
+using json = nlohmann::json;
 
 Machine test_machine() {
   return detect_machine("test BLAS");
@@ -210,6 +213,42 @@ TEST(Tuner, AOneTimeCostInTheFirstRunIsNoTimeout) {
     }
   EXPECT_TRUE(seen);
   EXPECT_GE(*calls, 3);
+}
+
+TEST(Tuner, ASymbolicWorkloadIsMeasuredAtABindingAndRecordedUnderItsSymbolicKey) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("Nx3", "3x4");
+  TuneOptions o = quick();
+  o.binding = {{"N", 64}};
+  o.space.strategies = {"loop_nest", "ttgt"};
+  const TuneReport report = tune(store, test_machine(), e, o);
+  EXPECT_EQ(report.binding, (Binding{{"N", 64}}));
+  EXPECT_EQ(report.workload_hash, canonicalize(e).hash);  // the symbolic key
+  const auto rows = store.show(report.workload_hash);
+  ASSERT_EQ(rows.size(), report.results.size());
+  for (const auto& r : rows) {
+    EXPECT_EQ(r["binding"], (json{{"N0", 64}}));
+    EXPECT_DOUBLE_EQ(r["flops"].get<double>(), 2.0 * 64 * 3 * 4);
+  }
+  // A concrete size of it is answered by that fact.
+  const auto a = best_for(store, canonicalize(product("500x3", "3x4")), test_machine().fingerprint());
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->match, Match::symbolic);
+  EXPECT_EQ(a->binding, (Binding{{"N0", 500}}));
+}
+
+TEST(Tuner, DefaultBindingIsFeinsumsLengthWithinTheMemoryBound) {
+  EXPECT_TRUE(tuning_binding(product("3x3", "3x4")).empty());
+  EXPECT_EQ(tuning_binding(product("Nx3", "3x4")), (Binding{{"N", kDefaultSymbolLength}}));
+  EXPECT_EQ(tuning_binding(product("Nx3", "3x4"), {{"N", 50}}), (Binding{{"N", 50}}));
+  // N×N matrices at 100,000 would take 240 GB: halved until the three fit in 1 GiB.
+  const Binding square = tuning_binding(product("NxN", "NxN"));
+  EXPECT_EQ(square, (Binding{{"N", 6250}}));
+  EXPECT_LE(*footprint_bytes(bind_symbols(product("NxN", "NxN"), square)), kDefaultBindingBytes);
+  // A given length stays as given; the others shrink around it.
+  EXPECT_EQ(tuning_binding(product("NxM", "MxM"), {{"N", 10}}).at("N"), 10);
+  EXPECT_THROW(tuning_binding(product("Nx3", "3x4"), {{"K", 3}}), SpecError);
 }
 
 TEST(Tuner, RefusesUnknownSymbolsAndStrategies) {

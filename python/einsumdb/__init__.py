@@ -152,9 +152,11 @@ class Store:
         return self._s.path
 
     def top_k(self, spec, k=5, exact=False, machine=None, shapes=None, batch=None, dtype=None):
-        """The k fastest verified transforms for the spec on this machine (or ``machine``, a
-        fingerprint), parameters in the spec's own names; the nearest measured size when none
-        was measured unless ``exact``."""
+        """The k fastest verified transforms for the spec on this machine (or ``machine``: a
+        fingerprint, its 12-digit prefix, or ``"model=NAME"``), highest rate first, parameters in
+        the spec's own names. Each answer's ``match`` says what answered: ``"exact"``, a
+        ``"symbolic"`` form of a concrete spec (with its ``binding``), or, unless ``exact``, the
+        ``"nearest"`` measured size."""
         return _json.loads(self._s.top_k(_spec(spec, shapes, batch, dtype), int(k), bool(exact),
                                          machine or ""))
 
@@ -164,8 +166,9 @@ class Store:
         return answers[0] if answers else None
 
     def show(self, spec_or_hash, shapes=None, batch=None, dtype=None):
-        """Every measurement of one workload (spec or 32-digit hash), all machines."""
-        if isinstance(spec_or_hash, str) and len(spec_or_hash) == 32 and \
+        """Every measurement of one workload (spec, hash, or the hash's 12-digit prefix), all
+        machines."""
+        if isinstance(spec_or_hash, str) and 4 <= len(spec_or_hash) <= 32 and \
                 all(c in "0123456789abcdef" for c in spec_or_hash):
             return _json.loads(self._s.show(spec_or_hash))
         return _json.loads(self._s.show(_spec(spec_or_hash, shapes, batch, dtype)))
@@ -187,6 +190,11 @@ class Store:
     def export(self):
         """Every measurement as a dict (the lines of ``einsumdb export``)."""
         return [_json.loads(line) for line in self._s.export_lines().splitlines() if line]
+
+    def import_feinsum(self, path):
+        """Imports Feinsum's fact database (FEINSUM_TIMING_FACTS of an SQLite file) as verified
+        measurements; idempotent. Returns the counts."""
+        return _json.loads(self._s.import_feinsum(str(path)))
 
     def import_(self, rows, source="python"):
         """Merges exported rows (dicts or JSON lines) in one transaction; returns the counts."""

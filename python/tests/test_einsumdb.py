@@ -179,6 +179,43 @@ def test_store_record_show_list_export_import(db, tmp_path):
         store.record([{**line, "max_rel_err": None}])
 
 
+def test_symbolic_facts_serve_concrete_calls(db):
+    """A fact recorded for Ne elements answers a call at any element count, in other names."""
+    line = {"spec": {"einsum": "ik,ek->ei", "batch": [["M", "V"]],
+                     "shapes": {"M": [6, 4], "V": ["Ne", 4]}},
+            "transform": {"name": "loop_nest",
+                          "params": {"order": [{"index": "e"}, {"index": "i"}, {"index": "k"}]}},
+            "seconds": [1e-4], "status": "ok", "max_rel_err": 1e-16, "binding": {"Ne": 1000}}
+    store = einsumdb.Store()
+    assert store.record([line])["inserted"] == 1
+    again = store.record([line])
+    assert again["inserted"] == 0 and again["runs"] == [None]   # nothing new, no run
+    best = store.best("xq,yq->xy", shapes={"A": [777, 4], "B": [6, 4]})
+    assert best["match"] == "symbolic" and best["binding"] == {"N0": 777}
+    assert best["params"]["order"] == [{"index": "x"}, {"index": "y"}, {"index": "q"}]
+    choice = einsumdb.contract_expression("xq,yq->xy", (777, 4), (6, 4)).choice
+    assert (choice["source"], choice["strategy"]) == ("best known for its symbolic form",
+                                                      "loop_nest")
+    w, p = rand(777, 4), rand(6, 4)
+    close(einsumdb.einsum("xq,yq->xy", w, p), w @ p.T)
+    hash12 = store.list()[0]["hash"][:12]
+    assert store.show(hash12)[0]["binding"] == {"N0": 1000}
+    with pytest.raises(einsumdb.SpecError, match="no machine with fingerprint"):
+        store.best("xq,yq->xy", shapes={"A": [777, 4], "B": [6, 4]}, machine="0123456789ab")
+    with pytest.raises(einsumdb.SpecError, match="binding names the symbol 'Nq'"):
+        store.record([{**line, "binding": {"Nq": 5}}])
+
+
+def test_feinsum_facts_import(db):
+    data = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "feinsum",
+                        "transform_archive_v6.sqlite")
+    store = einsumdb.Store()
+    first = store.import_feinsum(data)
+    assert (first["rows"], first["workloads"], first["inserted"]) == (9036, 144, 9036)
+    assert store.import_feinsum(data)["inserted"] == 0
+    assert len(store.list()) == 144
+
+
 def test_bad_input_raises_named_exceptions(db):
     a = rand(3, 4)
     with pytest.raises(TypeError, match="operand 1 has dtype int64"):
