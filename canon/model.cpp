@@ -273,10 +273,9 @@ BatchedEinsum bind_symbols(const BatchedEinsum& e, const Binding& b) {
     if (!std::binary_search(have.begin(), have.end(), symbol)) {
       std::string list;
       for (const auto& s : have) list += (list.empty() ? "" : ", ") + s;
-      throw SpecError("binding names the symbol '" + symbol + "', which the einsum does not have (" +
-                      (have.empty() ? std::string("it has no symbolic length")
-                                    : "its symbols: " + list) +
-                      ")");
+      throw SpecError(
+          "binding names the symbol '" + symbol + "', which the einsum does not have (" +
+          (have.empty() ? std::string("it has no symbolic length") : "its symbols: " + list) + ")");
     }
     if (length < 1)
       throw SpecError("symbol '" + symbol + "' bound to " + std::to_string(length) +

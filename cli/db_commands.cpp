@@ -181,7 +181,8 @@ int run_best(const BestArgs& args) {
     return nothing_known(
         query.key, args.spec.spec,
         "no verified measurement of this workload" +
-            std::string(args.exact ? " or of a symbolic form of it" : ", of a symbolic form or of another size of it") +
+            std::string(args.exact ? " or of a symbolic form of it"
+                                   : ", of a symbolic form or of another size of it") +
             (args.machine.empty() ? " on this machine (" + short_hash(machines.front()) + ")"
                                   : " on machine " + args.machine));
   if (want_json(args.out)) {
@@ -211,8 +212,7 @@ int run_best(const BestArgs& args) {
   print_table({"transform", "params (your names)", "median", "measured at", "GFLOP/s",
                "measurements", "machine"},
               rows);
-  if (!first.fact.origin.is_null())
-    std::cout << "origin: " << first.fact.origin.dump() << "\n";
+  if (!first.fact.origin.is_null()) std::cout << "origin: " << first.fact.origin.dump() << "\n";
   return kExitOk;
 }
 
@@ -402,7 +402,8 @@ int run_import_feinsum(const ImportArgs& args) {
 int run_import(const ImportArgs& args) {
   if (args.from == "feinsum") return run_import_feinsum(args);
   if (args.from != "einsumdb")
-    throw SpecError("--from '" + args.from + "': expected einsumdb (JSON lines of einsumdb "
+    throw SpecError("--from '" + args.from +
+                    "': expected einsumdb (JSON lines of einsumdb "
                     "export) or feinsum (a Feinsum fact database, .sqlite)");
   Store store = open_for_writing(args.db);
   ojson summary = ojson::array();
@@ -450,7 +451,8 @@ std::vector<std::pair<CLI::App*, Command>> add_db_commands(CLI::App& app) {
       "Each line: {\"spec\": <spec JSON>, \"transform\": {\"name\": \"ttgt\", \"params\": {...}},\n"
       "  \"seconds\": [t1, t2, ...], \"status\": \"ok\", \"max_rel_err\": 1e-15, \"run\": "
       "\"label\",\n"
-      "  \"machine\": {...optional, default this machine}, \"binding\": {\"Ne\": 100000}, \"flops\": F}.\n"
+      "  \"machine\": {...optional, default this machine}, \"binding\": {\"Ne\": 100000}, "
+      "\"flops\": F}.\n"
       "A symbolic spec's verified line needs the binding its times were taken at, or its flops.\n"
       "Parameters are in the spec's names:\n"
       "{\"index\": \"i\"} names an index, {\"array\": \"A\"} an array. A file with a bad line "
@@ -473,7 +475,8 @@ std::vector<std::pair<CLI::App*, Command>> add_db_commands(CLI::App& app) {
                    "A machine's fingerprint or its prefix (the 12 digits the tables print), or "
                    "model=NAME for every machine of that CPU model or device, whatever its "
                    "BLAS or driver (default: this machine)");
-  add_bind_option(best, best_args->bind, "asks for that size: an exact fact, else the symbolic form's");
+  add_bind_option(best, best_args->bind,
+                  "asks for that size: an exact fact, else the symbolic form's");
   best->add_option("--top", best_args->top, "How many transforms, fastest first (default 1)");
   best->add_flag("--exact", best_args->exact, "No nearest-size answer for unseen shapes");
   best->footer("Exit code 3 when nothing is known; measure the workload with einsumdb tune.");
@@ -481,8 +484,9 @@ std::vector<std::pair<CLI::App*, Command>> add_db_commands(CLI::App& app) {
 
   auto show_args = std::make_shared<ShowArgs>();
   auto* show =
-      app.add_subcommand("show", "Every measurement of one workload (SPEC, its hash, or the hash's "
-                                 "first 12 digits as the tables print them)");
+      app.add_subcommand("show",
+                         "Every measurement of one workload (SPEC, its hash, or the hash's "
+                         "first 12 digits as the tables print them)");
   add_spec_options(show, show_args->spec);
   add_db_option(show, show_args->db);
   add_output_options(show, show_args->out);
@@ -513,8 +517,9 @@ std::vector<std::pair<CLI::App*, Command>> add_db_commands(CLI::App& app) {
 
   auto import_args = std::make_shared<ImportArgs>();
   auto* imp = app.add_subcommand(
-      "import", "Merge exported JSON lines, or a Feinsum fact database; never overwrites, skips "
-                "duplicates");
+      "import",
+      "Merge exported JSON lines, or a Feinsum fact database; never overwrites, skips "
+      "duplicates");
   imp->add_option("FILES", import_args->files,
                   "Files written by einsumdb export ('-' for stdin), or with --from feinsum "
                   "Feinsum's SQLite fact databases")

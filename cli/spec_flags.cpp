@@ -67,7 +67,8 @@ Binding parse_binding(const std::vector<std::string>& items) {
       }
       if (eq == std::string::npos || eq == 0 || used == 0 || used != item.size() - eq - 1 ||
           length < 1)
-        throw SpecError("--bind '" + item + "': expected SYMBOL=LENGTH with a length of at least 1, "
+        throw SpecError("--bind '" + item +
+                        "': expected SYMBOL=LENGTH with a length of at least 1, "
                         "e.g. Ne=50000");
       const std::string symbol = item.substr(0, eq);
       if (!b.emplace(symbol, length).second)

@@ -188,9 +188,8 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
   } else {
     std::cout << "workload " << report.workload_hash.substr(0, 12) << "  " << e.einsum_string()
               << (options.binding.empty() ? "" : "  at " + to_string(options.binding)) << "  ("
-              << report.results.size() << " of " << report.total
-              << " candidates; verified against " << report.oracle << "; run " << report.run
-              << ")\n"
+              << report.results.size() << " of " << report.total << " candidates; verified against "
+              << report.oracle << "; run " << report.run << ")\n"
               << "roofline (" << roof.dtype << "): " << format_number(roof.peak_gflops, 1)
               << " GFLOP/s per core, " << format_number(roof.bandwidth_gbs, 1) << " GB/s\n\n";
     std::vector<std::vector<std::string>> rows;

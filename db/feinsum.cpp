@@ -38,8 +38,7 @@ BatchedEinsum feinsum_einsum(const std::string& subscripts, const json& index_to
   for (char c : subscripts)
     if (c != ' ') text += c;
   const auto arrow = text.find("->");
-  if (arrow == std::string::npos)
-    throw SpecError("subscripts '" + subscripts + "' have no '->'");
+  if (arrow == std::string::npos) throw SpecError("subscripts '" + subscripts + "' have no '->'");
   BatchedEinsum e;
   e.output = text.substr(arrow + 2);
   for (std::size_t start = 0;;) {
@@ -113,8 +112,8 @@ Machine feinsum_machine(const std::string& device, const std::string& driver) {
 std::string feinsum_time_utc(const std::string& timestamp) {
   int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
   char tail = 0;
-  if (std::sscanf(timestamp.c_str(), "%4d_%2d_%2d_%2d%2d%2d%c", &y, &mo, &d, &h, &mi, &s,
-                  &tail) != 6)
+  if (std::sscanf(timestamp.c_str(), "%4d_%2d_%2d_%2d%2d%2d%c", &y, &mo, &d, &h, &mi, &s, &tail) !=
+      6)
     throw SpecError("timestamp '" + timestamp + "' is not YYYY_MM_DD_HHMMSS");
   using namespace std::chrono;
   const year_month_day date{year{y}, month{static_cast<unsigned>(mo)},
@@ -133,10 +132,10 @@ std::string feinsum_time_utc(const std::string& timestamp) {
   const year_month_day u{days};
   const hh_mm_ss<seconds> t{utc - days};
   char out[40];
-  std::snprintf(out, sizeof out, "%04d-%02u-%02uT%02d:%02d:%02d.000000Z", static_cast<int>(u.year()),
-                static_cast<unsigned>(u.month()), static_cast<unsigned>(u.day()),
-                static_cast<int>(t.hours().count()), static_cast<int>(t.minutes().count()),
-                static_cast<int>(t.seconds().count()));
+  std::snprintf(out, sizeof out, "%04d-%02u-%02uT%02d:%02d:%02d.000000Z",
+                static_cast<int>(u.year()), static_cast<unsigned>(u.month()),
+                static_cast<unsigned>(u.day()), static_cast<int>(t.hours().count()),
+                static_cast<int>(t.minutes().count()), static_cast<int>(t.seconds().count()));
   return out;
 }
 
@@ -147,8 +146,8 @@ FeinsumImport import_feinsum(Store& store, const std::string& path,
   if (!source.query_text("SELECT name FROM sqlite_master WHERE type = 'table' AND name = "
                          "'FEINSUM_TIMING_FACTS'"))
     throw DatabaseError("'" + path + "' is not a Feinsum fact database (no FEINSUM_TIMING_FACTS)");
-  const auto total = static_cast<std::size_t>(
-      source.query_int("SELECT count(*) FROM FEINSUM_TIMING_FACTS"));
+  const auto total =
+      static_cast<std::size_t>(source.query_int("SELECT count(*) FROM FEINSUM_TIMING_FACTS"));
   const std::string file = std::filesystem::path(path).filename().string();
 
   struct Pending {

@@ -68,7 +68,8 @@ nlohmann::ordered_json to_json(const Machine& m) {
 
 Machine machine_from_json(const nlohmann::json& j) {
   try {
-    if (!j.is_object()) throw SpecError("machine: expected an object {cpu_model, cores, isa, blas}");
+    if (!j.is_object())
+      throw SpecError("machine: expected an object {cpu_model, cores, isa, blas}");
     for (const auto& [key, value] : j.items()) {
       (void)value;
       if (key != "fingerprint" && key != "cpu_model" && key != "cores" && key != "isa" &&

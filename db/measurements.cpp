@@ -110,9 +110,9 @@ Measurement measurement_from_json(const json& j) {
 }
 
 void check_record_line_keys(const json& line) {
-  static constexpr std::string_view kKeys[] = {
-      "spec",    "transform", "seconds", "status", "max_rel_err", "bytes_moved",
-      "binding", "flops",     "run",     "machine"};
+  static constexpr std::string_view kKeys[] = {"spec",        "transform",   "seconds", "status",
+                                               "max_rel_err", "bytes_moved", "binding", "flops",
+                                               "run",         "machine"};
   if (!line.is_object()) throw SpecError("expected an object");
   for (const auto& [key, value] : line.items()) {
     (void)value;
@@ -191,9 +191,8 @@ bool Store::record(RunId run_key, WorkloadId workload_key, MachineId machine_key
     ins.bind(15, !m.recorded_at.empty()       ? m.recorded_at
                  : !impl_->batch_time.empty() ? impl_->batch_time
                                               : now_iso8601());
-    const auto digest = measurement_digest(
-        {w.hash, m.transform.name, params, fp, status, samples, m.max_rel_err, bytes, flops,
-         binding});
+    const auto digest = measurement_digest({w.hash, m.transform.name, params, fp, status, samples,
+                                            m.max_rel_err, bytes, flops, binding});
     ins.bind_blob(16, digest.data(), digest.size());
     if (binding.empty())
       ins.bind_null(17);
@@ -241,7 +240,8 @@ std::vector<std::string> Store::machines_matching(const std::string& selector) {
   std::vector<std::string> found;
   if (selector.rfind("model=", 0) == 0) {
     const std::string model = selector.substr(6);
-    auto s = impl_->stmt("SELECT fingerprint FROM machines WHERE cpu_model = ? ORDER BY fingerprint");
+    auto s =
+        impl_->stmt("SELECT fingerprint FROM machines WHERE cpu_model = ? ORDER BY fingerprint");
     s.bind(1, model);
     while (s.step()) found.push_back(s.column_text(0));
     if (found.empty()) {
@@ -268,19 +268,21 @@ std::vector<std::string> Store::machines_matching(const std::string& selector) {
     described += "\n  " + s.column_text(0) + "  " + s.column_text(1) + ", " + s.column_text(2);
   }
   if (found.empty())
-    throw SpecError("no machine with fingerprint " + selector + (selector.size() < 32 ? "..." : "") +
-                    " in '" + path() + "' (einsumdb stats lists the machines)");
+    throw SpecError("no machine with fingerprint " + selector +
+                    (selector.size() < 32 ? "..." : "") + " in '" + path() +
+                    "' (einsumdb stats lists the machines)");
   if (found.size() > 1)
-    throw SpecError("machine " + selector + " is ambiguous in '" + path() + "': " +
-                    std::to_string(found.size()) + " machines start with it; give more digits:" +
-                    described);
+    throw SpecError("machine " + selector + " is ambiguous in '" + path() +
+                    "': " + std::to_string(found.size()) +
+                    " machines start with it; give more digits:" + described);
   return found;
 }
 
 std::string Store::resolve_workload(const std::string& prefix) {
   if (prefix.size() < 4 || prefix.size() > 32 ||
       prefix.find_first_not_of("0123456789abcdef") != std::string::npos)
-    throw SpecError("'" + prefix + "' is not a workload hash or a prefix of one (4 to 32 lowercase "
+    throw SpecError("'" + prefix +
+                    "' is not a workload hash or a prefix of one (4 to 32 lowercase "
                     "hex digits)");
   auto s = impl_->stmt(
       "SELECT hash, key FROM workloads WHERE substr(hash, 1, ?) = ? ORDER BY hash LIMIT 11");
@@ -293,8 +295,8 @@ std::string Store::resolve_workload(const std::string& prefix) {
   if (found.size() > 1) {
     std::string described;
     for (const auto& [hash, key] : found) described += "\n  " + hash + "  " + key;
-    throw SpecError("workload " + prefix + " is ambiguous in '" + path() + "': " +
-                    (found.size() > 10 ? "more than 10" : std::to_string(found.size())) +
+    throw SpecError("workload " + prefix + " is ambiguous in '" + path() +
+                    "': " + (found.size() > 10 ? "more than 10" : std::to_string(found.size())) +
                     " workloads start with it; give more digits:" + described);
   }
   return found.front().first;
@@ -319,9 +321,9 @@ std::vector<Fact> Store::top_k(const std::string& workload_hash,
     std::set<std::string> bindings;
     std::string origin;
   };
-  std::map<std::pair<std::int64_t, std::string>, Group> groups;  // (transform, machine)
-  for (const auto& machine : machines) {
-    const auto mid = find_machine(machine);
+  std::map<std::pair<std::int64_t, std::size_t>, Group> groups;  // (transform, machine index)
+  for (std::size_t mi = 0; mi < machines.size(); ++mi) {
+    const auto mid = find_machine(machines[mi]);
     if (!mid) continue;
     auto s = impl_->stmt(
         "SELECT transform_id, median_s, min_s, repetitions, flops, binding, origin FROM "
@@ -329,7 +331,7 @@ std::vector<Fact> Store::top_k(const std::string& workload_hash,
         "IS NOT NULL");
     s.bind(1, wid).bind(2, id_value(*mid));
     while (s.step()) {
-      auto& g = groups[{s.column_int(0), machine}];
+      auto& g = groups[{s.column_int(0), mi}];
       const double median_s = s.column_double(1), min_s = s.column_double(2);
       const auto flops = s.column_optional_double(4);
       const bool rated = flops && *flops > 0;
@@ -357,7 +359,7 @@ std::vector<Fact> Store::top_k(const std::string& workload_hash,
     f.transform = impl_->transform(id.first);
     f.workload_hash = workload_hash;
     f.workload_key = key;
-    f.machine = id.second;
+    f.machine = machines[id.second];
     f.measurements = static_cast<int>(g.medians.size());
     f.median_s = median(g.medians);
     const bool rated = g.flops.size() == g.medians.size();
@@ -425,32 +427,32 @@ std::optional<Store::Nearest> Store::nearest(const Canonical& query,
                                              const std::vector<std::string>& machines) {
   std::optional<std::tuple<double, std::string, std::string>> found;  // distance, hash, map
   for (const auto& machine : machines) {
-  auto s = impl_->stmt(
-      "SELECT w.hash, w.structure_lengths, w.structure_map FROM workloads w "
-      "WHERE w.structure_hash = ? AND w.hash <> ? AND EXISTS (SELECT 1 FROM measurements m "
-      "JOIN machines mc ON mc.id = m.machine_id WHERE m.workload_id = w.id AND "
-      "mc.fingerprint = ? AND m.status = 'ok')");
-  s.bind(1, query.structure_hash).bind(2, query.hash).bind(3, machine);
-  while (s.step()) {
-    const json lengths = json::parse(s.column_text(1));
-    if (lengths.size() != query.structure_lengths.size()) continue;
-    double d2 = 0;
-    for (std::size_t k = 0; k < lengths.size(); ++k) {
-      const Length& q = query.structure_lengths[k];
-      const bool symbolic = lengths[k].is_string();
-      if (symbolic != q.symbolic()) {
-        d2 += 1.0;  // a symbol against a number: a fixed penalty of one e-fold
-      } else if (!symbolic) {
-        const double r = std::log(static_cast<double>(q.value) / lengths[k].get<double>());
-        d2 += r * r;
+    auto s = impl_->stmt(
+        "SELECT w.hash, w.structure_lengths, w.structure_map FROM workloads w "
+        "WHERE w.structure_hash = ? AND w.hash <> ? AND EXISTS (SELECT 1 FROM measurements m "
+        "JOIN machines mc ON mc.id = m.machine_id WHERE m.workload_id = w.id AND "
+        "mc.fingerprint = ? AND m.status = 'ok')");
+    s.bind(1, query.structure_hash).bind(2, query.hash).bind(3, machine);
+    while (s.step()) {
+      const json lengths = json::parse(s.column_text(1));
+      if (lengths.size() != query.structure_lengths.size()) continue;
+      double d2 = 0;
+      for (std::size_t k = 0; k < lengths.size(); ++k) {
+        const Length& q = query.structure_lengths[k];
+        const bool symbolic = lengths[k].is_string();
+        if (symbolic != q.symbolic()) {
+          d2 += 1.0;  // a symbol against a number: a fixed penalty of one e-fold
+        } else if (!symbolic) {
+          const double r = std::log(static_cast<double>(q.value) / lengths[k].get<double>());
+          d2 += r * r;
+        }
       }
+      const double d = std::sqrt(d2);
+      const std::string hash = s.column_text(0);
+      if (!found || d < std::get<0>(*found) ||
+          (d == std::get<0>(*found) && hash < std::get<1>(*found)))
+        found = std::make_tuple(d, hash, s.column_text(2));
     }
-    const double d = std::sqrt(d2);
-    const std::string hash = s.column_text(0);
-    if (!found || d < std::get<0>(*found) ||
-        (d == std::get<0>(*found) && hash < std::get<1>(*found)))
-      found = std::make_tuple(d, hash, s.column_text(2));
-  }
   }
   if (!found) return std::nullopt;
   auto facts = top_k(std::get<1>(*found), machines, 1);

@@ -134,11 +134,12 @@ void migrate_to_v3(sql::Connection& c) {
   c.exec(kSchemaV3);
   std::vector<std::pair<std::int64_t, std::array<unsigned char, 16>>> digests;
   {
-    sql::Statement s(c,
-                     "SELECT m.id, w.hash, t.strategy, t.params, mc.fingerprint, m.status, "
-                     "m.samples, m.max_rel_err, m.bytes_moved, m.flops, m.binding FROM measurements "
-                     "m JOIN workloads w ON w.id = m.workload_id JOIN transforms t ON t.id = "
-                     "m.transform_id JOIN machines mc ON mc.id = m.machine_id");
+    sql::Statement s(
+        c,
+        "SELECT m.id, w.hash, t.strategy, t.params, mc.fingerprint, m.status, "
+        "m.samples, m.max_rel_err, m.bytes_moved, m.flops, m.binding FROM measurements "
+        "m JOIN workloads w ON w.id = m.workload_id JOIN transforms t ON t.id = "
+        "m.transform_id JOIN machines mc ON mc.id = m.machine_id");
     while (s.step()) {
       const std::string hash = s.column_text(1), strategy = s.column_text(2),
                         params = s.column_text(3), machine = s.column_text(4),
@@ -146,9 +147,9 @@ void migrate_to_v3(sql::Connection& c) {
       const std::string binding = s.is_null(10) ? std::string() : s.column_text(10);
       digests.emplace_back(
           s.column_int(0),
-          store_detail::measurement_digest({hash, strategy, params, machine, status, samples,
-                              s.column_optional_double(7), s.column_optional_double(8),
-                              s.column_optional_double(9), binding}));
+          store_detail::measurement_digest(
+              {hash, strategy, params, machine, status, samples, s.column_optional_double(7),
+               s.column_optional_double(8), s.column_optional_double(9), binding}));
     }
   }
   sql::Statement update(c, "UPDATE measurements SET digest = ? WHERE id = ?");
@@ -218,13 +219,13 @@ std::array<unsigned char, 16> measurement_digest(const DigestInput& d) {
   auto optional = [](const std::optional<double>& v) { return v ? format_double(*v) : "-"; };
   std::string text;
   text.reserve(256 + d.samples.size());
-  for (std::string_view part : {d.workload_hash, d.strategy, d.params, d.machine, d.status,
-                                d.samples}) {
+  for (std::string_view part :
+       {d.workload_hash, d.strategy, d.params, d.machine, d.status, d.samples}) {
     text += part;
     text += '\n';
   }
-  text += optional(d.max_rel_err) + "\n" + optional(d.bytes_moved) + "\n" + optional(d.flops) +
-          "\n";
+  text +=
+      optional(d.max_rel_err) + "\n" + optional(d.bytes_moved) + "\n" + optional(d.flops) + "\n";
   text += d.binding.empty() ? std::string_view("-") : d.binding;
   XXH128_canonical_t bytes;
   XXH128_canonicalFromHash(&bytes, XXH3_128bits(text.data(), text.size()));

@@ -112,10 +112,10 @@ struct Fact {
   std::string machine;  // fingerprint
   double median_s = 0;  // median of the measurements' medians (at their own bindings)
   double min_s = 0;
-  std::optional<double> gflops;  // median rate
-  std::optional<double> flops;   // work of one run (the median, when bindings differ)
-  int measurements = 0;          // verified measurements of this transform
-  int repetitions = 0;           // timed repetitions behind them
+  std::optional<double> gflops;   // median rate
+  std::optional<double> flops;    // work of one run (the median, when bindings differ)
+  int measurements = 0;           // verified measurements of this transform
+  int repetitions = 0;            // timed repetitions behind them
   std::vector<Binding> bindings;  // the distinct bindings timed (canonical symbols); none: concrete
   nlohmann::json origin;          // the origin of its fastest measurement (null: measured here)
 };

@@ -67,12 +67,11 @@ struct Store::Impl {
   const WorkloadInfo& workload(std::int64_t id) {
     const auto it = workloads_by_id.find(id);
     if (it != workloads_by_id.end()) return it->second;
-    auto s =
-        stmt("SELECT hash, flops, footprint_bytes, symbols, spec FROM workloads WHERE id = ?");
+    auto s = stmt("SELECT hash, flops, footprint_bytes, symbols, spec FROM workloads WHERE id = ?");
     s.bind(1, id);
     if (!s.step()) throw DatabaseError("no workload with id " + std::to_string(id));
-    WorkloadInfo info{id, s.column_text(0), s.column_optional_double(1),
-                      s.column_optional_double(2), {}, {}};
+    WorkloadInfo info{
+        id, s.column_text(0), s.column_optional_double(1), s.column_optional_double(2), {}, {}};
     if (s.column_int(3) > 0) {
       info.form = parse_spec_text(s.column_text(4));
       info.symbols = symbols(*info.form);

@@ -10,6 +10,7 @@
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/canon/model.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/db/feinsum.hpp"
 #include "einsumdb/db/location.hpp"
 #include "einsumdb/db/machine.hpp"
 #include "einsumdb/db/retrieve.hpp"

@@ -463,7 +463,7 @@ class PyStore {
     Store store = open_store_for_writing(path_);
     const auto r = import_feinsum(store, file);
     forget(path_);
-    return ojson{{"rows", r.rows},         {"workloads", r.workloads}, {"machines", r.machines},
+    return ojson{{"rows", r.rows},         {"workloads", r.workloads},   {"machines", r.machines},
                  {"inserted", r.inserted}, {"duplicates", r.duplicates}, {"runs", r.runs}}
         .dump();
   }

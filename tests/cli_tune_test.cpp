@@ -104,9 +104,8 @@ TEST_F(CliTune, ASymbolicWorkloadTunedOnceServesEveryLength) {
   // A DG-FEM style operator: Ne elements, each u_e = Σ_k M[i,k] v_e[k]; Ne known at run time.
   const std::string symbolic =
       R"({"einsum":"ik,ek->ei","batch":[["M","V"]],"shapes":{"M":[6,4],"V":["Ne",4]}})";
-  auto r = run(with({"tune", symbolic, "--bind", "Ne=2000", "--strategies", "loop_nest,ttgt",
-                     "--json"},
-                    kQuick));
+  auto r = run(with(
+      {"tune", symbolic, "--bind", "Ne=2000", "--strategies", "loop_nest,ttgt", "--json"}, kQuick));
   ASSERT_EQ(r.code, 0) << r.err;
   const json tuned = json::parse(r.out);
   EXPECT_EQ(tuned["binding"], (json{{"Ne", 2000}}));

@@ -47,7 +47,9 @@ std::vector<Row> feinsum_rows() {
                      "runtime_in_sec FROM FEINSUM_TIMING_FACTS ORDER BY ID",
                      -1, &s, nullptr);
   std::vector<Row> rows;
-  auto text = [&](int c) { return std::string(reinterpret_cast<const char*>(sqlite3_column_text(s, c))); };
+  auto text = [&](int c) {
+    return std::string(reinterpret_cast<const char*>(sqlite3_column_text(s, c)));
+  };
   while (sqlite3_step(s) == SQLITE_ROW)
     rows.push_back({sqlite3_column_int64(s, 0), text(1), text(2), text(3), text(4), text(5),
                     text(6), text(7), text(8), text(9), sqlite3_column_double(s, 10)});
@@ -133,9 +135,9 @@ TEST(Feinsum, RowsBecomeEinsumsMachinesAndTimes) {
   EXPECT_EQ(e.arrays.at("a0").shape,
             (std::vector<Length>{Length::of(4), Length::named("K"), Length::of(3)}));
   // Two absent indices are two symbols, not one.
-  const BatchedEinsum two = feinsum_einsum("ij,jk -> ik", json::parse(R"({"j": 3})"),
-                                           json::parse(R"([["A", "B"]])"),
-                                           json::parse(R"({"A": "float32", "B": "float32"})"));
+  const BatchedEinsum two =
+      feinsum_einsum("ij,jk -> ik", json::parse(R"({"j": 3})"), json::parse(R"([["A", "B"]])"),
+                     json::parse(R"({"A": "float32", "B": "float32"})"));
   EXPECT_EQ(symbols(two), (std::vector<std::string>{"I", "K"}));
   EXPECT_THROW(feinsum_einsum("ij -> i", json::parse(R"({"i": 0})"), json::parse(R"([["A"]])"),
                               json::parse(R"({"A": "float64"})")),
@@ -155,7 +157,8 @@ TEST(Feinsum, RowsBecomeEinsumsMachinesAndTimes) {
   const Machine m = feinsum_machine("NVIDIA_TITAN_V", "NVIDIA Corporation-550.163.01");
   EXPECT_EQ(m.cpu_model, "NVIDIA_TITAN_V");
   EXPECT_EQ(m.cores, 1);
-  EXPECT_NE(m.fingerprint(), feinsum_machine("NVIDIA_TITAN_V", "NVIDIA Corporation-4.0").fingerprint());
+  EXPECT_NE(m.fingerprint(),
+            feinsum_machine("NVIDIA_TITAN_V", "NVIDIA Corporation-4.0").fingerprint());
 }
 
 TEST(Feinsum, AFileThatIsNotFeinsumsIsRefusedAndNothingIsWritten) {

@@ -107,7 +107,7 @@ TEST_F(SymbolicTest, ASymbolicMeasurementNeedsItsBindingOrItsWork) {
   auto record_canonical = [&](Measurement m) {
     return store_.record_run({"test", "", "", ""}, machine(), {{&c, std::move(m)}});
   };
-  EXPECT_THROW(record_canonical(ok("t", {}, {1e-3})), SpecError);              // neither
+  EXPECT_THROW(record_canonical(ok("t", {}, {1e-3})), SpecError);               // neither
   EXPECT_THROW(record_canonical(ok("t", {}, {1e-3}, {{"N7", 5}})), SpecError);  // unknown symbol
   EXPECT_THROW(to_canonical(c, ok("t", {}, {1e-3}, {{"Nq", 5}})), SpecError);
   EXPECT_THROW(record(store_, two_products(Length::of(5)), ok("t", {}, {1e-3}, {{"Ne", 5}})),
@@ -269,7 +269,8 @@ TEST_F(SymbolicTest, MachinesAndWorkloadsByPrefix) {
   std::string blas_a, blas_b;
   for (int n = 0; blas_b.empty(); ++n) {
     const std::string blas = "BLAS " + std::to_string(n);
-    const auto [it, added] = by_prefix.emplace(machine("CPU C", blas).fingerprint().substr(0, 4), blas);
+    const auto [it, added] =
+        by_prefix.emplace(machine("CPU C", blas).fingerprint().substr(0, 4), blas);
     if (!added) blas_a = it->second, blas_b = blas;
   }
   record(store_, two_products(Length::of(7)), ok("c", {}, {1e-3}), machine("CPU C", blas_a));

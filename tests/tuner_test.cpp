@@ -232,7 +232,8 @@ TEST(Tuner, ASymbolicWorkloadIsMeasuredAtABindingAndRecordedUnderItsSymbolicKey)
     EXPECT_DOUBLE_EQ(r["flops"].get<double>(), 2.0 * 64 * 3 * 4);
   }
   // A concrete size of it is answered by that fact.
-  const auto a = best_for(store, canonicalize(product("500x3", "3x4")), test_machine().fingerprint());
+  const auto a =
+      best_for(store, canonicalize(product("500x3", "3x4")), test_machine().fingerprint());
   ASSERT_TRUE(a);
   EXPECT_EQ(a->match, Match::symbolic);
   EXPECT_EQ(a->binding, (Binding{{"N0", 500}}));

@@ -108,7 +108,8 @@ Binding tuning_binding(const BatchedEinsum& e, const Binding& given, double max_
   std::vector<std::string> open;
   for (const auto& name : names)
     if (!b.count(name)) open.push_back(name);
-  for (std::int64_t length = kDefaultSymbolLength;; length = std::max<std::int64_t>(1, length / 2)) {
+  for (std::int64_t length = kDefaultSymbolLength;;
+       length = std::max<std::int64_t>(1, length / 2)) {
     for (const auto& name : open) b[name] = length;
     const auto bytes = footprint_bytes(bind_symbols(e, b));
     if (open.empty() || length == 1 || !bytes || *bytes <= max_bytes) return b;
