@@ -27,9 +27,7 @@ std::string short_hash(const std::string& h) {
 
 // A hash or a prefix of one (at least 4 hex digits) rather than an einsum such as 'ab->b'.
 bool looks_like_hash(const std::string& s) {
-  return s.size() >= 4 && s.size() <= 32 &&
-         s.find_first_not_of("0123456789abcdef") == std::string::npos &&
-         s.find_first_of("0123456789") != std::string::npos;
+  return is_hash_prefix(s) && s.find_first_of("0123456789") != std::string::npos;
 }
 
 // ---------------------------------------------------------------- record

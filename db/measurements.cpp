@@ -236,6 +236,11 @@ Store::RunResult Store::record_run(
   return r;
 }
 
+bool is_hash_prefix(std::string_view s) {
+  return s.size() >= 4 && s.size() <= 32 &&
+         s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
 std::vector<std::string> Store::machines_matching(const std::string& selector) {
   std::vector<std::string> found;
   if (selector.rfind("model=", 0) == 0) {
@@ -253,8 +258,7 @@ std::vector<std::string> Store::machines_matching(const std::string& selector) {
     }
     return found;
   }
-  if (selector.size() < 4 || selector.size() > 32 ||
-      selector.find_first_not_of("0123456789abcdef") != std::string::npos)
+  if (!is_hash_prefix(selector))
     throw SpecError("machine '" + selector +
                     "' is neither a fingerprint nor a prefix of one (4 to 32 lowercase hex "
                     "digits, as the tables print) nor model=NAME");
@@ -279,8 +283,7 @@ std::vector<std::string> Store::machines_matching(const std::string& selector) {
 }
 
 std::string Store::resolve_workload(const std::string& prefix) {
-  if (prefix.size() < 4 || prefix.size() > 32 ||
-      prefix.find_first_not_of("0123456789abcdef") != std::string::npos)
+  if (!is_hash_prefix(prefix))
     throw SpecError("'" + prefix +
                     "' is not a workload hash or a prefix of one (4 to 32 lowercase "
                     "hex digits)");

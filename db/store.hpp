@@ -293,6 +293,10 @@ class Store {
   std::unique_ptr<Impl> impl_;
 };
 
+// Whether `s` may be a hash or a prefix of one as the tables print them: 4 to 32 lowercase hex
+// digits (a machine fingerprint or a workload hash).
+bool is_hash_prefix(std::string_view s);
+
 // The current time as ISO 8601 UTC with microseconds ("2026-11-22T05:15:16.123456Z").
 std::string now_iso8601();
 

@@ -375,8 +375,7 @@ class PyStore {
 
   std::string show(const std::string& spec_or_hash) {
     std::string hash = spec_or_hash;
-    const bool hex = hash.size() >= 4 && hash.size() <= 32 &&
-                     hash.find_first_not_of("0123456789abcdef") == std::string::npos;
+    const bool hex = is_hash_prefix(hash);
     if (!hex) hash = canonicalize(parse_spec_text(spec_or_hash)).hash;
     py::gil_scoped_release release;
     auto store = open_store_for_reading(path_);
