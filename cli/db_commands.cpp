@@ -1,6 +1,7 @@
 // The database subcommands: record, best, show, list, stats, export, import, db check.
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -14,6 +15,7 @@
 #include "einsumdb/cli/spec_flags.hpp"
 #include "einsumdb/db/feinsum.hpp"
 #include "einsumdb/db/retrieve.hpp"
+#include "einsumdb/report/report.hpp"
 
 namespace einsumdb::cli {
 namespace {
@@ -421,6 +423,52 @@ int run_import(const ImportArgs& args) {
   return kExitOk;
 }
 
+struct ReportArgs {
+  DbArgs db;
+  OutputArgs out;
+  std::string output = "einsumdb-report.html";
+  ReportOptions options;
+};
+
+int run_report(const ReportArgs& args) {
+  auto store = open_for_reading(args.db);
+  if (!store) throw DatabaseError("no database at " + resolve_db_path(args.db));
+  // Written beside its final name and renamed: a reader never sees half a page.
+  const std::string partial = args.output + ".partial";
+  ReportSummary r;
+  {
+    std::ofstream file(partial, std::ios::binary | std::ios::trunc);
+    if (!file) throw Error("cannot write '" + partial + "'");
+    try {
+      r = write_report(*store, file, args.options);
+    } catch (...) {
+      file.close();
+      std::filesystem::remove(partial);
+      throw;
+    }
+    file.close();
+    if (!file) throw Error("cannot write '" + partial + "'");
+  }
+  std::filesystem::rename(partial, args.output);
+  const std::string where = std::filesystem::absolute(args.output).string();
+  if (want_json(args.out)) {
+    print_json({{"report", where},
+                {"bytes", r.bytes},
+                {"machines", r.machines},
+                {"points", r.points},
+                {"points_drawn", r.points_drawn},
+                {"workloads", r.workloads},
+                {"partitionings", r.partitionings}});
+  } else {
+    std::cout << "wrote " << where << " (" << r.machines << " machine(s), " << r.points_drawn
+              << " of " << r.points << " roofline point(s) drawn, " << r.workloads
+              << " workload(s), " << r.partitionings << " partitioning(s); "
+              << format_number(static_cast<double>(r.bytes) / 1e6, 2) << " MB)\n"
+              << "open it in a browser: file://" << where << "\n";
+  }
+  return kExitOk;
+}
+
 int run_check(const SimpleArgs& args) {
   auto store = open_for_reading(args.db);
   if (!store) throw DatabaseError("no database at " + resolve_db_path(args.db));
@@ -529,6 +577,30 @@ std::vector<std::pair<CLI::App*, Command>> add_db_commands(CLI::App& app) {
   add_db_option(imp, import_args->db);
   add_output_options(imp, import_args->out);
   out.emplace_back(imp, [import_args] { return run_import(*import_args); });
+
+  auto report_args = std::make_shared<ReportArgs>();
+  auto* report = app.add_subcommand(
+      "report",
+      "Write the database as one self-contained HTML page: rooflines, every candidate of "
+      "chosen workloads, partitionings");
+  add_db_option(report, report_args->db);
+  add_output_options(report, report_args->out);
+  report->add_option("--output,-o", report_args->output,
+                     "The HTML file to write (default einsumdb-report.html)");
+  report->add_option("--machine", report_args->options.machine,
+                     "Only this machine: a fingerprint, its prefix, or model=NAME");
+  report->add_option("--since", report_args->options.since,
+                     "Only measurements recorded at or after this ISO 8601 time");
+  report->add_option("--workload", report_args->options.workloads,
+                     "Workloads to show in detail (hashes or their 12-digit prefixes; default: "
+                     "the 12 most measured)")
+      ->take_all();
+  report->add_option("--max-points", report_args->options.max_points,
+                     "Roofline points drawn per machine (default 2000; the rest are sampled)");
+  report->footer(
+      "The page needs no network and no script; open it in any browser. Every name from the\n"
+      "database is escaped. Hover a point or a candidate for its einsum, transform and figures.");
+  out.emplace_back(report, [report_args] { return run_report(*report_args); });
 
   auto check_args = std::make_shared<SimpleArgs>();
   auto* dbcmd = app.add_subcommand("db", "Database maintenance");

@@ -539,6 +539,44 @@ ojson export_row(sql::Statement& s) {
 
 }  // namespace store_detail
 
+std::vector<Store::BestPoint> Store::best_points(const ListFilter& f) {
+  // Grouped on the measurements alone (SQLite takes the other columns from the row of the
+  // maximum), then joined: one pass over the measurements.
+  sql::Statement s(
+      impl_->conn,
+      "SELECT w.hash, w.key, mc.fingerprint, t.strategy, t.params, b.g, b.flops, b.bytes_moved, "
+      "b.binding FROM (SELECT m.workload_id, m.machine_id, m.transform_id, max(m.gflops) AS g, "
+      "m.flops, m.bytes_moved, m.binding FROM measurements m JOIN machines c ON c.id = "
+      "m.machine_id JOIN transforms t2 ON t2.id = m.transform_id WHERE m.status = 'ok' AND "
+      "m.gflops IS NOT NULL AND (?1 = '' OR c.fingerprint LIKE ?1 || '%') AND (?2 = '' OR "
+      "t2.strategy = ?2) AND (?3 = '' OR m.recorded_at >= ?3) GROUP BY m.workload_id, "
+      "m.machine_id) b JOIN workloads w ON w.id = b.workload_id JOIN machines mc ON mc.id = "
+      "b.machine_id JOIN transforms t ON t.id = b.transform_id ORDER BY mc.fingerprint, w.hash "
+      "LIMIT ?4");
+  s.bind(1, f.machine).bind(2, f.strategy).bind(3, f.since);
+  s.bind(4, f.limit ? static_cast<std::int64_t>(f.limit) : std::int64_t{-1});
+  std::vector<BestPoint> out;
+  while (s.step())
+    out.push_back({s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3),
+                   s.column_text(4), s.column_double(5), s.column_optional_double(6),
+                   s.column_optional_double(7), s.is_null(8) ? std::string() : s.column_text(8)});
+  return out;
+}
+
+std::vector<std::string> Store::most_measured(const ListFilter& f, std::size_t k) {
+  sql::Statement s(impl_->conn,
+                   "SELECT w.hash FROM measurements m JOIN workloads w ON w.id = m.workload_id "
+                   "JOIN machines mc ON mc.id = m.machine_id JOIN transforms t ON t.id = "
+                   "m.transform_id WHERE (?1 = '' OR mc.fingerprint LIKE ?1 || '%') AND (?2 = '' "
+                   "OR t.strategy = ?2) AND (?3 = '' OR m.recorded_at >= ?3) GROUP BY "
+                   "m.workload_id ORDER BY count(*) DESC, w.hash LIMIT ?4");
+  s.bind(1, f.machine).bind(2, f.strategy).bind(3, f.since);
+  s.bind(4, static_cast<std::int64_t>(k));
+  std::vector<std::string> out;
+  while (s.step()) out.push_back(s.column_text(0));
+  return out;
+}
+
 std::vector<ojson> Store::show(const std::string& workload_hash) {
   sql::Statement s(impl_->conn, std::string(kExportColumns) +
                                     "WHERE w.hash = ? ORDER BY mc.fingerprint, m.status <> 'ok', "

@@ -94,6 +94,15 @@ std::vector<Store::Partitioning> Store::partitionings(const std::string& graph_k
   return read_partitionings(s);
 }
 
+std::vector<Store::Partitioning> Store::measured_partitionings(const std::string& since,
+                                                               std::size_t limit) {
+  auto s = impl_->stmt(EINSUMDB_PARTITIONING_COLUMNS
+                       "WHERE p.measured_seconds IS NOT NULL AND (?1 = '' OR p.recorded_at >= ?1) "
+                       "ORDER BY p.id DESC LIMIT ?2");
+  s.bind(1, since).bind(2, limit ? static_cast<std::int64_t>(limit) : std::int64_t{-1});
+  return read_partitionings(s);
+}
+
 std::vector<Store::Partitioning> Store::measured_partitionings(const std::string& machine,
                                                                int procs) {
   auto s = impl_->stmt(EINSUMDB_PARTITIONING_COLUMNS

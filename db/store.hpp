@@ -274,6 +274,23 @@ class Store {
   std::vector<Partitioning> partitionings(const std::string& graph_key, int procs);
   // Every partitioning with a measured time on a machine (fingerprint) at P ranks.
   std::vector<Partitioning> measured_partitionings(const std::string& machine, int procs);
+  // The most recent `limit` (0: all) partitionings with a measured time, on any machine,
+  // recorded at or after `since` (empty: any time).
+  std::vector<Partitioning> measured_partitionings(const std::string& since, std::size_t limit);
+
+  // --- aggregates for reports
+  // Per workload and machine, its verified measurement of highest rate, with the work and bytes
+  // it was taken at: a point of the machine's roofline. Filtered like list() (machine prefix,
+  // strategy, since); `limit` caps the rows (0: all).
+  struct BestPoint {
+    std::string workload_hash, workload_key, machine, strategy, params;
+    double gflops = 0;
+    std::optional<double> flops, bytes;
+    std::string binding;  // JSON text; empty: none
+  };
+  std::vector<BestPoint> best_points(const ListFilter& filter);
+  // The hashes of the workloads with the most measurements under the filter, most first.
+  std::vector<std::string> most_measured(const ListFilter& filter, std::size_t k);
 
   // --- the machine's roofline: min(peak, intensity × bandwidth), per dtype
   struct Roofline {

@@ -24,6 +24,7 @@
 #include "einsumdb/executor/expression.hpp"
 #include "einsumdb/executor/npy.hpp"
 #include "einsumdb/executor/tensor.hpp"
+#include "einsumdb/report/report.hpp"
 #include "einsumdb/planner/eindecomp.hpp"
 #include "einsumdb/planner/eingraph.hpp"
 #include "einsumdb/planner/plan_file.hpp"

@@ -8,6 +8,7 @@ EINSUMDB_PACKAGES=(
   python3-numpy libxtensor-dev libxsmm-dev
   python3-dev python3-pybind11 pybind11-dev python3-pytest python3-tqdm
   libopenmpi-dev openmpi-bin libscalapack-openmpi-dev
+  chromium fonts-dejavu-core
 )
 
 # Installs the packages that are missing (apt-get, as root or through sudo).
