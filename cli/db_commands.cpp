@@ -591,9 +591,10 @@ std::vector<std::pair<CLI::App*, Command>> add_db_commands(CLI::App& app) {
                      "Only this machine: a fingerprint, its prefix, or model=NAME");
   report->add_option("--since", report_args->options.since,
                      "Only measurements recorded at or after this ISO 8601 time");
-  report->add_option("--workload", report_args->options.workloads,
-                     "Workloads to show in detail (hashes or their 12-digit prefixes; default: "
-                     "the 12 most measured)")
+  report
+      ->add_option("--workload", report_args->options.workloads,
+                   "Workloads to show in detail (hashes or their 12-digit prefixes; default: "
+                   "the 12 most measured)")
       ->take_all();
   report->add_option("--max-points", report_args->options.max_points,
                      "Roofline points drawn per machine (default 2000; the rest are sampled)");

@@ -75,17 +75,17 @@ void axes(std::ostream& out, const LogAxis& x, const LogAxis& y, const std::stri
       << "\" class=\"frame\"/>\n";
   for (double d = x.lo; d <= x.hi; ++d) {
     const double at = x(std::pow(10, d));
-    out << "<line x1=\"" << px(at) << "\" y1=\"" << px(kTop) << "\" x2=\"" << px(at)
-        << "\" y2=\"" << px(kHeight - kBottom) << "\" class=\"grid\"/><text x=\"" << px(at)
-        << "\" y=\"" << px(kHeight - kBottom + 16) << "\" class=\"tick\" text-anchor=\"middle\">"
+    out << "<line x1=\"" << px(at) << "\" y1=\"" << px(kTop) << "\" x2=\"" << px(at) << "\" y2=\""
+        << px(kHeight - kBottom) << "\" class=\"grid\"/><text x=\"" << px(at) << "\" y=\""
+        << px(kHeight - kBottom + 16) << "\" class=\"tick\" text-anchor=\"middle\">"
         << num(std::pow(10, d)) << "</text>\n";
   }
   for (double d = y.lo; d <= y.hi; ++d) {
     const double at = y(std::pow(10, d));
-    out << "<line x1=\"" << px(kLeft) << "\" y1=\"" << px(at) << "\" x2=\""
-        << px(kWidth - kRight) << "\" y2=\"" << px(at) << "\" class=\"grid\"/><text x=\""
-        << px(kLeft - 6) << "\" y=\"" << px(at + 4) << "\" class=\"tick\" text-anchor=\"end\">"
-        << num(std::pow(10, d)) << "</text>\n";
+    out << "<line x1=\"" << px(kLeft) << "\" y1=\"" << px(at) << "\" x2=\"" << px(kWidth - kRight)
+        << "\" y2=\"" << px(at) << "\" class=\"grid\"/><text x=\"" << px(kLeft - 6) << "\" y=\""
+        << px(at + 4) << "\" class=\"tick\" text-anchor=\"end\">" << num(std::pow(10, d))
+        << "</text>\n";
   }
   out << "<text x=\"" << px((kLeft + kWidth - kRight) / 2) << "\" y=\"" << px(kHeight - 10)
       << "\" class=\"label\" text-anchor=\"middle\">" << html_escape(x_label) << "</text>\n"
@@ -196,15 +196,15 @@ std::size_t roofline_section(Store& store, std::ostream& out, const MachineRow& 
     const double knee = r.peak_gflops / r.bandwidth_gbs;
     const double lo = std::pow(10, x.lo), hi = std::pow(10, x.hi);
     out << "<polyline class=\"roof roof-" << r.dtype << "\" points=\"" << px(x(lo)) << ","
-        << px(y(lo * r.bandwidth_gbs)) << " " << px(x(knee)) << "," << px(y(r.peak_gflops))
-        << " " << px(x(hi)) << "," << px(y(r.peak_gflops)) << "\"><title>" << r.dtype
+        << px(y(lo * r.bandwidth_gbs)) << " " << px(x(knee)) << "," << px(y(r.peak_gflops)) << " "
+        << px(x(hi)) << "," << px(y(r.peak_gflops)) << "\"><title>" << r.dtype
         << " roof of one core: " << num(r.peak_gflops) << " GFLOP/s, " << num(r.bandwidth_gbs)
         << " GB/s (measured " << html_escape(r.measured_at) << ")</title></polyline>\n";
     if (m.cores > 1 && k == 0)
       out << "<line class=\"roof-all\" x1=\"" << px(x(lo)) << "\" y1=\""
           << px(y(r.peak_gflops * m.cores)) << "\" x2=\"" << px(x(hi)) << "\" y2=\""
-          << px(y(r.peak_gflops * m.cores)) << "\"><title>" << r.dtype << " peak of all "
-          << m.cores << " cores</title></line>\n";
+          << px(y(r.peak_gflops * m.cores)) << "\"><title>" << r.dtype << " peak of all " << m.cores
+          << " cores</title></line>\n";
   }
   for (const auto& p : drawn) {
     const char* cls = p.fraction < 0     ? "noroof"
@@ -213,9 +213,9 @@ std::size_t roofline_section(Store& store, std::ostream& out, const MachineRow& 
                                          : "near";
     out << "<circle class=\"pt " << cls << "\" cx=\"" << px(x(p.ai)) << "\" cy=\""
         << px(y(p.p->gflops)) << "\" r=\"4\"><title>" << html_escape(einsum_of(p.p->workload_key))
-        << " (" << p.p->workload_hash.substr(0, 12) << ")&#10;" << html_escape(p.p->strategy)
-        << " " << html_escape(p.p->params) << "&#10;" << num(p.p->gflops) << " GFLOP/s at "
-        << num(p.ai) << " FLOP/byte";
+        << " (" << p.p->workload_hash.substr(0, 12) << ")&#10;" << html_escape(p.p->strategy) << " "
+        << html_escape(p.p->params) << "&#10;" << num(p.p->gflops) << " GFLOP/s at " << num(p.ai)
+        << " FLOP/byte";
     if (p.fraction >= 0) out << ", " << num(100 * p.fraction, 2) << "% of the one-core roof";
     if (!p.p->binding.empty()) out << "&#10;at " << html_escape(p.p->binding);
     out << "</title></circle>\n";
@@ -261,8 +261,8 @@ void workload_section(std::ostream& out, const std::string& hash, const std::vec
       kept.push_back(&r);
   const std::string key = rows.empty() ? "" : rows.front()["workload"]["key"].get<std::string>();
   out << "<h3 id=\"w" << hash.substr(0, 12) << "\"><code>" << html_escape(einsum_of(key))
-      << "</code> " << hash.substr(0, 12) << "</h3>\n<p class=\"note\"><code>"
-      << html_escape(key) << "</code></p>\n";
+      << "</code> " << hash.substr(0, 12) << "</h3>\n<p class=\"note\"><code>" << html_escape(key)
+      << "</code></p>\n";
   std::map<std::string, int> by_status;
   std::vector<const ojson*> timed;
   for (const auto* r : kept) {
@@ -288,8 +288,8 @@ void workload_section(std::ostream& out, const std::string& hash, const std::vec
     return s;
   };
   for (const auto* r : timed) {
-    lo = std::min(lo, (*r)["min_s"].is_null() ? (*r)["median_s"].get<double>()
-                                              : (*r)["min_s"].get<double>());
+    lo = std::min(
+        lo, (*r)["min_s"].is_null() ? (*r)["median_s"].get<double>() : (*r)["min_s"].get<double>());
     hi = std::max(hi, slowest(*r));
   }
   const double row_h = 14, height = kTop + row_h * static_cast<double>(timed.size()) + 40;
@@ -311,29 +311,30 @@ void workload_section(std::ostream& out, const std::string& hash, const std::vec
     const double cy = kTop + row_h * (static_cast<double>(k) + 0.5);
     const double median = r["median_s"].get<double>();
     const double fastest = r["min_s"].is_null() ? median : r["min_s"].get<double>();
-    std::string label = r["transform"]["name"].get<std::string>() + " " +
-                        r["transform"]["params"].dump();
+    std::string label =
+        r["transform"]["name"].get<std::string>() + " " + r["transform"]["params"].dump();
     if (label.size() > 46) label = label.substr(0, 43) + "...";
-    out << "<g class=\"cand " << cls << "\"><title>" << html_escape(r["transform"]["name"].get<std::string>())
-        << " " << html_escape(r["transform"]["params"].dump()) << "&#10;" << html_escape(status)
+    out << "<g class=\"cand " << cls << "\"><title>"
+        << html_escape(r["transform"]["name"].get<std::string>()) << " "
+        << html_escape(r["transform"]["params"].dump()) << "&#10;" << html_escape(status)
         << (winner ? " (the winner)" : "") << ": median " << seconds_text(median) << ", "
         << seconds_text(fastest) << " to " << seconds_text(slowest(r)) << " over "
         << r["repetitions"] << " repetition(s)&#10;run " << r["run"]["id"] << " "
-        << html_escape(r["run"]["label"].get<std::string>()) << ", " << html_escape(r["recorded_at"].get<std::string>())
-        << "&#10;machine " << r["machine"]["fingerprint"].get<std::string>().substr(0, 12)
+        << html_escape(r["run"]["label"].get<std::string>()) << ", "
+        << html_escape(r["recorded_at"].get<std::string>()) << "&#10;machine "
+        << r["machine"]["fingerprint"].get<std::string>().substr(0, 12)
         << "</title><text class=\"tick\" x=\"4\" y=\"" << px(cy + 4) << "\">"
-        << (winner ? "&#9733; " : "") << html_escape(label) << "</text><line class=\"range "
-        << cls << "\" x1=\"" << px(x(fastest)) << "\" y1=\"" << px(cy) << "\" x2=\""
-        << px(x(slowest(r))) << "\" y2=\"" << px(cy) << "\"/>";
+        << (winner ? "&#9733; " : "") << html_escape(label) << "</text><line class=\"range " << cls
+        << "\" x1=\"" << px(x(fastest)) << "\" y1=\"" << px(cy) << "\" x2=\"" << px(x(slowest(r)))
+        << "\" y2=\"" << px(cy) << "\"/>";
     if (status == "invalid")
-      out << "<path class=\"" << cls << "\" d=\"M" << px(x(median) - 4) << " " << px(cy - 4)
-          << "L" << px(x(median) + 4) << " " << px(cy + 4) << "M" << px(x(median) - 4) << " "
-          << px(cy + 4) << "L" << px(x(median) + 4) << " " << px(cy - 4)
-          << "\" stroke-width=\"2\"/>";
+      out << "<path class=\"" << cls << "\" d=\"M" << px(x(median) - 4) << " " << px(cy - 4) << "L"
+          << px(x(median) + 4) << " " << px(cy + 4) << "M" << px(x(median) - 4) << " " << px(cy + 4)
+          << "L" << px(x(median) + 4) << " " << px(cy - 4) << "\" stroke-width=\"2\"/>";
     else if (status == "timeout")
       out << "<path class=\"" << cls << "\" d=\"M" << px(x(median)) << " " << px(cy - 5) << "L"
-          << px(x(median) + 5) << " " << px(cy + 4) << "L" << px(x(median) - 5) << " "
-          << px(cy + 4) << "Z\"/>";
+          << px(x(median) + 5) << " " << px(cy + 4) << "L" << px(x(median) - 5) << " " << px(cy + 4)
+          << "Z\"/>";
     else
       out << "<circle class=\"dot " << cls << "\" cx=\"" << px(x(median)) << "\" cy=\"" << px(cy)
           << "\" r=\"4\"/>";
@@ -382,8 +383,7 @@ void workload_section(std::ostream& out, const std::string& hash, const std::vec
 
 // ----------------------------------------------------------------- partitionings
 
-std::size_t partitionings_section(std::ostream& out,
-                                  const std::vector<Store::Partitioning>& parts,
+std::size_t partitionings_section(std::ostream& out, const std::vector<Store::Partitioning>& parts,
                                   const std::set<std::string>& machines) {
   std::vector<const Store::Partitioning*> kept;
   for (const auto& p : parts)
@@ -412,10 +412,10 @@ std::size_t partitionings_section(std::ostream& out,
         << px(y(std::pow(10, x.hi))) << "\"><title>measured = predicted</title></line>\n";
     for (const auto* p : both)
       out << "<circle class=\"pt part\" cx=\"" << px(x(*p->predicted_bytes)) << "\" cy=\""
-          << px(y(*p->measured_bytes)) << "\" r=\"4\"><title>step " << html_escape(p->step)
-          << " " << html_escape(p->einsum) << ", P = " << p->procs << ", "
-          << html_escape(p->method) << "&#10;predicted " << bytes_text(*p->predicted_bytes)
-          << ", measured " << bytes_text(*p->measured_bytes)
+          << px(y(*p->measured_bytes)) << "\" r=\"4\"><title>step " << html_escape(p->step) << " "
+          << html_escape(p->einsum) << ", P = " << p->procs << ", " << html_escape(p->method)
+          << "&#10;predicted " << bytes_text(*p->predicted_bytes) << ", measured "
+          << bytes_text(*p->measured_bytes)
           << (p->measured_seconds ? ", " + seconds_text(*p->measured_seconds) : "")
           << "</title></circle>\n";
     out << "</svg>\n";
@@ -518,7 +518,8 @@ ReportSummary write_report(Store& store, std::ostream& page, const ReportOptions
       << " to " << html_escape(stats["last_recorded"].get<std::string>()) << "</td></tr>"
       << "<tr><th>partitionings</th><td>" << stats["partitionings"] << "</td></tr>";
   if (!o.machine.empty() || !o.since.empty())
-    out << "<tr><th>filter</th><td>" << (o.machine.empty() ? "" : "machine " + html_escape(o.machine) + " ")
+    out << "<tr><th>filter</th><td>"
+        << (o.machine.empty() ? "" : "machine " + html_escape(o.machine) + " ")
         << (o.since.empty() ? "" : "since " + html_escape(o.since)) << "</td></tr>";
   out << "</table>\n";
 

@@ -21,9 +21,11 @@ echo "filling $dir/db.sqlite: $workloads workloads, $measurements measurements .
 "$bin" bench db --db "$dir/db.sqlite" --workloads "$workloads" --measurements "$measurements" \
   >/dev/null
 echo '<!DOCTYPE html><html><body></body></html>' > "$dir/empty.html"
-timed() {  # timed OUT CMD...: wall seconds and peak RSS (kB) of CMD appended to OUT
+timed() {  # timed OUT CMD...: wall seconds and peak RSS (kB) of CMD appended to OUT.times
+  local out=$1
+  shift
   /usr/bin/time -f "%e %M" -o "$dir/t" "$@" >/dev/null 2>&1
-  cat "$dir/t" >> "$1.times"
+  cat "$dir/t" >> "$out.times"
 }
 for i in 1 2 3; do
   timed "$dir/report" "$bin" report --db "$dir/db.sqlite" -o "$dir/report.html" --json

@@ -112,3 +112,13 @@ OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   mpirun --oversubscribe --allow-run-as-root -np 2 \
   $bin run "${db%.sqlite}-chain.json" --plan "${db%.sqlite}-plan2.json" --db "$db" \
   --repeat 5 --verify --table
+echo
+echo "== Feinsum's own facts (9,036 GPU measurements) imported; its DG-FEM face operator asked for"
+echo "   in other names, with the element count symbolic"
+$bin import --from feinsum tests/data/feinsum/transform_archive_v6.sqlite --db "$db" --table
+$bin best '{"einsum":"qvr,pqr,qv->vp","batch":[["u2","M","J"],["u0","M","J"],["u3","M","J"],["u1","M","J"]],
+  "shapes":{"M":[35,4,15],"J":[4,"elements"],"u0":[4,"elements",15],"u1":[4,"elements",15],
+  "u2":[4,"elements",15],"u3":[4,"elements",15]}}' --machine model=NVIDIA_TITAN_V --db "$db" --table
+echo
+echo "== The database as pictures: rooflines, every candidate, the chain's partitionings"
+$bin report --db "$db" -o "${db%.sqlite}-report.html" --table
