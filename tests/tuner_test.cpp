@@ -228,7 +228,7 @@ TEST(Tuner, ASymbolicWorkloadIsMeasuredAtABindingAndRecordedUnderItsSymbolicKey)
   const auto rows = store.show(report.workload_hash);
   ASSERT_EQ(rows.size(), report.results.size());
   for (const auto& r : rows) {
-    EXPECT_EQ(r["binding"], (json{{"N0", 64}}));
+    EXPECT_EQ(r["binding"].get<Binding>(), (Binding{{"N0", 64}}));
     EXPECT_DOUBLE_EQ(r["flops"].get<double>(), 2.0 * 64 * 3 * 4);
   }
   // A concrete size of it is answered by that fact.
