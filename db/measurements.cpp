@@ -580,6 +580,7 @@ std::vector<std::string> Store::most_measured(const ListFilter& f, std::size_t k
 std::vector<ojson> Store::show(const std::string& workload_hash) {
   sql::Statement s(impl_->conn, std::string(kExportColumns) +
                                     "WHERE w.hash = ? ORDER BY mc.fingerprint, m.status <> 'ok', "
+                                    "m.gflops IS NULL, -m.gflops, "
                                     "m.median_s, m.id");
   s.bind(1, workload_hash);
   std::vector<ojson> rows;

@@ -239,7 +239,8 @@ class Store {
   std::optional<Nearest> nearest(const Canonical& query, const std::vector<std::string>& machines);
 
   std::vector<WorkloadSummary> list(const ListFilter& filter);
-  // Every measurement of a workload (all machines, all statuses), as export rows.
+  // Every measurement of a workload (all machines, all statuses), as export rows: per machine,
+  // verified first, highest rate first.
   std::vector<nlohmann::ordered_json> show(const std::string& workload_hash);
   nlohmann::ordered_json stats();
 
