@@ -431,6 +431,7 @@ struct ReportArgs {
 };
 
 int run_report(const ReportArgs& args) {
+  if (args.options.max_points < 1) throw SpecError("--max-points must be at least 1");
   auto store = open_for_reading(args.db);
   if (!store) throw DatabaseError("no database at " + resolve_db_path(args.db));
   // Written beside its final name and renamed: a reader never sees half a page.
