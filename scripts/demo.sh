@@ -41,7 +41,7 @@ echo
 echo "== The performance database (a fresh SQLite file)"
 db=$(mktemp -d)/demo.sqlite
 cat > "${db%.sqlite}.jsonl" <<'JSONL'
-{"spec": {"einsum": "ik,kj->ij", "batch": [["A","B"]], "shapes": {"A": [64,32], "B": [32,48]}}, "transform": {"name": "ttgt", "params": {"m": {"index": "i"}, "n": {"index": "j"}, "k": {"index": "k"}}}, "seconds": [1.0e-5, 1.2e-5, 1.1e-5], "status": "ok", "max_rel_err": 1e-15, "run": "demo"}
+{"spec": {"einsum": "ik,kj->ij", "batch": [["A","B"]], "shapes": {"A": [64,32], "B": [32,48]}}, "transform": {"name": "ttgt", "params": {"m": [{"index": "i"}], "n": [{"index": "j"}], "k": [{"index": "k"}]}}, "seconds": [1.0e-5, 1.2e-5, 1.1e-5], "status": "ok", "max_rel_err": 1e-15, "run": "demo"}
 {"spec": {"einsum": "ik,kj->ij", "batch": [["A","B"]], "shapes": {"A": [64,32], "B": [32,48]}}, "transform": {"name": "reference", "params": {}}, "seconds": [2.1e-3, 2.0e-3], "status": "ok", "max_rel_err": 0, "run": "demo"}
 {"spec": {"einsum": "ik,kj->ij", "batch": [["A","B"]], "shapes": {"A": [64,32], "B": [32,48]}}, "transform": {"name": "broken", "params": {}}, "seconds": [1.0e-8], "status": "invalid", "max_rel_err": 0.9, "run": "demo"}
 JSONL
