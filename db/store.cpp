@@ -30,7 +30,6 @@ namespace {
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
-
 constexpr const char* kSchemaV1 = R"sql(
 CREATE TABLE machines(
   id INTEGER PRIMARY KEY,
