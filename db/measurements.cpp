@@ -475,10 +475,8 @@ std::vector<WorkloadSummary> Store::list(const ListFilter& f) {
       " AND (?3 = '' OR m2.recorded_at >= ?3) ORDER BY m2.median_s LIMIT 1) "
       "FROM workloads w JOIN measurements m ON m.workload_id = w.id "
       "JOIN machines mc ON mc.id = m.machine_id JOIN transforms t ON t.id = m.transform_id "
-      "WHERE (?1 = '' OR mc.fingerprint LIKE ?1 || '%') AND (?2 = '' OR t.strategy = ?2) "
-      "AND (?3 = '' OR m.recorded_at >= ?3) GROUP BY w.id ORDER BY w.key LIMIT ?4");
-  s.bind(1, f.machine).bind(2, f.strategy).bind(3, f.since);
-  s.bind(4, f.limit ? static_cast<std::int64_t>(f.limit) : std::int64_t{-1});
+      "WHERE " EINSUMDB_FILTER_TERMS " GROUP BY w.id ORDER BY w.key LIMIT ?4");
+  bind_filter(s, f);
   std::vector<WorkloadSummary> rows;
   while (s.step())
     rows.push_back({s.column_text(0), s.column_text(1), static_cast<int>(s.column_int(2)),
@@ -546,15 +544,13 @@ std::vector<Store::BestPoint> Store::best_points(const ListFilter& f) {
       impl_->conn,
       "SELECT w.hash, w.key, mc.fingerprint, t.strategy, t.params, b.g, b.flops, b.bytes_moved, "
       "b.binding FROM (SELECT m.workload_id, m.machine_id, m.transform_id, max(m.gflops) AS g, "
-      "m.flops, m.bytes_moved, m.binding FROM measurements m JOIN machines c ON c.id = "
-      "m.machine_id JOIN transforms t2 ON t2.id = m.transform_id WHERE m.status = 'ok' AND "
-      "m.gflops IS NOT NULL AND (?1 = '' OR c.fingerprint LIKE ?1 || '%') AND (?2 = '' OR "
-      "t2.strategy = ?2) AND (?3 = '' OR m.recorded_at >= ?3) GROUP BY m.workload_id, "
-      "m.machine_id) b JOIN workloads w ON w.id = b.workload_id JOIN machines mc ON mc.id = "
-      "b.machine_id JOIN transforms t ON t.id = b.transform_id ORDER BY mc.fingerprint, w.hash "
-      "LIMIT ?4");
-  s.bind(1, f.machine).bind(2, f.strategy).bind(3, f.since);
-  s.bind(4, f.limit ? static_cast<std::int64_t>(f.limit) : std::int64_t{-1});
+      "m.flops, m.bytes_moved, m.binding FROM measurements m JOIN machines mc ON mc.id = "
+      "m.machine_id JOIN transforms t ON t.id = m.transform_id WHERE m.status = 'ok' AND "
+      "m.gflops IS NOT NULL AND " EINSUMDB_FILTER_TERMS
+      " GROUP BY m.workload_id, m.machine_id) b JOIN workloads w ON w.id = b.workload_id JOIN "
+      "machines mc ON mc.id = b.machine_id JOIN transforms t ON t.id = b.transform_id ORDER BY "
+      "mc.fingerprint, w.hash LIMIT ?4");
+  bind_filter(s, f);
   std::vector<BestPoint> out;
   while (s.step())
     out.push_back({s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3),
@@ -567,11 +563,11 @@ std::vector<std::string> Store::most_measured(const ListFilter& f, std::size_t k
   sql::Statement s(impl_->conn,
                    "SELECT w.hash FROM measurements m JOIN workloads w ON w.id = m.workload_id "
                    "JOIN machines mc ON mc.id = m.machine_id JOIN transforms t ON t.id = "
-                   "m.transform_id WHERE (?1 = '' OR mc.fingerprint LIKE ?1 || '%') AND (?2 = '' "
-                   "OR t.strategy = ?2) AND (?3 = '' OR m.recorded_at >= ?3) GROUP BY "
-                   "m.workload_id ORDER BY count(*) DESC, w.hash LIMIT ?4");
-  s.bind(1, f.machine).bind(2, f.strategy).bind(3, f.since);
-  s.bind(4, static_cast<std::int64_t>(k));
+                   "m.transform_id WHERE " EINSUMDB_FILTER_TERMS
+                   " GROUP BY m.workload_id ORDER BY count(*) DESC, w.hash LIMIT ?4");
+  ListFilter top = f;
+  top.limit = k;
+  bind_filter(s, top);
   std::vector<std::string> out;
   while (s.step()) out.push_back(s.column_text(0));
   return out;

@@ -161,6 +161,17 @@ struct DigestInput {
   std::string_view binding;  // JSON text; empty: none
 };
 std::array<unsigned char, 16> measurement_digest(const DigestInput& d);
+// The WHERE terms of a ListFilter over measurements m, machines mc and transforms t (a string
+// literal, to be joined to a statement's text); bind_filter() binds its values.
+#define EINSUMDB_FILTER_TERMS                                                                 \
+  "(?1 = '' OR mc.fingerprint LIKE ?1 || '%') AND (?2 = '' OR t.strategy = ?2) AND (?3 = '' " \
+  "OR m.recorded_at >= ?3)"
+// Binds ?1 machine prefix, ?2 strategy, ?3 since, and ?4 the limit (-1: none) when `limit`.
+template <class S>
+void bind_filter(S& s, const ListFilter& f, bool limit = true) {
+  s.bind(1, f.machine).bind(2, f.strategy).bind(3, f.since);
+  if (limit) s.bind(4, f.limit ? static_cast<std::int64_t>(f.limit) : std::int64_t{-1});
+}
 // The connection, refusing a read-only store.
 sql::Connection& writable(Store::Impl& impl);
 

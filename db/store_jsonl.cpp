@@ -30,11 +30,8 @@ using namespace store_detail;
 
 std::size_t Store::export_jsonl(std::ostream& out, const ListFilter& f) {
   sql::Statement s(impl_->conn,
-                   std::string(kExportColumns) +
-                       "WHERE (?1 = '' OR mc.fingerprint LIKE ?1 || '%') AND "
-                       "(?2 = '' OR t.strategy = ?2) AND (?3 = '' OR m.recorded_at >= ?3) "
-                       "ORDER BY m.id");
-  s.bind(1, f.machine).bind(2, f.strategy).bind(3, f.since);
+                   std::string(kExportColumns) + "WHERE " EINSUMDB_FILTER_TERMS " ORDER BY m.id");
+  bind_filter(s, f, /*limit=*/false);
   std::size_t n = 0;
   while (s.step()) {
     out << export_row(s).dump() << '\n';

@@ -122,6 +122,11 @@ TEST_F(CliTune, ASymbolicWorkloadTunedOnceServesEveryLength) {
   EXPECT_EQ(best["binding"], (json{{"N0", 777}}));
   EXPECT_EQ(best["measured_at"], (json::array({{{"N0", 2000}}})));
   EXPECT_EQ(best["transform"], winner);
+  // The symbolic spec asked for one size: the same answer.
+  r = run({"best", symbolic, "--bind", "Ne=777", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["match"], "symbolic");
+  EXPECT_EQ(json::parse(r.out)["binding"], (json{{"N0", 777}}));
   r = run({"best", concrete, "--table"});
   EXPECT_NE(r.out.find("symbolic: measured on the symbolic form"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("N0=2000"), std::string::npos) << r.out;

@@ -96,6 +96,7 @@ TEST_F(SymbolicTest, FactsOfOneKeyRankByRateNotBySecondsAcrossBindings) {
   // show() says at which binding each was timed, and its work there.
   const auto rows = store_.show(c.hash);
   ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["transform"]["name"], "big");  // highest rate first, as best() ranks
   for (const auto& r : rows) {
     EXPECT_TRUE(r["binding"].is_object());
     EXPECT_GT(r["flops"].get<double>(), 0);
