@@ -8,7 +8,7 @@
 
 #include "einsumdb/canon/canonicalize.hpp"
 #include "einsumdb/canon/error.hpp"
-#include "einsumdb/db/sqlite.hpp"
+#include "einsumdb/db/sql.hpp"
 
 namespace einsumdb {
 namespace {

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "einsumdb/canon/error.hpp"
-#include "einsumdb/db/sqlite.hpp"
+#include "einsumdb/db/sql.hpp"
 
 namespace einsumdb {
 
@@ -25,6 +25,7 @@ std::string store_path(const std::string& given) {
 }
 
 Store open_store_for_writing(const std::string& path) {
+  if (sql::is_server_uri(path)) return Store::open(path);
   const auto dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) {
     std::error_code ec;
@@ -35,6 +36,18 @@ Store open_store_for_writing(const std::string& path) {
 }
 
 std::optional<Store> open_store_for_reading(const std::string& path) {
+  if (sql::is_server_uri(path)) {
+    // A server database without an einsumdb store yet knows nothing, like a missing file.
+    {
+      sql::Connection peek = sql::Connection::postgres(path);
+      if (peek.query_int("SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = "
+                         "current_schema()") == 0)
+        return std::nullopt;
+    }
+    Store::Options options;
+    options.read_only = true;
+    return Store::open(path, options);
+  }
   if (!std::filesystem::exists(path)) return std::nullopt;
   // A store of an older schema is migrated first when we may write it (a read-only open refuses
   // it); a file that is not an einsumdb store is left to Store::open to refuse untouched.

@@ -2,7 +2,8 @@
 // nearest size, list, show).
 #include "einsumdb/db/store.hpp"
 
-#include <sqlite3.h>
+#include <unistd.h>
+
 #include <xxhash.h>
 
 #include <algorithm>
@@ -176,10 +177,10 @@ bool Store::record(RunId run_key, WorkloadId workload_key, MachineId machine_key
     const std::string_view status = to_string(m.status);
 
     auto ins = impl_->stmt(
-        "INSERT OR IGNORE INTO measurements(run_id, workload_id, transform_id, machine_id, status, "
+        "INSERT INTO measurements(run_id, workload_id, transform_id, machine_id, status, "
         "repetitions, median_s, min_s, mean_s, stddev_s, gflops, bytes_moved, max_rel_err, "
         "samples, recorded_at, digest, binding, flops, origin) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, "
-        "?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        "?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING");
     ins.bind(1, run).bind(2, workload).bind(3, transform).bind(4, machine);
     ins.bind(5, status).bind(6, s.repetitions);
     const bool timed = s.repetitions > 0;
@@ -211,29 +212,50 @@ bool Store::record(RunId run_key, WorkloadId workload_key, MachineId machine_key
 Store::RunResult Store::record_run(
     const RunInfo& run, const Machine& machine,
     const std::vector<std::pair<const Canonical*, Measurement>>& measurements) {
-  Transaction tx(*this);
-  impl_->batch_time = run.started_at.empty() ? now_iso8601() : run.started_at;
-  struct ClearTime {
-    std::string& t;
-    ~ClearTime() { t.clear(); }
-  } clear_time{impl_->batch_time};
-  RunResult r;
-  const auto mid = machine_id(machine);
-  const RunId run_id = begin_run(run, mid);
-  r.run = id_value(run_id);
-  for (const auto& [canonical, m] : measurements) {
-    if (record(run_id, workload_id(*canonical), mid, m))
-      ++r.inserted;
-    else
-      ++r.duplicates;
-  }
-  // Nothing new: the run, and whatever it would have created, is rolled back.
-  if (r.inserted == 0) {
-    r.run = 0;
+  auto once = [&] {
+    Transaction tx(*this);
+    impl_->batch_time = run.started_at.empty() ? now_iso8601() : run.started_at;
+    struct ClearTime {
+      std::string& t;
+      ~ClearTime() { t.clear(); }
+    } clear_time{impl_->batch_time};
+    RunResult r;
+    const auto mid = machine_id(machine);
+    const RunId run_id = begin_run(run, mid);
+    r.run = id_value(run_id);
+    for (const auto& [canonical, m] : measurements) {
+      if (record(run_id, workload_id(*canonical), mid, m))
+        ++r.inserted;
+      else
+        ++r.duplicates;
+    }
+    // Nothing new: the run, and whatever it would have created, is rolled back.
+    if (r.inserted == 0) {
+      r.run = 0;
+      return r;
+    }
+    tx.commit();
     return r;
+  };
+  // A server aborts one of two writers that wait for each other (both inserting the same new
+  // transforms, say); the run is whole in memory, so it is simply written again.
+  constexpr int kAttempts = 10;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return once();
+    } catch (const sql::RetryableError& e) {
+      if (attempt == kAttempts)
+        throw DatabaseError(std::string(e.what()) + " (" + std::to_string(kAttempts) +
+                            " attempts); run '" + run.label + "' (" +
+                            std::to_string(measurements.size()) +
+                            " measurements) was not written: none of it is in the store");
+      std::this_thread::sleep_for(std::chrono::milliseconds((attempt * 7 + getpid()) % 50 + 1));
+    } catch (const DatabaseError& e) {
+      throw DatabaseError(std::string(e.what()) + "; run '" + run.label + "' (" +
+                          std::to_string(measurements.size()) +
+                          " measurements) was not written: none of it is in the store");
+    }
   }
-  tx.commit();
-  return r;
 }
 
 bool is_hash_prefix(std::string_view s) {
@@ -467,7 +489,7 @@ std::optional<Store::Nearest> Store::nearest(const Canonical& query,
 
 std::vector<WorkloadSummary> Store::list(const ListFilter& f) {
   auto s = impl_->stmt(
-      "SELECT w.hash, w.key, count(m.id), sum(m.status = 'ok'), "
+      "SELECT w.hash, w.key, count(m.id), sum(CASE WHEN m.status = 'ok' THEN 1 ELSE 0 END), "
       "max(CASE WHEN m.status = 'ok' THEN m.gflops END), max(m.recorded_at), "
       "(SELECT t2.strategy FROM measurements m2 JOIN transforms t2 ON t2.id = m2.transform_id "
       " JOIN machines c2 ON c2.id = m2.machine_id WHERE m2.workload_id = w.id AND m2.status = 'ok' "
@@ -538,18 +560,28 @@ ojson export_row(sql::Statement& s) {
 }  // namespace store_detail
 
 std::vector<Store::BestPoint> Store::best_points(const ListFilter& f) {
-  // Grouped on the measurements alone (SQLite takes the other columns from the row of the
-  // maximum), then joined: one pass over the measurements.
-  sql::Statement s(
-      impl_->conn,
-      "SELECT w.hash, w.key, mc.fingerprint, t.strategy, t.params, b.g, b.flops, b.bytes_moved, "
-      "b.binding FROM (SELECT m.workload_id, m.machine_id, m.transform_id, max(m.gflops) AS g, "
-      "m.flops, m.bytes_moved, m.binding FROM measurements m JOIN machines mc ON mc.id = "
-      "m.machine_id JOIN transforms t ON t.id = m.transform_id WHERE m.status = 'ok' AND "
-      "m.gflops IS NOT NULL AND " EINSUMDB_FILTER_TERMS
-      " GROUP BY m.workload_id, m.machine_id) b JOIN workloads w ON w.id = b.workload_id JOIN "
-      "machines mc ON mc.id = b.machine_id JOIN transforms t ON t.id = b.transform_id ORDER BY "
-      "mc.fingerprint, w.hash LIMIT ?4");
+  // Grouped on the measurements alone, then joined: one pass over the measurements. SQLite
+  // takes the other columns of a group from the row of its max(); PostgreSQL says DISTINCT ON.
+  const bool sqlite = impl_->conn.dialect() == sql::Dialect::sqlite;
+  const std::string best =
+      sqlite ? "SELECT m.workload_id, m.machine_id, m.transform_id, max(m.gflops) AS g, m.flops, "
+               "m.bytes_moved, m.binding FROM measurements m JOIN machines mc ON mc.id = "
+               "m.machine_id JOIN transforms t ON t.id = m.transform_id WHERE m.status = 'ok' AND "
+               "m.gflops IS NOT NULL AND " EINSUMDB_FILTER_TERMS
+               " GROUP BY m.workload_id, m.machine_id"
+             : "SELECT DISTINCT ON (m.workload_id, m.machine_id) m.workload_id, m.machine_id, "
+               "m.transform_id, m.gflops AS g, m.flops, m.bytes_moved, m.binding FROM "
+               "measurements m JOIN machines mc ON mc.id = m.machine_id JOIN transforms t ON t.id "
+               "= m.transform_id WHERE m.status = 'ok' AND m.gflops IS NOT NULL AND "
+               "" EINSUMDB_FILTER_TERMS
+               " ORDER BY m.workload_id, m.machine_id, m.gflops DESC";
+  sql::Statement s(impl_->conn,
+                   "SELECT w.hash, w.key, mc.fingerprint, t.strategy, t.params, b.g, b.flops, "
+                   "b.bytes_moved, b.binding FROM (" +
+                       best +
+                       ") b JOIN workloads w ON w.id = b.workload_id JOIN machines mc ON mc.id = "
+                       "b.machine_id JOIN transforms t ON t.id = b.transform_id ORDER BY "
+                       "mc.fingerprint, w.hash LIMIT ?4");
   bind_filter(s, f);
   std::vector<BestPoint> out;
   while (s.step())
@@ -564,7 +596,7 @@ std::vector<std::string> Store::most_measured(const ListFilter& f, std::size_t k
                    "SELECT w.hash FROM measurements m JOIN workloads w ON w.id = m.workload_id "
                    "JOIN machines mc ON mc.id = m.machine_id JOIN transforms t ON t.id = "
                    "m.transform_id WHERE " EINSUMDB_FILTER_TERMS
-                   " GROUP BY m.workload_id ORDER BY count(*) DESC, w.hash LIMIT ?4");
+                   " GROUP BY m.workload_id, w.hash ORDER BY count(*) DESC, w.hash LIMIT ?4");
   ListFilter top = f;
   top.limit = k;
   bind_filter(s, top);

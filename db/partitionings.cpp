@@ -1,7 +1,6 @@
 // Partitionings (planner and distributed runs) and the machine's roofline figures.
 #include "einsumdb/db/store.hpp"
 
-#include <sqlite3.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -99,7 +98,7 @@ std::vector<Store::Partitioning> Store::measured_partitionings(const std::string
   auto s = impl_->stmt(EINSUMDB_PARTITIONING_COLUMNS
                        "WHERE p.measured_seconds IS NOT NULL AND (?1 = '' OR p.recorded_at >= ?1) "
                        "ORDER BY p.id DESC LIMIT ?2");
-  s.bind(1, since).bind(2, limit ? static_cast<std::int64_t>(limit) : std::int64_t{-1});
+  s.bind(1, since).bind(2, limit ? static_cast<std::int64_t>(limit) : kNoLimit);
   return read_partitionings(s);
 }
 
@@ -120,8 +119,10 @@ void Store::record_roofline(MachineId machine_key, const Roofline& r) {
   impl_->write([&] {
     impl_->machine_fingerprint(machine);  // the machine must exist
     auto s = impl_->stmt(
-        "INSERT OR REPLACE INTO rooflines(machine_id, dtype, peak_gflops, bandwidth_gbs, "
-        "measured_at) VALUES(?, ?, ?, ?, ?)");
+        "INSERT INTO rooflines(machine_id, dtype, peak_gflops, bandwidth_gbs, measured_at) "
+        "VALUES(?, ?, ?, ?, ?) ON CONFLICT(machine_id, dtype) DO UPDATE SET peak_gflops = "
+        "excluded.peak_gflops, bandwidth_gbs = excluded.bandwidth_gbs, measured_at = "
+        "excluded.measured_at");
     s.bind(1, machine).bind(2, r.dtype).bind(3, r.peak_gflops).bind(4, r.bandwidth_gbs);
     s.bind(5, r.measured_at.empty() ? now_iso8601() : r.measured_at).run();
     return 0;

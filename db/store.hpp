@@ -1,13 +1,17 @@
 // The performance database: measured transforms and partitionings of batched einsums, keyed by
-// their canonical form, per machine, with statistics and provenance, in one SQLite file.
+// their canonical form, per machine, with statistics and provenance. One interface, two
+// engines: a SQLite file (the embedded default) or a PostgreSQL server (a team's shared store,
+// written from many nodes); the rest of einsumdb does not know which it talks to.
 //
-// A Store owns one SQLite connection and is move-only and not thread-safe (open one per thread
-// or process; any number of processes may share the file). The file is in WAL mode with a busy
-// timeout, so concurrent writers wait for each other instead of failing; every write happens in
-// a short BEGIN IMMEDIATE transaction, and record_run() commits one tuning run's measurements
-// atomically: a process killed mid-run leaves the run wholly absent. The schema carries an
-// application id and a version (PRAGMA user_version) with migrations; a file that is not an
-// einsumdb database, or whose schema is newer than this program, is refused without being
+// A Store owns one connection and is move-only and not thread-safe (open one per thread or
+// process; any number of processes may share the file or the server). A SQLite file is in WAL
+// mode with a busy timeout, so concurrent writers wait for each other instead of failing; on a
+// server, writers wait for each other's row locks and a transaction the server aborts for a
+// deadlock is run again. Every write happens in a short transaction, and record_run() commits
+// one tuning run's measurements atomically: a process killed mid-run, or a server lost
+// mid-run, leaves the run wholly absent. The schema carries an application id and a version
+// (SQLite's header; the server's einsumdb_meta table) with migrations; a database that is not
+// an einsumdb store, or whose schema is newer than this program, is refused without being
 // touched.
 //
 // Everything in the store is in canonical names: a workload is a canonical form, a transform's
@@ -150,10 +154,13 @@ class Store {
     const char* vfs = nullptr;     // SQLite VFS name (tests)
     std::int64_t cache_mib = 64;   // SQLite page cache of this connection, MiB
     std::int64_t mmap_mib = 1024;  // memory-mapped reads, MiB of address space (0: off)
+    int connect_timeout_s = 10;    // a server store: how long to wait for the server
   };
 
-  // Opens (creating if needed and not read-only) and checks or migrates the schema. Throws
-  // DatabaseError: not an einsumdb database, a newer schema, WAL unavailable, cannot open.
+  // Opens (creating if needed and not read-only) and checks or migrates the schema. `path` is a
+  // SQLite file, or a PostgreSQL server's URI (postgresql://user@host/dbname, with libpq's
+  // parameters). Throws DatabaseError: not an einsumdb database, a newer schema, WAL
+  // unavailable, cannot open or connect.
   static Store open(const std::string& path, const Options& options);
   static Store open(const std::string& path) { return open(path, Options{}); }
   Store(Store&&) noexcept;

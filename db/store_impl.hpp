@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -13,7 +14,7 @@
 #include <unordered_map>
 
 #include "einsumdb/canon/parse.hpp"
-#include "einsumdb/db/sqlite.hpp"
+#include "einsumdb/db/sql.hpp"
 #include "einsumdb/db/store.hpp"
 
 #ifndef EINSUMDB_VERSION
@@ -112,7 +113,8 @@ struct Store::Impl {
     auto key = std::make_pair(t.name, std::move(params_text));
     const auto it = transform_ids.find(key);
     if (it != transform_ids.end()) return it->second;
-    auto ins = stmt("INSERT OR IGNORE INTO transforms(strategy, params) VALUES(?, ?)");
+    auto ins =
+        stmt("INSERT INTO transforms(strategy, params) VALUES(?, ?) ON CONFLICT DO NOTHING");
     ins.bind(1, key.first).bind(2, key.second).run();
     auto sel = stmt("SELECT id FROM transforms WHERE strategy = ? AND params = ?");
     sel.bind(1, key.first).bind(2, key.second);
@@ -161,16 +163,19 @@ struct DigestInput {
   std::string_view binding;  // JSON text; empty: none
 };
 std::array<unsigned char, 16> measurement_digest(const DigestInput& d);
+// LIMIT with this is no limit (PostgreSQL refuses SQLite's -1).
+inline constexpr std::int64_t kNoLimit = std::numeric_limits<std::int64_t>::max();
 // The WHERE terms of a ListFilter over measurements m, machines mc and transforms t (a string
 // literal, to be joined to a statement's text); bind_filter() binds its values.
 #define EINSUMDB_FILTER_TERMS                                                                 \
   "(?1 = '' OR mc.fingerprint LIKE ?1 || '%') AND (?2 = '' OR t.strategy = ?2) AND (?3 = '' " \
   "OR m.recorded_at >= ?3)"
-// Binds ?1 machine prefix, ?2 strategy, ?3 since, and ?4 the limit (-1: none) when `limit`.
+// Binds ?1 machine prefix, ?2 strategy, ?3 since, and ?4 the limit (the largest integer: none)
+// when `limit`.
 template <class S>
 void bind_filter(S& s, const ListFilter& f, bool limit = true) {
   s.bind(1, f.machine).bind(2, f.strategy).bind(3, f.since);
-  if (limit) s.bind(4, f.limit ? static_cast<std::int64_t>(f.limit) : std::int64_t{-1});
+  if (limit) s.bind(4, f.limit ? static_cast<std::int64_t>(f.limit) : kNoLimit);
 }
 // The connection, refusing a read-only store.
 sql::Connection& writable(Store::Impl& impl);

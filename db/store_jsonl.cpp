@@ -1,7 +1,6 @@
 // Moving facts: measurements exported as JSON lines and imported (merged) from them.
 #include "einsumdb/db/store.hpp"
 
-#include <sqlite3.h>
 #include <xxhash.h>
 
 #include <algorithm>

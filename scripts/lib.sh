@@ -9,6 +9,7 @@ EINSUMDB_PACKAGES=(
   python3-dev python3-pybind11 pybind11-dev python3-pytest python3-tqdm
   libopenmpi-dev openmpi-bin libscalapack-openmpi-dev
   chromium fonts-dejavu-core
+  libpq-dev postgresql-15
 )
 
 # Installs the packages that are missing (apt-get, as root or through sudo).
