@@ -1,6 +1,7 @@
 // The database subcommands: record, best, show, list, stats, export, import, db check.
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -14,7 +15,9 @@
 #include "einsumdb/cli/jsonl.hpp"
 #include "einsumdb/cli/spec_flags.hpp"
 #include "einsumdb/db/feinsum.hpp"
+#include "einsumdb/db/location.hpp"
 #include "einsumdb/db/retrieve.hpp"
+#include "einsumdb/db/sync.hpp"
 #include "einsumdb/report/report.hpp"
 
 namespace einsumdb::cli {
@@ -423,6 +426,43 @@ int run_import(const ImportArgs& args) {
   return kExitOk;
 }
 
+struct SyncArgs {
+  OutputArgs out;
+  std::string from, to;
+  SyncOptions options;
+  bool progress = false, no_progress = false;
+};
+
+int run_sync(const SyncArgs& args) {
+  auto from = open_store_for_reading(store_path(args.from));
+  if (!from) throw DatabaseError("no einsumdb store at '" + args.from + "' to copy from");
+  Store to = open_store_for_writing(store_path(args.to));
+  const bool progress = !args.no_progress && (args.progress || isatty(STDERR_FILENO));
+  const auto started = std::chrono::steady_clock::now();
+  const auto r = sync_stores(*from, to, args.options, [&](std::size_t done, std::size_t total) {
+    if (progress)
+      std::cerr << "\r\033[K" << from->path() << " -> " << to.path() << ": " << done << " of "
+                << total << " measurements read";
+  });
+  if (progress) std::cerr << "\r\033[K";
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ojson summary = {{"from", from->path()}, {"to", to.path()}};
+  summary.update(to_json(r));
+  summary["seconds"] = seconds;
+  if (want_json(args.out)) {
+    print_json(summary);
+  } else {
+    std::cout << from->path() << " -> " << to.path() << ": " << r.inserted << " of "
+              << r.measurements << " measurements copied (" << r.duplicates
+              << " already there), " << r.runs << " new run(s), " << r.machines
+              << " new machine(s), " << r.rooflines << " roofline(s), " << r.partitionings
+              << " partitioning(s) copied (" << r.partitionings_present << " already there), in "
+              << format_seconds(seconds) << '\n';
+  }
+  return kExitOk;
+}
+
 struct ReportArgs {
   DbArgs db;
   OutputArgs out;
@@ -578,6 +618,31 @@ std::vector<std::pair<CLI::App*, Command>> add_db_commands(CLI::App& app) {
   add_db_option(imp, import_args->db);
   add_output_options(imp, import_args->out);
   out.emplace_back(imp, [import_args] { return run_import(*import_args); });
+
+  auto sync_args = std::make_shared<SyncArgs>();
+  auto* sync = app.add_subcommand(
+      "sync",
+      "Copy the facts of one store into another (SQLite file or PostgreSQL server, either way): "
+      "machines, rooflines, measurements, partitionings; idempotent and resumable");
+  sync->add_option("FROM", sync_args->from,
+                   "The store to copy from: a SQLite file or postgresql://user@host/dbname")
+      ->required();
+  sync->add_option("TO", sync_args->to,
+                   "The store to copy into (created if it does not exist): a file or a server")
+      ->required();
+  sync->add_option("--batch", sync_args->options.batch,
+                   "Measurements per transaction in TO (default 5000); an interrupted sync keeps "
+                   "the batches it committed")
+      ->check(CLI::PositiveNumber);
+  add_filter_options(sync, sync_args->options.filter);
+  add_output_options(sync, sync_args->out);
+  sync->add_flag("--progress", sync_args->progress,
+                 "Show progress even when stderr is not a terminal");
+  sync->add_flag("--no-progress", sync_args->no_progress, "Never show progress");
+  sync->footer(
+      "A measurement already in TO (the same content, however it got there) is skipped, so\n"
+      "running sync again moves only what is missing; nothing in TO is overwritten.");
+  out.emplace_back(sync, [sync_args] { return run_sync(*sync_args); });
 
   auto report_args = std::make_shared<ReportArgs>();
   auto* report = app.add_subcommand(

@@ -509,14 +509,21 @@ std::vector<WorkloadSummary> Store::list(const ListFilter& f) {
 
 namespace store_detail {
 
+#define EINSUMDB_EXPORT_COLUMNS                                                                \
+  "w.hash, w.key, w.spec, t.strategy, t.params, mc.fingerprint, mc.cpu_model, mc.cores, "    \
+  "mc.isa, mc.blas, mc.description, r.id, r.label, r.command, r.tool_version, r.started_at, " \
+  "m.status, m.samples, m.repetitions, m.median_s, m.min_s, m.mean_s, m.stddev_s, m.gflops, " \
+  "m.bytes_moved, m.max_rel_err, m.recorded_at, m.binding, m.flops, m.origin "
 extern const char* const kExportColumns =
-    "SELECT w.hash, w.key, w.spec, t.strategy, t.params, mc.fingerprint, mc.cpu_model, mc.cores, "
-    "mc.isa, mc.blas, mc.description, r.id, r.label, r.command, r.tool_version, r.started_at, "
-    "m.status, m.samples, m.repetitions, m.median_s, m.min_s, m.mean_s, m.stddev_s, m.gflops, "
-    "m.bytes_moved, m.max_rel_err, m.recorded_at, m.binding, m.flops, m.origin "
+    "SELECT " EINSUMDB_EXPORT_COLUMNS
     "FROM measurements m JOIN workloads w ON w.id = m.workload_id "
     "JOIN transforms t ON t.id = m.transform_id JOIN machines mc ON mc.id = m.machine_id "
     "JOIN runs r ON r.id = m.run_id ";
+extern const char* const kExportPageSql =
+    "SELECT " EINSUMDB_EXPORT_COLUMNS
+    ", m.id FROM measurements m JOIN workloads w ON w.id = m.workload_id JOIN transforms t ON "
+    "t.id = m.transform_id JOIN machines mc ON mc.id = m.machine_id JOIN runs r ON r.id = "
+    "m.run_id WHERE " EINSUMDB_FILTER_TERMS " AND m.id > ?4 ORDER BY m.id LIMIT ?5";
 
 ojson export_row(sql::Statement& s) {
   auto opt = [&](int col) -> ojson {

@@ -27,6 +27,15 @@ using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 using namespace store_detail;
 
+namespace {
+// The "vectors" column: {"d": {index: pieces}, "step", "einsum", "method", "measured"}.
+std::string vectors_text(const Store::Partitioning& p) {
+  json vectors = {{"d", p.vector}, {"step", p.step}, {"einsum", p.einsum}, {"method", p.method}};
+  if (!p.measured.is_null()) vectors["measured"] = p.measured;
+  return vectors.dump();
+}
+}  // namespace
+
 void Store::record_partitioning(RunId run_key, const Partitioning& p) {
   const std::int64_t run = id_value(run_key);
   impl_->write([&] {
@@ -43,10 +52,9 @@ void Store::record_partitioning(RunId run_key, const Partitioning& p) {
       if (pieces < 1)
         throw SpecError("partitioning of " + p.graph_key + ": index '" + index + "' has " +
                         std::to_string(pieces) + " pieces; at least 1 is needed");
-    json vectors = {{"d", p.vector}, {"step", p.step}, {"einsum", p.einsum}, {"method", p.method}};
-    if (!p.measured.is_null()) vectors["measured"] = p.measured;
-    s.bind(3, p.graph_key).bind(4, p.procs).bind(5, vectors.dump()).bind(6, p.predicted_bytes);
-    s.bind(7, p.measured_bytes).bind(8, p.measured_seconds).bind(9, now_iso8601()).run();
+    s.bind(3, p.graph_key).bind(4, p.procs).bind(5, vectors_text(p)).bind(6, p.predicted_bytes);
+    s.bind(7, p.measured_bytes).bind(8, p.measured_seconds);
+    s.bind(9, p.recorded_at.empty() ? now_iso8601() : p.recorded_at).run();
     return 0;
   });
 }
@@ -54,7 +62,8 @@ void Store::record_partitioning(RunId run_key, const Partitioning& p) {
 namespace {
 #define EINSUMDB_PARTITIONING_COLUMNS                                                         \
   "SELECT p.graph_key, p.procs, p.vectors, p.predicted_bytes, p.measured_bytes, "             \
-  "p.measured_seconds, coalesce(mc.fingerprint, '') FROM partitionings p LEFT JOIN machines " \
+  "p.measured_seconds, coalesce(mc.fingerprint, ''), p.recorded_at FROM partitionings p "     \
+  "LEFT JOIN machines "                                                                       \
   "mc ON mc.id = p.machine_id "
 
 // The "vectors" column: {"d": {index: pieces}, "step", "einsum", "method", "measured"}.
@@ -80,6 +89,7 @@ std::vector<Store::Partitioning> read_partitionings(S& s) {
     p.measured_bytes = s.column_optional_double(4);
     p.measured_seconds = s.column_optional_double(5);
     p.machine = s.column_text(6);
+    p.recorded_at = s.column_text(7);
     out.push_back(std::move(p));
   }
   return out;
@@ -109,6 +119,43 @@ std::vector<Store::Partitioning> Store::measured_partitionings(const std::string
                        "NULL ORDER BY p.id");
   s.bind(1, machine).bind(2, procs);
   return read_partitionings(s);
+}
+
+std::vector<Store::Partitioning> Store::all_partitionings() {
+  auto s = impl_->stmt(EINSUMDB_PARTITIONING_COLUMNS "ORDER BY p.id");
+  return read_partitionings(s);
+}
+
+bool Store::import_partitioning(const Partitioning& p) {
+  return impl_->write([&] {
+    const auto machine = find_machine(p.machine);
+    if (!p.machine.empty() && !machine)
+      throw SpecError("partitioning of " + p.graph_key + ": machine " + p.machine +
+                      " is not in '" + path() + "'");
+    const std::string vectors = vectors_text(p);
+    auto same = impl_->stmt(
+        "SELECT p.predicted_bytes, p.measured_bytes, p.measured_seconds FROM partitionings p "
+        "LEFT JOIN machines mc ON mc.id = p.machine_id WHERE p.graph_key = ? AND p.procs = ? AND "
+        "p.vectors = ? AND p.recorded_at = ? AND coalesce(mc.fingerprint, '') = ?");
+    same.bind(1, p.graph_key).bind(2, p.procs).bind(3, vectors).bind(4, p.recorded_at);
+    same.bind(5, p.machine);
+    while (same.step())
+      if (same.column_optional_double(0) == p.predicted_bytes &&
+          same.column_optional_double(1) == p.measured_bytes &&
+          same.column_optional_double(2) == p.measured_seconds)
+        return false;
+    auto s = impl_->stmt(
+        "INSERT INTO partitionings(run_id, machine_id, graph_key, procs, vectors, predicted_bytes, "
+        "measured_bytes, measured_seconds, recorded_at) VALUES(NULL, ?, ?, ?, ?, ?, ?, ?, ?)");
+    if (machine)
+      s.bind(1, id_value(*machine));
+    else
+      s.bind_null(1);
+    s.bind(2, p.graph_key).bind(3, p.procs).bind(4, vectors).bind(5, p.predicted_bytes);
+    s.bind(6, p.measured_bytes).bind(7, p.measured_seconds);
+    s.bind(8, p.recorded_at.empty() ? now_iso8601() : p.recorded_at).run();
+    return true;
+  });
 }
 
 void Store::record_roofline(MachineId machine_key, const Roofline& r) {

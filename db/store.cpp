@@ -533,6 +533,16 @@ std::optional<MachineId> Store::find_machine(const std::string& fingerprint) {
   return MachineId{impl_->machine_ids[fingerprint] = s.column_int(0)};
 }
 
+std::vector<Machine> Store::machines() {
+  auto s = impl_->stmt(
+      "SELECT cpu_model, cores, isa, blas, description FROM machines ORDER BY fingerprint");
+  std::vector<Machine> out;
+  while (s.step())
+    out.push_back({s.column_text(0), static_cast<int>(s.column_int(1)), s.column_text(2),
+                   s.column_text(3), nlohmann::ordered_json::parse(s.column_text(4))});
+  return out;
+}
+
 WorkloadId Store::workload_id(const Canonical& c) {
   if (const auto it = impl_->workloads_by_hash.find(c.hash); it != impl_->workloads_by_hash.end())
     return WorkloadId{it->second.id};

@@ -210,6 +210,8 @@ class Store {
 
   // --- reading
   std::optional<MachineId> find_machine(const std::string& fingerprint);
+  // Every machine of the store, by fingerprint.
+  std::vector<Machine> machines();
   std::optional<WorkloadId> find_workload(const std::string& hash);
   // The fingerprints of the machines a selector names: a fingerprint or a prefix of it (the 12
   // digits the tables print), or "model=NAME" for every machine of that CPU model or device,
@@ -251,8 +253,13 @@ class Store {
   std::vector<nlohmann::ordered_json> show(const std::string& workload_hash);
   nlohmann::ordered_json stats();
 
-  // JSON lines: one measurement per line with its workload, transform, machine and run.
+  // JSON lines: one measurement per line with its workload, transform, machine and run, in the
+  // order they were stored (read in pages, so a server store streams).
   std::size_t export_jsonl(std::ostream& out, const ListFilter& filter = {});
+  // One page of export_jsonl(): at most `limit` measurements stored after row `after` (0: from
+  // the first). Returns the row of the last one written (`after` when none); *written counts.
+  std::int64_t export_page(std::ostream& out, const ListFilter& filter, std::int64_t after,
+                           std::size_t limit, std::size_t* written);
   struct ImportResult {
     std::size_t inserted = 0, duplicates = 0, runs = 0;
   };
@@ -277,8 +284,15 @@ class Store {
     std::string machine;               // fingerprint
     std::string step, einsum, method;  // the step's name and einsum in its graph; the planner
     nlohmann::json measured;           // what a run measured per rank (null: a plan only)
+    std::string recorded_at;           // ISO 8601 UTC; empty when recording: now
   };
   void record_partitioning(RunId run, const Partitioning& p);
+  // Every partitioning, plans and measured ones, in the order recorded.
+  std::vector<Partitioning> all_partitionings();
+  // Records a partitioning copied from another store (no run; its machine must be known here)
+  // unless an identical one (same step, P, vector, figures, machine and time) is stored already;
+  // returns whether it inserted.
+  bool import_partitioning(const Partitioning& p);
   std::vector<Partitioning> partitionings(const std::string& graph_key, int procs);
   // Every partitioning with a measured time on a machine (fingerprint) at P ranks.
   std::vector<Partitioning> measured_partitionings(const std::string& machine, int procs);

@@ -153,6 +153,10 @@ NameMap name_map_from_json(const nlohmann::json& j);
 // SELECT … FROM measurements joined with their workload, transform, machine and run, and one
 // such row as an export line (show() and export_jsonl()).
 extern const char* const kExportColumns;
+inline constexpr int kExportColumnCount = 30;  // the row id follows them in kExportPageSql
+// The export columns and the row id of the measurements after ?4 in id order, at most ?5,
+// filtered by EINSUMDB_FILTER_TERMS.
+extern const char* const kExportPageSql;
 nlohmann::ordered_json export_row(sql::Statement& s);
 // The identity of a measurement (its digest column): XXH3-128 over every value that makes it this
 // measurement, each as stored (bytes and work resolved to their defaults), so that a measurement

@@ -27,16 +27,28 @@ using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 using namespace store_detail;
 
-std::size_t Store::export_jsonl(std::ostream& out, const ListFilter& f) {
-  sql::Statement s(impl_->conn,
-                   std::string(kExportColumns) + "WHERE " EINSUMDB_FILTER_TERMS " ORDER BY m.id");
+std::int64_t Store::export_page(std::ostream& out, const ListFilter& f, std::int64_t after,
+                                std::size_t limit, std::size_t* written) {
+  sql::Statement s(impl_->conn, kExportPageSql);
   bind_filter(s, f, /*limit=*/false);
+  s.bind(4, after).bind(5, limit ? static_cast<std::int64_t>(limit) : kNoLimit);
   std::size_t n = 0;
   while (s.step()) {
     out << export_row(s).dump() << '\n';
+    after = s.column_int(kExportColumnCount);
     ++n;
   }
-  return n;
+  if (written) *written = n;
+  return after;
+}
+
+std::size_t Store::export_jsonl(std::ostream& out, const ListFilter& f) {
+  constexpr std::size_t kPage = 10000;
+  std::size_t total = 0, n = 0;
+  for (std::int64_t after = 0;; total += n) {
+    after = export_page(out, f, after, kPage, &n);
+    if (n < kPage) return total + n;
+  }
 }
 
 Store::ImportResult Store::import_jsonl(std::istream& in, const std::string& source) {

@@ -15,6 +15,7 @@
 #include "einsumdb/db/machine.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/db/store.hpp"
+#include "einsumdb/db/sync.hpp"
 #include "einsumdb/db/transform.hpp"
 #include "einsumdb/engine/choose.hpp"
 #include "einsumdb/engine/engine.hpp"
