@@ -1,16 +1,22 @@
 // einsumdb tune: measure the candidate transforms of a workload and record them.
+#include <mpi.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <sstream>
 
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/cli/commands.hpp"
 #include "einsumdb/cli/common.hpp"
+#include "einsumdb/cli/jsonl.hpp"
 #include "einsumdb/cli/spec_flags.hpp"
+#include "einsumdb/distributed/graph_job.hpp"
 #include "einsumdb/tuner/roofline.hpp"
 #include "einsumdb/tuner/tuner.hpp"
 
@@ -40,6 +46,8 @@ struct TuneArgs {
   bool progress = false, no_progress = false;
   std::size_t top = 0;  // rows shown, fastest first; 0: every candidate
   std::vector<std::string> bind;
+  std::string file;     // --file: a campaign of workloads, one per line
+  bool retune = false;  // --retune: tune a campaign's workloads already tuned here again
 };
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -77,8 +85,8 @@ std::string rel_err_text(const std::optional<double>& e) {
   return s.str();
 }
 
-int run_tune(TuneArgs& args, const std::string& command_line) {
-  const BatchedEinsum e = read_spec(args.spec);  // functional operands tune as their ideal form
+// The search options the flags give (the binding aside, which is per workload).
+TuneOptions tune_options(const TuneArgs& args, const std::string& command_line) {
   TuneOptions options;
   if (!args.strategies.empty()) options.space.strategies = split_list(args.strategies);
   options.space.threads = parse_threads(args.threads);
@@ -91,6 +99,21 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
   options.stop = &g_stop;
   options.run.label = args.label;
   options.run.command = command_line;
+  return options;
+}
+
+int run_campaign(TuneArgs& args, const std::string& command_line);
+
+int run_tune(TuneArgs& args, const std::string& command_line) {
+  if (!args.file.empty()) {
+    if (!args.spec.spec.empty() || !args.bind.empty())
+      throw SpecError("give either SPEC (with --bind) or --file FILE, not both");
+    return run_campaign(args, command_line);
+  }
+  if (args.spec.spec.empty()) throw SpecError("give the workload SPEC, or --file FILE");
+  if (args.retune) throw SpecError("--retune is for a campaign (--file)");
+  const BatchedEinsum e = read_spec(args.spec);  // functional operands tune as their ideal form
+  TuneOptions options = tune_options(args, command_line);
   // A symbolic workload is measured at one length of each symbol (shown, and recorded with it).
   options.binding = tuning_binding(e, parse_binding(args.bind));
   const BatchedEinsum measured = options.binding.empty() ? e : bind_symbols(e, options.binding);
@@ -211,6 +234,243 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
   return report.interrupted ? 130 : kExitOk;
 }
 
+// ---------------------------------------------------------------- campaigns (tune --file)
+
+struct CampaignItem {
+  std::size_t line = 0;
+  BatchedEinsum e;
+  Binding bind;
+};
+
+// Every workload of a campaign file, all read (and every error found) before anything is tuned.
+std::vector<CampaignItem> read_campaign(const std::string& path) {
+  std::vector<CampaignItem> items;
+  for_each_line(path, [&](std::size_t number, const std::string& text) {
+    if (text.find_first_not_of(" \t\r") != std::string::npos &&
+        text[text.find_first_not_of(" \t\r")] == '#')
+      return;
+    const std::string where = path + ":" + std::to_string(number) + ": ";
+    try {
+      nlohmann::json j = nlohmann::json::parse(text);
+      check_json_depth(j, "line");
+      CampaignItem item;
+      item.line = number;
+      if (!j.is_object()) throw SpecError("expected a spec JSON object or {\"spec\": ..., \"bind\": ...}");
+      if (j.contains("spec")) {
+        for (const auto& [key, value] : j.items()) {
+          (void)value;
+          if (key != "spec" && key != "bind")
+            throw SpecError("unknown key '" + key + "' (a line is a spec, or {\"spec\", \"bind\"})");
+        }
+        if (j.contains("bind")) {
+          if (!j["bind"].is_object())
+            throw SpecError("'bind' must be an object {\"symbol\": length, ...}");
+          for (const auto& [symbol, length] : j["bind"].items()) {
+            if (!length.is_number_integer() || length.get<std::int64_t>() < 1)
+              throw SpecError("bind: '" + symbol + "' must be a length of at least 1, not " +
+                              length.dump());
+            item.bind.emplace(symbol, length.get<std::int64_t>());
+          }
+        }
+        j = nlohmann::json(j["spec"]);
+      }
+      take_functions(j);  // functional operands tune as their ideal form
+      item.e = parse_spec_json(j);
+      items.push_back(std::move(item));
+    } catch (const nlohmann::json::exception& e) {
+      throw SpecError(where + "not JSON: " + e.what());
+    } catch (const SpecError& e) {
+      throw SpecError(where + e.what());
+    }
+  });
+  if (items.empty()) throw SpecError(path + ": no workload in the campaign file");
+  return items;
+}
+
+// What one process of a campaign did with one workload.
+ojson tune_campaign_item(Store& store, const Machine& machine, const CampaignItem& item,
+                         TuneOptions options, bool retune, const std::function<void(
+                             const std::string&)>& status) {
+  ojson row = {{"line", item.line}, {"einsum", item.e.einsum_string()}};
+  const Canonical c = canonicalize(item.e);
+  row["hash"] = c.hash;
+  if (!retune) {
+    if (const auto best = store.best(c.hash, machine.fingerprint())) {
+      row["status"] = "skipped";
+      row["reason"] = "tuned on this machine already (--retune tunes it again)";
+      row["best"] = {{"strategy", best->transform.name},
+                     {"gflops", best->gflops ? ojson(*best->gflops) : ojson()}};
+      return row;
+    }
+  }
+  options.binding = tuning_binding(item.e, item.bind);
+  if (!options.binding.empty()) row["binding"] = options.binding;
+  const TuneReport report = tune(store, machine, item.e, options,
+                                 [&](std::size_t done, std::size_t total, const TuneResult& r,
+                                     const TuneResult* best) {
+                                   std::string s = "[" + std::to_string(done) + "/" +
+                                                   std::to_string(total) + "] " +
+                                                   r.candidate.strategy + ": " +
+                                                   std::string(to_string(r.status));
+                                   if (best)
+                                     s += " | best " + format_number(best->gflops) + " GFLOP/s";
+                                   status(s);
+                                 });
+  row["status"] = report.interrupted ? "interrupted" : "tuned";
+  row["run"] = report.run;
+  row["candidates"] = report.total;
+  row["measured"] = report.results.size();
+  const TuneResult* best = nullptr;
+  for (const auto& r : report.results)
+    if (r.status == Outcome::ok && (!best || r.median_s < best->median_s)) best = &r;
+  if (best)
+    row["best"] = {{"strategy", best->candidate.strategy},
+                   {"median_s", best->median_s},
+                   {"gflops", best->gflops ? ojson(*best->gflops) : ojson()}};
+  return row;
+}
+
+// Rank 0 receives every rank's rows (JSON text), in rank order.
+ojson gather_rows(const ojson& mine, const MpiSession* mpi) {
+  if (!mpi || mpi->size() == 1) return mine;
+  const std::string text = mine.dump();
+  int length = static_cast<int>(text.size());
+  std::vector<int> lengths(static_cast<std::size_t>(mpi->size()));
+  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<int> offsets(lengths.size(), 0);
+  for (std::size_t r = 1; r < lengths.size(); ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
+  std::string all(mpi->rank() == 0 ? static_cast<std::size_t>(offsets.back() + lengths.back()) : 0,
+                  '\0');
+  MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR,
+              0, MPI_COMM_WORLD);
+  if (mpi->rank() != 0) return ojson::array();
+  ojson rows = ojson::array();
+  for (std::size_t r = 0; r < lengths.size(); ++r)
+    for (auto& row : ojson::parse(all.substr(static_cast<std::size_t>(offsets[r]),
+                                             static_cast<std::size_t>(lengths[r]))))
+      rows.push_back(std::move(row));
+  return rows;
+}
+
+int run_campaign(TuneArgs& args, const std::string& command_line) {
+  const auto items = read_campaign(args.file);
+  TuneOptions options = tune_options(args, command_line);
+  if (options.run.label.empty()) options.run.label = "campaign " + args.file;
+  // Started by mpirun: each rank takes every size-th workload.
+  std::optional<MpiSession> mpi;
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK")) mpi.emplace();
+  const int rank = mpi ? mpi->rank() : 0, size = mpi ? mpi->size() : 1;
+  if (rank == 0 && size > 1) {
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (local && std::atoi(local) > 1)
+      std::cerr << "einsumdb: " << local
+                << " ranks on this node time each other's noise: run one rank per node "
+                   "(mpirun --map-by ppr:1:node) for timings worth keeping\n";
+  }
+  const bool show_progress = !args.no_progress && (args.progress || isatty(STDERR_FILENO));
+  std::size_t mine = 0;
+  for (std::size_t i = static_cast<std::size_t>(rank); i < items.size();
+       i += static_cast<std::size_t>(size))
+    ++mine;
+
+  ojson rows = ojson::array();
+  int code = kExitOk;
+  {
+    std::optional<Store> store;
+    std::string store_error;
+    try {
+      store.emplace(open_for_writing(args.db));
+    } catch (const DatabaseError& e) {
+      store_error = e.what();
+    }
+    const Machine& machine = this_machine();
+    g_stop.store(false);
+    auto* previous = std::signal(SIGINT, on_interrupt);
+    std::size_t done = 0;
+    for (std::size_t i = static_cast<std::size_t>(rank); i < items.size();
+         i += static_cast<std::size_t>(size)) {
+      const CampaignItem& item = items[i];
+      ++done;
+      ojson row;
+      const std::string prefix = (size > 1 ? "rank " + std::to_string(rank) + ": " : "") +
+                                 "workload " + std::to_string(done) + "/" + std::to_string(mine) +
+                                 " (" + args.file + ":" + std::to_string(item.line) + " " +
+                                 item.e.einsum_string() + ") ";
+      if (!store_error.empty() || g_stop.load()) {
+        row = {{"line", item.line},
+               {"einsum", item.e.einsum_string()},
+               {"status", "not tuned"},
+               {"reason", g_stop.load() ? "interrupted" : store_error}};
+        rows.push_back(row);
+        continue;
+      }
+      auto status = [&](const std::string& s) {
+        if (show_progress) std::cerr << "\r\033[K" << prefix << s << std::flush;
+      };
+      status("");
+      try {
+        row = tune_campaign_item(*store, machine, item, options, args.retune, status);
+      } catch (const DatabaseError& e) {
+        // The store is gone (a server stopped, say): what was measured is not half-written, and
+        // the rest of this rank's share is left for a resumed campaign.
+        row = {{"line", item.line},
+               {"einsum", item.e.einsum_string()},
+               {"status", "failed"},
+               {"error", e.what()}};
+        store_error = e.what();
+      } catch (const Error& e) {
+        row = {{"line", item.line},
+               {"einsum", item.e.einsum_string()},
+               {"status", "failed"},
+               {"error", e.what()}};
+      }
+      if (show_progress) std::cerr << "\r\033[K";
+      if (row["status"] == "failed") {
+        code = kExitRuntime;
+        std::cerr << "einsumdb: " << prefix << "failed: " << row["error"].get<std::string>()
+                  << '\n';
+      }
+      rows.push_back(row);
+    }
+    std::signal(SIGINT, previous);
+    if (g_stop.load() && code == kExitOk) code = 130;
+  }
+  if (mpi) {
+    int worst = code;
+    MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    code = worst;
+  }
+  const ojson all = gather_rows(rows, mpi ? &*mpi : nullptr);
+  if (rank != 0) return code;
+  std::map<std::string, int> counts;
+  for (const auto& row : all) ++counts[row["status"].get<std::string>()];
+  if (want_json(args.out)) {
+    ojson summary = {{"file", args.file}, {"workloads", items.size()}, {"ranks", size}};
+    for (const auto& [status, n] : counts) summary[status] = n;
+    summary["results"] = all;
+    print_json(summary);
+  } else {
+    std::vector<std::vector<std::string>> table;
+    for (const auto& row : all) {
+      const bool has_best = row.contains("best");
+      table.push_back(
+          {std::to_string(row["line"].get<std::size_t>()), row["einsum"].get<std::string>(),
+           row["status"].get<std::string>(),
+           has_best ? row["best"]["strategy"].get<std::string>() : "-",
+           has_best && !row["best"]["gflops"].is_null()
+               ? format_number(row["best"]["gflops"].get<double>())
+               : "-",
+           row.contains("run") ? std::to_string(row["run"].get<std::int64_t>()) : "-",
+           row.value("error", row.value("reason", ""))});
+    }
+    print_table({"line", "einsum", "status", "best", "GFLOP/s", "run", "note"}, table);
+    std::cout << items.size() << " workload(s) on " << size << " rank(s):";
+    for (const auto& [status, n] : counts) std::cout << " " << n << " " << status << ";";
+    std::cout << '\n';
+  }
+  return code;
+}
+
 }  // namespace
 
 Command add_tune_command(CLI::App& app) {
@@ -219,7 +479,7 @@ Command add_tune_command(CLI::App& app) {
       "tune",
       "Measure the applicable transforms of a workload on this machine, verify each result "
       "against the reference, and record every candidate (ok, invalid, failed) in one run");
-  add_spec_options(cmd, args->spec);
+  add_spec_options(cmd, args->spec, /*spec_required=*/false);
   add_db_option(cmd, args->db);
   add_output_options(cmd, args->out);
   cmd->add_option("--budget", args->budget,
@@ -243,7 +503,23 @@ Command add_tune_command(CLI::App& app) {
                       ", halved while the footprint exceeds 1 GiB");
   cmd->add_option("--top", args->top,
                   "Show only the N fastest candidates (all are recorded; default: show all)");
-  return [args] { return run_tune(*args, "einsumdb tune " + args->spec.spec); };
+  cmd->add_option("--file", args->file,
+                  "A campaign: tune every workload of this JSON-lines file (a spec JSON per line, "
+                  "or {\"spec\": {...}, \"bind\": {\"N\": 1000}}); under mpirun each rank takes "
+                  "its share");
+  cmd->add_flag("--retune", args->retune,
+                "With --file: tune workloads already tuned on this machine again (default: skip "
+                "them, so a campaign resumes where it stopped)");
+  cmd->footer(
+      "A campaign is resumable: a workload with a verified measurement on this machine is\n"
+      "skipped unless --retune, each workload's run is written in one transaction when it ends,\n"
+      "and Ctrl-C stops after recording what was measured. Under `mpirun -np N einsumdb tune\n"
+      "--file F --db postgresql://...` rank r tunes workloads r, r+N, ... and all write to the\n"
+      "shared store; run one rank per node (ranks on one node time each other's noise).");
+  return [args] {
+    return run_tune(*args, args->file.empty() ? "einsumdb tune " + args->spec.spec
+                                              : "einsumdb tune --file " + args->file);
+  };
 }
 
 }  // namespace einsumdb::cli

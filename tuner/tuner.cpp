@@ -171,10 +171,9 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
   const double tol = tolerance(result_dtype(e, 0), reduction_terms(e, lengths));
   const auto flops = flop_count(e);
 
-  const MachineId machine_id = store.machine_id(machine);
-  const WorkloadId workload_id = store.workload_id(canonical);
-  const RunId run_id = store.begin_run(options.run, machine_id);
-  report.run = id_value(run_id);
+  // The run is written when the search ends, in one short transaction: a tune killed midway
+  // leaves nothing half-written, and a shared server's rows are never locked for a whole search.
+  std::vector<std::pair<const Canonical*, Measurement>> measured;
 
   // Best-first order: candidates grouped by strategy, each group's default first.
   std::vector<std::string> order;
@@ -289,7 +288,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
     m.seconds = r.seconds;
     m.max_rel_err = r.max_rel_err;
     m.binding = binding;
-    store.record(run_id, workload_id, machine_id, to_canonical(canonical, m));
+    measured.emplace_back(&canonical, to_canonical(canonical, m));
     if (r.status == Outcome::ok) {
       auto& b = best_of[c->strategy];
       if (b == 0 || r.median_s < b) b = r.median_s;
@@ -301,6 +300,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
                best ? &report.results[*best] : nullptr);
   }
   if (options.stop && options.stop->load()) report.interrupted = true;
+  if (!measured.empty()) report.run = store.record_run(options.run, machine, measured).run;
   return report;
 }
 

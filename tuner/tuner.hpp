@@ -108,7 +108,9 @@ using Progress =
 
 // Tunes `e` (arrays generated from the seed; symbols bound as tuning_binding() says) and records
 // every measured candidate in `store` under one run, under the key of `e` as given (symbolic or
-// not) and with its binding. Parameters are recorded in canonical names.
+// not) and with its binding. Parameters are recorded in canonical names. The run is written in
+// one transaction when the search ends (or is stopped through options.stop): all of it or,
+// should the process die first, none of it.
 // Uses `store` (which it does not own) for the whole call: a Store is one thread's, so tune one
 // workload per thread with a Store per thread (any number of processes may share the file).
 // Timings are only meaningful when nothing else runs on the cores being measured.
