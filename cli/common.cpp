@@ -16,7 +16,8 @@ namespace einsumdb::cli {
 
 void add_db_option(CLI::App* cmd, DbArgs& args) {
   cmd->add_option("--db", args.db,
-                  "Database file (default: $EINSUMDB_DB, else "
+                  "The store: a SQLite file, or a PostgreSQL server as "
+                  "postgresql://user@host/dbname (default: $EINSUMDB_DB, else "
                   "$XDG_DATA_HOME/einsumdb/einsumdb.sqlite)");
 }
 

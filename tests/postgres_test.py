@@ -1,0 +1,337 @@
+"""The shared store on a real PostgreSQL 15 server: a cluster is created with initdb in a
+temporary directory, started with pg_ctl on 127.0.0.1 (password authentication) and stopped at
+the end. Every command works against it; concurrent writers, a writer killed mid-run, a server
+stopped mid-run and bad connections behave as the store promises; sync moves facts both ways."""
+import glob
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+EINSUMDB = os.environ.get("EINSUMDB_BIN", "einsumdb")
+ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+ENV.pop("EINSUMDB_DB", None)
+MPI_ENV = dict(ENV, ASAN_OPTIONS="detect_leaks=0", OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader",
+               OMPI_MCA_btl_vader_single_copy_mechanism="none",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+PASSWORD = "s3cret-pw"
+
+
+def postgres_bindir():
+    for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if os.path.exists(os.path.join(d, "initdb")) and os.path.exists(os.path.join(d, "pg_ctl")):
+            return d
+    return None
+
+
+class Server:
+    """A PostgreSQL cluster of its own in a temporary directory, run as the postgres user when
+    the tests run as root (initdb refuses root)."""
+
+    def __init__(self):
+        self.bindir = postgres_bindir()
+        self.root = tempfile.mkdtemp(prefix="einsumdb-pg-")
+        self.data = os.path.join(self.root, "data")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.as_user = []
+        if os.geteuid() == 0:
+            shutil.chown(self.root, "postgres")
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+        pwfile = os.path.join(self.root, "pw")
+        with open(pwfile, "w") as f:
+            f.write(PASSWORD + "\n")
+        if self.as_user:
+            shutil.chown(pwfile, "postgres")
+        self.pg("initdb", "-D", self.data, "-U", "einsum", "--auth-local=trust",
+                "--auth-host=scram-sha-256", "--pwfile=" + pwfile, "-E", "UTF8")
+        self.start()
+
+    def pg(self, tool, *args, check=True):
+        return subprocess.run(self.as_user + [os.path.join(self.bindir, tool), *args],
+                              capture_output=True, text=True, check=check, cwd=self.root,
+                              timeout=120)
+
+    def start(self):
+        self.pg("pg_ctl", "-D", self.data, "-l", os.path.join(self.root, "log"), "-w", "-o",
+                f"-k {self.root} -c listen_addresses=127.0.0.1 -p {self.port} -c fsync=off",
+                "start")
+
+    def stop(self, mode="fast"):
+        self.pg("pg_ctl", "-D", self.data, "-m", mode, "-w", "stop", check=False)
+
+    def uri(self, db="postgres", password=PASSWORD):
+        return f"postgresql://einsum:{password}@127.0.0.1:{self.port}/{db}"
+
+    def sql(self, db, text):
+        r = subprocess.run(["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+                            self.uri(db), "-c", text], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    def createdb(self, name):
+        self.sql("postgres", f"CREATE DATABASE {name}")
+        return self.uri(name)
+
+    def close(self):
+        self.stop("immediate")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server():
+    if postgres_bindir() is None or shutil.which("psql") is None:
+        pytest.skip("PostgreSQL is not installed here (scripts/lib.sh installs postgresql-15 "
+                    "from Debian)")
+    s = Server()
+    yield s
+    s.close()
+
+
+def cli(*args, db, check=True, timeout=300, env=ENV):
+    r = subprocess.run([EINSUMDB, *args, "--db", db], capture_output=True, text=True, env=env,
+                       timeout=timeout)
+    if check:
+        assert r.returncode == 0, (args, r.stderr)
+    return r
+
+
+def spec(m, k, n):
+    return {"einsum": "ik,kj->ij", "batch": [["A", "B"]], "shapes": {"A": [m, k], "B": [k, n]}}
+
+
+def measurement_lines(count, seed, label, workloads=50):
+    """`count` verified measurements over `workloads` shared workloads and a few shared
+    transforms; different seeds give different times (so different measurements)."""
+    rng = random.Random(seed)
+    lines = []
+    for i in range(count):
+        w = i % workloads
+        t = rng.uniform(1e-4, 1e-3)
+        lines.append({"spec": spec(8 + w, 16, 24), "run": label,
+                      "transform": {"name": "loop_nest", "params": {"block": i % 7}},
+                      "seconds": [t, t * 1.01], "max_rel_err": 1e-15})
+    return lines
+
+
+def write_lines(path, lines):
+    with open(path, "w") as f:
+        for line in lines:
+            f.write(json.dumps(line) + "\n")
+    return str(path)
+
+
+def count(server, db, table="measurements"):
+    return int(server.sql(db, f"SELECT count(*) FROM {table}"))
+
+
+def test_every_command_runs_on_the_server(server, tmp_path):
+    db = server.createdb("commands")
+    recorded = write_lines(tmp_path / "m.jsonl", measurement_lines(20, 1, "first", workloads=4))
+    r = json.loads(cli("record", "--file", recorded, "--json", db=db).stdout)
+    assert r["inserted"] == 20
+    # Recording the same file again is idempotent.
+    r = json.loads(cli("record", "--file", recorded, "--json", db=db).stdout)
+    assert r["inserted"] == 0 and r["duplicates"] == 20
+    tuned = json.loads(cli("tune", "ij,jk->ik", "--shape", "A=32x32", "B=32x32", "--min-time",
+                           "0.01", "--min-reps", "3", "--warmup", "1", "--json", db=db).stdout)
+    assert tuned["run"] > 0 and tuned["measured"] == tuned["candidates"]
+    best = json.loads(cli("best", "ab,bc->ac", "--shape", "A=32x32", "B=32x32", "--json",
+                          db=db).stdout)
+    assert best["match"] == "exact" and best["measurements"] >= 1
+    shown = json.loads(cli("show", tuned["workload"]["hash"][:12], "--json", db=db).stdout)
+    assert len(shown["measurements"]) == tuned["candidates"]
+    listed = json.loads(cli("list", "--json", db=db).stdout)
+    assert len(listed) == 5
+    stats = json.loads(cli("stats", "--json", db=db).stdout)
+    assert stats["measurements"] == 20 + tuned["candidates"] and stats["schema_version"] == 3
+    assert PASSWORD not in json.dumps(stats), "the password must never be printed"
+    exported = cli("export", db=db).stdout
+    assert len(exported.splitlines()) == stats["measurements"]
+    check = json.loads(cli("db", "check", "--json", db=db).stdout)
+    assert check["ok"], check
+    # Import into a second server database from the export.
+    other = server.createdb("imported")
+    (tmp_path / "e.jsonl").write_text(exported)
+    r = json.loads(cli("import", str(tmp_path / "e.jsonl"), "--json", db=other).stdout)
+    assert r[0]["inserted"] == stats["measurements"]
+    # The planner and a graph run under mpirun record their partitionings in the server.
+    graph = tmp_path / "g.json"
+    graph.write_text(json.dumps({
+        "inputs": {"A": {"shape": [64, 48]}, "B": {"shape": [48, 32]}, "C": {"shape": [32, 16]}},
+        "nodes": [{"name": "AB", "einsum": "ij,jk->ik", "inputs": ["A", "B"]},
+                  {"name": "ABC", "einsum": "ij,jk->ik", "inputs": ["AB", "C"]}]}))
+    cli("plan", str(graph), "-P", "2", "--record", "--json", db=db)
+    planned = count(server, "commands", "partitionings")
+    assert planned >= 2
+    r = subprocess.run(["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "2", EINSUMDB,
+                        "run", str(graph), "--db", db, "--json"], capture_output=True, text=True,
+                       env=MPI_ENV, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert int(server.sql("commands", "SELECT count(*) FROM partitionings WHERE "
+                                      "measured_seconds IS NOT NULL")) == 2
+
+
+def test_eight_concurrent_writers(server, tmp_path):
+    db = server.createdb("writers")
+    # The same 50 workloads and 7 transforms in every writer: they contend for the same rows.
+    files = [write_lines(tmp_path / f"w{k}.jsonl", measurement_lines(2000, 100 + k, f"writer {k}"))
+             for k in range(8)]
+    procs = [subprocess.Popen([EINSUMDB, "record", "--file", f, "--db", db, "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+             for f in files]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        assert err == "", err
+        assert json.loads(out)["inserted"] == 2000
+    assert count(server, "writers") == 16000
+    assert count(server, "writers", "runs") == 8
+    assert count(server, "writers", "workloads") == 50
+    assert json.loads(cli("db", "check", "--json", db=db).stdout)["ok"]
+
+
+def wait_until_writing(server, db, timeout=60):
+    """Until an einsumdb session of `db` is inside a transaction inserting measurements."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if int(server.sql("postgres", "SELECT count(*) FROM pg_stat_activity WHERE "
+                                      f"datname = '{db}' AND application_name = 'einsumdb' AND "
+                                      "xact_start IS NOT NULL AND query LIKE "
+                                      "'INSERT INTO measurements%'")) > 0:
+            return
+        time.sleep(0.02)
+    raise AssertionError("the writer never started writing its run")
+
+
+def test_a_writer_killed_mid_run_leaves_no_trace(server, tmp_path):
+    db = server.createdb("killed")
+    first = write_lines(tmp_path / "a.jsonl", measurement_lines(500, 1, "earlier"))
+    cli("record", "--file", first, db=db)
+    big = write_lines(tmp_path / "b.jsonl", measurement_lines(60000, 2, "killed", workloads=600))
+    p = subprocess.Popen([EINSUMDB, "record", "--file", big, "--db", db], env=ENV,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_until_writing(server, "killed")
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=30)
+    # The server notices the closed connection and rolls the transaction back.
+    time.sleep(0.5)
+    assert count(server, "killed") == 500
+    assert server.sql("killed", "SELECT string_agg(label, ',') FROM runs") == "earlier"
+    assert json.loads(cli("db", "check", "--json", db=db).stdout)["ok"]
+
+
+def test_the_server_stopped_mid_run(server, tmp_path):
+    db = server.createdb("stopped")
+    big = write_lines(tmp_path / "b.jsonl", measurement_lines(60000, 3, "interrupted",
+                                                              workloads=600))
+    p = subprocess.Popen([EINSUMDB, "record", "--file", big, "--db", db], env=ENV,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until_writing(server, "stopped")
+        server.stop("fast")
+        out, err = p.communicate(timeout=60)
+    finally:
+        server.start()
+    assert p.returncode == 1, (out, err)
+    assert f"127.0.0.1:{server.port}/stopped" in err, err
+    assert "was not written" in err and "none of it is in the store" in err, err
+    assert PASSWORD not in err
+    assert count(server, "stopped") == 0
+    # After the restart the same command completes, and nothing is duplicated.
+    r = json.loads(cli("record", "--file", big, "--json", db=db).stdout)
+    assert r["inserted"] == 60000 and r["duplicates"] == 0
+    r = json.loads(cli("record", "--file", big, "--json", db=db).stdout)
+    assert r["inserted"] == 0
+    assert count(server, "stopped") == 60000
+
+
+def test_bad_connections_are_clear_errors_and_change_nothing(server, tmp_path):
+    m = write_lines(tmp_path / "m.jsonl", measurement_lines(3, 1, "x", workloads=1))
+    server.createdb("target")
+    wrong = cli("record", "--file", m, db=server.uri("target", password="wrong"), check=False)
+    assert wrong.returncode == 1 and "password authentication failed" in wrong.stderr, wrong.stderr
+    assert "wrong" not in wrong.stderr.replace("wrong-", "")  # the password is not echoed
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    started = time.time()
+    unreachable = cli("stats", db=f"postgresql://einsum:{PASSWORD}@127.0.0.1:{closed_port}/x",
+                      check=False)
+    assert unreachable.returncode == 1 and "cannot connect" in unreachable.stderr
+    assert f"127.0.0.1:{closed_port}" in unreachable.stderr and time.time() - started < 30
+    assert server.sql("target", "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'") == "0"
+    # A database of another application: refused, untouched.
+    server.createdb("shop")
+    server.sql("shop", "CREATE TABLE customers(id int); INSERT INTO customers VALUES (1)")
+    other = cli("record", "--file", m, db=server.uri("shop"), check=False)
+    assert other.returncode == 1 and "not an einsumdb database" in other.stderr, other.stderr
+    assert server.sql("shop", "SELECT string_agg(tablename, ',') FROM pg_tables WHERE "
+                              "schemaname = 'public'") == "customers"
+    # A newer schema: refused, untouched.
+    newer = server.createdb("newer")
+    cli("record", "--file", m, db=newer)
+    server.sql("newer", "UPDATE einsumdb_meta SET value = '99' WHERE key = 'schema_version'")
+    r = cli("record", "--file", m, db=newer, check=False)
+    assert r.returncode == 1 and "schema version 99" in r.stderr, r.stderr
+    r = cli("stats", db=newer, check=False)
+    assert r.returncode == 1 and "newer than this einsumdb" in r.stderr
+    assert count(server, "newer") == 3
+
+
+def top_answers(db, hashes):
+    out = {}
+    for h in hashes:
+        rows = json.loads(cli("show", h, "--json", db=db).stdout)["measurements"]
+        out[h] = [(r["machine"]["fingerprint"], r["transform"]["name"],
+                   json.dumps(r["transform"]["params"], sort_keys=True), r["median_s"])
+                  for r in rows if r["status"] == "ok"]
+    return out
+
+
+def sync(source, target, *flags):
+    r = subprocess.run([EINSUMDB, "sync", source, target, "--json", *flags], capture_output=True,
+                       text=True, env=ENV, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_sync_file_to_server_to_file(server, tmp_path):
+    source = str(tmp_path / "source.sqlite")
+    lines = measurement_lines(3000, 7, "nightly", workloads=40)
+    lines += [dict(l, status="invalid", max_rel_err=0.5) for l in lines[:10]]
+    cli("record", "--file", write_lines(tmp_path / "m.jsonl", lines), db=source)
+    cli("tune", "ij,jk->ik", "--shape", "A=24x24", "B=24x24", "--min-time", "0.01",
+        "--min-reps", "3", "--warmup", "1", db=source)
+    graph = tmp_path / "g.json"
+    graph.write_text(json.dumps({
+        "inputs": {"A": {"shape": [32, 16]}, "B": {"shape": [16, 8]}},
+        "nodes": [{"name": "AB", "einsum": "ij,jk->ik", "inputs": ["A", "B"]}]}))
+    cli("plan", str(graph), "-P", "2", "--record", db=source)
+    db = server.createdb("synced")
+    fresh = str(tmp_path / "fresh.sqlite")
+    there = sync(source, db, "--batch", "700")
+    total = json.loads(cli("stats", "--json", db=source).stdout)["measurements"]
+    assert there["inserted"] == total and there["batches"] == (total + 699) // 700
+    assert there["rooflines"] >= 1 and there["partitionings"] >= 1
+    back = sync(db, fresh)
+    assert back["inserted"] == total
+    hashes = [w["hash"] for w in json.loads(cli("list", "--json", db=source).stdout)]
+    assert len(hashes) == 41
+    assert top_answers(source, hashes) == top_answers(fresh, hashes)
+    assert top_answers(db, hashes) == top_answers(source, hashes)
+    # Twice: nothing moves.
+    for a, b in ((source, db), (db, fresh)):
+        again = sync(a, b)
+        assert again["inserted"] == 0 and again["duplicates"] == total
+        assert again["partitionings"] == 0 and again["runs"] == 0
+    assert count(server, "synced") == total
