@@ -129,81 +129,129 @@ std::string to_string(const Binding& b) {
   return out;
 }
 
+namespace {
+
+// One measurement as the columns of its row, ready to bind.
+struct Row {
+  std::int64_t run = 0, workload = 0, transform = 0, machine = 0;
+  std::string_view status;
+  Summary summary;
+  std::optional<double> gflops, bytes, max_rel_err, flops;
+  std::string samples, recorded_at, binding, origin;
+  std::array<unsigned char, 16> digest{};
+};
+
+#define EINSUMDB_INSERT_MEASUREMENT                                                          \
+  "INSERT INTO measurements(run_id, workload_id, transform_id, machine_id, status, "          \
+  "repetitions, median_s, min_s, mean_s, stddev_s, gflops, bytes_moved, max_rel_err, samples, " \
+  "recorded_at, digest, binding, flops, origin) VALUES"
+constexpr int kRowParameters = 19;
+
+// Binds a row as parameters base+1 ... base+19.
+template <class S>
+void bind_row(S& s, int base, const Row& r) {
+  s.bind(base + 1, r.run).bind(base + 2, r.workload).bind(base + 3, r.transform);
+  s.bind(base + 4, r.machine).bind(base + 5, r.status).bind(base + 6, r.summary.repetitions);
+  const bool timed = r.summary.repetitions > 0;
+  s.bind(base + 7, timed ? std::optional(r.summary.median_s) : std::nullopt);
+  s.bind(base + 8, timed ? std::optional(r.summary.min_s) : std::nullopt);
+  s.bind(base + 9, timed ? std::optional(r.summary.mean_s) : std::nullopt);
+  s.bind(base + 10, timed ? std::optional(r.summary.stddev_s) : std::nullopt);
+  s.bind(base + 11, r.gflops).bind(base + 12, r.bytes).bind(base + 13, r.max_rel_err);
+  s.bind(base + 14, r.samples).bind(base + 15, r.recorded_at);
+  s.bind_blob(base + 16, r.digest.data(), r.digest.size());
+  if (r.binding.empty())
+    s.bind_null(base + 17);
+  else
+    s.bind(base + 17, r.binding);
+  s.bind(base + 18, r.flops);
+  if (r.origin.empty())
+    s.bind_null(base + 19);
+  else
+    s.bind(base + 19, r.origin);
+}
+
+// "INSERT ... VALUES (?, ...), ... ON CONFLICT DO NOTHING RETURNING 1" for `rows` rows.
+std::string multi_row_insert(std::size_t rows) {
+  std::string row = "(";
+  for (int k = 0; k < kRowParameters; ++k) row += k ? ", ?" : "?";
+  row += ")";
+  std::string text = EINSUMDB_INSERT_MEASUREMENT;
+  for (std::size_t i = 0; i < rows; ++i) text += (i ? ", " : " ") + row;
+  return text + " ON CONFLICT DO NOTHING RETURNING 1";
+}
+
+// The row of a measurement, checked against its workload: the work and bytes resolved to their
+// defaults, the binding validated, the digest computed. Inside a write transaction (it may
+// insert the transform).
+Row measurement_row(Store::Impl& impl, std::int64_t run, std::int64_t workload,
+                    std::int64_t machine, const Measurement& m) {
+  impl.require_run(run);
+  const auto& w = impl.workload(workload);
+  const std::string& fp = impl.machine_fingerprint(machine);
+  Row r;
+  r.run = run;
+  r.workload = workload;
+  r.machine = machine;
+  // The work and the bytes of one run: given, or the workload's (at the binding).
+  r.flops = m.flops;
+  r.bytes = m.bytes_moved;
+  if (w.symbols.empty()) {
+    if (!m.binding.empty())
+      throw SpecError("measurement of '" + m.transform.name + "' binds " + to_string(m.binding) +
+                      ", but workload " + w.hash + " has no symbolic length");
+    if (!r.flops) r.flops = w.flops;
+    if (!r.bytes) r.bytes = w.footprint;
+  } else if (!m.binding.empty()) {
+    for (const auto& symbol : w.symbols)
+      if (!m.binding.count(symbol))
+        throw SpecError("measurement of '" + m.transform.name + "' binds " +
+                        to_string(m.binding) + " but leaves the symbol '" + symbol +
+                        "' of workload " + w.hash + " unbound");
+    const BatchedEinsum bound = bind_symbols(*w.form, m.binding);
+    if (!r.flops) r.flops = flop_count(bound);
+    if (!r.bytes) r.bytes = footprint_bytes(bound);
+    r.binding = json(m.binding).dump();
+  } else if (m.status == Outcome::ok && !r.flops) {
+    throw SpecError("verified measurement of '" + m.transform.name +
+                    "' of the symbolic workload " + w.hash +
+                    " gives neither the binding its times were taken at (\"binding\": "
+                    "{\"N0\": 100000}) nor its flops: its rate would be unknown");
+  }
+  const std::string params = m.transform.params_text();
+  r.transform = impl.transform_id(m.transform, params);
+  r.summary = summarize(m.seconds);
+  if (m.status == Outcome::ok && r.flops && r.summary.median_s > 0)
+    r.gflops = *r.flops / r.summary.median_s * 1e-9;
+  r.samples = "[";
+  for (std::size_t i = 0; i < m.seconds.size(); ++i) {
+    if (i) r.samples += ',';
+    r.samples += format_double(m.seconds[i]);
+  }
+  r.samples += ']';
+  r.status = to_string(m.status);
+  r.max_rel_err = m.max_rel_err;
+  r.recorded_at = !m.recorded_at.empty()       ? m.recorded_at
+                  : !impl.batch_time.empty() ? impl.batch_time
+                                               : now_iso8601();
+  r.digest = measurement_digest({w.hash, m.transform.name, params, fp, r.status, r.samples,
+                                 m.max_rel_err, r.bytes, r.flops, r.binding});
+  if (!m.origin.is_null()) r.origin = m.origin.dump();
+  return r;
+}
+
+}  // namespace
+
 bool Store::record(RunId run_key, WorkloadId workload_key, MachineId machine_key,
                    const Measurement& m) {
-  const std::int64_t run = id_value(run_key), workload = id_value(workload_key),
-                     machine = id_value(machine_key);
   check_measurement(m);
   return impl_->write([&] {
-    impl_->require_run(run);
-    const auto& w = impl_->workload(workload);
-    const std::string& fp = impl_->machine_fingerprint(machine);
-    // The work and the bytes of one run: given, or the workload's (at the binding).
-    std::optional<double> flops = m.flops, bytes = m.bytes_moved;
-    std::string binding;
-    if (w.symbols.empty()) {
-      if (!m.binding.empty())
-        throw SpecError("measurement of '" + m.transform.name + "' binds " + to_string(m.binding) +
-                        ", but workload " + w.hash + " has no symbolic length");
-      if (!flops) flops = w.flops;
-      if (!bytes) bytes = w.footprint;
-    } else if (!m.binding.empty()) {
-      for (const auto& symbol : w.symbols)
-        if (!m.binding.count(symbol))
-          throw SpecError("measurement of '" + m.transform.name + "' binds " +
-                          to_string(m.binding) + " but leaves the symbol '" + symbol +
-                          "' of workload " + w.hash + " unbound");
-      const BatchedEinsum bound = bind_symbols(*w.form, m.binding);
-      if (!flops) flops = flop_count(bound);
-      if (!bytes) bytes = footprint_bytes(bound);
-      binding = json(m.binding).dump();
-    } else if (m.status == Outcome::ok && !flops) {
-      throw SpecError("verified measurement of '" + m.transform.name +
-                      "' of the symbolic workload " + w.hash +
-                      " gives neither the binding its times were taken at (\"binding\": "
-                      "{\"N0\": 100000}) nor its flops: its rate would be unknown");
-    }
-    const std::string params = m.transform.params_text();
-    const std::int64_t transform = impl_->transform_id(m.transform, params);
-    const Summary s = summarize(m.seconds);
-    std::optional<double> gflops;
-    if (m.status == Outcome::ok && flops && s.median_s > 0) gflops = *flops / s.median_s * 1e-9;
-    std::string samples = "[";
-    for (std::size_t i = 0; i < m.seconds.size(); ++i) {
-      if (i) samples += ',';
-      samples += format_double(m.seconds[i]);
-    }
-    samples += ']';
-    const std::string_view status = to_string(m.status);
-
-    auto ins = impl_->stmt(
-        "INSERT INTO measurements(run_id, workload_id, transform_id, machine_id, status, "
-        "repetitions, median_s, min_s, mean_s, stddev_s, gflops, bytes_moved, max_rel_err, "
-        "samples, recorded_at, digest, binding, flops, origin) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, "
-        "?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING");
-    ins.bind(1, run).bind(2, workload).bind(3, transform).bind(4, machine);
-    ins.bind(5, status).bind(6, s.repetitions);
-    const bool timed = s.repetitions > 0;
-    ins.bind(7, timed ? std::optional(s.median_s) : std::nullopt);
-    ins.bind(8, timed ? std::optional(s.min_s) : std::nullopt);
-    ins.bind(9, timed ? std::optional(s.mean_s) : std::nullopt);
-    ins.bind(10, timed ? std::optional(s.stddev_s) : std::nullopt);
-    ins.bind(11, gflops).bind(12, bytes).bind(13, m.max_rel_err).bind(14, samples);
-    ins.bind(15, !m.recorded_at.empty()       ? m.recorded_at
-                 : !impl_->batch_time.empty() ? impl_->batch_time
-                                              : now_iso8601());
-    const auto digest = measurement_digest({w.hash, m.transform.name, params, fp, status, samples,
-                                            m.max_rel_err, bytes, flops, binding});
-    ins.bind_blob(16, digest.data(), digest.size());
-    if (binding.empty())
-      ins.bind_null(17);
-    else
-      ins.bind(17, binding);
-    ins.bind(18, flops);
-    if (m.origin.is_null())
-      ins.bind_null(19);
-    else
-      ins.bind(19, m.origin.dump());
+    const Row row = measurement_row(*impl_, id_value(run_key), id_value(workload_key),
+                                    id_value(machine_key), m);
+    auto ins = impl_->stmt(EINSUMDB_INSERT_MEASUREMENT
+                           "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
+                           "DO NOTHING");
+    bind_row(ins, 0, row);
     ins.run();
     return impl_->conn.changes() == 1;
   });
@@ -223,11 +271,42 @@ Store::RunResult Store::record_run(
     const auto mid = machine_id(machine);
     const RunId run_id = begin_run(run, mid);
     r.run = id_value(run_id);
-    for (const auto& [canonical, m] : measurements) {
-      if (record(run_id, workload_id(*canonical), mid, m))
-        ++r.inserted;
-      else
-        ++r.duplicates;
+    if (impl_->conn.dialect() == sql::Dialect::postgres) {
+      // A server answers each statement over the network: rows go in groups, one statement
+      // each, and the rows it returns are those inserted (the others were stored already).
+      constexpr std::size_t kGroup = 512;
+      std::vector<Row> rows;
+      rows.reserve(std::min(kGroup, measurements.size()));
+      auto flush = [&] {
+        if (rows.empty()) return;
+        auto& s = rows.size() == kGroup ? impl_->multi_insert : impl_->partial_insert;
+        if (!s || (&s == &impl_->partial_insert))
+          s = std::make_unique<sql::Statement>(impl_->conn, multi_row_insert(rows.size()));
+        s->reset();
+        for (std::size_t i = 0; i < rows.size(); ++i)
+          bind_row(*s, static_cast<int>(i) * kRowParameters, rows[i]);
+        std::size_t inserted = 0;
+        while (s->step()) ++inserted;
+        s->finish();
+        r.inserted += inserted;
+        r.duplicates += rows.size() - inserted;
+        rows.clear();
+      };
+      for (const auto& [canonical, m] : measurements) {
+        check_measurement(m);
+        rows.push_back(measurement_row(*impl_, r.run, id_value(workload_id(*canonical)),
+                                       id_value(mid), m));
+        if (rows.size() == kGroup) flush();
+      }
+      flush();
+      impl_->partial_insert.reset();
+    } else {
+      for (const auto& [canonical, m] : measurements) {
+        if (record(run_id, workload_id(*canonical), mid, m))
+          ++r.inserted;
+        else
+          ++r.duplicates;
+      }
     }
     // Nothing new: the run, and whatever it would have created, is rolled back.
     if (r.inserted == 0) {
@@ -334,11 +413,7 @@ std::vector<Fact> Store::top_k(const std::string& workload_hash, const std::stri
 
 std::vector<Fact> Store::top_k(const std::string& workload_hash,
                                const std::vector<std::string>& machines, std::size_t k) {
-  auto w = impl_->stmt("SELECT id, key FROM workloads WHERE hash = ?");
-  w.bind(1, workload_hash);
-  if (!w.step()) return {};
-  const std::int64_t wid = w.column_int(0);
-  const std::string key = w.column_text(1);
+  std::string key;
   struct Group {
     Fact fact;
     std::vector<double> medians, costs, flops;  // cost: seconds per FLOP, or seconds
@@ -350,12 +425,14 @@ std::vector<Fact> Store::top_k(const std::string& workload_hash,
   for (std::size_t mi = 0; mi < machines.size(); ++mi) {
     const auto mid = find_machine(machines[mi]);
     if (!mid) continue;
+    // One statement (one round trip to a server): the workload's verified measurements.
     auto s = impl_->stmt(
-        "SELECT transform_id, median_s, min_s, repetitions, flops, binding, origin FROM "
-        "measurements WHERE workload_id = ? AND machine_id = ? AND status = 'ok' AND max_rel_err "
-        "IS NOT NULL");
-    s.bind(1, wid).bind(2, id_value(*mid));
+        "SELECT m.transform_id, m.median_s, m.min_s, m.repetitions, m.flops, m.binding, m.origin, "
+        "w.key FROM workloads w JOIN measurements m ON m.workload_id = w.id WHERE w.hash = ? AND "
+        "m.machine_id = ? AND m.status = 'ok' AND m.max_rel_err IS NOT NULL");
+    s.bind(1, workload_hash).bind(2, id_value(*mid));
     while (s.step()) {
+      if (key.empty()) key = s.column_text(7);
       auto& g = groups[{s.column_int(0), mi}];
       const double median_s = s.column_double(1), min_s = s.column_double(2);
       const auto flops = s.column_optional_double(4);

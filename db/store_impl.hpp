@@ -45,6 +45,8 @@ struct Store::Impl {
   std::string batch_time;  // set by record_run: one time for the measurements it commits together
   // Keyed by the address of the SQL literal: every caller passes a string literal.
   std::unordered_map<const char*, std::unique_ptr<sql::Statement>> statements;
+  // A server's multi-row measurement inserts (record_run): a full group, and the last one.
+  std::unique_ptr<sql::Statement> multi_insert, partial_insert;
 
   Impl(sql::Connection c, bool ro) : conn(std::move(c)), read_only(ro) {}
 
@@ -113,12 +115,14 @@ struct Store::Impl {
     auto key = std::make_pair(t.name, std::move(params_text));
     const auto it = transform_ids.find(key);
     if (it != transform_ids.end()) return it->second;
-    auto ins =
-        stmt("INSERT INTO transforms(strategy, params) VALUES(?, ?) ON CONFLICT DO NOTHING");
-    ins.bind(1, key.first).bind(2, key.second).run();
+    auto ins = stmt(
+        "INSERT INTO transforms(strategy, params) VALUES(?, ?) ON CONFLICT DO NOTHING RETURNING "
+        "id");
+    ins.bind(1, key.first).bind(2, key.second);
+    if (ins.step()) return transform_ids[std::move(key)] = ins.column_int(0);
     auto sel = stmt("SELECT id FROM transforms WHERE strategy = ? AND params = ?");
     sel.bind(1, key.first).bind(2, key.second);
-    sel.step();
+    if (!sel.step()) throw DatabaseError("transform " + key.first + " vanished");
     return transform_ids[std::move(key)] = sel.column_int(0);
   }
 

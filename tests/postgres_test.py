@@ -335,3 +335,15 @@ def test_sync_file_to_server_to_file(server, tmp_path):
         assert again["inserted"] == 0 and again["duplicates"] == total
         assert again["partitionings"] == 0 and again["runs"] == 0
     assert count(server, "synced") == total
+
+
+def test_db_check_finds_a_broken_reference_on_the_server(server, tmp_path):
+    db = server.createdb("broken")
+    cli("record", "--file", write_lines(tmp_path / "m.jsonl", measurement_lines(5, 1, "x")), db=db)
+    assert json.loads(cli("db", "check", "--json", db=db).stdout)["ok"]
+    server.sql("broken", "UPDATE measurements SET run_id = 999999 WHERE id = "
+                         "(SELECT min(id) FROM measurements)")
+    r = cli("db", "check", "--json", db=db, check=False)
+    report = json.loads(r.stdout)
+    assert not report["ok"] and r.returncode != 0
+    assert any("measurements" in p and "runs" in p for p in report["problems"]), report
