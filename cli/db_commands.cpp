@@ -435,7 +435,9 @@ struct SyncArgs {
 
 int run_sync(const SyncArgs& args) {
   auto from = open_store_for_reading(store_path(args.from));
-  if (!from) throw DatabaseError("no einsumdb store at '" + args.from + "' to copy from");
+  if (!from)
+    throw DatabaseError("no einsumdb store at '" + store_display_name(store_path(args.from)) +
+                        "' to copy from");
   Store to = open_store_for_writing(store_path(args.to));
   const bool progress = !args.no_progress && (args.progress || isatty(STDERR_FILENO));
   const auto started = std::chrono::steady_clock::now();

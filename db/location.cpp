@@ -24,6 +24,10 @@ std::string store_path(const std::string& given) {
   return base + "/einsumdb/einsumdb.sqlite";
 }
 
+std::string store_display_name(const std::string& path) {
+  return sql::is_server_uri(path) ? sql::redacted(path) : path;
+}
+
 Store open_store_for_writing(const std::string& path) {
   if (sql::is_server_uri(path)) return Store::open(path);
   const auto dir = std::filesystem::path(path).parent_path();

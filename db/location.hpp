@@ -15,6 +15,9 @@ namespace einsumdb {
 // $XDG_DATA_HOME nor $HOME is set.
 std::string store_path(const std::string& given = "");
 
+// The store as it may be shown: the file, or the server's URI without its password.
+std::string store_display_name(const std::string& path);
+
 // Opens for writing, creating the file and its directory on first use. Throws DatabaseError.
 Store open_store_for_writing(const std::string& path);
 

@@ -18,26 +18,6 @@ std::string trim(std::string s) {
   return s;
 }
 
-// The URI without its password (user:secret@ -> user@, password=... dropped).
-std::string redact(const std::string& uri) {
-  std::string out = uri;
-  const auto scheme = out.find("://");
-  if (scheme != std::string::npos) {
-    const auto at = out.find('@', scheme + 3);
-    const auto slash = out.find('/', scheme + 3);
-    if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
-      const auto colon = out.find(':', scheme + 3);
-      if (colon != std::string::npos && colon < at) out.erase(colon, at - colon);
-    }
-  }
-  for (auto p = out.find("password="); p != std::string::npos; p = out.find("password=")) {
-    auto end = out.find_first_of("& ", p);
-    if (end == std::string::npos) end = out.size();
-    out.erase(p, end - p);
-  }
-  return out;
-}
-
 // SQLite's placeholders (`?`, `?N`) as PostgreSQL's (`$n`), outside literals; *count receives
 // the highest parameter number.
 std::string to_postgres_placeholders(std::string_view sql, int* count) {
@@ -81,7 +61,7 @@ class PgConnection final : public ConnectionBackend {
     const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
     const char* values[] = {timeout.c_str(), "einsumdb", uri.c_str(), nullptr};
     conn_ = PQconnectdbParams(keys, values, 1);
-    name_ = redact(uri);
+    name_ = redacted(uri);
     if (!conn_ || PQstatus(conn_) != CONNECTION_OK) {
       const std::string message = conn_ ? trim(PQerrorMessage(conn_)) : "out of memory";
       PQfinish(conn_);
@@ -269,6 +249,26 @@ std::unique_ptr<StatementBackend> PgConnection::prepare(std::string_view sql) {
 }
 
 }  // namespace
+
+// The URI without its password (user:secret@ -> user@, password=... dropped).
+std::string redacted(const std::string& uri) {
+  std::string out = uri;
+  const auto scheme = out.find("://");
+  if (scheme != std::string::npos) {
+    const auto at = out.find('@', scheme + 3);
+    const auto slash = out.find('/', scheme + 3);
+    if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
+      const auto colon = out.find(':', scheme + 3);
+      if (colon != std::string::npos && colon < at) out.erase(colon, at - colon);
+    }
+  }
+  for (auto p = out.find("password="); p != std::string::npos; p = out.find("password=")) {
+    auto end = out.find_first_of("& ", p);
+    if (end == std::string::npos) end = out.size();
+    out.erase(p, end - p);
+  }
+  return out;
+}
 
 Connection Connection::postgres(const std::string& uri, int connect_timeout_s) {
   return Connection(std::make_unique<PgConnection>(uri, connect_timeout_s));

@@ -206,6 +206,9 @@ class Transaction {
   bool done_ = false;
 };
 
+// A server's URI without its password (user:secret@ becomes user@, password=... is dropped).
+std::string redacted(const std::string& uri);
+
 // Whether `location` names a PostgreSQL server (postgresql:// or postgres://) rather than a file.
 bool is_server_uri(std::string_view location);
 

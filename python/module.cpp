@@ -354,8 +354,9 @@ std::string canonicalize_spec(const std::string& spec_json) {
 
 class PyStore {
  public:
-  explicit PyStore(const std::string& path) : path_(store_path(path)) {}
-  const std::string& path() const { return path_; }
+  explicit PyStore(const std::string& path)
+      : path_(store_path(path)), shown_(store_display_name(path_)) {}
+  const std::string& path() const { return shown_; }
 
   std::string top_k(const std::string& spec_json, std::size_t k, bool exact,
                     const std::string& machine) {
@@ -477,7 +478,7 @@ class PyStore {
   }
 
  private:
-  std::string path_;
+  std::string path_, shown_;
 };
 
 // ---- tuning: progress through a Python callable; Ctrl-C stops after the current candidate.

@@ -40,3 +40,29 @@ build_release() {
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEINSUMDB_WERROR=ON >/dev/null
   cmake --build build -j "$(nproc)"
 }
+
+# A PostgreSQL cluster of its own for a benchmark: start_postgres DIR PORT creates it in DIR
+# (initdb, run as the postgres user when we are root, which initdb refuses) and starts it on
+# 127.0.0.1:PORT with trust authentication; stop_postgres DIR stops it. The database URI is
+# postgresql://einsum@127.0.0.1:PORT/postgres.
+postgres_bin() {
+  ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1
+}
+start_postgres() {
+  local dir=$1 port=$2 bin as=()
+  bin=$(postgres_bin)
+  [ -n "$bin" ] || { echo "PostgreSQL is not installed (postgresql-15)" >&2; return 1; }
+  mkdir -p "$dir"
+  if [ "$(id -u)" -eq 0 ]; then
+    chown postgres "$dir"
+    as=(runuser -u postgres --)
+  fi
+  "${as[@]}" "$bin/initdb" -D "$dir/data" -U einsum -A trust -E UTF8 >/dev/null
+  "${as[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
+    -o "-k $dir -c listen_addresses=127.0.0.1 -p $port" start >/dev/null
+}
+stop_postgres() {
+  local dir=$1 as=()
+  [ "$(id -u)" -eq 0 ] && as=(runuser -u postgres --)
+  "${as[@]}" "$(postgres_bin)/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+}

@@ -347,3 +347,52 @@ def test_db_check_finds_a_broken_reference_on_the_server(server, tmp_path):
     report = json.loads(r.stdout)
     assert not report["ok"] and r.returncode != 0
     assert any("measurements" in p and "runs" in p for p in report["problems"]), report
+
+
+def test_the_python_module_uses_the_server(server):
+    try:
+        import numpy as np
+        import einsumdb
+    except ImportError as e:
+        pytest.skip(f"the Python module is not built here ({e})")
+    db = server.createdb("python")
+    store = einsumdb.Store(db)
+    assert store.path.endswith(f"127.0.0.1:{server.port}/python") and PASSWORD not in store.path
+    assert store.list() == []
+    r = store.record(measurement_lines(30, 5, "from python", workloads=3))
+    assert r["inserted"] == 30
+    assert store.best(spec(8, 16, 24))["match"] == "exact"
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((20, 16)), rng.standard_normal((16, 12))
+    got = einsumdb.batched_einsum("ik,kj->ij", [[a, b]], db=db)[0]
+    np.testing.assert_allclose(got, a @ b, rtol=1e-12)
+    report = einsumdb.tune("ik,kj->ij", shapes={"A": [20, 16], "B": [16, 12]}, db=db,
+                           min_time=0.01, min_reps=3, warmup=1, progress=False)
+    assert report["run"] > 0
+    assert store.stats()["measurements"] == 30 + report["measured"]
+
+
+def test_an_interrupted_sync_resumes(server, tmp_path):
+    source = str(tmp_path / "big.sqlite")
+    cli("record", "--file", write_lines(tmp_path / "m.jsonl",
+                                        measurement_lines(40000, 11, "big", workloads=400)),
+        db=source)
+    db = server.createdb("resumed")
+    p = subprocess.Popen([EINSUMDB, "sync", source, db, "--batch", "1000", "--json"], env=ENV,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        tables = server.sql("resumed", "SELECT count(*) FROM pg_tables WHERE tablename = "
+                                       "'measurements'")
+        if tables == "1" and count(server, "resumed") > 0:
+            break
+        time.sleep(0.01)
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=30)
+    time.sleep(0.5)
+    copied = count(server, "resumed")
+    assert 0 < copied < 40000, "the sync was not interrupted midway; make the source larger"
+    assert copied % 1000 == 0, "a batch was half-written"
+    again = sync(source, db)
+    assert again["inserted"] == 40000 - copied and again["duplicates"] == copied
+    assert count(server, "resumed") == 40000

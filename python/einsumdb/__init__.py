@@ -141,8 +141,9 @@ def canonicalize(spec, shapes=None, batch=None, dtype=None):
 
 
 class Store:
-    """The performance store (a SQLite file): ``Store()`` is the default one, ``Store(path)``
-    another. Every method opens the file for that call; a missing file is an empty store."""
+    """The performance store: ``Store()`` is the default one, ``Store(path)`` another, a SQLite
+    file or a PostgreSQL server (``Store("postgresql://user@host/dbname")``). Every method opens
+    the store for that call; a missing file (or an empty server database) is an empty store."""
 
     def __init__(self, path=None):
         self._s = _einsumdb.Store(_db(path))
