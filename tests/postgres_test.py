@@ -396,3 +396,53 @@ def test_an_interrupted_sync_resumes(server, tmp_path):
     again = sync(source, db)
     assert again["inserted"] == 40000 - copied and again["duplicates"] == copied
     assert count(server, "resumed") == 40000
+
+
+CAMPAIGN_FLAGS = ["--min-time", "0.01", "--min-reps", "3", "--warmup", "1"]
+
+
+def campaign_file(tmp_path):
+    lines = ["# four small workloads",
+             json.dumps(spec(24, 16, 20)),
+             json.dumps({"spec": {"einsum": "ij,j->i", "batch": [["A", "x"]],
+                                  "shapes": {"A": [32, "N"], "x": ["N"]}}, "bind": {"N": 40}}),
+             json.dumps(spec(12, 40, 8)),
+             json.dumps({"einsum": "ijk,kl->ijl", "batch": [["A", "B"]],
+                         "shapes": {"A": [4, 6, 8], "B": [8, 5]}})]
+    path = tmp_path / "campaign.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_a_campaign_under_mpirun_fills_the_server(server, tmp_path):
+    db = server.createdb("campaign")
+    f = campaign_file(tmp_path)
+    r = subprocess.run(["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "2", EINSUMDB,
+                        "tune", "--file", f, "--db", db, "--json", "--progress", *CAMPAIGN_FLAGS],
+                       capture_output=True, text=True, env=MPI_ENV, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)  # rank 0 alone prints the campaign
+    assert out["ranks"] == 2 and out["workloads"] == 4 and out["tuned"] == 4, out
+    assert sorted(row["line"] for row in out["results"]) == [2, 3, 4, 5]
+    assert "rank 1: workload 1/2" in r.stderr and "time each other's noise" in r.stderr
+    assert count(server, "campaign", "runs") == 4
+    assert next(row for row in out["results"] if row["line"] == 3)["binding"] == {"N": 40}
+    # Resumed: everything is tuned already, so nothing runs; --retune tunes again.
+    again = json.loads(cli("tune", "--file", f, "--json", *CAMPAIGN_FLAGS, db=db).stdout)
+    assert again["skipped"] == 4 and "tuned" not in again
+    assert count(server, "campaign", "runs") == 4
+    retuned = json.loads(cli("tune", "--file", f, "--json", "--retune", *CAMPAIGN_FLAGS,
+                             db=db).stdout)
+    assert retuned["tuned"] == 4 and count(server, "campaign", "runs") == 8
+
+
+def test_a_bad_campaign_names_its_line_and_tunes_nothing(server, tmp_path):
+    db = server.createdb("badcampaign")
+    f = tmp_path / "bad.jsonl"
+    f.write_text(json.dumps(spec(8, 8, 8)) + "\n" + '{"spec": {"einsum": "ij->"}, "bnd": 1}\n')
+    r = cli("tune", "--file", str(f), *CAMPAIGN_FLAGS, db=db, check=False)
+    assert r.returncode == 2 and f"{f}:2: unknown key 'bnd'" in r.stderr, r.stderr
+    r = cli("tune", "ij,j->i", "--file", str(f), db=db, check=False)
+    assert r.returncode == 2 and "not both" in r.stderr
+    assert server.sql("badcampaign", "SELECT count(*) FROM pg_tables WHERE "
+                                     "schemaname = 'public'") == "0"
