@@ -456,11 +456,11 @@ int run_sync(const SyncArgs& args) {
     print_json(summary);
   } else {
     std::cout << from->path() << " -> " << to.path() << ": " << r.inserted << " of "
-              << r.measurements << " measurements copied (" << r.duplicates
-              << " already there), " << r.runs << " new run(s), " << r.machines
-              << " new machine(s), " << r.rooflines << " roofline(s), " << r.partitionings
-              << " partitioning(s) copied (" << r.partitionings_present << " already there), in "
-              << format_seconds(seconds) << '\n';
+              << r.measurements << " measurements copied (" << r.duplicates << " already there), "
+              << r.runs << " new run(s), " << r.machines << " new machine(s), " << r.rooflines
+              << " roofline(s), " << r.partitionings << " partitioning(s) copied ("
+              << r.partitionings_present << " already there), in " << format_seconds(seconds)
+              << '\n';
   }
   return kExitOk;
 }

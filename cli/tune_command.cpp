@@ -255,12 +255,14 @@ std::vector<CampaignItem> read_campaign(const std::string& path) {
       check_json_depth(j, "line");
       CampaignItem item;
       item.line = number;
-      if (!j.is_object()) throw SpecError("expected a spec JSON object or {\"spec\": ..., \"bind\": ...}");
+      if (!j.is_object())
+        throw SpecError("expected a spec JSON object or {\"spec\": ..., \"bind\": ...}");
       if (j.contains("spec")) {
         for (const auto& [key, value] : j.items()) {
           (void)value;
           if (key != "spec" && key != "bind")
-            throw SpecError("unknown key '" + key + "' (a line is a spec, or {\"spec\", \"bind\"})");
+            throw SpecError("unknown key '" + key +
+                            "' (a line is a spec, or {\"spec\", \"bind\"})");
         }
         if (j.contains("bind")) {
           if (!j["bind"].is_object())
@@ -289,8 +291,8 @@ std::vector<CampaignItem> read_campaign(const std::string& path) {
 
 // What one process of a campaign did with one workload.
 ojson tune_campaign_item(Store& store, const Machine& machine, const CampaignItem& item,
-                         TuneOptions options, bool retune, const std::function<void(
-                             const std::string&)>& status) {
+                         TuneOptions options, bool retune,
+                         const std::function<void(const std::string&)>& status) {
   ojson row = {{"line", item.line}, {"einsum", item.e.einsum_string()}};
   const Canonical c = canonicalize(item.e);
   row["hash"] = c.hash;
@@ -305,17 +307,14 @@ ojson tune_campaign_item(Store& store, const Machine& machine, const CampaignIte
   }
   options.binding = tuning_binding(item.e, item.bind);
   if (!options.binding.empty()) row["binding"] = options.binding;
-  const TuneReport report = tune(store, machine, item.e, options,
-                                 [&](std::size_t done, std::size_t total, const TuneResult& r,
-                                     const TuneResult* best) {
-                                   std::string s = "[" + std::to_string(done) + "/" +
-                                                   std::to_string(total) + "] " +
-                                                   r.candidate.strategy + ": " +
-                                                   std::string(to_string(r.status));
-                                   if (best)
-                                     s += " | best " + format_number(best->gflops) + " GFLOP/s";
-                                   status(s);
-                                 });
+  const TuneReport report =
+      tune(store, machine, item.e, options,
+           [&](std::size_t done, std::size_t total, const TuneResult& r, const TuneResult* best) {
+             std::string s = "[" + std::to_string(done) + "/" + std::to_string(total) + "] " +
+                             r.candidate.strategy + ": " + std::string(to_string(r.status));
+             if (best) s += " | best " + format_number(best->gflops) + " GFLOP/s";
+             status(s);
+           });
   row["status"] = report.interrupted ? "interrupted" : "tuned";
   row["run"] = report.run;
   row["candidates"] = report.total;
@@ -453,15 +452,14 @@ int run_campaign(TuneArgs& args, const std::string& command_line) {
     std::vector<std::vector<std::string>> table;
     for (const auto& row : all) {
       const bool has_best = row.contains("best");
-      table.push_back(
-          {std::to_string(row["line"].get<std::size_t>()), row["einsum"].get<std::string>(),
-           row["status"].get<std::string>(),
-           has_best ? row["best"]["strategy"].get<std::string>() : "-",
-           has_best && !row["best"]["gflops"].is_null()
-               ? format_number(row["best"]["gflops"].get<double>())
-               : "-",
-           row.contains("run") ? std::to_string(row["run"].get<std::int64_t>()) : "-",
-           row.value("error", row.value("reason", ""))});
+      table.push_back({std::to_string(row["line"].get<std::size_t>()),
+                       row["einsum"].get<std::string>(), row["status"].get<std::string>(),
+                       has_best ? row["best"]["strategy"].get<std::string>() : "-",
+                       has_best && !row["best"]["gflops"].is_null()
+                           ? format_number(row["best"]["gflops"].get<double>())
+                           : "-",
+                       row.contains("run") ? std::to_string(row["run"].get<std::int64_t>()) : "-",
+                       row.value("error", row.value("reason", ""))});
     }
     print_table({"line", "einsum", "status", "best", "GFLOP/s", "run", "note"}, table);
     std::cout << items.size() << " workload(s) on " << size << " rank(s):";

@@ -141,8 +141,8 @@ struct Row {
   std::array<unsigned char, 16> digest{};
 };
 
-#define EINSUMDB_INSERT_MEASUREMENT                                                          \
-  "INSERT INTO measurements(run_id, workload_id, transform_id, machine_id, status, "          \
+#define EINSUMDB_INSERT_MEASUREMENT                                                             \
+  "INSERT INTO measurements(run_id, workload_id, transform_id, machine_id, status, "            \
   "repetitions, median_s, min_s, mean_s, stddev_s, gflops, bytes_moved, max_rel_err, samples, " \
   "recorded_at, digest, binding, flops, origin) VALUES"
 constexpr int kRowParameters = 19;
@@ -205,16 +205,16 @@ Row measurement_row(Store::Impl& impl, std::int64_t run, std::int64_t workload,
   } else if (!m.binding.empty()) {
     for (const auto& symbol : w.symbols)
       if (!m.binding.count(symbol))
-        throw SpecError("measurement of '" + m.transform.name + "' binds " +
-                        to_string(m.binding) + " but leaves the symbol '" + symbol +
-                        "' of workload " + w.hash + " unbound");
+        throw SpecError("measurement of '" + m.transform.name + "' binds " + to_string(m.binding) +
+                        " but leaves the symbol '" + symbol + "' of workload " + w.hash +
+                        " unbound");
     const BatchedEinsum bound = bind_symbols(*w.form, m.binding);
     if (!r.flops) r.flops = flop_count(bound);
     if (!r.bytes) r.bytes = footprint_bytes(bound);
     r.binding = json(m.binding).dump();
   } else if (m.status == Outcome::ok && !r.flops) {
-    throw SpecError("verified measurement of '" + m.transform.name +
-                    "' of the symbolic workload " + w.hash +
+    throw SpecError("verified measurement of '" + m.transform.name + "' of the symbolic workload " +
+                    w.hash +
                     " gives neither the binding its times were taken at (\"binding\": "
                     "{\"N0\": 100000}) nor its flops: its rate would be unknown");
   }
@@ -231,9 +231,9 @@ Row measurement_row(Store::Impl& impl, std::int64_t run, std::int64_t workload,
   r.samples += ']';
   r.status = to_string(m.status);
   r.max_rel_err = m.max_rel_err;
-  r.recorded_at = !m.recorded_at.empty()       ? m.recorded_at
+  r.recorded_at = !m.recorded_at.empty()     ? m.recorded_at
                   : !impl.batch_time.empty() ? impl.batch_time
-                                               : now_iso8601();
+                                             : now_iso8601();
   r.digest = measurement_digest({w.hash, m.transform.name, params, fp, r.status, r.samples,
                                  m.max_rel_err, r.bytes, r.flops, r.binding});
   if (!m.origin.is_null()) r.origin = m.origin.dump();
@@ -294,8 +294,8 @@ Store::RunResult Store::record_run(
       };
       for (const auto& [canonical, m] : measurements) {
         check_measurement(m);
-        rows.push_back(measurement_row(*impl_, r.run, id_value(workload_id(*canonical)),
-                                       id_value(mid), m));
+        rows.push_back(
+            measurement_row(*impl_, r.run, id_value(workload_id(*canonical)), id_value(mid), m));
         if (rows.size() == kGroup) flush();
       }
       flush();
@@ -586,8 +586,8 @@ std::vector<WorkloadSummary> Store::list(const ListFilter& f) {
 
 namespace store_detail {
 
-#define EINSUMDB_EXPORT_COLUMNS                                                                \
-  "w.hash, w.key, w.spec, t.strategy, t.params, mc.fingerprint, mc.cpu_model, mc.cores, "    \
+#define EINSUMDB_EXPORT_COLUMNS                                                               \
+  "w.hash, w.key, w.spec, t.strategy, t.params, mc.fingerprint, mc.cpu_model, mc.cores, "     \
   "mc.isa, mc.blas, mc.description, r.id, r.label, r.command, r.tool_version, r.started_at, " \
   "m.status, m.samples, m.repetitions, m.median_s, m.min_s, m.mean_s, m.stddev_s, m.gflops, " \
   "m.bytes_moved, m.max_rel_err, m.recorded_at, m.binding, m.flops, m.origin "
@@ -657,8 +657,7 @@ std::vector<Store::BestPoint> Store::best_points(const ListFilter& f) {
                "m.transform_id, m.gflops AS g, m.flops, m.bytes_moved, m.binding FROM "
                "measurements m JOIN machines mc ON mc.id = m.machine_id JOIN transforms t ON t.id "
                "= m.transform_id WHERE m.status = 'ok' AND m.gflops IS NOT NULL AND "
-               "" EINSUMDB_FILTER_TERMS
-               " ORDER BY m.workload_id, m.machine_id, m.gflops DESC";
+               "" EINSUMDB_FILTER_TERMS " ORDER BY m.workload_id, m.machine_id, m.gflops DESC";
   sql::Statement s(impl_->conn,
                    "SELECT w.hash, w.key, mc.fingerprint, t.strategy, t.params, b.g, b.flops, "
                    "b.bytes_moved, b.binding FROM (" +

@@ -60,10 +60,10 @@ void Store::record_partitioning(RunId run_key, const Partitioning& p) {
 }
 
 namespace {
-#define EINSUMDB_PARTITIONING_COLUMNS                                                         \
-  "SELECT p.graph_key, p.procs, p.vectors, p.predicted_bytes, p.measured_bytes, "             \
-  "p.measured_seconds, coalesce(mc.fingerprint, ''), p.recorded_at FROM partitionings p "     \
-  "LEFT JOIN machines "                                                                       \
+#define EINSUMDB_PARTITIONING_COLUMNS                                                     \
+  "SELECT p.graph_key, p.procs, p.vectors, p.predicted_bytes, p.measured_bytes, "         \
+  "p.measured_seconds, coalesce(mc.fingerprint, ''), p.recorded_at FROM partitionings p " \
+  "LEFT JOIN machines "                                                                   \
   "mc ON mc.id = p.machine_id "
 
 // The "vectors" column: {"d": {index: pieces}, "step", "einsum", "method", "measured"}.
@@ -130,8 +130,8 @@ bool Store::import_partitioning(const Partitioning& p) {
   return impl_->write([&] {
     const auto machine = find_machine(p.machine);
     if (!p.machine.empty() && !machine)
-      throw SpecError("partitioning of " + p.graph_key + ": machine " + p.machine +
-                      " is not in '" + path() + "'");
+      throw SpecError("partitioning of " + p.graph_key + ": machine " + p.machine + " is not in '" +
+                      path() + "'");
     const std::string vectors = vectors_text(p);
     auto same = impl_->stmt(
         "SELECT p.predicted_bytes, p.measured_bytes, p.measured_seconds FROM partitionings p "

@@ -66,10 +66,10 @@ class PgConnection final : public ConnectionBackend {
       const std::string message = conn_ ? trim(PQerrorMessage(conn_)) : "out of memory";
       PQfinish(conn_);
       conn_ = nullptr;
-      throw DatabaseError("cannot connect to the PostgreSQL server of '" + name_ +
-                          "': " + message);
+      throw DatabaseError("cannot connect to the PostgreSQL server of '" + name_ + "': " + message);
     }
-    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+    PQsetNoticeProcessor(
+        conn_, [](void*, const char*) {}, nullptr);
   }
   PgConnection(const PgConnection&) = delete;
   PgConnection& operator=(const PgConnection&) = delete;

@@ -127,9 +127,7 @@ class SqliteStatement final : public StatementBackend {
     sqlite3_clear_bindings(stmt_);
   }
 
-  bool is_null(int col) const override {
-    return sqlite3_column_type(stmt_, col) == SQLITE_NULL;
-  }
+  bool is_null(int col) const override { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
   std::int64_t column_int(int col) const override { return sqlite3_column_int64(stmt_, col); }
   double column_double(int col) const override { return sqlite3_column_double(stmt_, col); }
   std::string column_text(int col) const override {

@@ -362,20 +362,21 @@ sql::Connection open_postgres(const std::string& uri, const Store::Options& opti
   conn.exec("SET client_min_messages = warning");
   conn.begin();
   try {
-    conn.exec(("SELECT pg_advisory_xact_lock(" + std::to_string(Store::kApplicationId) + ")").c_str());
-    const bool has_meta =
-        conn.query_int("SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = "
-                       "current_schema() AND tablename = 'einsumdb_meta'") > 0;
+    conn.exec(
+        ("SELECT pg_advisory_xact_lock(" + std::to_string(Store::kApplicationId) + ")").c_str());
+    const bool has_meta = conn.query_int(
+                              "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = "
+                              "current_schema() AND tablename = 'einsumdb_meta'") > 0;
     const std::int64_t tables = conn.query_int(
         "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = current_schema()");
     if (!has_meta && tables > 0)
       throw DatabaseError("PostgreSQL database '" + name + "' is not an einsumdb database (" +
-                          std::to_string(tables) +
-                          " tables of another application in schema " +
+                          std::to_string(tables) + " tables of another application in schema " +
                           conn.query_text("SELECT current_schema()").value_or("?") +
                           ", no einsumdb_meta); refusing to touch it");
     if (has_meta) {
-      const auto app = conn.query_text("SELECT value FROM einsumdb_meta WHERE key = 'application_id'");
+      const auto app =
+          conn.query_text("SELECT value FROM einsumdb_meta WHERE key = 'application_id'");
       const auto version =
           conn.query_text("SELECT value FROM einsumdb_meta WHERE key = 'schema_version'");
       if (!app || *app != std::to_string(Store::kApplicationId) || !version)
@@ -386,12 +387,14 @@ sql::Connection open_postgres(const std::string& uri, const Store::Options& opti
       if (v > Store::kSchemaVersion)
         throw DatabaseError("PostgreSQL database '" + name + "' has schema version " + *version +
                             ", newer than this einsumdb supports (" +
-                            std::to_string(Store::kSchemaVersion) + "); upgrade einsumdb to use it");
+                            std::to_string(Store::kSchemaVersion) +
+                            "); upgrade einsumdb to use it");
       if (v < Store::kSchemaVersion)
         throw DatabaseError("PostgreSQL database '" + name + "' has schema version " + *version +
                             ", which no einsumdb wrote on a server");
     } else if (options.read_only) {
-      throw DatabaseError("PostgreSQL database '" + name + "' is empty: no einsumdb store there yet");
+      throw DatabaseError("PostgreSQL database '" + name +
+                          "' is empty: no einsumdb store there yet");
     } else {
       conn.exec(kPostgresSchema);
       conn.exec(("INSERT INTO einsumdb_meta VALUES ('application_id', '" +
@@ -568,7 +571,8 @@ WorkloadId Store::workload_id(const Canonical& c) {
     } else {  // stored already (by another process, perhaps): check its key
       auto sel = impl_->stmt("SELECT id, key FROM workloads WHERE hash = ?");
       sel.bind(1, c.hash);
-      if (!sel.step()) throw DatabaseError("workload " + c.hash + " vanished from '" + path() + "'");
+      if (!sel.step())
+        throw DatabaseError("workload " + c.hash + " vanished from '" + path() + "'");
       if (sel.column_text(1) != c.key)
         throw DatabaseError("hash collision in '" + path() + "': workload " + c.hash +
                             " is stored with key '" + sel.column_text(1) + "', not '" + c.key +
@@ -667,11 +671,14 @@ ojson Store::check() {
   }
   if (server) {
     // The server checks its own pages; the references between tables are checked here.
-    static constexpr const char* kReferences[][3] = {
-        {"runs", "machine_id", "machines"},         {"measurements", "run_id", "runs"},
-        {"measurements", "workload_id", "workloads"}, {"measurements", "transform_id", "transforms"},
-        {"measurements", "machine_id", "machines"}, {"partitionings", "run_id", "runs"},
-        {"partitionings", "machine_id", "machines"}, {"rooflines", "machine_id", "machines"}};
+    static constexpr const char* kReferences[][3] = {{"runs", "machine_id", "machines"},
+                                                     {"measurements", "run_id", "runs"},
+                                                     {"measurements", "workload_id", "workloads"},
+                                                     {"measurements", "transform_id", "transforms"},
+                                                     {"measurements", "machine_id", "machines"},
+                                                     {"partitionings", "run_id", "runs"},
+                                                     {"partitionings", "machine_id", "machines"},
+                                                     {"rooflines", "machine_id", "machines"}};
     for (const auto& [table, column, parent] : kReferences) {
       const std::string q = std::string("SELECT count(*) FROM ") + table + " c WHERE c." + column +
                             " IS NOT NULL AND NOT EXISTS (SELECT 1 FROM " + parent +
@@ -700,8 +707,8 @@ ojson Store::check() {
   return {{"path", path()},
           {"schema_version", schema_version()},
           {"supported_schema_version", kSchemaVersion},
-          {"journal_mode", server ? std::string("server")
-                                  : c.query_text("PRAGMA journal_mode").value_or("?")},
+          {"journal_mode",
+           server ? std::string("server") : c.query_text("PRAGMA journal_mode").value_or("?")},
           {"workloads_checked", workloads},
           {"ok", problems.empty()},
           {"problems", problems}};

@@ -47,8 +47,8 @@ SyncResult sync_stores(Store& from, Store& to, const SyncOptions& options,
     }
   }
 
-  const std::size_t total = static_cast<std::size_t>(
-      from.stats().value("measurements", std::int64_t{0}));
+  const std::size_t total =
+      static_cast<std::size_t>(from.stats().value("measurements", std::int64_t{0}));
   const std::size_t batch = options.batch ? options.batch : 5000;
   for (std::int64_t after = 0;;) {
     std::stringstream page;
@@ -56,8 +56,8 @@ SyncResult sync_stores(Store& from, Store& to, const SyncOptions& options,
     const std::int64_t last = from.export_page(page, options.filter, after, batch, &n);
     if (n == 0) break;
     const std::string text = page.str();
-    const std::string source = from.path() + " rows " + std::to_string(after + 1) + "..." +
-                               std::to_string(last);
+    const std::string source =
+        from.path() + " rows " + std::to_string(after + 1) + "..." + std::to_string(last);
     // A server may abort a batch that deadlocked with another writer: it is in memory, so it
     // is written again.
     for (int attempt = 1;; ++attempt) {
