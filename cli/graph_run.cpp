@@ -120,6 +120,7 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
                       "' is not a directory (a graph reads DIR/NAME.npy for each input)");
   }
   options.choose = kernel_chooser(args.db);
+  options.trace = !args.trace.empty();
 
   // From here on a failure on one rank must end every rank.
   DistributedReport report;
@@ -149,6 +150,16 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
               {"tolerance", v.tolerance},
               {"ok", v.ok},
               {"outputs", v.per_output}};
+  }
+  if (!args.trace.empty()) {
+    // Written whole, then renamed: a reader never sees half a trace.
+    const std::string partial = args.trace + ".partial";
+    {
+      std::ofstream f(partial);
+      f << report.trace.dump() << '\n';
+      if (!f) throw Error("cannot write the trace to '" + args.trace + "'");
+    }
+    std::filesystem::rename(partial, args.trace);
   }
   std::vector<std::string> written;
   if (!args.output.empty()) {

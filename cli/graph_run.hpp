@@ -26,6 +26,7 @@ struct GraphRunArgs {
   double timeout = 300;
   bool no_overlap = false;
   bool no_record = false;
+  std::string trace;  // --trace FILE: every rank's timeline as Chrome trace-event JSON
   std::string command_line;
 };
 

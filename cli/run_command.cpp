@@ -39,6 +39,7 @@ struct RunArgs {
   std::string method = "eindecomp";
   double timeout = 300;
   bool no_overlap = false;
+  std::string trace;
   bool no_record = false;
   std::vector<std::string> bind;
 };
@@ -68,6 +69,7 @@ int run_graph_command(const RunArgs& args, const EinGraph& graph) {
   g.timeout = args.timeout;
   g.no_overlap = args.no_overlap;
   g.no_record = args.no_record;
+  g.trace = args.trace;
   g.command_line =
       "einsumdb run " + args.spec.spec + (args.plan.empty() ? "" : " --plan " + args.plan);
   return run_graph(g, graph);
@@ -145,8 +147,9 @@ Arrays load_inputs(const RunArgs& args, BatchedEinsum& e, const Functions& funct
 
 int run_run(RunArgs& args) {
   if (auto graph = read_graph_argument(args.spec.spec)) return run_graph_command(args, *graph);
-  if (!args.plan.empty())
-    throw SpecError("--plan runs a graph of einsums; '" + args.spec.spec +
+  if (!args.plan.empty() || !args.trace.empty())
+    throw SpecError(std::string(args.plan.empty() ? "--trace" : "--plan") +
+                    " is for a graph of einsums; '" + args.spec.spec +
                     "' is not a graph (JSON with \"inputs\" and \"nodes\", or a file of it)");
   Functions functions;
   BatchedEinsum e = read_spec(args.spec, &functions);
@@ -333,6 +336,10 @@ Command add_run_command(CLI::App& app) {
                 "blocks as soon as they exist");
   cmd->add_flag("--no-record", args->no_record,
                 "Graph: do not record the measured partitionings in the database");
+  cmd->add_option("--trace", args->trace,
+                  "Graph: write every rank's timeline (send, wait, kernel, reduce per step and "
+                  "run) to FILE as Chrome trace-event JSON; open it in Perfetto or "
+                  "chrome://tracing");
   return [args] { return run_run(*args); };
 }
 

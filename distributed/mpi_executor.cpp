@@ -188,6 +188,38 @@ class Runner {
   std::vector<MPI_Request> sends_;
   std::vector<Tensor> in_flight_;  // partial results being sent
   std::vector<std::int64_t> sent_, received_;
+
+  // The timeline (options_.trace): phases of steps, in seconds since origin_.
+  enum Phase : int { kSend, kWait, kKernel, kReduce, kFinish, kPhases };
+  struct Event {
+    int phase, step, run;
+    double start, end;
+  };
+  std::vector<Event> events_;
+  Clock::time_point origin_;
+  int run_ = 0;
+  // Times one phase of a step until it goes out of scope (nothing without options_.trace).
+  class Span {
+   public:
+    Span(Runner& r, int phase, int step) : r_(r), phase_(phase), step_(step) {
+      if (r_.options_.trace) start_ = Clock::now();
+    }
+    Span(const Span&) = delete;
+    Span& operator=(const Span&) = delete;
+    ~Span() {
+      if (!r_.options_.trace) return;
+      auto at = [&](Clock::time_point t) {
+        return std::chrono::duration<double>(t - r_.origin_).count();
+      };
+      r_.events_.push_back({phase_, step_, r_.run_, at(start_), at(Clock::now())});
+    }
+
+   private:
+    Runner& r_;
+    int phase_, step_;
+    Clock::time_point start_;
+  };
+  nlohmann::json gather_trace();
 };
 
 void Runner::wait(std::vector<MPI_Request>& requests, const std::string& what) {
@@ -434,6 +466,7 @@ void Runner::run_once(std::vector<double>& step_seconds) {
 
   auto t = Clock::now();
   if (options_.overlap) {
+    Span span(*this, kSend, -1);
     for (int v = 0; v < S; ++v) post_receives(v);
     for (const auto& [name, blocks] : inputs_)
       for (const auto& [b, data] : blocks) deliver(name, b);
@@ -442,33 +475,48 @@ void Runner::run_once(std::vector<double>& step_seconds) {
     const PlanStep& s = g.steps[static_cast<std::size_t>(v)];
     StepState& st = steps_[static_cast<std::size_t>(v)];
     if (!options_.overlap) {
+      Span span(*this, kSend, v);
       post_receives(v);
       for (std::size_t id : from_[static_cast<std::size_t>(v)]) send(id);
       wait(sends_, "sending the operands of step '" + s.name + "'");
       in_flight_.clear();
     }
-    wait(receives_[static_cast<std::size_t>(v)], "receiving the operands of step '" + s.name + "'");
+    {
+      Span span(*this, kWait, v);
+      wait(receives_[static_cast<std::size_t>(v)],
+           "receiving the operands of step '" + s.name + "'");
+    }
 
     Arrays arrays;
     auto& ops = operands_[static_cast<std::size_t>(v)];
     for (std::size_t k = 0; k < ops.size(); ++k)
       arrays.emplace(k == 0 ? "X" : "Y", Tensor::view(ops[k]));
-    Results r = run_kernel(v, arrays);
+    Results r = [&] {
+      Span span(*this, kKernel, v);
+      return run_kernel(v, arrays);
+    }();
     arrays.clear();
     ops.clear();
 
     Tensor result;
-    aggregate(v, r.at(0), &result);
+    {
+      Span span(*this, kReduce, v);
+      aggregate(v, r.at(0), &result);
+    }
     if (st.position == 0) {
       auto& slot = results_[s.name][st.result_block];
       slot = std::move(result);
-      if (options_.overlap) deliver(s.name, st.result_block);
+      if (options_.overlap) {
+        Span span(*this, kSend, v);
+        deliver(s.name, st.result_block);
+      }
     }
     progress();
     const auto now = Clock::now();
     step_seconds[static_cast<std::size_t>(v)] = std::chrono::duration<double>(now - t).count();
     t = now;
   }
+  Span span(*this, kFinish, -1);
   wait(sends_, "finishing the sends of the last steps");
   in_flight_.clear();
 }
@@ -570,12 +618,63 @@ DistributedReport Runner::run() {
     std::vector<MPI_Request> barrier(1);
     MPI_Ibarrier(comm_, barrier.data());
     wait(barrier, "waiting for every rank to start");
+    if (k == 0) origin_ = Clock::now();
+    run_ = k;
     runs.emplace_back();
     run_once(runs.back());
   }
   if (options_.gather) gather(report);
   collect(runs, report);
+  if (options_.trace) report.trace = gather_trace();
   return report;
+}
+
+nlohmann::json Runner::gather_trace() {
+  static constexpr const char* kNames[kPhases] = {"send", "wait", "kernel", "reduce",
+                                                  "finish sends"};
+  std::vector<double> mine;
+  for (const Event& e : events_)
+    mine.insert(mine.end(), {static_cast<double>(e.phase), static_cast<double>(e.step),
+                             static_cast<double>(e.run), e.start, e.end});
+  int count = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(procs_)), offsets(counts.size(), 0);
+  MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm_);
+  for (std::size_t r = 1; r < counts.size(); ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
+  std::vector<double> all(me_ == 0 ? static_cast<std::size_t>(offsets.back() + counts.back()) : 0);
+  MPI_Gatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE,
+              0, comm_);
+  if (me_ != 0) return nullptr;
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", 0},
+                    {"args", {{"name", "einsumdb run (" + std::to_string(procs_) + " ranks)"}}}});
+  for (int r = 0; r < procs_; ++r) {
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 0},
+                      {"tid", r},
+                      {"args", {{"name", "rank " + std::to_string(r)}}}});
+    const auto begin = static_cast<std::size_t>(offsets[static_cast<std::size_t>(r)]);
+    const auto end = begin + static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
+    for (std::size_t k = begin; k + 5 <= end; k += 5) {
+      const int phase = static_cast<int>(all[k]), step = static_cast<int>(all[k + 1]);
+      const std::string step_name =
+          step < 0 ? std::string("run") : plan_.graph.steps[static_cast<std::size_t>(step)].name;
+      events.push_back({{"name", std::string(kNames[phase]) + " " + step_name},
+                        {"cat", kNames[phase]},
+                        {"ph", "X"},
+                        {"pid", 0},
+                        {"tid", r},
+                        {"ts", all[k + 3] * 1e6},
+                        {"dur", (all[k + 4] - all[k + 3]) * 1e6},
+                        {"args",
+                         {{"step", step_name},
+                          {"run", static_cast<int>(all[k + 2])},
+                          {"phase", kNames[phase]}}}});
+    }
+  }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
 }
 
 }  // namespace

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include <mpi.h>
 
 #include "einsumdb/canon/error.hpp"
@@ -45,6 +47,7 @@ struct DistributedOptions {
   int threads = 1;      // per rank, for the kernels
   InputSource inputs;
   ChooseKernel choose;  // the transform of each step's kernel
+  bool trace = false;   // record a timeline of every rank (DistributedReport::trace)
 };
 
 struct RankStep {
@@ -67,6 +70,11 @@ struct DistributedReport {
   std::map<std::string, Tensor> outputs;  // rank 0, with gather
   std::vector<std::string> generated;     // inputs generated from the seed
   double setup_seconds = 0;               // building or reading the input blocks
+  // With options.trace, on rank 0: every rank's timeline as Chrome trace-event JSON
+  // ({"traceEvents": [...]}, which Perfetto and chrome://tracing open): one track per rank, a
+  // complete event ("ph": "X") per phase of each step and run (send, wait, kernel, reduce),
+  // microseconds since the first run's start barrier on that rank.
+  nlohmann::json trace;
 };
 
 // Runs `plan` on `comm` (its size must be plan.procs; the caller checks that first). Collective:

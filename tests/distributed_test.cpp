@@ -11,6 +11,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -200,6 +202,53 @@ TEST(Distributed, MeasurementsAreRecordedForThePlannerToUse) {
   int measured = 0;
   for (const auto& s : pj["steps"]) measured += s.contains("measured_objective");
   EXPECT_GE(measured, 1) << p.out;
+}
+
+// --trace: a Chrome trace-event file with one track per rank and, for every run, each step's
+// phases on each rank, in order, none overlapping another on the same rank.
+TEST(Distributed, TraceHasEveryRanksTimeline) {
+  TempDir dir("mpi_trace");
+  const std::string graph = dir.write("chain.json", kChain), trace = dir.path("t.json");
+  for (const char* overlap : {"", "--no-overlap"}) {
+    std::vector<std::string> args = {"run",         graph,     "--repeat", "2",
+                                     "--no-record", "--trace", trace};
+    if (*overlap) args.push_back(overlap);
+    const auto r = mpirun(2, args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::ifstream in(trace);
+    const auto j = nlohmann::json::parse(in);
+    ASSERT_FALSE(std::filesystem::exists(trace + ".partial"));
+    std::map<int, std::vector<std::pair<double, double>>> spans;  // rank -> (start, end)
+    std::map<int, std::map<std::string, int>> kernels;            // rank -> step -> count
+    std::set<std::string> names;
+    for (const auto& e : j.at("traceEvents")) {
+      if (e.at("ph") == "M") {
+        names.insert(e.at("args").at("name").get<std::string>());
+        continue;
+      }
+      ASSERT_EQ(e.at("ph"), "X") << e;
+      const int rank = e.at("tid");
+      const double ts = e.at("ts"), dur = e.at("dur");
+      EXPECT_GE(ts, 0) << e;
+      EXPECT_GE(dur, 0) << e;
+      spans[rank].emplace_back(ts, ts + dur);
+      if (e.at("cat") == "kernel") ++kernels[rank][e.at("args").at("step").get<std::string>()];
+    }
+    EXPECT_TRUE(names.count("rank 0") && names.count("rank 1")) << j.dump();
+    ASSERT_EQ(spans.size(), 2u) << overlap;
+    for (auto& [rank, s] : spans) {
+      std::sort(s.begin(), s.end());
+      for (std::size_t k = 1; k < s.size(); ++k) EXPECT_LE(s[k - 1].second, s[k].first + 1e-3);
+      // The chain's four steps, each run twice on every rank.
+      ASSERT_EQ(kernels[rank].size(), 4u) << overlap;
+      for (const auto& [step, n] : kernels[rank]) EXPECT_EQ(n, 2) << step;
+    }
+  }
+  // Not a graph: refused.
+  const auto r = testing::run_cli({"run", "ij,jk->ik", "--shape", "A=4x4", "B=4x4", "--trace",
+                                   trace, "--db", dir.path("x.sqlite")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--trace is for a graph"), std::string::npos) << r.err;
 }
 
 TEST(Distributed, KernelsUseTheBestTransformKnownForTheirBlocks) {
