@@ -174,9 +174,10 @@ static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 // The same schema on a PostgreSQL server, created at the current version (no server store
 // predates it). Types say what SQLite's affinities meant (64-bit ids and integers, doubles,
 // bytes). As in the SQLite file, the references between tables are not enforced per row (a
-// server's foreign-key triggers cost more than a third of the recording rate: 42,000 against
-// 26,600 measurements/s measured with `einsumdb bench db`); every id written comes from the same
-// transaction or an earlier committed one, and `db check` verifies them. einsumdb_meta holds
+// server's foreign-key triggers cost about a third of the recording rate: 26,600 against 42,000
+// measurements/s in one run of `einsumdb bench db --workloads 10000 --measurements 100000`);
+// every id written comes from the same transaction or an earlier committed one, and `db check`
+// verifies them. einsumdb_meta holds
 // what SQLite keeps in its header: the application id and schema version.
 constexpr const char* kPostgresSchema = R"sql(
 CREATE TABLE einsumdb_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
