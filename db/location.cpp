@@ -42,15 +42,13 @@ Store open_store_for_writing(const std::string& path) {
 std::optional<Store> open_store_for_reading(const std::string& path) {
   if (sql::is_server_uri(path)) {
     // A server database without an einsumdb store yet knows nothing, like a missing file.
-    {
-      sql::Connection peek = sql::Connection::postgres(path);
-      if (peek.query_int("SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = "
-                         "current_schema()") == 0)
-        return std::nullopt;
-    }
     Store::Options options;
     options.read_only = true;
-    return Store::open(path, options);
+    try {
+      return Store::open(path, options);
+    } catch (const sql::NoStoreError&) {
+      return std::nullopt;
+    }
   }
   if (!std::filesystem::exists(path)) return std::nullopt;
   // A store of an older schema is migrated first when we may write it (a read-only open refuses

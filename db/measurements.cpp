@@ -2,8 +2,6 @@
 // nearest size, list, show).
 #include "einsumdb/db/store.hpp"
 
-#include <unistd.h>
-
 #include <xxhash.h>
 
 #include <algorithm>
@@ -318,22 +316,12 @@ Store::RunResult Store::record_run(
   };
   // A server aborts one of two writers that wait for each other (both inserting the same new
   // transforms, say); the run is whole in memory, so it is simply written again.
-  constexpr int kAttempts = 10;
-  for (int attempt = 1;; ++attempt) {
-    try {
-      return once();
-    } catch (const sql::RetryableError& e) {
-      if (attempt == kAttempts)
-        throw DatabaseError(std::string(e.what()) + " (" + std::to_string(kAttempts) +
-                            " attempts); run '" + run.label + "' (" +
-                            std::to_string(measurements.size()) +
-                            " measurements) was not written: none of it is in the store");
-      std::this_thread::sleep_for(std::chrono::milliseconds((attempt * 7 + getpid()) % 50 + 1));
-    } catch (const DatabaseError& e) {
-      throw DatabaseError(std::string(e.what()) + "; run '" + run.label + "' (" +
-                          std::to_string(measurements.size()) +
-                          " measurements) was not written: none of it is in the store");
-    }
+  try {
+    return sql::retrying(once);
+  } catch (const DatabaseError& e) {
+    throw DatabaseError(std::string(e.what()) + "; run '" + run.label + "' (" +
+                        std::to_string(measurements.size()) +
+                        " measurements) was not written: none of it is in the store");
   }
 }
 

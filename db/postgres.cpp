@@ -262,11 +262,18 @@ std::string redacted(const std::string& uri) {
       if (colon != std::string::npos && colon < at) out.erase(colon, at - colon);
     }
   }
-  for (auto p = out.find("password="); p != std::string::npos; p = out.find("password=")) {
+  // A parameter (?password=…&, &password=…) or a keyword (password=… in a connection string).
+  for (auto p = out.find("password="); p != std::string::npos; p = out.find("password=", p)) {
     auto end = out.find_first_of("& ", p);
     if (end == std::string::npos) end = out.size();
+    if (p > 0 && (out[p - 1] == '&' || out[p - 1] == ' ')) {
+      --p;  // with the separator before it
+    } else if (end < out.size()) {
+      ++end;  // first parameter or keyword: with the separator after it
+    }
     out.erase(p, end - p);
   }
+  if (!out.empty() && out.back() == '?') out.pop_back();
   return out;
 }
 

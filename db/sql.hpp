@@ -11,11 +11,14 @@
 // dialect().
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include "einsumdb/canon/error.hpp"
@@ -27,6 +30,32 @@ enum class Dialect { sqlite, postgres };
 // A failure that goes away when the transaction is run again (PostgreSQL detected a deadlock or
 // a serialization conflict between concurrent writers).
 class RetryableError : public DatabaseError {
+ public:
+  using DatabaseError::DatabaseError;
+};
+
+// Runs `transaction` (a whole transaction whose input is all in memory) and runs it again when
+// the server aborts it for a deadlock or a serialization conflict: at most `attempts` times, a
+// few jittered milliseconds apart (so that two writers that collided do not collide again). The
+// last RetryableError is thrown, saying how many attempts were made.
+template <class F>
+auto retrying(F&& transaction, int attempts = 10) -> decltype(transaction()) {
+  thread_local std::minstd_rand jitter(std::random_device{}());
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return transaction();
+    } catch (const RetryableError& e) {
+      if (attempt >= attempts)
+        throw RetryableError(std::string(e.what()) + " (" + std::to_string(attempts) +
+                             " attempts)");
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(1 + static_cast<int>(jitter() % (10u * attempt))));
+    }
+  }
+}
+
+// A database that holds no einsumdb store yet (opened for reading): nothing is known there.
+class NoStoreError : public DatabaseError {
  public:
   using DatabaseError::DatabaseError;
 };

@@ -394,8 +394,8 @@ sql::Connection open_postgres(const std::string& uri, const Store::Options& opti
         throw DatabaseError("PostgreSQL database '" + name + "' has schema version " + *version +
                             ", which no einsumdb wrote on a server");
     } else if (options.read_only) {
-      throw DatabaseError("PostgreSQL database '" + name +
-                          "' is empty: no einsumdb store there yet");
+      throw sql::NoStoreError("PostgreSQL database '" + name +
+                              "' is empty: no einsumdb store there yet");
     } else {
       conn.exec(kPostgresSchema);
       conn.exec(("INSERT INTO einsumdb_meta VALUES ('application_id', '" +

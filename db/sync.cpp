@@ -1,9 +1,7 @@
 #include "einsumdb/db/sync.hpp"
 
-#include <chrono>
 #include <filesystem>
 #include <sstream>
-#include <thread>
 
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/db/sql.hpp"
@@ -60,19 +58,13 @@ SyncResult sync_stores(Store& from, Store& to, const SyncOptions& options,
         from.path() + " rows " + std::to_string(after + 1) + "..." + std::to_string(last);
     // A server may abort a batch that deadlocked with another writer: it is in memory, so it
     // is written again.
-    for (int attempt = 1;; ++attempt) {
-      try {
-        std::istringstream in(text);
-        const auto imported = to.import_jsonl(in, source);
-        r.inserted += imported.inserted;
-        r.duplicates += imported.duplicates;
-        r.runs += imported.runs;
-        break;
-      } catch (const sql::RetryableError&) {
-        if (attempt == 10) throw;
-        std::this_thread::sleep_for(std::chrono::milliseconds(attempt * 10));
-      }
-    }
+    const auto imported = sql::retrying([&] {
+      std::istringstream in(text);
+      return to.import_jsonl(in, source);
+    });
+    r.inserted += imported.inserted;
+    r.duplicates += imported.duplicates;
+    r.runs += imported.runs;
     r.measurements += n;
     ++r.batches;
     after = last;

@@ -12,7 +12,9 @@
 
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/db/location.hpp"
 #include "einsumdb/db/retrieve.hpp"
+#include "einsumdb/db/sql.hpp"
 #include "einsumdb/db/store.hpp"
 #include "einsumdb/tests/support/temp_dir.hpp"
 
@@ -372,4 +374,56 @@ TEST_F(StoreTest, PartitioningsRoundTrip) {
 }
 
 }  // namespace
+// A transaction the server aborted for a deadlock is run again, a bounded number of times; any
+// other failure is not.
+TEST(Sql, RetryingRunsAnAbortedTransactionAgain) {
+  int calls = 0;
+  EXPECT_EQ(sql::retrying([&] {
+              if (++calls < 3) throw sql::RetryableError("deadlock detected");
+              return 7;
+            }),
+            7);
+  EXPECT_EQ(calls, 3);
+  calls = 0;
+  try {
+    sql::retrying(
+        [&]() -> int {
+          ++calls;
+          throw sql::RetryableError("deadlock detected");
+        },
+        4);
+    ADD_FAILURE() << "no error after 4 attempts";
+  } catch (const sql::RetryableError& e) {
+    EXPECT_NE(std::string(e.what()).find("(4 attempts)"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(calls, 4);
+  calls = 0;
+  EXPECT_THROW(sql::retrying([&]() -> int {
+                 ++calls;
+                 throw DatabaseError("disk full");
+               }),
+               DatabaseError);
+  EXPECT_EQ(calls, 1);
+}
+
+// A server's address is shown (messages, stats, path()) without its password, however given.
+TEST(Sql, ServerAddressesAreShownWithoutTheirPassword) {
+  using sql::redacted;
+  EXPECT_EQ(redacted("postgresql://alice:s3cret@db.example:5432/team"),
+            "postgresql://alice@db.example:5432/team");
+  EXPECT_EQ(redacted("postgres://alice:s3cret@db/team?sslmode=require"),
+            "postgres://alice@db/team?sslmode=require");
+  EXPECT_EQ(redacted("postgresql://alice@db/team?password=s3cret"), "postgresql://alice@db/team");
+  EXPECT_EQ(redacted("postgresql://alice@db/team?password=s3cret&sslmode=require"),
+            "postgresql://alice@db/team?sslmode=require");
+  EXPECT_EQ(redacted("postgresql://alice@db/team?sslmode=require&password=s3cret&port=5"),
+            "postgresql://alice@db/team?sslmode=require&port=5");
+  EXPECT_EQ(redacted("postgresql://db/team"), "postgresql://db/team");
+  EXPECT_TRUE(sql::is_server_uri("postgresql://db/team"));
+  EXPECT_TRUE(sql::is_server_uri("postgres://db/team"));
+  EXPECT_FALSE(sql::is_server_uri("postgresql.sqlite"));
+  EXPECT_EQ(store_display_name("postgresql://a:b@h/d"), "postgresql://a@h/d");
+  EXPECT_EQ(store_display_name("/tmp/x:y@z.sqlite"), "/tmp/x:y@z.sqlite");
+}
+
 }  // namespace einsumdb

@@ -329,6 +329,11 @@ def test_sync_file_to_server_to_file(server, tmp_path):
     assert len(hashes) == 41
     assert top_answers(source, hashes) == top_answers(fresh, hashes)
     assert top_answers(db, hashes) == top_answers(source, hashes)
+    # A selection: only one strategy's measurements move.
+    selected = sync(source, str(tmp_path / "selected.sqlite"), "--strategy", "loop_nest")
+    loop_nest = sum(1 for line in cli("export", "--strategy", "loop_nest", db=source).stdout
+                    .splitlines() if line)
+    assert selected["inserted"] == loop_nest and 0 < loop_nest < total
     # Twice: nothing moves.
     for a, b in ((source, db), (db, fresh)):
         again = sync(a, b)
