@@ -236,7 +236,7 @@ void Runner::wait(std::vector<MPI_Request>& requests, const std::string& what) {
       throw TimeoutError("rank " + std::to_string(me_) + ": no progress for " +
                          std::to_string(options_.timeout_s) + " s while " + what +
                          " (another rank failed or stopped?)");
-    if (spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (spin > 1000) std::this_thread::yield();
   }
 }
 

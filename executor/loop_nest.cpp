@@ -64,10 +64,20 @@ inline T reduce(std::int64_t n, T acc, F f) {
   return acc;
 }
 
-// z[i·sz] ⊕= x[i·sx] ⊗ y[i·sy] for i < n (sz = 0: a reduction into z[0]).
-template <typename T, JoinOp J, AggOp A>
+// z[i·sz] ⊕= x[i·sx] ⊗ y[i·sy] for i < n (sz = 0: a reduction into z[0]); with Store,
+// z[i·sz] = x[i·sx] ⊗ y[i·sy] (an einsum that sums nothing writes each element once).
+template <typename T, JoinOp J, AggOp A, bool Store = false>
 void inner2(std::int64_t n, const T* __restrict x, std::int64_t sx, const T* __restrict y,
             std::int64_t sy, T* __restrict z, std::int64_t sz) {
+  if constexpr (Store) {
+    if (sz == 1 && sx == 1 && sy == 1) {
+#pragma omp simd
+      for (std::int64_t i = 0; i < n; ++i) z[i] = join<J>(x[i], y[i]);
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) z[i * sz] = join<J>(x[i * sx], y[i * sy]);
+    }
+    return;
+  }
   if (sz == 0) {
     if (sx == 1 && sy == 1)
       z[0] = reduce<A>(n, z[0], [&](std::int64_t i) { return join<J>(x[i], y[i]); });
@@ -96,9 +106,13 @@ void inner2(std::int64_t n, const T* __restrict x, std::int64_t sx, const T* __r
   }
 }
 
-template <typename T, AggOp A>
+template <typename T, AggOp A, bool Store = false>
 void inner1(std::int64_t n, const T* __restrict x, std::int64_t sx, T* __restrict z,
             std::int64_t sz) {
+  if constexpr (Store) {
+    for (std::int64_t i = 0; i < n; ++i) z[i * sz] = x[i * sx];
+    return;
+  }
   if (sz == 0) {
     if (sx == 1)
       z[0] = reduce<A>(n, z[0], [&](std::int64_t i) { return x[i]; });
@@ -213,7 +227,7 @@ void prepare(const Bound& bound, const NestPlan& plan, std::size_t row, RowInput
   }
 }
 
-template <typename T, JoinOp J, AggOp A>
+template <typename T, JoinOp J, AggOp A, bool Store>
 class Nest {
  public:
   Nest(const Bound& bound, const NestPlan& plan, std::size_t row, const RowInputs<T>& in, Tensor& z)
@@ -281,9 +295,9 @@ class Nest {
         std::int64_t l2 = 0, h2 = n;
         if (lv + 1 == split_) l2 = std::max(l2, lo_), h2 = std::min(h2, hi_);
         if (h2 <= l2) continue;
-        inner2<T, J, A>(h2 - l2, base_[0] + off[0] + i * s[0] + l2 * si[0], si[0],
-                        base_[1] + off[1] + i * s[1] + l2 * si[1], si[1],
-                        z_ + off[2] + i * s[2] + l2 * si[2], si[2]);
+        inner2<T, J, A, Store>(h2 - l2, base_[0] + off[0] + i * s[0] + l2 * si[0], si[0],
+                               base_[1] + off[1] + i * s[1] + l2 * si[1], si[1],
+                               z_ + off[2] + i * s[2] + l2 * si[2], si[2]);
       }
       return;
     }
@@ -312,15 +326,15 @@ class Nest {
     }
     T* z = z_ + off[ops_] + lo * s[ops_];
     const std::int64_t sz = s[ops_];
-    if (ops_ == 1) return inner1<T, A>(n, x[0], sx[0], z, sz);
-    if (ops_ == 2) return inner2<T, J, A>(n, x[0], sx[0], x[1], sx[1], z, sz);
+    if (ops_ == 1) return inner1<T, A, Store>(n, x[0], sx[0], z, sz);
+    if (ops_ == 2) return inner2<T, J, A, Store>(n, x[0], sx[0], x[1], sx[1], z, sz);
     // Three or more operands: fold the joins into a scratch run, then aggregate it.
     auto& v = scratch_[ops_];
     if (v.size() < static_cast<std::size_t>(n)) v.resize(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) v[i] = join<J>(x[0][i * sx[0]], x[1][i * sx[1]]);
     for (std::size_t k = 2; k < ops_; ++k)
       for (std::int64_t i = 0; i < n; ++i) v[i] = join<J>(v[i], x[k][i * sx[k]]);
-    inner1<T, A>(n, v.data(), 1, z, sz);
+    inner1<T, A, Store>(n, v.data(), 1, z, sz);
   }
 
   const NestPlan& plan_;
@@ -335,11 +349,15 @@ class Nest {
   std::int64_t lo_ = 0, hi_ = 0;
 };
 
-template <typename T, JoinOp J, AggOp A>
+// Store: the einsum sums nothing, so the nest writes every element of z once (whatever ⊕), and
+// z needs no initial value.
+template <typename T, JoinOp J, AggOp A, bool Store>
 Tensor run_row(const Bound& bound, const NestPlan& plan, std::size_t row, int threads) {
   const BatchedEinsum& e = bound.einsum();
-  Tensor z(result_dtype(e, row), kernels::shape_of(e.output, bound.lengths()));
-  if constexpr (A != AggOp::sum) std::fill_n(z.data<T>(), z.size(), identity<T, A>());
+  Tensor z = Store ? Tensor(result_dtype(e, row), kernels::shape_of(e.output, bound.lengths()),
+                            Tensor::Uninitialized{})
+                   : Tensor(result_dtype(e, row), kernels::shape_of(e.output, bound.lengths()));
+  if constexpr (!Store && A != AggOp::sum) std::fill_n(z.data<T>(), z.size(), identity<T, A>());
   // Split the first loop over an output index among the threads.
   std::size_t split = 0;
   while (split < plan.levels.size() && !contains(e.output, plan.levels[split].label)) ++split;
@@ -353,7 +371,7 @@ Tensor run_row(const Bound& bound, const NestPlan& plan, std::size_t row, int th
   RowInputs<T> in;
   prepare(bound, plan, row, in);
   kernels::parallel_for(threads > 1 ? n : 1, threads, [&](std::int64_t lo, std::int64_t hi) {
-    Nest<T, J, A> nest(bound, plan, row, in, z);
+    Nest<T, J, A, Store> nest(bound, plan, row, in, z);
     if (threads > 1)
       nest.run(split, lo, hi);
     else
@@ -407,14 +425,28 @@ Results run_loop_nest(const Bound& bound, const nlohmann::json& params) {
   check_param_keys(params, "loop_nest", {"order", "block", "threads"});
   const NestPlan plan = make_plan(e, bound.lengths(), params);
   kernels::BlasThreads blas(1);
+  // Every index of the operands in the output, once, and no other: each element is written once.
+  bool sums = false;
+  for (const auto& in : e.inputs)
+    for (char c : in) sums = sums || !contains(e.output, c);
+  for (std::size_t a = 0; a < e.output.size(); ++a) {
+    const bool read = std::any_of(e.inputs.begin(), e.inputs.end(),
+                                  [&](const std::string& in) { return contains(in, e.output[a]); });
+    sums = sums || e.output.find(e.output[a]) != a || !read;  // a diagonal, or a broadcast
+  }
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
     Tensor z;
     auto run = [&](auto jc, auto ac) {
-      if (result_dtype(e, r) == Dtype::f32)
-        z = run_row<float, decltype(jc)::value, decltype(ac)::value>(bound, plan, r, threads);
+      constexpr JoinOp J = decltype(jc)::value;
+      constexpr AggOp A = decltype(ac)::value;
+      const bool f32 = result_dtype(e, r) == Dtype::f32;
+      if (!sums)  // ⊕ plays no part: one instantiation serves them all
+        z = f32 ? run_row<float, J, AggOp::sum, true>(bound, plan, r, threads)
+                : run_row<double, J, AggOp::sum, true>(bound, plan, r, threads);
       else
-        z = run_row<double, decltype(jc)::value, decltype(ac)::value>(bound, plan, r, threads);
+        z = f32 ? run_row<float, J, A, false>(bound, plan, r, threads)
+                : run_row<double, J, A, false>(bound, plan, r, threads);
     };
     dispatch<double>(e.join, e.agg, run);
     out.push_back(std::move(z));

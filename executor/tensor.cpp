@@ -5,8 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 
-#include <malloc.h>
 #include <sys/mman.h>
 
 namespace einsumdb {
@@ -53,30 +54,116 @@ bool executable_dtype(Dtype d) {
 
 namespace {
 
-// Large blocks come from the heap and go back to it, instead of an mmap and munmap per tensor
-// (glibc maps blocks of 32 MiB and more on every allocation, and trims the heap after large
-// frees): a kernel allocates its result afresh on every run, and the page faults of a new mapping
-// cost a 2000×300×2000 product 69 instead of 54 ms (`einsumdb run 'ik,kj->ij' --shape
-// A=2000x300 B=300x2000 --transform ttgt --repeat 30`).
-void recycle_large_blocks() {
-  static const bool done = [] {
-    mallopt(M_MMAP_THRESHOLD, 1 << 30);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    return true;
-  }();
-  (void)done;
-}
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+constexpr std::size_t kPage = 4096;
+
+// Tensors of 256 KiB and more live in mappings of their own, populated when mapped and kept for
+// reuse when freed; those of 4 MiB and more are 2 MiB-aligned with transparent huge pages (as
+// numpy does: a kernel that streams a large tensor misses the TLB 512 times less often — a
+// 4000×4000 matrix-vector product took 5–10% longer than numpy's identical OpenBLAS call without
+// them).
+//
+// Memory the process has not written before is expensive on a virtual machine: its first write
+// faults in the guest and in the host, about 2 ms per MB here. Kernels allocate their results
+// afresh on every run, and glibc gave each large aligned block a new address (the freed block,
+// one alignment short, never fits the next request) or a new mapping, so every run wrote new
+// pages: a 1536³ DGEMM into its fresh result took 170 instead of 140 ms, an element-wise addition
+// of two 1536² matrices 34 instead of 2 ms, and receiving a 3.2 MB block from another rank 10
+// instead of 0.5 ms (bench/chain_direct and scripts/bench_distributed.sh against `einsumdb run`).
+//
+// The cache holds at most kCacheBytes; a request it cannot serve first unmaps cached blocks of at
+// least the request's size, so a process's memory stays near what it uses (the freed blocks it
+// will ask for again, no more).
+class LargeBlocks {
+ public:
+  static constexpr std::size_t kMinBytes = std::size_t{256} << 10;
+  static constexpr std::size_t kCacheBytes = std::size_t{1} << 30;
+
+  static LargeBlocks& instance() {
+    static auto* blocks = new LargeBlocks;  // never destroyed: tensors may outlive main()
+    return *blocks;
+  }
+
+  struct Block {
+    void* data = nullptr;
+    std::size_t bytes = 0;  // of the mapping
+    bool zero = false;      // fresh from the kernel: every byte is zero
+  };
+
+  // A block of at least `bytes`: a cached one no more than a quarter larger, or a new mapping.
+  Block take(std::size_t bytes) {
+    const std::size_t unit = huge(bytes) ? kHugePage : kPage;
+    bytes = (bytes + unit - 1) / unit * unit;
+    std::vector<Block> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const auto it = cache_.lower_bound(bytes);
+      if (it != cache_.end() && it->first <= bytes + bytes / 4) {
+        Block b{it->second, it->first, false};
+        cached_ -= it->first;
+        cache_.erase(it);
+        return b;
+      }
+      std::size_t freed = 0;
+      while (freed < bytes && !cache_.empty()) {
+        auto largest = std::prev(cache_.end());
+        evicted.push_back({largest->second, largest->first, false});
+        freed += largest->first;
+        cached_ -= largest->first;
+        cache_.erase(largest);
+      }
+    }
+    for (const Block& b : evicted) munmap(b.data, b.bytes);
+    return map(bytes);
+  }
+
+  void give(void* data, std::size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (cached_ + bytes <= kCacheBytes) {
+        cache_.emplace(bytes, data);
+        cached_ += bytes;
+        return;
+      }
+    }
+    munmap(data, bytes);
+  }
+
+ private:
+  static bool huge(std::size_t bytes) { return bytes >= 2 * kHugePage; }
+
+  static Block map(std::size_t bytes) {
+    const std::size_t align = huge(bytes) ? kHugePage : kPage;
+    const std::size_t span = bytes + align - kPage;  // mmap returns page-aligned addresses
+    void* p = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw Error("out of memory mapping " + std::to_string(bytes) + " bytes");
+    const auto at = reinterpret_cast<std::uintptr_t>(p);
+    const std::uintptr_t aligned = (at + align - 1) / align * align;
+    if (aligned > at) munmap(p, aligned - at);
+    if (const std::size_t tail = at + span - (aligned + bytes); tail > 0)
+      munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+    auto* data = reinterpret_cast<char*>(aligned);
+    if (huge(bytes)) madvise(data, bytes, MADV_HUGEPAGE);  // advice only
+    // Populated now, in one call, rather than page by page inside the first kernel to write it.
+    if (madvise(data, bytes, MADV_POPULATE_WRITE) != 0)
+      for (std::size_t k = 0; k < bytes; k += kPage) data[k] = 0;
+    return {data, bytes, true};
+  }
+
+  std::mutex mutex_;
+  std::multimap<std::size_t, void*> cache_;  // by size
+  std::size_t cached_ = 0;
+};
 
 }  // namespace
 
 Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape)
     : Tensor(dtype, std::move(shape), Uninitialized{}) {
-  std::memset(data_.get(), 0, std::max<std::size_t>(64, (bytes() + 63) / 64 * 64));
+  if (!zero_) std::memset(data_.get(), 0, std::max<std::size_t>(64, (bytes() + 63) / 64 * 64));
 }
 
 Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape, Uninitialized)
     : dtype_(dtype), shape_(std::move(shape)), size_(1) {
-  recycle_large_blocks();
   if (!executable_dtype(dtype))
     throw SpecError("the executor computes in f32 and f64; got " + std::string(to_string(dtype)));
   for (std::size_t a = 0; a < shape_.size(); ++a) {
@@ -85,17 +172,16 @@ Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape, Uninitialized)
       throw SpecError("a tensor of this shape has more elements than can be addressed");
     size_ *= shape_[a];
   }
-  // A large tensor is aligned to 2 MiB and asks for transparent huge pages (as numpy does): a
-  // kernel that streams it misses the TLB 512 times less often. A 4000×4000 matrix-vector
-  // product took 5–10% longer than numpy's identical OpenBLAS call without this (the matvec
-  // case of scripts/bench_executor.sh).
-  constexpr std::size_t kHuge = std::size_t{2} << 20;
-  const bool huge = bytes() >= 2 * kHuge;
-  const std::size_t align = huge ? kHuge : 64;
-  const std::size_t n = std::max<std::size_t>(64, (bytes() + align - 1) / align * align);
-  void* p = std::aligned_alloc(align, n);
+  if (bytes() >= LargeBlocks::kMinBytes) {
+    const LargeBlocks::Block b = LargeBlocks::instance().take(bytes());
+    zero_ = b.zero;
+    data_ = std::shared_ptr<void>(b.data,
+                                  [n = b.bytes](void* q) { LargeBlocks::instance().give(q, n); });
+    return;
+  }
+  const std::size_t n = std::max<std::size_t>(64, (bytes() + 63) / 64 * 64);
+  void* p = std::aligned_alloc(64, n);
   if (!p) throw Error("out of memory allocating " + std::to_string(n) + " bytes");
-  if (huge) madvise(p, n, MADV_HUGEPAGE);  // advice only: no huge pages is not an error
   data_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
 

@@ -75,6 +75,7 @@ class Tensor {
   std::vector<std::int64_t> shape_;
   std::int64_t size_ = 0;
   std::shared_ptr<void> data_;
+  bool zero_ = false;  // the elements are known to be zero (a fresh mapping)
 };
 
 // Whether the executor computes in this dtype.

@@ -1,14 +1,23 @@
-"""The chain (A×B)+(C×(D×E)) on P ranks: einsumdb (EinDecomp, sqrt and data plans, and the
-EinDecomp plan without overlap) against ScaLAPACK, every figure from this run.
+"""The chain (A×B)+(C×(D×E)) on P ranks: einsumdb against the same calls made directly in one
+process, against the ideal, and against ScaLAPACK, every figure from this run.
 
-Ranks beyond the machine's cores are oversubscribed, and the table says so. Each einsumdb
-configuration runs `mpirun -np P einsumdb run GRAPH --plan PLAN --repeat R`; ScaLAPACK runs
-bench/scalapack_chain with the best of three block sizes. Times are the slowest rank's, median
-over the repetitions, inputs in place beforehand on both sides.
+Per round, for each shape:
+  - direct: bench/chain_direct — cblas_dgemm three times and one addition in one process, every
+    array allocated beforehand — and this machine's memory-copy bandwidth;
+  - for each P: einsumdb with the EinDecomp plan (default mode and the other mode: with and
+    without overlap), the sqrt and data plans, and the plan made by `einsumdb plan --cost
+    measured` after those runs recorded their partitionings; ScaLAPACK (pdgemm/pdgeadd, best of
+    three block sizes).
+The ideal at P ranks is the one-process time divided by min(P, cores) plus the bytes the
+EinDecomp plan moved at the measured copy bandwidth. Ranks beyond the machine's cores are
+oversubscribed, and the table says so. Times are the slowest rank's, median over --repeat runs,
+inputs in place beforehand on every side. With --rounds N every ratio is given as min / median /
+max over the rounds, and each verdict is taken on the median.
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,76 +46,159 @@ def chain(shape, s):
                        "join": "add"}]}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("bindir")
-    ap.add_argument("--quick", action="store_true", help="smaller matrices, fewer repetitions")
-    ap.add_argument("--repeat", type=int, default=0)
-    ap.add_argument("--procs", default="1,2,4")
-    a = ap.parse_args()
-    einsumdb = os.path.join(a.bindir, "einsumdb")
-    scalapack = os.path.join(a.bindir, "scalapack_chain")
-    repeat = a.repeat or (3 if a.quick else 5)
-    sizes = {"square": 768 if a.quick else 1536, "skewed": 1000 if a.quick else 2000}
-    cores = os.cpu_count()
-    procs = [int(p) for p in a.procs.split(",")]
-    work = tempfile.mkdtemp(prefix="einsumdb_bench_dist_")
-    db = os.path.join(work, "bench.sqlite")
-    rows = []
-    verdicts = []
-    for shape, s in sizes.items():
-        graph = os.path.join(work, f"{shape}.json")
+def spread(values, fmt="{:.2f}"):
+    """min / median / max, or the one value."""
+    if len(values) == 1:
+        return fmt.format(values[0])
+    return " / ".join(fmt.format(v) for v in
+                      (min(values), statistics.median(values), max(values)))
+
+
+class Bench:
+    def __init__(self, a):
+        self.einsumdb = os.path.join(a.bindir, "einsumdb")
+        self.scalapack = os.path.join(a.bindir, "scalapack_chain")
+        self.direct = os.path.join(a.bindir, "chain_direct")
+        self.repeat = a.repeat or (3 if a.quick else 5)
+        self.work = tempfile.mkdtemp(prefix="einsumdb_bench_dist_")
+        self.db = os.path.join(self.work, "bench.sqlite")
+
+    def plan(self, graph, p, name, extra):
+        path = os.path.join(self.work, f"{os.path.basename(graph)}_{p}_{name}.plan.json")
+        cmd = [self.einsumdb, "plan", graph, "--procs", str(p), "--output", path, "--json",
+               "--db", self.db] + extra
+        r = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
+        if r.returncode != 0:
+            sys.exit(f"failed: {' '.join(cmd)}\n{r.stderr}")
+        return path, json.loads(r.stdout)
+
+    def run(self, graph, plan, p, extra=()):
+        argv = [self.einsumdb, "run", graph, "--plan", plan, "--repeat", str(self.repeat),
+                "--json", "--db", self.db] + list(extra)
+        return json.loads(mpirun(p, argv))
+
+    def round(self, shape, s, procs, cores):
+        """One round for one shape: {p: {"times": {...}, "sent": bytes, ...}}, and the direct run."""
+        graph = os.path.join(self.work, f"{shape}.json")
         with open(graph, "w") as f:
             json.dump(chain(shape, s), f)
+        r = subprocess.run([self.direct, "--shape", shape, "--s", str(s), "--repeat",
+                            str(self.repeat)], capture_output=True, text=True, env=ENV, check=True)
+        direct = json.loads(r.stdout)
+        out = {}
         for p in procs:
-            times = {}
-            sent = {}
+            times, info = {}, {}
             for method in ["eindecomp", "sqrt", "data"]:
-                plan = os.path.join(work, f"{shape}_{p}_{method}.json")
-                cmd = [einsumdb, "plan", graph, "--procs", str(p), "--output", plan, "--json",
-                       "--db", db]
-                if method != "eindecomp":
-                    cmd += ["--baseline", method]
-                subprocess.run(cmd, check=True, capture_output=True, env=ENV)
-                for overlap in ([True, False] if method == "eindecomp" else [True]):
-                    argv = [einsumdb, "run", graph, "--plan", plan, "--repeat", str(repeat),
-                            "--json", "--db", db] + ([] if overlap else ["--no-overlap"])
-                    j = json.loads(mpirun(p, argv))
-                    key = method if overlap else "eindecomp, no overlap"
-                    times[key] = j["median_s"]
-                    sent[key] = (j["sent_bytes"], j["predicted_bytes"])
+                plan, _ = self.plan(graph, p, method,
+                                    [] if method == "eindecomp" else ["--baseline", method])
+                j = self.run(graph, plan, p)
+                times[method] = j["median_s"]
+                if method == "eindecomp":
+                    info["sent"] = j["sent_bytes"]
+                    info["overlap"] = j["overlap"]
+                    other = self.run(graph, plan, p,
+                                     ["--no-overlap"] if j["overlap"] else ["--overlap"])
+                    times["other mode"] = other["median_s"]
+            # Every plan above recorded its measured partitionings: plan again on them.
+            plan, pj = self.plan(graph, p, "measured", ["--cost", "measured"])
+            times["measured"] = self.run(graph, plan, p)["median_s"]
+            info["measured_partitionings"] = pj["measured"]["partitionings_on_this_machine"]
             best = None
             for nb in [64, 128, 256]:
-                j = json.loads(mpirun(p, [scalapack, "--shape", shape, "--s", str(s), "--nb",
-                                          str(nb), "--repeat", str(repeat)]))
+                j = json.loads(mpirun(p, [self.scalapack, "--shape", shape, "--s", str(s), "--nb",
+                                          str(nb), "--repeat", str(self.repeat)]))
                 if not j["checksum_finite"]:
                     sys.exit("ScaLAPACK produced a non-finite result")
                 if best is None or j["median_s"] < best["median_s"]:
                     best = j
             times["scalapack"] = best["median_s"]
+            info["nb"] = best["nb"]
+            info["ideal"] = (direct["median_s"] / min(p, cores) +
+                             info["sent"] / direct["copy_bytes_per_s"])
+            info["times"] = times
+            out[p] = info
             e = times["eindecomp"]
-            rows.append((shape, s, p, "yes" if p > cores else "no", times, sent, best))
-            if p == 2:
-                verdicts.append((shape, times["scalapack"] / e))
-            print(f"{shape} s={s} np={p}: einsumdb {e:.3f} s, ScaLAPACK {times['scalapack']:.3f} s "
-                  f"(nb={best['nb']}, grid {best['grid'][0]}x{best['grid'][1]})", file=sys.stderr)
+            print(f"  {shape} s={s} np={p}: einsumdb {e:.3f} s, direct {direct['median_s']:.3f} s,"
+                  f" ideal {info['ideal']:.3f} s, ScaLAPACK {times['scalapack']:.3f} s "
+                  f"(nb={best['nb']}), measured re-plan {times['measured']:.3f} s", file=sys.stderr)
+        return out, direct
 
-    print("\n| shape | s | np | oversubscribed | einsumdb EinDecomp | sqrt / EinDecomp | "
-          "data / EinDecomp | no overlap / overlap | ScaLAPACK / EinDecomp | sent / predicted |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for shape, s, p, over, t, sent, best in rows:
-        e = t["eindecomp"]
-        sb, pb = sent["eindecomp"]
-        print(f"| {shape} | {s} | {p} | {over} | {e:.3f} s | {t['sqrt'] / e:.2f}x | "
-              f"{t['data'] / e:.2f}x | {t['eindecomp, no overlap'] / e:.2f}x | "
-              f"{t['scalapack'] / e:.2f}x (nb {best['nb']}) | "
-              f"{sb / 1e6:.1f} / {pb / 1e6:.1f} MB |")
-    print("\nRatios above 1 mean einsumdb with the EinDecomp plan (with overlap) is faster.")
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bindir")
+    ap.add_argument("--quick", action="store_true", help="smaller matrices, fewer repetitions")
+    ap.add_argument("--repeat", type=int, default=0, help="runs per configuration (median)")
+    ap.add_argument("--rounds", type=int, default=3, help="the whole table this many times")
+    ap.add_argument("--procs", default="1,2,4")
+    a = ap.parse_args()
+    bench = Bench(a)
+    sizes = {"square": 768 if a.quick else 1536, "skewed": 1000 if a.quick else 2000}
+    cores = os.cpu_count()
+    procs = [int(p) for p in a.procs.split(",")]
+    # ratios[(shape, p)][name] = [per round]
+    ratios, last = {}, {}
+    bandwidth = []
+    for k in range(a.rounds):
+        print(f"round {k + 1} of {a.rounds}", file=sys.stderr)
+        for shape, s in sizes.items():
+            out, direct = bench.round(shape, s, procs, cores)
+            bandwidth.append(direct["copy_bytes_per_s"])
+            for p, info in out.items():
+                t, e = info["times"], info["times"]["eindecomp"]
+                best_plan = min(t["eindecomp"], t["sqrt"], t["data"])
+                r = ratios.setdefault((shape, p), {})
+                for name, v in [("direct", e / direct["median_s"]),
+                                ("ideal", e / info["ideal"]),
+                                ("scalapack", t["scalapack"] / e),
+                                ("other mode", t["other mode"] / e),
+                                ("sqrt", t["sqrt"] / e), ("data", t["data"] / e),
+                                ("measured", t["measured"] / best_plan),
+                                ("seconds", e)]:
+                    r.setdefault(name, []).append(v)
+                last[(shape, p)] = (s, info)
+
+    print(f"\n{a.rounds} round(s); memory-copy bandwidth {spread([b / 1e9 for b in bandwidth])}"
+          f" GB/s; {cores} cores. Ratios are min / median / max over the rounds.\n")
+    print("| shape | np | oversubscribed | einsumdb (EinDecomp) | / direct 1 process | / ideal | "
+          "ScaLAPACK / einsumdb | other mode / default | sqrt / EinDecomp | data / EinDecomp | "
+          "measured re-plan / best plan |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for (shape, p), r in ratios.items():
+        s, info = last[(shape, p)]
+        print(f"| {shape} {s} | {p} | {'yes' if p > cores else 'no'} | "
+              f"{spread(r['seconds'], '{:.3f}')} s | {spread(r['direct'])} | "
+              f"{spread(r['ideal'])} | {spread(r['scalapack'])} | {spread(r['other mode'])} | "
+              f"{spread(r['sqrt'])} | {spread(r['data'])} | {spread(r['measured'])} |")
+    mode = "overlap" if next(iter(last.values()))[1]["overlap"] else "no overlap"
+    print(f"\nThe default mode is {mode}. 'other mode / default' above 1: the default is faster. "
+          "'ScaLAPACK / einsumdb' above 1: einsumdb is faster. 'measured re-plan / best plan': the "
+          "plan of `einsumdb plan --cost measured` against the fastest of the EinDecomp, sqrt and "
+          "data plans measured just before it.\n")
+
     ok = True
-    for shape, r in verdicts:
-        state = "ok" if r > 1 else "NOT MET"
-        ok = ok and r > 1
-        print(f"np=2, {shape}: ScaLAPACK / einsumdb = {r:.2f}x ({state}: einsumdb must be faster)")
+
+    def verdict(cond, text):
+        nonlocal ok
+        ok = ok and cond
+        print(f"{'ok     ' if cond else 'NOT MET'}  {text}")
+
+    for (shape, p), r in ratios.items():
+        med = {k: statistics.median(v) for k, v in r.items()}
+        if p == 1:
+            verdict(med["direct"] <= 1.05,
+                    f"{shape}, np=1: einsumdb / direct calls = {med['direct']:.3f} (at most 1.05)")
+            continue
+        verdict(med["scalapack"] > 1,
+                f"{shape}, np={p}: ScaLAPACK / einsumdb = {med['scalapack']:.2f} (above 1)")
+        verdict(med["ideal"] <= 1.2,
+                f"{shape}, np={p}: einsumdb / ideal = {med['ideal']:.2f} (at most 1.2)")
+        verdict(med["other mode"] >= 0.98,
+                f"{shape}, np={p}: other mode / default = {med['other mode']:.2f} "
+                "(the default is not slower, within 2%)")
+        verdict(med["measured"] <= 1.05,
+                f"{shape}, np={p}: measured re-plan / best plan = {med['measured']:.2f} "
+                "(at most 1.05)")
     return 0 if ok else 1
 
 

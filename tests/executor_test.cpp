@@ -2,7 +2,9 @@
 // against the reference on a table of workloads in f32 and f64.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include "einsumdb/canon/error.hpp"
@@ -128,6 +130,11 @@ const std::vector<Workload> kWorkloads = {
     {"ij,jk->ik", "", {"A=4x5", "B=5x3"}, false, "sqdiff", "sum"},
     {"ij,jk->ik", "A,B;C,B", {"A=4x5", "B=5x3", "C=4x5"}, false, "absdiff", "max"},
     {"ij,jk,k->i", "", {"A=4x5", "B=5x3", "C=3"}, false, "add", "max"},
+    // Element-wise: nothing summed, so each element is written once whatever ⊕ is
+    {"ij,ij->ij", "", {"A=6x70", "B=6x70"}, false, "add", "sum"},
+    {"ijk,kj->jik", "", {"A=3x4x5", "B=5x4"}, false, "sub", "max"},
+    {"ij,ji->ij", "A,B;C,B", {"A=5x9", "B=9x5", "C=5x9"}, false, "max", "min"},
+    {"ij,ij,j->ij", "", {"A=4x33", "B=4x33", "C=33"}, false, "mul", "min"},
 };
 
 BatchedEinsum spec_of(const Workload& w, Dtype dtype) {
@@ -581,6 +588,41 @@ TEST(Strategies, ToleranceCatchesAWrongResult) {
   b.set(2, a.at(2));
   EXPECT_GT(max_relative_error(b, a), tolerance(Dtype::f64, 1000));
   EXPECT_GT(max_relative_error(Tensor(Dtype::f64, {2}), a), 1.0);  // shape differs: inf
+}
+
+// Large tensors come from mappings of their own that are kept when freed: the next tensor of the
+// same size gets the same block (its pages already written), huge-page aligned from 4 MiB on, and
+// a zero-filled tensor on a reused block is zero however the block was left.
+TEST(Tensor, LargeBlocksAreReusedAndZeroFilledOnRequest) {
+  const auto address = [](const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.raw()); };
+  std::uintptr_t large = 0, mid = 0;
+  {
+    Tensor t(Dtype::f64, {1024, 1024}, Tensor::Uninitialized{});  // 8 MiB
+    large = address(t);
+    EXPECT_EQ(large % (std::uintptr_t{2} << 20), 0u);
+    std::fill_n(t.data<double>(), t.size(), 7.0);
+    Tensor u(Dtype::f32, {256, 512}, Tensor::Uninitialized{});  // 512 KiB
+    mid = address(u);
+    EXPECT_EQ(mid % 4096, 0u);
+    std::fill_n(u.data<float>(), u.size(), -1.0f);
+  }
+  const Tensor t(Dtype::f64, {1024, 1024});
+  EXPECT_EQ(address(t), large);
+  EXPECT_TRUE(std::all_of(t.data<double>(), t.data<double>() + t.size(),
+                          [](double v) { return v == 0.0; }));
+  const Tensor u(Dtype::f32, {512, 256});
+  EXPECT_EQ(address(u), mid);
+  EXPECT_TRUE(
+      std::all_of(u.data<float>(), u.data<float>() + u.size(), [](float v) { return v == 0.0f; }));
+  // A cached block more than a quarter larger than the request is not taken.
+  const std::uintptr_t eight = [&] {
+    const Tensor x(Dtype::f64, {1024, 1024}, Tensor::Uninitialized{});
+    return address(x);
+  }();
+  const Tensor five(Dtype::f64, {640, 1024});  // 5 MiB
+  EXPECT_NE(address(five), eight);
+  EXPECT_TRUE(std::all_of(five.data<double>(), five.data<double>() + five.size(),
+                          [](double v) { return v == 0.0; }));
 }
 
 }  // namespace
