@@ -12,6 +12,7 @@
 #include "einsumdb/cli/jsonl.hpp"
 #include "einsumdb/planner/plan_file.hpp"
 #include "einsumdb/planner/plan_store.hpp"
+#include "einsumdb/tuner/roofline.hpp"
 
 namespace einsumdb::cli {
 namespace {
@@ -180,6 +181,13 @@ int run_plan(const PlanArgs& a) {
                 << "; planning on the cost model alone\n";
     } else {
       measured.emplace(*store, machine, a.procs);
+      // Measured times become floats moved at the machine's memory bandwidth: the stored
+      // roofline's, or measured now (about a second) when the store has none.
+      if (measured->measured_entries() > 0) {
+        const auto roofline = store->roofline(machine, "f64");
+        measured->set_bandwidth(
+            (roofline ? *roofline : measure_roofline(Dtype::f64)).bandwidth_gbs * 1e9);
+      }
       options.measured = [&](const PlanStep& s, const PartitionVector& d) {
         return (*measured)(s, d);
       };
@@ -219,6 +227,8 @@ int run_plan(const PlanArgs& a) {
   if (measured) {
     j["measured"] = {{"partitionings_on_this_machine", measured->measured_entries()},
                      {"steps_with_measured_partitionings", measured->hits()},
+                     {"vectors_estimated_from_measured_ones", measured->estimated()},
+                     {"bandwidth_gbs", measured->bytes_per_second() / 1e9},
                      {"pairwise_steps_with_measured_times",
                       std::accumulate(steps_measured.begin(), steps_measured.end(), std::size_t{0},
                                       [](std::size_t n, const auto& m) { return n + m->hits(); })}};

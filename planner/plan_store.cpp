@@ -1,9 +1,11 @@
 #include "einsumdb/planner/plan_store.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/planner/eindecomp_cost.hpp"
 
 namespace einsumdb {
 namespace {
@@ -68,19 +70,46 @@ std::optional<double> MeasuredPartitionings::operator()(const PlanStep& s,
   auto it = known_.find(text);
   if (it == known_.end()) {
     Known k{canonicalize(step_einsum(s)), {}};
-    for (const auto& p : store_.partitionings(k.canonical.hash, static_cast<int>(procs_)))
-      if (p.machine == machine_ && p.measured_seconds)
-        k.measured.emplace_back(p.vector, *p.measured_seconds);
+    std::map<PartitionVector, std::vector<double>> times;
+    for (const auto& p : store_.partitionings(k.canonical.hash, static_cast<int>(procs_))) {
+      if (p.machine != machine_ || !p.measured_seconds) continue;
+      PartitionVector v;  // the canonical names back into the step's
+      for (const auto& [canon, input] : k.canonical.sigma.index)
+        if (const auto at = p.vector.find(std::string(1, canon)); at != p.vector.end())
+          v[input] = at->second;
+      times[v].push_back(*p.measured_seconds);
+    }
+    for (const auto& [v, t] : times) k.measured.emplace_back(v, median(t));
     it = known_.emplace(text, std::move(k)).first;
   }
-  if (it->second.measured.empty()) return std::nullopt;
-  const Store::PartitionVector want = canonical_vector(it->second.canonical, d);
-  std::vector<double> times;
-  for (const auto& [vector, seconds] : it->second.measured)
-    if (vector == want) times.push_back(seconds);
-  if (times.empty()) return std::nullopt;
-  ++hits_;
-  return median(times) * bytes_per_second_ / static_cast<double>(dtype_bytes(s.dtype));
+  const auto& measured = it->second.measured;
+  if (measured.empty()) return std::nullopt;
+  const double floats_per_second = bytes_per_second_ / static_cast<double>(dtype_bytes(s.dtype));
+  // Vectors compare with every label present (a label the vector does not split is 1).
+  const auto full = [&](const PartitionVector& v) {
+    PartitionVector out;
+    for (char l : join_labels(s.x, s.y)) {
+      const auto at = v.find(l);
+      out[l] = at == v.end() ? 1 : at->second;
+    }
+    return out;
+  };
+  const PartitionVector want = full(d);
+  const auto model = [&](const PartitionVector& v) {
+    return join_cost(s.x, s.y, v, s.bounds, procs_) +
+           aggregation_cost(s.x, s.y, s.z, v, s.bounds, procs_);
+  };
+  double estimate = std::numeric_limits<double>::infinity();
+  for (const auto& [v, seconds] : measured) {
+    if (full(v) == want) {
+      ++hits_;
+      return seconds * floats_per_second;
+    }
+    estimate =
+        std::min(estimate, seconds * floats_per_second + std::max(0.0, model(want) - model(v)));
+  }
+  ++estimated_;
+  return estimate * (1 + 1e-6) + 1;  // a tie goes to the measured vector
 }
 
 MeasuredSteps::MeasuredSteps(Store& store, std::string machine, Dtype dtype, JoinOp join, AggOp agg,

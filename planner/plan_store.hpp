@@ -20,27 +20,35 @@ BatchedEinsum step_einsum(const PlanStep& s);
 // d renamed into the canonical index names of c ({"a": 2, "b": 1, ...}).
 Store::PartitionVector canonical_vector(const Canonical& c, const PartitionVector& d);
 
-// Measured partitionings on one machine at one P: the objective of a (step, vector) that the
-// distributed executor has measured is its median measured time converted to numbers moved at
-// the rate (predicted bytes per measured second, over every measured partitioning of this
-// machine and P) the measurements achieved; nullopt when it was never measured.
+// Measured partitionings on one machine at one P, as the objective of a (step, vector) in
+// floats moved: the median measured time of the vector converted at the machine's memory
+// bandwidth (set_bandwidth; until it is set, the rate the measurements achieved, predicted bytes
+// per measured second over every measured partitioning of this machine and P). A measured time
+// holds the step's computation as well as its movement of data, and the cost model counts only the
+// latter, so a vector never run on a step that has measured ones is estimated from them: the best
+// measured vector's time plus what the model says this one moves more, never less than that
+// time — a vector the model prefers must be run before it displaces one known to be fast. nullopt
+// when the step has no measured vector.
 class MeasuredPartitionings {
  public:
   MeasuredPartitionings(Store& store, std::string machine, std::int64_t procs);
   std::optional<double> operator()(const PlanStep& s, const PartitionVector& d);
   std::size_t measured_entries() const { return entries_; }
-  std::size_t hits() const { return hits_; }
+  std::size_t hits() const { return hits_; }            // lookups of a measured vector
+  std::size_t estimated() const { return estimated_; }  // lookups estimated from others
+  double bytes_per_second() const { return bytes_per_second_; }
+  void set_bandwidth(double bytes_per_second) { bytes_per_second_ = bytes_per_second; }
 
  private:
   Store& store_;
   std::string machine_;
   std::int64_t procs_;
   double bytes_per_second_ = 0;
-  std::size_t entries_ = 0, hits_ = 0;
+  std::size_t entries_ = 0, hits_ = 0, estimated_ = 0;
   struct Known {
     Canonical canonical;
-    std::vector<std::pair<Store::PartitionVector, double>>
-        measured;  // (vector, seconds), this machine
+    std::vector<std::pair<PartitionVector, double>> measured;  // (vector in the step's names,
+                                                               // median seconds), this machine
   };
   std::map<std::string, Known> known_;  // by step: read once, the DP asks per vector
 };

@@ -527,6 +527,54 @@ TEST(EinDecompStore, MeasuredPartitioningsSteerThePlan) {
   EXPECT_EQ(elsewhere.measured_entries(), 0u);
 }
 
+// A measured time holds computation the model does not count: a vector that was never run is
+// estimated from the measured ones, so it cannot displace the measured vector on the model's
+// say-so, however little the model says it moves.
+TEST(EinDecompStore, AVectorNeverRunDoesNotDisplaceAMeasuredOne) {
+  testing::TempDir dir("plan");
+  Store store = Store::open(dir.path("p.sqlite"));
+  Machine m = detect_machine("test BLAS");
+  const EinGraph g = parse_eingraph_text(R"({"inputs": {"A": {"shape": [256, 16]},
+      "B": {"shape": [16, 256]}}, "nodes": [{"name": "T", "einsum": "ij,jk->ik",
+      "inputs": ["A", "B"]}]})");
+  const StepGraph steps = expand(g);
+  const auto& s = steps.steps[0];
+  const Plan model = make_plan(steps, on(2));
+  const auto cost = [&](const PartitionVector& d) {
+    return join_cost(s.x, s.y, d, s.bounds, 2) + aggregation_cost(s.x, s.y, s.z, d, s.bounds, 2);
+  };
+  // The vector the model likes least, measured (a step takes milliseconds however little it
+  // moves); the model's own choice never ran.
+  PartitionVector worst = model.choice[0].d;
+  for (const auto& d : partition_vectors("ijk", s.bounds, 2))
+    if (cost(d) > cost(worst)) worst = d;
+  ASSERT_NE(worst, model.choice[0].d);
+  const Canonical c = canonicalize(step_einsum(s));
+  RunInfo run;
+  run.label = "test";
+  const auto r = store.begin_run(run, store.machine_id(m));
+  Store::Partitioning p;
+  p.graph_key = c.hash;
+  p.procs = 2;
+  p.vector = canonical_vector(c, worst);
+  p.predicted_bytes = 8 * cost(worst);
+  p.measured_seconds = 0.005;
+  p.machine = m.fingerprint();
+  store.record_partitioning(r, p);
+
+  MeasuredPartitionings measured(store, m.fingerprint(), 2);
+  measured.set_bandwidth(10e9);
+  const auto at_worst = measured(s, worst), at_model = measured(s, model.choice[0].d);
+  ASSERT_TRUE(at_worst && at_model);
+  EXPECT_DOUBLE_EQ(*at_worst, 0.005 * 10e9 / 8);  // seconds at the bandwidth, in floats
+  EXPECT_GT(*at_model, *at_worst);                // estimated: never below the measured one
+  EXPECT_EQ(measured.hits(), 1u);
+  EXPECT_EQ(measured.estimated(), 1u);
+  PlanOptions o = on(2);
+  o.measured = [&](const PlanStep& st, const PartitionVector& d) { return measured(st, d); };
+  EXPECT_EQ(make_plan(steps, o).choice[0].d, worst);
+}
+
 TEST(EinDecompStore, StepKeysAreCanonical) {
   // The same product spelled with other labels and operand names has one key, and the vector
   // in canonical names is the same.
