@@ -16,7 +16,10 @@
 // its data in a phase of its own.
 //
 // Every wait polls with a deadline: a rank that stops answering ends the job with a TimeoutError
-// instead of a hang.
+// instead of a hang. A rank polls without pause when every rank on its node has cores of its own,
+// and sleeps between polls when they share cores (a polling rank slows the kernels it waits for).
+// Blocks, received operands and partial results come from the executor's recycled mappings
+// (executor/tensor.hpp), so a run after the first writes no memory it has not written before.
 #pragma once
 
 #include <cstdint>
