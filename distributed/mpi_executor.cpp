@@ -253,9 +253,9 @@ void Runner::wait(std::vector<MPI_Request>& requests, const std::string& what) {
                          std::to_string(options_.timeout_s) + " s while " + what +
                          " (another rank failed or stopped?)");
     // Polling is what moves messages along, so a rank with a core of its own polls; one that
-    // shares its core with a computing rank sleeps between polls (about 0.1 ms here), since
-    // polling took time from the kernels it waited for: 4 ranks on 2 cores ran the skewed chain
-    // of scripts/bench_distributed.sh in 0.27 s polling against 0.24 s sleeping.
+    // shares its core with a computing rank sleeps between polls (about 0.1 ms here), so that
+    // the core goes to the kernel it waits for (in the timelines of 4 ranks on 2 cores, a rank
+    // polling through a reduction ran beside kernels that had the core only half the time).
     if (oversubscribed_ && spin > 100)
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     else if (spin > 1000)

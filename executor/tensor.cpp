@@ -71,9 +71,10 @@ constexpr std::size_t kPage = 4096;
 // of two 1536² matrices 34 instead of 2 ms, and receiving a 3.2 MB block from another rank 10
 // instead of 0.5 ms (bench/chain_direct and scripts/bench_distributed.sh against `einsumdb run`).
 //
-// The cache holds at most kCacheBytes; a request it cannot serve first unmaps cached blocks of at
-// least the request's size, so a process's memory stays near what it uses (the freed blocks it
-// will ask for again, no more).
+// The cache holds at most kCacheBytes, and a request it cannot serve unmaps cached blocks, largest
+// first, until the cache holds no more than the tensors alive: a process keeps at most about
+// twice what it uses. (Unmapping until a request's size was freed made the blocks of a run with
+// two sizes evict each other, and each run mapped anew.)
 class LargeBlocks {
  public:
   static constexpr std::size_t kMinBytes = std::size_t{256} << 10;
@@ -101,25 +102,32 @@ class LargeBlocks {
       if (it != cache_.end() && it->first <= bytes + bytes / 4) {
         Block b{it->second, it->first, false};
         cached_ -= it->first;
+        live_ += it->first;
         cache_.erase(it);
         return b;
       }
-      std::size_t freed = 0;
-      while (freed < bytes && !cache_.empty()) {
+      live_ += bytes;
+      while (cached_ > live_ && !cache_.empty()) {
         auto largest = std::prev(cache_.end());
         evicted.push_back({largest->second, largest->first, false});
-        freed += largest->first;
         cached_ -= largest->first;
         cache_.erase(largest);
       }
     }
     for (const Block& b : evicted) munmap(b.data, b.bytes);
-    return map(bytes);
+    try {
+      return map(bytes);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_ -= bytes;
+      throw;
+    }
   }
 
   void give(void* data, std::size_t bytes) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      live_ -= bytes;
       if (cached_ + bytes <= kCacheBytes) {
         cache_.emplace(bytes, data);
         cached_ += bytes;
@@ -152,7 +160,7 @@ class LargeBlocks {
 
   std::mutex mutex_;
   std::multimap<std::size_t, void*> cache_;  // by size
-  std::size_t cached_ = 0;
+  std::size_t cached_ = 0, live_ = 0;        // bytes in the cache, and in tensors alive
 };
 
 }  // namespace
