@@ -180,6 +180,7 @@ Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape, Uninitialized)
       throw SpecError("a tensor of this shape has more elements than can be addressed");
     size_ *= shape_[a];
   }
+#ifndef __SANITIZE_ADDRESS__  // under AddressSanitizer every tensor is a heap block it watches
   if (bytes() >= LargeBlocks::kMinBytes) {
     const LargeBlocks::Block b = LargeBlocks::instance().take(bytes());
     zero_ = b.zero;
@@ -187,6 +188,7 @@ Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape, Uninitialized)
                                   [n = b.bytes](void* q) { LargeBlocks::instance().give(q, n); });
     return;
   }
+#endif
   const std::size_t n = std::max<std::size_t>(64, (bytes() + 63) / 64 * 64);
   void* p = std::aligned_alloc(64, n);
   if (!p) throw Error("out of memory allocating " + std::to_string(n) + " bytes");
