@@ -165,6 +165,20 @@ class LargeBlocks {
 
 }  // namespace
 
+bool recycles_large_tensors() {
+#if defined(__SANITIZE_ADDRESS__)
+  return false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return false;
+#else
+  return true;
+#endif
+#else
+  return true;
+#endif
+}
+
 Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape)
     : Tensor(dtype, std::move(shape), Uninitialized{}) {
   if (!zero_) std::memset(data_.get(), 0, std::max<std::size_t>(64, (bytes() + 63) / 64 * 64));
@@ -180,15 +194,13 @@ Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape, Uninitialized)
       throw SpecError("a tensor of this shape has more elements than can be addressed");
     size_ *= shape_[a];
   }
-#ifndef __SANITIZE_ADDRESS__  // under AddressSanitizer every tensor is a heap block it watches
-  if (bytes() >= LargeBlocks::kMinBytes) {
+  if (recycles_large_tensors() && bytes() >= LargeBlocks::kMinBytes) {
     const LargeBlocks::Block b = LargeBlocks::instance().take(bytes());
     zero_ = b.zero;
     data_ = std::shared_ptr<void>(b.data,
                                   [n = b.bytes](void* q) { LargeBlocks::instance().give(q, n); });
     return;
   }
-#endif
   const std::size_t n = std::max<std::size_t>(64, (bytes() + 63) / 64 * 64);
   void* p = std::aligned_alloc(64, n);
   if (!p) throw Error("out of memory allocating " + std::to_string(n) + " bytes");

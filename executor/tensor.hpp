@@ -83,6 +83,10 @@ class Tensor {
   bool zero_ = false;  // the elements are known to be zero (a fresh mapping)
 };
 
+// Whether large tensors come from the recycled mappings above: not under AddressSanitizer, where
+// every tensor is a heap block, so that it watches them.
+bool recycles_large_tensors();
+
 // Whether the executor computes in this dtype.
 bool executable_dtype(Dtype d);
 
