@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "chain_args.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -62,22 +64,12 @@ double copy_bandwidth() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string shape = "square";
-  int s = 1024, repeat = 5;
-  for (int k = 1; k + 1 < argc; k += 2) {
-    const std::string key = argv[k];
-    if (key == "--shape")
-      shape = argv[k + 1];
-    else if (key == "--s")
-      s = std::atoi(argv[k + 1]);
-    else if (key == "--repeat")
-      repeat = std::atoi(argv[k + 1]);
-  }
-  if ((shape != "square" && shape != "skewed") || s < 10 || repeat < 1) {
-    std::fprintf(stderr, "usage: chain_direct --shape square|skewed --s N [--repeat 5]\n");
+  ChainArgs a;
+  a.repeat = 5;
+  if (!parse_chain_args(argc, argv, "chain_direct --shape square|skewed --s N [--repeat 5]", a))
     return 2;
-  }
-  const int t = shape == "square" ? s : s / 10, w = shape == "square" ? s : 10 * s;
+  const int s = a.s, t = a.t(), w = a.w(), repeat = a.repeat;
+  const std::string& shape = a.shape;
   const auto n = [](int r, int c) { return static_cast<std::size_t>(r) * c; };
   std::mt19937_64 rng(1234);
   const auto A = random_matrix(n(s, t), rng), B = random_matrix(n(t, s), rng),

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "chain_args.hpp"
+
 extern "C" {
 void Cblacs_pinfo(int* me, int* procs);
 void Cblacs_get(int context, int what, int* value);
@@ -77,25 +79,14 @@ void gemm(const Matrix& a, const Matrix& b, Matrix& c) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  std::string shape = "square";
-  int s = 1024, nb = 128, repeat = 3;
-  for (int k = 1; k + 1 < argc; k += 2) {
-    const std::string key = argv[k];
-    if (key == "--shape")
-      shape = argv[k + 1];
-    else if (key == "--s")
-      s = std::atoi(argv[k + 1]);
-    else if (key == "--nb")
-      nb = std::atoi(argv[k + 1]);
-    else if (key == "--repeat")
-      repeat = std::atoi(argv[k + 1]);
-  }
-  if ((shape != "square" && shape != "skewed") || s < 10 || nb < 1 || repeat < 1) {
-    std::fprintf(stderr,
-                 "usage: scalapack_chain --shape square|skewed --s N [--nb 128] [--repeat 3]\n");
+  ChainArgs a;
+  if (!parse_chain_args(argc, argv,
+                        "scalapack_chain --shape square|skewed --s N [--nb 128] [--repeat 3]", a)) {
     MPI_Finalize();
     return 2;
   }
+  const int s = a.s, nb = a.nb, repeat = a.repeat;
+  const std::string& shape = a.shape;
   int me = 0, procs = 1;
   Cblacs_pinfo(&me, &procs);
   // The squarest grid, fewer rows than columns.
@@ -109,7 +100,7 @@ int main(int argc, char** argv) {
 
   // Section 9 of the EinDecomp paper: square s×s, or A s×.1s, B .1s×s, C s×.1s, D .1s×10s,
   // E 10s×s.
-  const int t = shape == "square" ? s : s / 10, w = shape == "square" ? s : 10 * s;
+  const int t = a.t(), w = a.w();
   std::mt19937_64 rng(1234 + static_cast<unsigned>(me));
   Matrix A = make(g, s, t, nb, &rng), B = make(g, t, s, nb, &rng), C = make(g, s, t, nb, &rng),
          D = make(g, t, w, nb, &rng), E = make(g, w, s, nb, &rng);

@@ -99,7 +99,7 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
                       " ranks; run it with mpirun -np 1, 2, 4, ...)");
     }
     pf.placement = place(pf.plan);
-    plan_source = "planned (" + args.method + ")";
+    plan_source = "planned here";
   }
   if (args.repeat < 1) throw SpecError("--repeat must be at least 1");
   if (args.threads < 0 || args.threads > 256) throw SpecError("--threads must be from 1 to 256");
@@ -212,6 +212,7 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
                  {"plan", plan_source},
                  {"placement", pf.placement_given ? "from the plan file" : "computed"},
                  {"overlap", options.overlap},
+                 {"ranks_share_cores", report.ranks_share_cores},
                  {"repeat", args.repeat},
                  {"median_s", median},
                  {"seconds", report.seconds},
@@ -227,7 +228,9 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
   } else {
     std::cout << "graph: " << plan.graph.steps.size() << " steps on " << plan.procs
               << " ranks, plan " << plan_source << " (" << to_string(plan.method) << ")"
-              << (options.overlap ? "" : ", no overlap") << "\n";
+              << (options.overlap ? "" : ", no overlap")
+              << (report.ranks_share_cores ? ", ranks share cores (waiting ranks sleep)" : "")
+              << "\n";
     std::vector<std::vector<std::string>> rows;
     for (std::size_t v = 0; v < report.steps.size(); ++v) {
       const auto& s = report.steps[v];

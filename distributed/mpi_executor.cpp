@@ -134,17 +134,20 @@ class Runner {
       throw Error("the plan has more steps than this MPI's message tags can tell apart");
     // More kernel threads on this node than it has cores: a waiting rank must give its core to
     // one that computes instead of polling on it.
+    // The node's cores are those any of its ranks may run on (bound ranks see one each).
     MPI_Comm node;
     MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, me_, MPI_INFO_NULL, &node);
     int local = 1;
     MPI_Comm_size(node, &local);
+    cpu_set_t mine, all;
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0)
+      for (unsigned c = 0; c < std::thread::hardware_concurrency() && c < CPU_SETSIZE; ++c)
+        CPU_SET(c, &mine);
+    MPI_Allreduce(&mine, &all, static_cast<int>(sizeof mine), MPI_BYTE, MPI_BOR, node);
     MPI_Comm_free(&node);
-    cpu_set_t cpus;
-    const int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0
-                          ? CPU_COUNT(&cpus)
-                          : static_cast<int>(std::thread::hardware_concurrency());
-    oversubscribed_ =
-        static_cast<std::int64_t>(local) * std::max(1, options_.threads) > std::max(1, cores);
+    ranks_share_cores_ =
+        static_cast<std::int64_t>(local) * std::max(1, options_.threads) > CPU_COUNT(&all);
   }
 
   DistributedReport run();
@@ -188,7 +191,7 @@ class Runner {
   MPI_Comm comm_;
   const DistributedOptions& options_;
   int me_ = 0, procs_ = 1, tag_ub_ = 32767;
-  bool oversubscribed_ = false;
+  bool ranks_share_cores_ = false;
 
   std::vector<StepState> steps_;
   std::vector<Transfer> transfers_;
@@ -256,7 +259,7 @@ void Runner::wait(std::vector<MPI_Request>& requests, const std::string& what) {
     // shares its core with a computing rank sleeps between polls (about 0.1 ms here), so that
     // the core goes to the kernel it waits for (in the timelines of 4 ranks on 2 cores, a rank
     // polling through a reduction ran beside kernels that had the core only half the time).
-    if (oversubscribed_ && spin > 100)
+    if (ranks_share_cores_ && spin > 100)
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     else if (spin > 1000)
       std::this_thread::yield();
@@ -636,6 +639,7 @@ DistributedReport Runner::run() {
   for (const auto& [name, t] : plan_.graph.inputs)
     if (options_.inputs.file_of(name).empty()) report.generated.push_back(name);
   report.setup_seconds = since(t0);
+  report.ranks_share_cores = ranks_share_cores_;
   std::vector<std::vector<double>> runs;
   for (int k = 0; k < options_.repeat; ++k) {
     std::vector<MPI_Request> barrier(1);

@@ -73,6 +73,8 @@ struct DistributedReport {
   std::map<std::string, Tensor> outputs;  // rank 0, with gather
   std::vector<std::string> generated;     // inputs generated from the seed
   double setup_seconds = 0;               // building or reading the input blocks
+  // This node's ranks × threads exceed its cores, so waiting ranks sleep between polls.
+  bool ranks_share_cores = false;
   // With options.trace, on rank 0: every rank's timeline as Chrome trace-event JSON
   // ({"traceEvents": [...]}, which Perfetto and chrome://tracing open): one track per rank, a
   // complete event ("ph": "X") per phase of each step and run (send, wait, kernel, reduce),

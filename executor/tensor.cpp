@@ -64,12 +64,12 @@ constexpr std::size_t kPage = 4096;
 // them).
 //
 // Memory the process has not written before is expensive on a virtual machine: its first write
-// faults in the guest and in the host, about 2 ms per MB here. Kernels allocate their results
-// afresh on every run, and glibc gave each large aligned block a new address (the freed block,
-// one alignment short, never fits the next request) or a new mapping, so every run wrote new
-// pages: a 1536³ DGEMM into its fresh result took 170 instead of 140 ms, an element-wise addition
-// of two 1536² matrices 34 instead of 2 ms, and receiving a 3.2 MB block from another rank 10
-// instead of 0.5 ms (bench/chain_direct and scripts/bench_distributed.sh against `einsumdb run`).
+// faults in the guest and in the host. Kernels allocate their results afresh on every run, and
+// glibc gave each large aligned block a new address (the freed block, one alignment short, never
+// fits the next request) or a new mapping, so every run wrote new pages. Into a new mapping each
+// time, a 1536² addition took 55.5 / 57.5 / 57.9 ms against 1.09 / 1.12 / 1.15 ms into a Tensor,
+// and a 1536³ DGEMM 206 / 210 / 212 ms against 148 / 152 / 155 ms (min / median / max of
+// `build/bin/tensor_bench --benchmark_repetitions=3`, one BLAS thread).
 //
 // The cache holds at most kCacheBytes, and a request it cannot serve unmaps cached blocks, largest
 // first, until the cache holds no more than the tensors alive: a process keeps at most about
@@ -180,11 +180,12 @@ bool recycles_large_tensors() {
 }
 
 Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape)
-    : Tensor(dtype, std::move(shape), Uninitialized{}) {
-  if (!zero_) std::memset(data_.get(), 0, std::max<std::size_t>(64, (bytes() + 63) / 64 * 64));
-}
+    : Tensor(dtype, std::move(shape), true) {}
 
 Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape, Uninitialized)
+    : Tensor(dtype, std::move(shape), false) {}
+
+Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape, bool zero)
     : dtype_(dtype), shape_(std::move(shape)), size_(1) {
   if (!executable_dtype(dtype))
     throw SpecError("the executor computes in f32 and f64; got " + std::string(to_string(dtype)));
@@ -196,15 +197,16 @@ Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape, Uninitialized)
   }
   if (recycles_large_tensors() && bytes() >= LargeBlocks::kMinBytes) {
     const LargeBlocks::Block b = LargeBlocks::instance().take(bytes());
-    zero_ = b.zero;
     data_ = std::shared_ptr<void>(b.data,
                                   [n = b.bytes](void* q) { LargeBlocks::instance().give(q, n); });
+    if (zero && !b.zero) std::memset(b.data, 0, bytes());
     return;
   }
   const std::size_t n = std::max<std::size_t>(64, (bytes() + 63) / 64 * 64);
   void* p = std::aligned_alloc(64, n);
   if (!p) throw Error("out of memory allocating " + std::to_string(n) + " bytes");
   data_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  if (zero) std::memset(p, 0, n);
 }
 
 std::vector<std::int64_t> Tensor::strides() const {

@@ -80,7 +80,9 @@ class Tensor {
   std::vector<std::int64_t> shape_;
   std::int64_t size_ = 0;
   std::shared_ptr<void> data_;
-  bool zero_ = false;  // the elements are known to be zero (a fresh mapping)
+
+  // Both public constructors: with `zero`, every element is zero afterwards.
+  Tensor(Dtype dtype, std::vector<std::int64_t> shape, bool zero);
 };
 
 // Whether large tensors come from the recycled mappings above: not under AddressSanitizer, where

@@ -98,9 +98,8 @@ class Bench:
                     info["sent"] = j["sent_bytes"]
                     times["no overlap"] = self.run(graph, plan, p, ["--no-overlap"])["median_s"]
             # Every plan above recorded its measured partitionings: plan again on them.
-            plan, pj = self.plan(graph, p, "measured", ["--cost", "measured"])
+            plan, _ = self.plan(graph, p, "measured", ["--cost", "measured"])
             times["measured"] = self.run(graph, plan, p)["median_s"]
-            info["measured_partitionings"] = pj["measured"]["partitionings_on_this_machine"]
             best = None
             for nb in [64, 128, 256]:
                 j = json.loads(mpirun(p, [self.scalapack, "--shape", shape, "--s", str(s), "--nb",

@@ -476,14 +476,36 @@ TEST(EinsumTreePasses, TreesBecomeGraphs) {
 
 // ---------------------------------------------------------------- the database
 
+// One step T = A·B (ij,jk->ik) with A m×k and B k×n.
+StepGraph one_product(std::int64_t m, std::int64_t k, std::int64_t n) {
+  const nlohmann::json g = {
+      {"inputs", {{"A", {{"shape", {m, k}}}}, {"B", {{"shape", {k, n}}}}}},
+      {"nodes", {{{"name", "T"}, {"einsum", "ij,jk->ik"}, {"inputs", {"A", "B"}}}}}};
+  return expand(parse_eingraph_text(g.dump()));
+}
+
+// Records that step `s` ran split by `d` on `procs` ranks of machine `m` in `seconds`.
+void record_measured(Store& store, const Machine& m, const PlanStep& s, std::int64_t procs,
+                     const PartitionVector& d, double seconds) {
+  const Canonical c = canonicalize(step_einsum(s));
+  RunInfo run;
+  run.label = "test";
+  Store::Partitioning p;
+  p.graph_key = c.hash;
+  p.procs = static_cast<int>(procs);
+  p.vector = canonical_vector(c, d);
+  p.predicted_bytes = 8 * (join_cost(s.x, s.y, d, s.bounds, procs) +
+                           aggregation_cost(s.x, s.y, s.z, d, s.bounds, procs));
+  p.measured_seconds = seconds;
+  p.machine = m.fingerprint();
+  store.record_partitioning(store.begin_run(run, store.machine_id(m)), p);
+}
+
 TEST(EinDecompStore, MeasuredPartitioningsSteerThePlan) {
   testing::TempDir dir("plan");
   Store store = Store::open(dir.path("p.sqlite"));
   Machine m = detect_machine("test BLAS");
-  const EinGraph g = parse_eingraph_text(R"({"inputs": {"A": {"shape": [64, 64]},
-      "B": {"shape": [64, 64]}}, "nodes": [{"name": "T", "einsum": "ij,jk->ik",
-      "inputs": ["A", "B"]}]})");
-  const StepGraph steps = expand(g);
+  const StepGraph steps = one_product(64, 64, 64);
   const Plan model = make_plan(steps, on(4));
   // Record the model's plan, then measurements saying another vector runs 100x faster.
   RunInfo run;
@@ -499,21 +521,8 @@ TEST(EinDecompStore, MeasuredPartitioningsSteerThePlan) {
   PartitionVector other;
   for (const auto& d : partition_vectors("ijk", s.bounds, 4))
     if (d != model.choice[0].d) other = d;
-  const auto id = store.machine_id(m);
-  const auto r = store.begin_run(run, id);
-  auto measured_row = [&](const PartitionVector& d, double seconds) {
-    Store::Partitioning p;
-    p.graph_key = c.hash;
-    p.procs = 4;
-    p.vector = canonical_vector(c, d);
-    p.predicted_bytes =
-        8 * (join_cost(s.x, s.y, d, s.bounds, 4) + aggregation_cost(s.x, s.y, s.z, d, s.bounds, 4));
-    p.measured_seconds = seconds;
-    p.machine = m.fingerprint();
-    store.record_partitioning(r, p);
-  };
-  measured_row(model.choice[0].d, 1.0);
-  measured_row(other, 0.01);
+  record_measured(store, m, s, 4, model.choice[0].d, 1.0);
+  record_measured(store, m, s, 4, other, 0.01);
   MeasuredPartitionings measured(store, m.fingerprint(), 4);
   EXPECT_EQ(measured.measured_entries(), 2u);
   PlanOptions o = on(4);
@@ -534,10 +543,7 @@ TEST(EinDecompStore, AVectorNeverRunDoesNotDisplaceAMeasuredOne) {
   testing::TempDir dir("plan");
   Store store = Store::open(dir.path("p.sqlite"));
   Machine m = detect_machine("test BLAS");
-  const EinGraph g = parse_eingraph_text(R"({"inputs": {"A": {"shape": [256, 16]},
-      "B": {"shape": [16, 256]}}, "nodes": [{"name": "T", "einsum": "ij,jk->ik",
-      "inputs": ["A", "B"]}]})");
-  const StepGraph steps = expand(g);
+  const StepGraph steps = one_product(256, 16, 256);
   const auto& s = steps.steps[0];
   const Plan model = make_plan(steps, on(2));
   const auto cost = [&](const PartitionVector& d) {
@@ -549,18 +555,7 @@ TEST(EinDecompStore, AVectorNeverRunDoesNotDisplaceAMeasuredOne) {
   for (const auto& d : partition_vectors("ijk", s.bounds, 2))
     if (cost(d) > cost(worst)) worst = d;
   ASSERT_NE(worst, model.choice[0].d);
-  const Canonical c = canonicalize(step_einsum(s));
-  RunInfo run;
-  run.label = "test";
-  const auto r = store.begin_run(run, store.machine_id(m));
-  Store::Partitioning p;
-  p.graph_key = c.hash;
-  p.procs = 2;
-  p.vector = canonical_vector(c, worst);
-  p.predicted_bytes = 8 * cost(worst);
-  p.measured_seconds = 0.005;
-  p.machine = m.fingerprint();
-  store.record_partitioning(r, p);
+  record_measured(store, m, s, 2, worst, 0.005);
 
   MeasuredPartitionings measured(store, m.fingerprint(), 2);
   measured.set_bandwidth(10e9);
