@@ -107,7 +107,7 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
   DistributedOptions options;
   options.repeat = args.repeat;
   options.timeout_s = args.timeout;
-  options.overlap = !args.no_overlap;
+  options.overlap = args.overlap;
   options.gather = args.verify || !args.output.empty();
   options.threads = args.threads > 0 ? args.threads : 1;
   options.inputs.seed = args.seed;
@@ -179,7 +179,7 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
     run.label = "distributed run P=" + std::to_string(plan.procs);
     run.command = args.command_line;
     const std::size_t rows =
-        record_measured_run(store, plan, report, options.overlap, this_machine(), run);
+        record_measured_run(store, plan, report, report.overlap, this_machine(), run);
     recorded = {{"partitionings", rows}, {"db", store.path()}};
   }
 
@@ -211,7 +211,7 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
                  {"method", to_string(plan.method)},
                  {"plan", plan_source},
                  {"placement", pf.placement_given ? "from the plan file" : "computed"},
-                 {"overlap", options.overlap},
+                 {"overlap", report.overlap},
                  {"ranks_share_cores", report.ranks_share_cores},
                  {"repeat", args.repeat},
                  {"median_s", median},
@@ -228,7 +228,7 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
   } else {
     std::cout << "graph: " << plan.graph.steps.size() << " steps on " << plan.procs
               << " ranks, plan " << plan_source << " (" << to_string(plan.method) << ")"
-              << (options.overlap ? "" : ", no overlap")
+              << (report.overlap ? "" : ", no overlap")
               << (report.ranks_share_cores ? ", ranks share cores (waiting ranks sleep)" : "")
               << "\n";
     std::vector<std::vector<std::string>> rows;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "einsumdb/cli/common.hpp"
+#include "einsumdb/distributed/mpi_executor.hpp"
 #include "einsumdb/planner/eingraph.hpp"
 
 namespace einsumdb::cli {
@@ -24,7 +25,7 @@ struct GraphRunArgs {
   std::uint64_t seed = 1;
   bool verify = false;
   double timeout = 300;
-  bool no_overlap = false;
+  Overlap overlap = Overlap::automatic;  // --overlap / --no-overlap
   bool no_record = false;
   std::string trace;  // --trace FILE: every rank's timeline as Chrome trace-event JSON
   std::string command_line;

@@ -38,6 +38,7 @@ struct RunArgs {
   std::string plan;
   std::string method = "eindecomp";
   double timeout = 300;
+  bool overlap = false;
   bool no_overlap = false;
   std::string trace;
   bool no_record = false;
@@ -67,7 +68,7 @@ int run_graph_command(const RunArgs& args, const EinGraph& graph) {
   g.seed = args.seed;
   g.verify = args.verify;
   g.timeout = args.timeout;
-  g.no_overlap = args.no_overlap;
+  g.overlap = args.overlap ? Overlap::on : args.no_overlap ? Overlap::off : Overlap::automatic;
   g.no_record = args.no_record;
   g.trace = args.trace;
   g.command_line =
@@ -331,9 +332,14 @@ Command add_run_command(CLI::App& app) {
                   "Graph without --plan: eindecomp (default), sqrt or data");
   cmd->add_option("--timeout", args->timeout,
                   "Graph: seconds any rank waits for another before it ends the job (300)");
+  auto* overlap = cmd->add_flag(
+      "--overlap", args->overlap,
+      "Graph: send each block as soon as it exists, while later kernels run (the default "
+      "unless the node's ranks share cores)");
   cmd->add_flag("--no-overlap", args->no_overlap,
-                "Graph: exchange each step's data in a phase of its own instead of sending "
-                "blocks as soon as they exist");
+                "Graph: exchange each step's data in a phase of its own (the default when the "
+                "node's ranks share cores, where it is faster)")
+      ->excludes(overlap);
   cmd->add_flag("--no-record", args->no_record,
                 "Graph: do not record the measured partitionings in the database");
   cmd->add_option("--trace", args->trace,

@@ -188,6 +188,7 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
                  {"footprint_bytes", bytes ? ojson(*bytes) : ojson()},
                  {"candidates", report.total},
                  {"measured", report.results.size()},
+                 {"probed", report.probed},
                  {"interrupted", report.interrupted},
                  {"budget_exhausted", report.budget_exhausted},
                  {"not_shown", hidden},

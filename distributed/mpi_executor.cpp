@@ -148,6 +148,8 @@ class Runner {
     MPI_Comm_free(&node);
     ranks_share_cores_ =
         static_cast<std::int64_t>(local) * std::max(1, options_.threads) > CPU_COUNT(&all);
+    overlap_ = options_.overlap == Overlap::on ||
+               (options_.overlap == Overlap::automatic && !ranks_share_cores_);
   }
 
   DistributedReport run();
@@ -192,6 +194,7 @@ class Runner {
   const DistributedOptions& options_;
   int me_ = 0, procs_ = 1, tag_ub_ = 32767;
   bool ranks_share_cores_ = false;
+  bool overlap_ = true;  // options_.overlap resolved
 
   std::vector<StepState> steps_;
   std::vector<Transfer> transfers_;
@@ -491,7 +494,7 @@ void Runner::run_once(std::vector<double>& step_seconds) {
   step_seconds.assign(static_cast<std::size_t>(S), 0);
 
   auto t = Clock::now();
-  if (options_.overlap) {
+  if (overlap_) {
     Span span(*this, kSend, -1);
     for (int v = 0; v < S; ++v) post_receives(v);
     for (const auto& [name, blocks] : inputs_)
@@ -500,7 +503,7 @@ void Runner::run_once(std::vector<double>& step_seconds) {
   for (int v = 0; v < S; ++v) {
     const PlanStep& s = g.steps[static_cast<std::size_t>(v)];
     StepState& st = steps_[static_cast<std::size_t>(v)];
-    if (!options_.overlap) {
+    if (!overlap_) {
       Span span(*this, kSend, v);
       post_receives(v);
       for (std::size_t id : from_[static_cast<std::size_t>(v)]) send(id);
@@ -532,7 +535,7 @@ void Runner::run_once(std::vector<double>& step_seconds) {
     if (st.position == 0) {
       auto& slot = results_[s.name][st.result_block];
       slot = std::move(result);
-      if (options_.overlap) {
+      if (overlap_) {
         Span span(*this, kSend, v);
         deliver(s.name, st.result_block);
       }
@@ -640,6 +643,7 @@ DistributedReport Runner::run() {
     if (options_.inputs.file_of(name).empty()) report.generated.push_back(name);
   report.setup_seconds = since(t0);
   report.ranks_share_cores = ranks_share_cores_;
+  report.overlap = overlap_;
   std::vector<std::vector<double>> runs;
   for (int k = 0; k < options_.repeat; ++k) {
     std::vector<MPI_Request> barrier(1);

@@ -11,9 +11,11 @@
 //      the transform the caller chooses (the store's best for the block's canonical form);
 //   3. local aggregation — the pieces of one result block reduce their partial results with ⊕
 //      along a binomial tree onto the block's owner.
-// With overlap (the default) every receive is posted at the start and each block is sent as soon
-// as it exists, so transfers proceed while earlier kernels run; without it each step exchanges
-// its data in a phase of its own.
+// With overlap every receive is posted at the start and each block is sent as soon as it exists,
+// so transfers proceed while earlier kernels run; without it each step exchanges its data in a
+// phase of its own. By default a run overlaps unless the node's ranks share cores: the receiving
+// rank's CPU moves the data, and on a shared core that time is taken from a kernel (measured in
+// scripts/bench_distributed.py: no overlap is then up to 5% faster, and never slower).
 //
 // Every wait polls with a deadline: a rank that stops answering ends the job with a TimeoutError
 // instead of a hang. A rank polls without pause when every rank on its node has cores of its own,
@@ -42,10 +44,16 @@ struct TimeoutError : Error {
   using Error::Error;
 };
 
+enum class Overlap {
+  automatic,  // overlap unless the node's ranks share cores
+  on,
+  off,
+};
+
 struct DistributedOptions {
   int repeat = 1;
   double timeout_s = 300;  // on every wait
-  bool overlap = true;
+  Overlap overlap = Overlap::automatic;
   bool gather = false;  // gather the graph's outputs to rank 0
   int threads = 1;      // per rank, for the kernels
   InputSource inputs;
@@ -75,6 +83,7 @@ struct DistributedReport {
   double setup_seconds = 0;               // building or reading the input blocks
   // This node's ranks × threads exceed its cores, so waiting ranks sleep between polls.
   bool ranks_share_cores = false;
+  bool overlap = true;  // the mode the run used (options.overlap resolved)
   // With options.trace, on rank 0: every rank's timeline as Chrome trace-event JSON
   // ({"traceEvents": [...]}, which Perfetto and chrome://tracing open): one track per rank, a
   // complete event ("ph": "X") per phase of each step and run (send, wait, kernel, reduce),

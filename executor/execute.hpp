@@ -6,6 +6,8 @@
 //   ttgt             — transpose operands into GEMM layout, OpenBLAS ?gemm per batch point,
 //                      transpose back; the parameters choose the order of M, N and K;
 //   loop_over_gemm   — GEMM on strided sub-matrices in place, looping over the other indices;
+//   tensor_gemm      — one GEMM over the tensors as they lie: its packing gathers tensor indices
+//                      and BLIS's micro-kernel computes the tiles (no transposition pass);
 //   batch_fused      — rows that share operands become one einsum over a stacked operand (b
 //                      matrix-vector products become one matrix-matrix product), run by an
 //                      inner strategy or as a tiled contraction tree;
@@ -134,6 +136,9 @@ inline Results run_reference(const BatchedEinsum& e, const Arrays& arrays) {
 std::optional<std::string> loop_nest_rejects(const BatchedEinsum& e);
 std::optional<std::string> ttgt_rejects(const BatchedEinsum& e);
 std::optional<std::string> loop_over_gemm_rejects(const BatchedEinsum& e);
+std::optional<std::string> tensor_gemm_rejects(const BatchedEinsum& e);
+// The BLIS kernel set and double-precision micro-tile tensor_gemm uses, e.g. "skx 16x14".
+std::string tensor_gemm_kernel();
 std::optional<std::string> batch_fused_rejects(const BatchedEinsum& e);
 std::optional<std::string> contraction_tree_rejects(const BatchedEinsum& e);
 
@@ -172,12 +177,14 @@ nlohmann::json default_contraction_path(const BatchedEinsum& e,
 std::vector<nlohmann::json> loop_nest_space(const BatchedEinsum& e, const Lengths& len);
 std::vector<nlohmann::json> ttgt_space(const BatchedEinsum& e, const Lengths& len);
 std::vector<nlohmann::json> loop_over_gemm_space(const BatchedEinsum& e, const Lengths& len);
+std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Lengths& len);
 std::vector<nlohmann::json> batch_fused_space(const BatchedEinsum& e, const Lengths& len);
 std::vector<nlohmann::json> contraction_tree_space(const BatchedEinsum& e, const Lengths& len);
 
 Results run_loop_nest(const Bound& bound, const nlohmann::json& params);
 Results run_ttgt(const Bound& bound, const nlohmann::json& params);
 Results run_loop_over_gemm(const Bound& bound, const nlohmann::json& params);
+Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params);
 Results run_batch_fused(const Bound& bound, const nlohmann::json& params);
 Results run_contraction_tree(const Bound& bound, const nlohmann::json& params);
 inline Results run_ttgt(const BatchedEinsum& e, const Arrays& arrays) {

@@ -382,6 +382,10 @@ inline std::vector<std::int64_t> shape_of(const std::string& labels,
   return s;
 }
 
+// Why a GEMM-based strategy (`who`) cannot run `e`: not two operands under mul/sum, a diagonal,
+// an index summed within one operand, or mixed dtypes. nullopt: it can.
+std::optional<std::string> binary_product_rejects(const BatchedEinsum& e, std::string_view who);
+
 // Whether every row's operands share one dtype (the fast strategies compute in one dtype).
 inline std::optional<std::string> mixed_dtypes(const BatchedEinsum& e, std::string_view who) {
   for (std::size_t r = 0; r < e.batch.size(); ++r)

@@ -137,6 +137,17 @@ class LargeBlocks {
     munmap(data, bytes);
   }
 
+  // Unmaps every cached block.
+  void drain() {
+    std::multimap<std::size_t, void*> cache;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      cache.swap(cache_);
+      cached_ = 0;
+    }
+    for (const auto& [bytes, data] : cache) munmap(data, bytes);
+  }
+
  private:
   static bool huge(std::size_t bytes) { return bytes >= 2 * kHugePage; }
 
@@ -177,6 +188,10 @@ bool recycles_large_tensors() {
 #else
   return true;
 #endif
+}
+
+void release_recycled_memory() {
+  LargeBlocks::instance().drain();
 }
 
 Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape)

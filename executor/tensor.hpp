@@ -89,6 +89,10 @@ class Tensor {
 // every tensor is a heap block, so that it watches them.
 bool recycles_large_tensors();
 
+// Returns the mappings kept for reuse to the system (those of tensors alive stay). For a process
+// whose next work has other sizes, such as the tuner between its oracle and its candidates.
+void release_recycled_memory();
+
 // Whether the executor computes in this dtype.
 bool executable_dtype(Dtype d);
 

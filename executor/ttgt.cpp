@@ -44,10 +44,7 @@ GemmGroups gemm_groups(const BatchedEinsum& e) {
   return g;
 }
 
-namespace {
-
-using kernels::contains;
-using kernels::product;
+namespace kernels {
 
 std::optional<std::string> binary_product_rejects(const BatchedEinsum& e, std::string_view who) {
   if (e.inputs.size() != 2)
@@ -69,6 +66,13 @@ std::optional<std::string> binary_product_rejects(const BatchedEinsum& e, std::s
   }
   return kernels::mixed_dtypes(e, who);
 }
+
+}  // namespace kernels
+
+namespace {
+
+using kernels::contains;
+using kernels::product;
 
 // The order of one group from the parameters (a permutation of `labels`), or `fallback`.
 std::string group_param(const nlohmann::json& params, const char* key, const std::string& labels,
@@ -177,7 +181,7 @@ GemmGroups ttgt_groups(const BatchedEinsum& e) {
 }
 
 std::optional<std::string> ttgt_rejects(const BatchedEinsum& e) {
-  return binary_product_rejects(e, "ttgt");
+  return kernels::binary_product_rejects(e, "ttgt");
 }
 
 Results run_ttgt(const Bound& bound, const nlohmann::json& params) {
@@ -202,7 +206,7 @@ Results run_ttgt(const Bound& bound, const nlohmann::json& params) {
 
 std::vector<std::array<std::string, 3>> loop_over_gemm_choices(const BatchedEinsum& e) {
   std::vector<std::array<std::string, 3>> out;
-  if (binary_product_rejects(e, "loop_over_gemm")) return out;
+  if (kernels::binary_product_rejects(e, "loop_over_gemm")) return out;
   const GemmGroups g = gemm_groups(e);
   const std::string &x = e.inputs[0], &y = e.inputs[1], &z = e.output;
   const std::vector<std::string> all{x, y, z};
@@ -222,7 +226,7 @@ std::vector<std::array<std::string, 3>> loop_over_gemm_choices(const BatchedEins
 }
 
 std::optional<std::string> loop_over_gemm_rejects(const BatchedEinsum& e) {
-  if (auto why = binary_product_rejects(e, "loop_over_gemm")) return why;
+  if (auto why = kernels::binary_product_rejects(e, "loop_over_gemm")) return why;
   if (loop_over_gemm_choices(e).empty())
     return "no index groups form matrices the BLAS can read in place (each operand and the "
            "output needs a group ending at its last axis)";

@@ -177,7 +177,7 @@ TEST_F(CliTune, RunFallsBackToADefaultWithANotice) {
   EXPECT_NE(r.err.find("no verified transform is known"), std::string::npos) << r.err;
   const json ran = json::parse(r.out);
   EXPECT_EQ(ran["source"], "default");
-  EXPECT_EQ(ran["transform"]["strategy"], "ttgt");
+  EXPECT_EQ(ran["transform"]["strategy"], "tensor_gemm");  // the first by priority
   EXPECT_EQ(ran["generated_inputs"], json({"A", "B"}));
   EXPECT_TRUE(ran["verified"].get<bool>());
 

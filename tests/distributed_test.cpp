@@ -130,8 +130,9 @@ TEST(Distributed, EqualsOneProcessWithinThePredictedBytesForEveryPlan) {
       const auto planned = testing::run_cli(
           {"plan", graph, "--procs", std::to_string(np), "--output", plan, "--json"});
       ASSERT_EQ(planned.code, 0) << planned.err;
-      const std::vector<std::vector<std::string>> runs = {
-          {"--plan", plan}, {"--method", "sqrt"}, {"--method", "data", "--no-overlap"}};
+      const std::vector<std::vector<std::string>> runs = {{"--plan", plan},
+                                                          {"--method", "sqrt", "--overlap"},
+                                                          {"--method", "data", "--no-overlap"}};
       for (const auto& how : runs) {
         std::vector<std::string> args = {"run", graph, "--verify", "--json", "--db", db};
         args.insert(args.end(), how.begin(), how.end());
@@ -143,7 +144,11 @@ TEST(Distributed, EqualsOneProcessWithinThePredictedBytesForEveryPlan) {
         // mpirun's ranks inherit this process's cores; one kernel thread each.
         cpu_set_t cpus;
         ASSERT_EQ(sched_getaffinity(0, sizeof cpus, &cpus), 0);
-        EXPECT_EQ(j["ranks_share_cores"], np > CPU_COUNT(&cpus)) << what;
+        const bool share = np > CPU_COUNT(&cpus);
+        EXPECT_EQ(j["ranks_share_cores"], share) << what;
+        // Overlap by default unless the ranks share cores; the flags force either mode.
+        const bool overlap = how.size() == 3 ? how[2] == "--overlap" : !share;
+        EXPECT_EQ(j["overlap"], overlap) << what;
         expect_verified_within_prediction(j, what);
         if (np > 1 && name == "chain") {  // the others have plans that need no data moved
           EXPECT_GT(j["sent_bytes"].get<double>(), 0) << what;
@@ -219,10 +224,9 @@ TEST(Distributed, MeasurementsAreRecordedForThePlannerToUse) {
 TEST(Distributed, TraceHasEveryRanksTimeline) {
   TempDir dir("mpi_trace");
   const std::string graph = dir.write("chain.json", kChain), trace = dir.path("t.json");
-  for (const char* overlap : {"", "--no-overlap"}) {
+  for (const char* overlap : {"--overlap", "--no-overlap"}) {
     std::vector<std::string> args = {"run",         graph,     "--repeat", "2",
-                                     "--no-record", "--trace", trace};
-    if (*overlap) args.push_back(overlap);
+                                     "--no-record", "--trace", trace,      overlap};
     const auto r = mpirun(2, args);
     ASSERT_EQ(r.code, 0) << r.err;
     std::ifstream in(trace);

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+
+#include <nlohmann/json.hpp>
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/canon/parse.hpp"
@@ -250,9 +252,53 @@ TEST(Strategies, EveryCandidateAgreesWithTheReference) {
     }
   }
   EXPECT_GT(rejected, 40);
-  for (const char* s : {"loop_nest", "ttgt", "loop_over_gemm", "batch_fused", "contraction_tree"})
+  for (const char* s :
+       {"loop_nest", "ttgt", "loop_over_gemm", "tensor_gemm", "batch_fused", "contraction_tree"})
     EXPECT_GT(compared[s], 10) << s;
   EXPECT_GT(compared["loop_nest"], 300);
+}
+
+// tensor_gemm on the 48 contractions of the TCCG benchmark (tests/data/tccg.jsonl) at lengths
+// that leave partial micro-tiles and wrap index runs inside tiles, in both dtypes, on 1 and 2
+// threads: equal to the reference every time.
+TEST(Strategies, TensorGemmAgreesWithTheReferenceOnEveryTccgContraction) {
+  std::ifstream in(std::string(EINSUMDB_TEST_DATA) + "/tccg.jsonl");
+  ASSERT_TRUE(in) << "tests/data/tccg.jsonl";
+  const std::map<char, int> lengths = {{'a', 7}, {'b', 5}, {'c', 9}, {'d', 6},
+                                       {'e', 4}, {'f', 3}, {'g', 5}};
+  int cases = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto c = nlohmann::json::parse(line);
+    const std::string tccg = c["tccg"];
+    const auto dash = tccg.find('-'), dash2 = tccg.rfind('-');
+    const std::string out = tccg.substr(0, dash), a = tccg.substr(dash + 1, dash2 - dash - 1),
+                      b = tccg.substr(dash2 + 1);
+    auto shape = [&](const std::string& name, const std::string& labels) {
+      std::string s = name + "=";
+      for (std::size_t k = 0; k < labels.size(); ++k)
+        s += (k ? "x" : "") + std::to_string(lengths.at(labels[k]));
+      return s;
+    };
+    for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
+      SpecFlags f;
+      f.shapes = {shape("A", a), shape("B", b)};
+      f.dtypes = {std::string(to_string(dtype))};
+      const BatchedEinsum e = read_spec_argument(a + "," + b + "->" + out, f);
+      const Arrays arrays = random_arrays(e, 11);
+      const Bound bound(e, arrays);
+      const Results ref = run_reference(bound);
+      const double tol = tolerance(dtype, terms_of(e, bound.lengths()));
+      for (int threads : {1, 2}) {
+        const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
+        EXPECT_LE(max_relative_error(got.at(0), ref.at(0)), tol)
+            << "case " << c["case"] << " " << e.einsum_string() << " " << to_string(dtype)
+            << " threads " << threads;
+      }
+    }
+    ++cases;
+  }
+  EXPECT_EQ(cases, 48);
+  EXPECT_FALSE(tensor_gemm_kernel().empty());
 }
 
 TEST(Strategies, BadParametersAreRefusedByName) {

@@ -108,7 +108,7 @@ TEST(Tuner, BudgetMeasuresTheDefaultsFirstAndStopsInTime) {
     if (first.count(r.candidate.strategy)) break;
     first.insert(r.candidate.strategy);
   }
-  EXPECT_EQ(first, (std::set<std::string>{"loop_nest", "ttgt", "loop_over_gemm"}));
+  EXPECT_EQ(first, (std::set<std::string>{"loop_nest", "ttgt", "loop_over_gemm", "tensor_gemm"}));
 }
 
 TEST(Tuner, AnInterruptionKeepsWhatWasMeasured) {
@@ -158,10 +158,41 @@ TEST(Tuner, LargeWorkloadsAreVerifiedAgainstACheckedOracle) {
   o.extra = {broken()};
   o.space.strategies.push_back("broken");
   const TuneReport report = tune(store, test_machine(), e, o);
-  EXPECT_NE(report.oracle.find("ttgt"), std::string::npos);
+  EXPECT_NE(report.oracle.find("tensor_gemm"), std::string::npos);
   for (const auto& r : report.results)
     EXPECT_EQ(r.status, r.candidate.strategy == "broken" ? Outcome::invalid : Outcome::ok)
         << r.candidate.strategy;
+}
+
+// A large workload: the probe runs every candidate on a reduced copy, and those far slower there
+// are recorded as timeouts without a run at full size.
+TEST(Tuner, TheProbeRulesOutHopelessCandidatesBeforeTheFullSize) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("256x256", "256x256");
+  TuneOptions o = quick();
+  o.probe_iterations = 1 << 21;  // 256³ is 2^24
+  o.space.strategies = {"tensor_gemm", "loop_nest"};
+  const TuneReport report = tune(store, test_machine(), e, o);
+  EXPECT_EQ(report.probed, report.total);
+  int ruled_out = 0, timed = 0;
+  for (const auto& r : report.results) {
+    if (r.status == Outcome::timeout && r.seconds.empty()) {
+      ++ruled_out;
+      EXPECT_EQ(r.candidate.strategy, "loop_nest");
+      EXPECT_NE(r.error.find("probe"), std::string::npos) << r.error;
+    } else {
+      EXPECT_EQ(r.status, Outcome::ok) << r.candidate.strategy;
+      ++timed;
+    }
+  }
+  EXPECT_GT(ruled_out, 0);
+  EXPECT_GT(timed, 0);
+  EXPECT_EQ(report.results.size(), report.total);  // every candidate recorded
+  // Without the probe, every candidate runs at full size.
+  o.probe_factor = 0;
+  o.space.strategies = {"tensor_gemm"};
+  EXPECT_EQ(tune(store, test_machine(), e, o).probed, 0u);
 }
 
 TEST(Tuner, FarSlowerCandidatesAreRecordedAsTimeouts) {

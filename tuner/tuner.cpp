@@ -50,6 +50,24 @@ BatchedEinsum reduced(const BatchedEinsum& e, std::int64_t cap) {
   return r;
 }
 
+// `e` with its longest axes halved until it has at most `limit` loop iterations.
+BatchedEinsum probe_size(const BatchedEinsum& e, double limit) {
+  BatchedEinsum r = e;
+  auto lengths = concrete_lengths(r);
+  while (iterations(r, lengths) > limit) {
+    const auto longest = std::max_element(lengths.begin(), lengths.end(),
+                                          [](auto& a, auto& b) { return a.second < b.second; });
+    if (longest->second <= 1) break;
+    const char c = longest->first;
+    longest->second = (longest->second + 1) / 2;
+    for (const auto& row : r.batch)
+      for (std::size_t k = 0; k < row.size(); ++k)
+        for (std::size_t a = 0; a < r.inputs[k].size(); ++a)
+          if (r.inputs[k][a] == c) r.arrays.at(row[k]).shape[a].value = longest->second;
+  }
+  return r;
+}
+
 }  // namespace
 
 Arrays random_arrays(const BatchedEinsum& e, std::uint64_t seed) {
@@ -139,7 +157,10 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
     want = run_reference(bound, &scale);
     report.oracle = "reference";
   } else {
-    const std::string oracle = ttgt_rejects(e) ? "loop_nest" : "ttgt";
+    // tensor_gemm needs no scratch of the workload's size; ttgt and the loop nest after it.
+    const std::string oracle = !tensor_gemm_rejects(e) ? "tensor_gemm"
+                               : !ttgt_rejects(e)      ? "ttgt"
+                                                       : "loop_nest";
     const BatchedEinsum small = reduced(e, 16);
     const Arrays small_arrays = random_arrays(small, options.seed);
     const Bound small_bound(small, small_arrays);
@@ -168,6 +189,9 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
     }
     report.oracle = oracle + " (checked against reference at every length ≤ 16)";
   }
+  // The oracle's scratch and its run on |arrays| are gone: their mappings, kept for reuse, would
+  // otherwise add to the candidates' memory.
+  release_recycled_memory();
   const double tol = tolerance(result_dtype(e, 0), reduction_terms(e, lengths));
   const auto flops = flop_count(e);
 
@@ -210,7 +234,65 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
 
   const auto start = Clock::now();
   std::optional<std::size_t> best;
+  auto record = [&](TuneResult r) {
+    Measurement m;
+    m.transform = {r.candidate.strategy, r.candidate.params};
+    m.status = r.status;
+    m.seconds = r.seconds;
+    m.max_rel_err = r.max_rel_err;
+    m.binding = binding;
+    measured.emplace_back(&canonical, to_canonical(canonical, m));
+    if (r.status == Outcome::ok) {
+      auto& b = best_of[r.candidate.strategy];
+      if (b == 0 || r.median_s < b) b = r.median_s;
+      if (!best || r.median_s < report.results[*best].median_s) best = report.results.size();
+    }
+    report.results.push_back(std::move(r));
+    if (progress)
+      progress(report.results.size(), report.total, report.results.back(),
+               best ? &report.results[*best] : nullptr);
+  };
+
+  // The probe: on a large workload, every candidate runs once on a reduced copy, and those far
+  // slower there than the fastest are not run at full size.
+  std::set<std::pair<std::string, std::string>> ruled_out;
+  if (options.probe_factor > 0 && all.size() > 1 && !options.budget &&
+      iterations(e, lengths) > options.probe_iterations) {
+    const BatchedEinsum small = probe_size(e, options.probe_iterations);
+    const Arrays small_arrays = random_arrays(small, options.seed);
+    const Bound small_bound(small, small_arrays);
+    std::vector<std::pair<const Candidate*, double>> probes;
+    double fastest = std::numeric_limits<double>::infinity();
+    for (const auto& s : order)
+      for (const auto& c : groups[s]) {
+        if (options.stop && options.stop->load()) break;
+        const Strategy* st = lookup(c.strategy, options.extra);
+        try {
+          st->run(small_bound, c.params);  // a first run may include one-time costs
+          const auto t0 = Clock::now();
+          st->run(small_bound, c.params);
+          probes.emplace_back(&c, since(t0));
+          fastest = std::min(fastest, probes.back().second);
+        } catch (const std::exception&) {
+          // Left to the search, which records why it fails at full size.
+        }
+      }
+    for (const auto& [c, seconds] : probes)
+      if (seconds > options.probe_factor * fastest) {
+        ruled_out.insert({c->strategy, c->params.dump()});
+        TuneResult r;
+        r.candidate = *c;
+        r.status = Outcome::timeout;
+        r.error = "ruled out by the probe at reduced size: " + std::to_string(seconds / fastest) +
+                  "× the fastest candidate there";
+        record(std::move(r));
+      }
+    report.probed = probes.size();
+    release_recycled_memory();
+  }
+
   while (const Candidate* c = pick()) {
+    if (ruled_out.count({c->strategy, c->params.dump()})) continue;
     if (options.stop && options.stop->load()) {
       report.interrupted = true;
       break;
@@ -230,9 +312,12 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
     auto once = [&] { return s->run(bound, c->params); };
     try {
       auto t0 = Clock::now();
-      const Results got = once();
-      const double first = since(t0);
-      r.max_rel_err = verification_error(got, want, scale);
+      double first = 0;
+      {
+        const Results got = once();  // freed before the timed runs
+        first = since(t0);
+        r.max_rel_err = verification_error(got, want, scale);
+      }
       auto over_budget = [&] { return options.budget && since(start) >= *options.budget; };
       // Far slower than the best: not worth timing. A first run may include one-time costs
       // (libxsmm generating the kernels of new shapes), so a second run decides, budget allowing.
@@ -256,7 +341,10 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
         r.seconds = runs == 2 ? std::vector<double>{first, second} : std::vector<double>{first};
       } else {
         double last = second;
-        for (int w = runs; w < protocol.warmup && !over_budget(); ++w) {
+        // A run this long has no cold start to warm up from beyond the run already made, and
+        // its samples are capped by the time limit.
+        const bool long_run = second >= protocol.long_run_s;
+        for (int w = runs; w < protocol.warmup && !long_run && !over_budget(); ++w) {
           t0 = Clock::now();
           once();
           last = since(t0);
@@ -265,8 +353,10 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
         const int group =
             static_cast<int>(std::clamp(std::ceil(1e-3 / std::max(last, 1e-9)), 1.0, 1e6));
         const auto measuring = Clock::now();
-        while ((static_cast<int>(r.seconds.size()) < protocol.min_reps ||
-                since(measuring) < protocol.min_time) &&
+        const int min_reps =
+            long_run ? std::min(protocol.min_reps, protocol.long_run_reps) : protocol.min_reps;
+        while ((static_cast<int>(r.seconds.size()) < min_reps ||
+                since(measuring) < (long_run ? 0 : protocol.min_time)) &&
                r.seconds.size() < 100000) {
           t0 = Clock::now();
           for (int g = 0; g < group; ++g) once();
@@ -282,22 +372,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
       r.seconds.clear();
       r.max_rel_err.reset();
     }
-    Measurement m;
-    m.transform = {c->strategy, c->params};
-    m.status = r.status;
-    m.seconds = r.seconds;
-    m.max_rel_err = r.max_rel_err;
-    m.binding = binding;
-    measured.emplace_back(&canonical, to_canonical(canonical, m));
-    if (r.status == Outcome::ok) {
-      auto& b = best_of[c->strategy];
-      if (b == 0 || r.median_s < b) b = r.median_s;
-      if (!best || r.median_s < report.results[*best].median_s) best = report.results.size();
-    }
-    report.results.push_back(std::move(r));
-    if (progress)
-      progress(report.results.size(), report.total, report.results.back(),
-               best ? &report.results[*best] : nullptr);
+    record(std::move(r));
   }
   if (options.stop && options.stop->load()) report.interrupted = true;
   if (!measured.empty()) report.run = store.record_run(options.run, machine, measured).run;

@@ -13,6 +13,14 @@
 // after that oracle was itself checked against the reference on a reduced size (every axis
 // at most 16 long).
 //
+// Probe: an exhaustive search of a large workload first runs every candidate once on a reduced
+// copy (its longest axes halved until it has at most 2^27 loop iterations) and does not run at
+// full size those more than 3 times slower there than the fastest (recorded as timeout). A
+// candidate whose verified first run takes half a second or more is timed 3 times, without
+// further warm-up or minimum time. Memory: the inputs, the oracle's result and one candidate's
+// result and scratch at a time (the oracle is tensor_gemm where it applies, which needs no
+// scratch of the workload's size).
+//
 // Search: exhaustive by default. With a budget, best-first: every strategy's default
 // candidate first (GEMM-based strategies before the plain loop nest), then the remaining
 // candidates of the strategy that is fastest so far, until the budget is spent (a candidate
@@ -55,6 +63,10 @@ struct Protocol {
   int warmup = 5;
   int min_reps = 20;
   double min_time = 2.0;  // seconds
+  // A candidate whose run takes at least long_run_s: no warm-up beyond its verified first run,
+  // and long_run_reps samples (at most min_reps) without min_time.
+  double long_run_s = 0.5;
+  int long_run_reps = 3;
 };
 
 // A symbolic workload is tuned at one length of each symbol, and recorded under its symbolic key
@@ -76,8 +88,14 @@ struct TuneOptions {
   std::optional<double> budget;  // seconds for the whole search; none: exhaustive
   double reference_limit = 2e8;  // loop iterations above which the reference is too slow
   double slow_factor = 10;       // a first run this much slower than the best: timeout
-  std::uint64_t seed = 1;        // for the generated input data
-  std::vector<Strategy> extra;   // strategies beyond the built-ins (tests)
+  // The probe (exhaustive searches of workloads above probe_iterations loop iterations): every
+  // candidate runs on a copy of the workload whose longest axes are halved until it has at most
+  // probe_iterations; a candidate more than probe_factor times slower there than the fastest is
+  // recorded as timeout without a run at full size. 0: no probe.
+  double probe_factor = 3;
+  double probe_iterations = 1 << 27;
+  std::uint64_t seed = 1;       // for the generated input data
+  std::vector<Strategy> extra;  // strategies beyond the built-ins (tests)
   const std::atomic<bool>* stop = nullptr;
   RunInfo run;
 };
@@ -98,6 +116,7 @@ struct TuneReport {
   std::int64_t run = 0;
   std::vector<TuneResult> results;  // in the order measured
   std::size_t total = 0;            // candidates enumerated
+  std::size_t probed = 0;           // candidates the probe ran (0: no probe)
   std::string oracle;               // "reference" or "ttgt (checked on a reduced size)"
   bool interrupted = false, budget_exhausted = false;
 };

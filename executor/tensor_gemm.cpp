@@ -1,0 +1,389 @@
+// tensor_gemm: a binary mul/sum contraction as one GEMM over the tensors as they lie, with no
+// transposition pass (transposition-free contraction, as in TBLIS: D. Matthews, "High-Performance
+// Tensor Contraction without Transposition", SISC 2018).
+//
+// The GEMM is BLIS's algorithm: blocks of NC columns, KC summed indices and MC rows, packed
+// into the micro-panels BLIS's micro-kernel reads; the micro-kernel (BLIS's, through its public
+// micro-kernel API, for the micro-architecture BLIS detects) computes each MR×NR tile. The
+// matrices are never formed: the packing routines gather each operand's block straight from the
+// tensor through per-index offset tables (the row, column and summed indices may be any of the
+// tensor's axes, in any order). A tile whose rows and columns are each evenly spaced in the
+// output is written in place by the micro-kernel; any other is computed into a small buffer and
+// scattered. The output's unit-stride index is kept on the side the micro-kernel prefers to
+// write contiguously (the operands swap roles when needed). Batch indices are a loop around the
+// GEMM. Memory beyond the output: the packed blocks, at most (MC + NC)·KC elements per thread.
+//
+// Parameters: "threads" (over batch points when there are enough, otherwise over the wider of
+// the row and column ranges, each thread packing its own blocks). A functional operand is
+// evaluated into a buffer in its array's layout first.
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+
+// Before blis.h, which brings a CBLAS header of its own: the kernels' BLAS is OpenBLAS.
+#include "einsumdb/executor/kernels.hpp"
+
+#include <blis.h>
+
+namespace einsumdb {
+namespace {
+
+using kernels::contains;
+
+template <typename T>
+struct Blis;
+template <>
+struct Blis<double> {
+  static constexpr num_t dt = BLIS_DOUBLE;
+  using Kernel = dgemm_ukr_ft;
+};
+template <>
+struct Blis<float> {
+  static constexpr num_t dt = BLIS_FLOAT;
+  using Kernel = sgemm_ukr_ft;
+};
+
+// BLIS 0.9 does not know AMD's AVX-512 processors (Zen 4) and runs its generic C kernels there;
+// its Skylake-X kernels run on them at the full rate (degc,gfab->abcdef at a=d=g=24, the rest 16:
+// 23 ms against 140 ms for the generic kernels and 62 ms for its Zen 3 ones). BLIS reads the
+// choice from BLIS_ARCH_TYPE when it initializes, so it is set here, before the first call to
+// BLIS, unless the user set it.
+void choose_blis_kernels() {
+  if (std::getenv("BLIS_ARCH_TYPE")) return;
+  __builtin_cpu_init();
+  if (__builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl"))
+    setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(BLIS_ARCH_SKX)).c_str(), 0);
+}
+
+// BLIS's micro-kernel for this machine and its block sizes.
+template <typename T>
+struct MicroKernel {
+  typename Blis<T>::Kernel run = nullptr;
+  cntx_t* cntx = nullptr;
+  std::int64_t mr = 0, nr = 0, packmr = 0, packnr = 0, mc = 0, kc = 0, nc = 0;
+  bool prefers_rows = true;  // writes a tile with unit column stride fastest
+
+  static const MicroKernel& get() {
+    static const MicroKernel k = [] {
+      constexpr num_t dt = Blis<T>::dt;
+      MicroKernel k;
+      choose_blis_kernels();
+      k.cntx = bli_gks_query_cntx();
+      k.run = reinterpret_cast<typename Blis<T>::Kernel>(
+          bli_cntx_get_l3_nat_ukr_dt(dt, BLIS_GEMM_UKR, k.cntx));
+      k.mr = bli_cntx_get_blksz_def_dt(dt, BLIS_MR, k.cntx);
+      k.nr = bli_cntx_get_blksz_def_dt(dt, BLIS_NR, k.cntx);
+      k.packmr = bli_cntx_get_blksz_max_dt(dt, BLIS_MR, k.cntx);
+      k.packnr = bli_cntx_get_blksz_max_dt(dt, BLIS_NR, k.cntx);
+      k.mc = bli_cntx_get_blksz_def_dt(dt, BLIS_MC, k.cntx);
+      k.kc = bli_cntx_get_blksz_def_dt(dt, BLIS_KC, k.cntx);
+      k.nc = bli_cntx_get_blksz_def_dt(dt, BLIS_NC, k.cntx);
+      k.prefers_rows = bli_cntx_l3_nat_ukr_prefers_rows_dt(dt, BLIS_GEMM_UKR, k.cntx);
+      return k;
+    }();
+    return k;
+  }
+};
+
+// Offsets of every element of the group `labels` (row-major over them, last fastest) in a
+// tensor whose strides per label `stride` gives.
+template <typename Stride>
+std::vector<std::int64_t> offsets(const std::string& labels,
+                                  const std::map<char, std::int64_t>& len, Stride stride) {
+  std::vector<std::int64_t> out{0};
+  for (char c : labels) {
+    const std::int64_t n = len.at(c), s = stride(c);
+    std::vector<std::int64_t> next;
+    next.reserve(out.size() * static_cast<std::size_t>(n));
+    for (std::int64_t o : out)
+      for (std::int64_t i = 0; i < n; ++i) next.push_back(o + i * s);
+    out = std::move(next);
+  }
+  return out;
+}
+
+constexpr std::int64_t kUneven = std::numeric_limits<std::int64_t>::min();
+
+// Per block of `width` consecutive entries of `off`: their common spacing, or kUneven (also for a
+// block of one entry, which has none).
+std::vector<std::int64_t> spacing(const std::vector<std::int64_t>& off, std::int64_t width) {
+  const auto n = static_cast<std::int64_t>(off.size());
+  std::vector<std::int64_t> out;
+  for (std::int64_t b = 0; b < n; b += width) {
+    const std::int64_t e = std::min(n, b + width);
+    std::int64_t step = e - b > 1 ? off[b + 1] - off[b] : kUneven;
+    for (std::int64_t i = b + 1; i < e && step != kUneven; ++i)
+      if (off[i] - off[i - 1] != step) step = kUneven;
+    out.push_back(step);
+  }
+  return out;
+}
+
+// One contraction C[m, n] = Σ_k A[m, k] B[k, n] per batch point, every index through its table.
+template <typename T>
+struct Contraction {
+  std::vector<std::int64_t> am, cm;              // per row: offset in A, in C
+  std::vector<std::int64_t> bn, cn;              // per column: offset in B, in C
+  std::vector<std::int64_t> ak, bk;              // per summed element: offset in A, in B
+  std::vector<std::int64_t> ab, bb, cb;          // per batch point
+  std::vector<std::int64_t> row_step, col_step;  // per MR rows / NR columns: spacing in C
+  std::int64_t M = 0, N = 0, K = 0;
+};
+
+template <typename T>
+class Gemm {
+ public:
+  Gemm(const Contraction<T>& p, const T* a, const T* b, T* c)
+      : p_(p), k_(MicroKernel<T>::get()), a_(a), b_(b), c_(c) {}
+
+  // Rows [m0, m1) × columns [n0, n1) of batch point `q`; m0 a multiple of MR, n0 of NR.
+  void run(std::int64_t q, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1,
+           T* apack, T* bpack) const {
+    const T* a = a_ + p_.ab[q];
+    const T* b = b_ + p_.bb[q];
+    T* c = c_ + p_.cb[q];
+    T one = 1, zero = 0;
+    alignas(64) T tile[32 * 32];
+    const std::int64_t tile_rs = k_.prefers_rows ? k_.nr : 1;
+    const std::int64_t tile_cs = k_.prefers_rows ? 1 : k_.mr;
+    auxinfo_t aux{};
+    bli_auxinfo_set_schema_a(BLIS_PACKED_ROW_PANELS, &aux);
+    bli_auxinfo_set_schema_b(BLIS_PACKED_COL_PANELS, &aux);
+    bli_auxinfo_set_is_a(1, &aux);
+    bli_auxinfo_set_is_b(1, &aux);
+    for (std::int64_t jc = n0; jc < n1; jc += k_.nc) {
+      const std::int64_t ncb = std::min(k_.nc, n1 - jc);
+      for (std::int64_t pc = 0; pc < p_.K; pc += k_.kc) {
+        const std::int64_t kcb = std::min(k_.kc, p_.K - pc);
+        pack(b, p_.bn.data() + jc, ncb, p_.bk.data() + pc, kcb, k_.nr, k_.packnr, bpack);
+        T* beta = pc == 0 ? &zero : &one;
+        for (std::int64_t ic = m0; ic < m1; ic += k_.mc) {
+          const std::int64_t mcb = std::min(k_.mc, m1 - ic);
+          pack(a, p_.am.data() + ic, mcb, p_.ak.data() + pc, kcb, k_.mr, k_.packmr, apack);
+          bli_auxinfo_set_ps_a(k_.packmr * kcb, &aux);
+          bli_auxinfo_set_ps_b(k_.packnr * kcb, &aux);
+          for (std::int64_t jr = 0; jr < ncb; jr += k_.nr) {
+            const std::int64_t nrb = std::min(k_.nr, ncb - jr);
+            T* bp = bpack + jr / k_.nr * k_.packnr * kcb;
+            const std::int64_t cs = p_.col_step[static_cast<std::size_t>((jc + jr) / k_.nr)];
+            for (std::int64_t ir = 0; ir < mcb; ir += k_.mr) {
+              const std::int64_t mrb = std::min(k_.mr, mcb - ir);
+              T* ap = apack + ir / k_.mr * k_.packmr * kcb;
+              bli_auxinfo_set_next_a(ir + k_.mr < mcb ? ap + k_.packmr * kcb : apack, &aux);
+              bli_auxinfo_set_next_b(ir + k_.mr < mcb ? bp : bp + k_.packnr * kcb, &aux);
+              const std::int64_t rs = p_.row_step[static_cast<std::size_t>((ic + ir) / k_.mr)];
+              const std::int64_t* cm = p_.cm.data() + ic + ir;
+              const std::int64_t* cn = p_.cn.data() + jc + jr;
+              if (rs != kUneven && cs != kUneven) {
+                k_.run(mrb, nrb, kcb, &one, ap, bp, beta, c + cm[0] + cn[0], rs, cs, &aux, k_.cntx);
+                continue;
+              }
+              k_.run(mrb, nrb, kcb, &one, ap, bp, &zero, tile, tile_rs, tile_cs, &aux, k_.cntx);
+              for (std::int64_t i = 0; i < mrb; ++i) {
+                T* row = c + cm[i];
+                const T* t = tile + i * tile_rs;
+                if (pc == 0)
+                  for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] = t[j * tile_cs];
+                else
+                  for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] += t[j * tile_cs];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+ private:
+  // Packs `rows` × `depth` elements into micro-panels of `width` rows (`pack_width` apart, zero
+  // past the last row): panel[p * pack_width + i] = src[row[i] + col[p]].
+  static void pack(const T* src, const std::int64_t* row, std::int64_t rows,
+                   const std::int64_t* col, std::int64_t depth, std::int64_t width,
+                   std::int64_t pack_width, T* dst) {
+    for (std::int64_t r0 = 0; r0 < rows; r0 += width) {
+      const std::int64_t w = std::min(width, rows - r0);
+      const std::int64_t* ro = row + r0;
+      T* panel = dst + r0 / width * pack_width * depth;
+      // Reads along whichever of the two runs at unit stride in the tensor.
+      bool along_rows = w > 1;
+      for (std::int64_t i = 1; i < w && along_rows; ++i) along_rows = ro[i] - ro[i - 1] == 1;
+      if (along_rows) {
+        for (std::int64_t p = 0; p < depth; ++p) {
+          const T* s = src + col[p] + ro[0];
+          T* d = panel + p * pack_width;
+          for (std::int64_t i = 0; i < w; ++i) d[i] = s[i];
+          for (std::int64_t i = w; i < pack_width; ++i) d[i] = 0;
+        }
+      } else {
+        for (std::int64_t i = 0; i < w; ++i) {
+          const T* s = src + ro[i];
+          for (std::int64_t p = 0; p < depth; ++p) panel[p * pack_width + i] = s[col[p]];
+        }
+        for (std::int64_t p = 0; p < depth; ++p)
+          for (std::int64_t i = w; i < pack_width; ++i) panel[p * pack_width + i] = 0;
+      }
+    }
+  }
+
+  const Contraction<T>& p_;
+  const MicroKernel<T>& k_;
+  const T* a_;
+  const T* b_;
+  T* c_;
+};
+
+// `labels` ordered by their strides in the tensor indexed by `layout`, the smallest last: runs
+// of consecutive elements of the group are then evenly spaced there as often as possible (a
+// packing routine reads them contiguously, or a tile is written in place).
+std::string by_stride(std::string labels, const std::string& layout,
+                      const std::vector<std::int64_t>& strides) {
+  std::stable_sort(labels.begin(), labels.end(), [&](char x, char y) {
+    return strides[layout.find(x)] > strides[layout.find(y)];
+  });
+  return labels;
+}
+
+template <typename T>
+Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
+  const BatchedEinsum& e = bound.einsum();
+  const auto& len = bound.lengths();
+  auto x = bound.operand(row, 0), y = bound.operand(row, 1);
+  std::string xl = e.inputs[0], yl = e.inputs[1];
+  const std::string& zl = e.output;
+  Tensor xf, yf;  // functional operands, evaluated in their arrays' layouts
+  auto evaluate = [&](Bound::Operand& op, Tensor& buf, const std::string& labels) {
+    if (!op.function) return;
+    buf = Tensor(op.tensor->dtype(), op.tensor->shape(), Tensor::Uninitialized{});
+    kernels::pack<T>(op, labels, labels, len, buf.template data<T>());
+    op = {&buf, nullptr};
+  };
+  evaluate(x, xf, xl);
+  evaluate(y, yf, yl);
+  Tensor z(x.tensor->dtype(), kernels::shape_of(zl, len), Tensor::Uninitialized{});
+  if (z.size() == 0) return z;
+
+  const MicroKernel<T>& k = MicroKernel<T>::get();
+  const auto zs = z.strides();
+  // The micro-kernel writes contiguously along columns (rows when it prefers columns): the
+  // output's unit-stride index goes there, swapping the operands when it belongs to the left.
+  const char unit = zl.back();
+  const bool unit_in_x = contains(xl, unit) && !contains(yl, unit);
+  const bool unit_in_y = contains(yl, unit) && !contains(xl, unit);
+  if ((k.prefers_rows && unit_in_x) || (!k.prefers_rows && unit_in_y)) {
+    std::swap(x, y);
+    std::swap(xl, yl);
+  }
+  std::string batch, m, n, sum;
+  for (char c : zl) (contains(xl, c) && contains(yl, c) ? batch : contains(xl, c) ? m : n) += c;
+  for (char c : xl)
+    if (contains(yl, c) && !contains(zl, c)) sum += c;
+  // Each group's innermost index: the one with the smallest stride in the larger of the two
+  // tensors it indexes, the output or its operand (the one whose traffic dominates).
+  const auto xs0 = x.tensor->strides(), ys0 = y.tensor->strides();
+  m = x.tensor->size() > z.size() ? by_stride(m, xl, xs0) : by_stride(m, zl, zs);
+  n = y.tensor->size() > z.size() ? by_stride(n, yl, ys0) : by_stride(n, zl, zs);
+
+  const auto xs = x.tensor->strides(), ys = y.tensor->strides();
+  auto in = [&](const std::string& labels, const std::vector<std::int64_t>& strides) {
+    return [&labels, &strides](char c) {
+      const auto at = labels.find(c);
+      return at == std::string::npos ? std::int64_t{0} : strides[at];
+    };
+  };
+  Contraction<T> p;
+  p.am = offsets(m, len, in(xl, xs));
+  p.cm = offsets(m, len, in(zl, zs));
+  p.bn = offsets(n, len, in(yl, ys));
+  p.cn = offsets(n, len, in(zl, zs));
+  // The summed indices in the order the left operand has them (its packing reads along them).
+  p.ak = offsets(sum, len, in(xl, xs));
+  p.bk = offsets(sum, len, in(yl, ys));
+  p.ab = offsets(batch, len, in(xl, xs));
+  p.bb = offsets(batch, len, in(yl, ys));
+  p.cb = offsets(batch, len, in(zl, zs));
+  p.M = static_cast<std::int64_t>(p.am.size());
+  p.N = static_cast<std::int64_t>(p.bn.size());
+  p.K = static_cast<std::int64_t>(p.ak.size());
+  const auto nb = static_cast<std::int64_t>(p.ab.size());
+  if (p.K == 0) {  // a summed index of length 0: every sum is empty
+    std::fill(z.data<T>(), z.data<T>() + z.size(), T{0});
+    return z;
+  }
+  p.row_step = spacing(p.cm, k.mr);
+  p.col_step = spacing(p.cn, k.nr);
+
+  const Gemm<T> gemm(p, x.tensor->data<T>(), y.tensor->data<T>(), z.data<T>());
+  // Packing space per thread: MC × KC of A and NC × KC of B at most, in micro-panels.
+  const std::int64_t kc = std::min(k.kc, p.K);
+  const std::int64_t a_elems = (std::min(k.mc, p.M) + k.mr) / k.mr * k.packmr * kc;
+  const std::int64_t b_elems = (std::min(k.nc, p.N) + k.nr) / k.nr * k.packnr * kc;
+  const bool over_batch = nb >= threads;
+  const std::int64_t t =
+      std::max<std::int64_t>(1, over_batch ? std::min<std::int64_t>(threads, nb) : threads);
+  Tensor space(z.dtype(), {t * (a_elems + b_elems + 64)}, Tensor::Uninitialized{});
+  auto buffers = [&](std::int64_t slot) {
+    T* base = space.data<T>() + slot * (a_elems + b_elems + 64);
+    auto align = [](T* at) {
+      const auto u = reinterpret_cast<std::uintptr_t>(at);
+      return reinterpret_cast<T*>((u + 63) / 64 * 64);
+    };
+    T* ap = align(base);
+    return std::pair<T*, T*>{ap, align(ap + a_elems)};
+  };
+  if (over_batch) {
+    kernels::parallel_for(nb, static_cast<int>(t), [&](std::int64_t lo, std::int64_t hi) {
+      const auto [ap, bp] = buffers((lo * t + nb - 1) / nb);  // the slice's number
+      for (std::int64_t q = lo; q < hi; ++q) gemm.run(q, 0, p.M, 0, p.N, ap, bp);
+    });
+    return z;
+  }
+  // Split the wider of the two ranges, in whole micro-tiles.
+  const bool split_rows = p.M / k.mr >= p.N / k.nr;
+  const std::int64_t unit_len = split_rows ? k.mr : k.nr;
+  const std::int64_t tiles = ((split_rows ? p.M : p.N) + unit_len - 1) / unit_len;
+  kernels::parallel_for(tiles, static_cast<int>(t), [&](std::int64_t lo, std::int64_t hi) {
+    const auto [ap, bp] = buffers((lo * t + tiles - 1) / tiles);
+    const std::int64_t from = lo * unit_len;
+    const std::int64_t to = std::min(hi * unit_len, split_rows ? p.M : p.N);
+    for (std::int64_t q = 0; q < nb; ++q) {
+      if (split_rows)
+        gemm.run(q, from, to, 0, p.N, ap, bp);
+      else
+        gemm.run(q, 0, p.M, from, to, ap, bp);
+    }
+  });
+  return z;
+}
+
+}  // namespace
+
+std::string tensor_gemm_kernel() {
+  const auto& k = MicroKernel<double>::get();
+  return std::string(bli_arch_string(bli_arch_query_id())) + " " + std::to_string(k.mr) + "x" +
+         std::to_string(k.nr);
+}
+
+std::optional<std::string> tensor_gemm_rejects(const BatchedEinsum& e) {
+  return kernels::binary_product_rejects(e, "tensor_gemm");
+}
+
+std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum&, const Lengths&) {
+  return {nlohmann::json::object()};
+}
+
+Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
+  const BatchedEinsum& e = bound.einsum();
+  if (const auto why = tensor_gemm_rejects(e))
+    throw SpecError("tensor_gemm does not apply: " + *why);
+  check_param_keys(params, "tensor_gemm", {"threads"});
+  const int threads = read_threads(params, "tensor_gemm");
+  Results out;
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    out.push_back(result_dtype(e, r) == Dtype::f32 ? tensor_gemm_row<float>(bound, r, threads)
+                                                   : tensor_gemm_row<double>(bound, r, threads));
+  return out;
+}
+
+}  // namespace einsumdb

@@ -1,0 +1,180 @@
+#!/usr/bin/python3
+"""The 48 contractions of the TCCG benchmark (tests/data/tccg.jsonl: C-A-B index strings and the
+lengths of a, b, c, ... in order) at full size in double precision, all measured in this run:
+
+  - einsumdb: `einsumdb run SPEC --transform tensor_gemm` (one GEMM over the tensors as they lie,
+    BLIS micro-kernels, no transposition pass), the median of --repeat runs, with the given
+    thread count;
+  - numpy.einsum(optimize=True) with the same number of BLAS threads, as returned (often a
+    strided view that skipped the final permutation) and made contiguous
+    (np.ascontiguousarray): einsumdb's result is contiguous, like the second;
+  - the limits: the DGEMM peak (the faster of OpenBLAS's cblas_dgemm through numpy and
+    einsumdb's tensor_gemm on a 3000³ product) and the copy bandwidth (numpy copying 512 MB).
+    A case's roofline time is max(flops / peak, (inputs + output bytes) / bandwidth): compute-
+    bound cases are judged against the peak, memory-bound ones against the bandwidth.
+
+With --tune CASES, each of those cases is also tuned with default options on a fresh store under
+/usr/bin/time -v: the wall time, and the peak RSS against the workload's footprint.
+
+Usage: bench_tccg.py EINSUMDB [--threads 1] [--cases 1-48] [--repeat 5] [--tune 1,12,33]
+"""
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+THREADS = "1"
+for i, a in enumerate(sys.argv):
+    if a == "--threads" and i + 1 < len(sys.argv):
+        THREADS = sys.argv[i + 1]
+os.environ["OPENBLAS_NUM_THREADS"] = THREADS  # before numpy loads its BLAS
+os.environ["OMP_NUM_THREADS"] = THREADS
+
+import numpy as np  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def cases(selection):
+    out = []
+    with open(os.path.join(HERE, "..", "tests", "data", "tccg.jsonl")) as f:
+        for line in f:
+            c = json.loads(line)
+            if c["case"] not in selection:
+                continue
+            cc, a, b = c["tccg"].split("-")
+            lengths = {chr(97 + i): int(n) for i, n in enumerate(c["sizes"].split())}
+            out.append({"case": c["case"], "einsum": f"{a},{b}->{cc}",
+                        "A": [lengths[i] for i in a], "B": [lengths[i] for i in b],
+                        "C": [lengths[i] for i in cc], "lengths": lengths})
+    return out
+
+
+def selection(text):
+    out = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def median_time(f, repeat):
+    f()
+    ts = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def einsumdb(exe, args):
+    p = subprocess.run([exe] + args, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"einsumdb {' '.join(args)} failed:\n{p.stderr}")
+    return json.loads(p.stdout)
+
+
+def spec_args(c):
+    return [c["einsum"], "--shape", "A=" + "x".join(map(str, c["A"])),
+            "--shape", "B=" + "x".join(map(str, c["B"]))]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("einsumdb")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--cases", default="1-48")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--tune", default="", help="cases to tune with default options")
+    a = ap.parse_args()
+    exe = a.einsumdb
+    t = a.threads
+
+    # The limits, in this run.
+    n = 3000
+    x, y = np.random.rand(n, n), np.random.rand(n, n)
+    openblas = 2 * n**3 / median_time(lambda: x @ y, 3) / 1e9
+    j = einsumdb(exe, ["run", "ik,kj->ij", "--shape", f"A={n}x{n}", "--shape", f"B={n}x{n}",
+                       "--transform", "tensor_gemm", "--param", f"threads={t}", "--repeat", "3",
+                       "--json"])
+    blis = 2 * n**3 / j["median_s"] / 1e9
+    peak = max(openblas, blis)
+    big = np.random.rand(64 << 20)
+    dst = np.empty_like(big)
+    bandwidth = 2 * big.nbytes / median_time(lambda: np.copyto(dst, big), 5) / 1e9
+    del x, y, big, dst
+    print(f"{t} thread(s). DGEMM {n}³: OpenBLAS {openblas:.1f} GFLOP/s, einsumdb tensor_gemm "
+          f"{blis:.1f} GFLOP/s; peak taken as {peak:.1f}. Copy bandwidth {bandwidth:.1f} GB/s "
+          "(bytes read + written).\n")
+
+    print("| case | einsum | GFLOP | einsumdb ms | GFLOP/s | / roofline | bound | numpy view ms "
+          "| numpy contiguous ms | numpy view / einsumdb | numpy contiguous / einsumdb |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    fractions, vs_view, vs_contig = [], [], []
+    for c in cases(selection(a.cases)):
+        A, B = np.random.rand(*c["A"]), np.random.rand(*c["B"])
+        flops = 2 * math.prod(c["lengths"].values())
+        nbytes = 8 * (A.size + B.size + math.prod(c["C"]))
+        view = median_time(lambda: np.einsum(c["einsum"], A, B, optimize=True), a.repeat)
+        contig = median_time(
+            lambda: np.ascontiguousarray(np.einsum(c["einsum"], A, B, optimize=True)), a.repeat)
+        del A, B
+        j = einsumdb(exe, ["run"] + spec_args(c) + ["--transform", "tensor_gemm", "--param",
+                                                    f"threads={t}", "--repeat",
+                                                    str(a.repeat), "--json"])
+        s = j["median_s"]
+        compute, memory = flops / (peak * 1e9), nbytes / (bandwidth * 1e9)
+        roof = max(compute, memory)
+        fractions.append(roof / s)
+        vs_view.append(view / s)
+        vs_contig.append(contig / s)
+        print(f"| {c['case']} | {c['einsum']} | {flops / 1e9:.2f} | {s * 1e3:.1f} | "
+              f"{flops / s / 1e9:.1f} | {roof / s:.2f} | "
+              f"{'compute' if compute >= memory else 'memory'} | {view * 1e3:.1f} | "
+              f"{contig * 1e3:.1f} | {view / s:.2f} | {contig / s:.2f} |", flush=True)
+
+    def gm(v):
+        return math.exp(sum(map(math.log, v)) / len(v))
+
+    print(f"\n{len(fractions)} cases. Fraction of the roofline: geometric mean {gm(fractions):.2f}, "
+          f"min {min(fractions):.2f}; cases at or above 0.8: "
+          f"{sum(f >= 0.8 for f in fractions)}. numpy view / einsumdb: geometric mean "
+          f"{gm(vs_view):.2f}, min {min(vs_view):.2f} (below 1: numpy's view is faster); "
+          f"numpy contiguous / einsumdb: geometric mean {gm(vs_contig):.2f}, min "
+          f"{min(vs_contig):.2f}.")
+
+    if a.tune:
+        print("\n| case | tune wall s | peak RSS MB | footprint MB | RSS / footprint | candidates "
+              "| probed | best |")
+        print("|---|---|---|---|---|---|---|---|")
+        for c in cases(selection(a.tune)):
+            with tempfile.TemporaryDirectory() as d:
+                db = os.path.join(d, "tune.db")
+                t0 = time.perf_counter()
+                p = subprocess.run(["/usr/bin/time", "-v", exe, "tune"] + spec_args(c) +
+                                   ["--db", db, "--json", "--no-progress"],
+                                   capture_output=True, text=True)
+                wall = time.perf_counter() - t0
+                if p.returncode != 0:
+                    sys.exit(f"tune of case {c['case']} failed:\n{p.stderr}")
+                rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)",
+                                    p.stderr).group(1)) / 1024
+                j = json.loads(p.stdout)
+                footprint = 8 * (math.prod(c["A"]) + math.prod(c["B"]) + math.prod(c["C"]))
+                footprint /= 1 << 20
+                ok = [r for r in j["results"] if r["status"] == "ok"]
+                best = min(ok, key=lambda r: r["median_s"]) if ok else {}
+                print(f"| {c['case']} | {wall:.1f} | {rss:.0f} | {footprint:.0f} | "
+                      f"{rss / footprint:.2f} | {j['candidates']} | {j['probed']} | "
+                      f"{best.get('strategy', '?')} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
