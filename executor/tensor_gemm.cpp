@@ -268,7 +268,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
   const auto zs = z.strides();
   // The micro-kernel writes contiguously along columns (rows when it prefers columns): the
   // output's unit-stride index goes there, swapping the operands when it belongs to the left.
-  const char unit = zl.back();
+  const char unit = zl.empty() ? '\0' : zl.back();  // none for a scalar result
   const bool unit_in_x = contains(xl, unit) && !contains(yl, unit);
   const bool unit_in_y = contains(yl, unit) && !contains(xl, unit);
   if ((k.prefers_rows && unit_in_x) || (!k.prefers_rows && unit_in_y)) {
