@@ -365,6 +365,18 @@ void pack(const Bound::Operand& x, const std::string& from, const std::string& t
                x.function);
 }
 
+// A functional operand evaluated into `buffer` in its array's layout (`labels`), after which `x`
+// reads the buffer; an operand without a function is left as it is. For strategies whose
+// kernels read operands themselves (BLAS, BLIS), so that there is no pass to fuse into.
+template <typename T>
+void evaluate_in_place(Bound::Operand& x, Tensor& buffer, const std::string& labels,
+                       const std::map<char, std::int64_t>& len) {
+  if (!x.function) return;
+  buffer = Tensor(x.tensor->dtype(), x.tensor->shape(), Tensor::Uninitialized{});
+  pack<T>(x, labels, labels, len, buffer.template data<T>());
+  x = {&buffer, nullptr};
+}
+
 // Copies a contiguous tensor indexed by `from` into `dst` (indexed by `to`, a permutation).
 template <typename T>
 void permute_into(const T* src, const std::string& from, const std::string& to,

@@ -16,9 +16,10 @@
 // Parameters: "threads" (over batch points when there are enough, otherwise over the wider of
 // the row and column ranges, each thread packing its own blocks). A functional operand is
 // evaluated into a buffer in its array's layout first.
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdlib>
-#include <numeric>
 
 // Before blis.h, which brings a CBLAS header of its own: the kernels' BLAS is OpenBLAS.
 #include "einsumdb/executor/kernels.hpp"
@@ -44,8 +45,10 @@ struct Blis<float> {
 };
 
 // BLIS 0.9 does not know AMD's AVX-512 processors (Zen 4) and runs its generic C kernels there;
-// its Skylake-X kernels run on them at the full rate (degc,gfab->abcdef at a=d=g=24, the rest 16:
-// 23 ms against 140 ms for the generic kernels and 62 ms for its Zen 3 ones). BLIS reads the
+// its Skylake-X kernels run on them at the full rate. TCCG case 33 (degc,gfab->abcdef, a=d=g=24,
+// the rest 16), `einsumdb run ... --transform tensor_gemm --repeat 5` with BLIS_ARCH_TYPE set,
+// three runs each (min / median / max): Skylake-X 24.1 / 35.4 / 37.2 ms, Zen 3 (AVX2) 47.1 / 66.4
+// / 67.1 ms, generic 144.1 / 146.0 / 147.6 ms. BLIS reads the
 // choice from BLIS_ARCH_TYPE when it initializes, so it is set here, before the first call to
 // BLIS, unless the user set it.
 void choose_blis_kernels() {
@@ -56,6 +59,40 @@ void choose_blis_kernels() {
       __builtin_cpu_supports("avx512vl"))
     setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(BLIS_ARCH_SKX)).c_str(), 0);
 }
+
+// BLIS is loaded with RTLD_LOCAL rather than linked: libblis exports a BLAS and a CBLAS of its
+// own, and linked into a process beside OpenBLAS it can take the place of OpenBLAS's cblas_dgemm
+// (it did in a test binary whose libraries were loaded in the other order), and with it the
+// thread count the other strategies set. Only its context query is needed from the library; the
+// context's accessors and the micro-kernel's calling convention come from blis.h.
+struct BlisLibrary {
+  cntx_t* (*query_cntx)() = nullptr;
+  arch_t (*query_arch)() = nullptr;
+  char* (*arch_string)(arch_t) = nullptr;
+
+  static const BlisLibrary& get() {
+    static const BlisLibrary lib = [] {
+      choose_blis_kernels();
+      void* h = dlopen("libblis.so.4", RTLD_NOW | RTLD_LOCAL);
+      if (!h)
+        throw Error(std::string("tensor_gemm needs BLIS 0.9 (libblis.so.4, Debian's "
+                                "libblis4-serial): ") +
+                    dlerror());
+      BlisLibrary l;
+      l.query_cntx = reinterpret_cast<cntx_t* (*)()>(dlsym(h, "bli_gks_query_cntx"));
+      l.query_arch = reinterpret_cast<arch_t (*)()>(dlsym(h, "bli_arch_query_id"));
+      l.arch_string = reinterpret_cast<char* (*)(arch_t)>(dlsym(h, "bli_arch_string"));
+      if (!l.query_cntx || !l.query_arch || !l.arch_string)
+        throw Error("libblis.so.4 lacks the context queries tensor_gemm calls");
+      return l;
+    }();
+    return lib;
+  }
+};
+
+// The elements of the largest micro-tile (BLIS's kernels have at most 16 × 14 for doubles and
+// 32 × 12 for floats on x86-64).
+constexpr std::int64_t kMaxTile = 32 * 32;
 
 // BLIS's micro-kernel for this machine and its block sizes.
 template <typename T>
@@ -69,8 +106,7 @@ struct MicroKernel {
     static const MicroKernel k = [] {
       constexpr num_t dt = Blis<T>::dt;
       MicroKernel k;
-      choose_blis_kernels();
-      k.cntx = bli_gks_query_cntx();
+      k.cntx = BlisLibrary::get().query_cntx();
       k.run = reinterpret_cast<typename Blis<T>::Kernel>(
           bli_cntx_get_l3_nat_ukr_dt(dt, BLIS_GEMM_UKR, k.cntx));
       k.mr = bli_cntx_get_blksz_def_dt(dt, BLIS_MR, k.cntx);
@@ -81,6 +117,9 @@ struct MicroKernel {
       k.kc = bli_cntx_get_blksz_def_dt(dt, BLIS_KC, k.cntx);
       k.nc = bli_cntx_get_blksz_def_dt(dt, BLIS_NC, k.cntx);
       k.prefers_rows = bli_cntx_l3_nat_ukr_prefers_rows_dt(dt, BLIS_GEMM_UKR, k.cntx);
+      if (k.mr * k.nr > kMaxTile)
+        throw Error("BLIS's micro-tile of " + std::to_string(k.mr) + "x" + std::to_string(k.nr) +
+                    " is larger than tensor_gemm's tile buffer");
       return k;
     }();
     return k;
@@ -88,17 +127,19 @@ struct MicroKernel {
 };
 
 // Offsets of every element of the group `labels` (row-major over them, last fastest) in a
-// tensor whose strides per label `stride` gives.
-template <typename Stride>
+// tensor indexed by `layout` with these strides (0 for a label it does not have).
 std::vector<std::int64_t> offsets(const std::string& labels,
-                                  const std::map<char, std::int64_t>& len, Stride stride) {
+                                  const std::map<char, std::int64_t>& len,
+                                  const std::string& layout,
+                                  const std::vector<std::int64_t>& strides) {
+  const auto stride = kernels::label_strides(labels, layout, strides);
   std::vector<std::int64_t> out{0};
-  for (char c : labels) {
-    const std::int64_t n = len.at(c), s = stride(c);
+  for (std::size_t a = 0; a < labels.size(); ++a) {
+    const std::int64_t n = len.at(labels[a]);
     std::vector<std::int64_t> next;
     next.reserve(out.size() * static_cast<std::size_t>(n));
     for (std::int64_t o : out)
-      for (std::int64_t i = 0; i < n; ++i) next.push_back(o + i * s);
+      for (std::int64_t i = 0; i < n; ++i) next.push_back(o + i * stride[a]);
     out = std::move(next);
   }
   return out;
@@ -106,14 +147,14 @@ std::vector<std::int64_t> offsets(const std::string& labels,
 
 constexpr std::int64_t kUneven = std::numeric_limits<std::int64_t>::min();
 
-// Per block of `width` consecutive entries of `off`: their common spacing, or kUneven (also for a
-// block of one entry, which has none).
+// Per block of `width` consecutive entries of `off`: their common spacing, or kUneven. A block of
+// one entry has any spacing (a micro-kernel addresses no second row or column): 1 is given.
 std::vector<std::int64_t> spacing(const std::vector<std::int64_t>& off, std::int64_t width) {
   const auto n = static_cast<std::int64_t>(off.size());
   std::vector<std::int64_t> out;
   for (std::int64_t b = 0; b < n; b += width) {
     const std::int64_t e = std::min(n, b + width);
-    std::int64_t step = e - b > 1 ? off[b + 1] - off[b] : kUneven;
+    std::int64_t step = e - b > 1 ? off[b + 1] - off[b] : 1;
     for (std::int64_t i = b + 1; i < e && step != kUneven; ++i)
       if (off[i] - off[i - 1] != step) step = kUneven;
     out.push_back(step);
@@ -122,7 +163,6 @@ std::vector<std::int64_t> spacing(const std::vector<std::int64_t>& off, std::int
 }
 
 // One contraction C[m, n] = Σ_k A[m, k] B[k, n] per batch point, every index through its table.
-template <typename T>
 struct Contraction {
   std::vector<std::int64_t> am, cm;              // per row: offset in A, in C
   std::vector<std::int64_t> bn, cn;              // per column: offset in B, in C
@@ -135,7 +175,7 @@ struct Contraction {
 template <typename T>
 class Gemm {
  public:
-  Gemm(const Contraction<T>& p, const T* a, const T* b, T* c)
+  Gemm(const Contraction& p, const T* a, const T* b, T* c)
       : p_(p), k_(MicroKernel<T>::get()), a_(a), b_(b), c_(c) {}
 
   // Rows [m0, m1) × columns [n0, n1) of batch point `q`; m0 a multiple of MR, n0 of NR.
@@ -145,7 +185,7 @@ class Gemm {
     const T* b = b_ + p_.bb[q];
     T* c = c_ + p_.cb[q];
     T one = 1, zero = 0;
-    alignas(64) T tile[32 * 32];
+    alignas(64) T tile[kMaxTile];
     const std::int64_t tile_rs = k_.prefers_rows ? k_.nr : 1;
     const std::int64_t tile_cs = k_.prefers_rows ? 1 : k_.mr;
     auxinfo_t aux{};
@@ -227,7 +267,7 @@ class Gemm {
     }
   }
 
-  const Contraction<T>& p_;
+  const Contraction& p_;
   const MicroKernel<T>& k_;
   const T* a_;
   const T* b_;
@@ -253,14 +293,8 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
   std::string xl = e.inputs[0], yl = e.inputs[1];
   const std::string& zl = e.output;
   Tensor xf, yf;  // functional operands, evaluated in their arrays' layouts
-  auto evaluate = [&](Bound::Operand& op, Tensor& buf, const std::string& labels) {
-    if (!op.function) return;
-    buf = Tensor(op.tensor->dtype(), op.tensor->shape(), Tensor::Uninitialized{});
-    kernels::pack<T>(op, labels, labels, len, buf.template data<T>());
-    op = {&buf, nullptr};
-  };
-  evaluate(x, xf, xl);
-  evaluate(y, yf, yl);
+  kernels::evaluate_in_place<T>(x, xf, xl, len);
+  kernels::evaluate_in_place<T>(y, yf, yl, len);
   Tensor z(x.tensor->dtype(), kernels::shape_of(zl, len), Tensor::Uninitialized{});
   if (z.size() == 0) return z;
 
@@ -281,28 +315,21 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
     if (contains(yl, c) && !contains(zl, c)) sum += c;
   // Each group's innermost index: the one with the smallest stride in the larger of the two
   // tensors it indexes, the output or its operand (the one whose traffic dominates).
-  const auto xs0 = x.tensor->strides(), ys0 = y.tensor->strides();
-  m = x.tensor->size() > z.size() ? by_stride(m, xl, xs0) : by_stride(m, zl, zs);
-  n = y.tensor->size() > z.size() ? by_stride(n, yl, ys0) : by_stride(n, zl, zs);
-
   const auto xs = x.tensor->strides(), ys = y.tensor->strides();
-  auto in = [&](const std::string& labels, const std::vector<std::int64_t>& strides) {
-    return [&labels, &strides](char c) {
-      const auto at = labels.find(c);
-      return at == std::string::npos ? std::int64_t{0} : strides[at];
-    };
-  };
-  Contraction<T> p;
-  p.am = offsets(m, len, in(xl, xs));
-  p.cm = offsets(m, len, in(zl, zs));
-  p.bn = offsets(n, len, in(yl, ys));
-  p.cn = offsets(n, len, in(zl, zs));
+  m = x.tensor->size() > z.size() ? by_stride(m, xl, xs) : by_stride(m, zl, zs);
+  n = y.tensor->size() > z.size() ? by_stride(n, yl, ys) : by_stride(n, zl, zs);
+
+  Contraction p;
+  p.am = offsets(m, len, xl, xs);
+  p.cm = offsets(m, len, zl, zs);
+  p.bn = offsets(n, len, yl, ys);
+  p.cn = offsets(n, len, zl, zs);
   // The summed indices in the order the left operand has them (its packing reads along them).
-  p.ak = offsets(sum, len, in(xl, xs));
-  p.bk = offsets(sum, len, in(yl, ys));
-  p.ab = offsets(batch, len, in(xl, xs));
-  p.bb = offsets(batch, len, in(yl, ys));
-  p.cb = offsets(batch, len, in(zl, zs));
+  p.ak = offsets(sum, len, xl, xs);
+  p.bk = offsets(sum, len, yl, ys);
+  p.ab = offsets(batch, len, xl, xs);
+  p.bb = offsets(batch, len, yl, ys);
+  p.cb = offsets(batch, len, zl, zs);
   p.M = static_cast<std::int64_t>(p.am.size());
   p.N = static_cast<std::int64_t>(p.bn.size());
   p.K = static_cast<std::int64_t>(p.ak.size());
@@ -361,7 +388,8 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
 
 std::string tensor_gemm_kernel() {
   const auto& k = MicroKernel<double>::get();
-  return std::string(bli_arch_string(bli_arch_query_id())) + " " + std::to_string(k.mr) + "x" +
+  const BlisLibrary& blis = BlisLibrary::get();
+  return std::string(blis.arch_string(blis.query_arch())) + " " + std::to_string(k.mr) + "x" +
          std::to_string(k.nr);
 }
 

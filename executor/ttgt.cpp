@@ -243,14 +243,8 @@ Tensor loop_over_gemm_row(const Bound& bound, std::size_t row, const std::string
   const std::string &xl = e.inputs[0], &yl = e.inputs[1], &zl = e.output;
   auto x = bound.operand(row, 0), y = bound.operand(row, 1);
   Tensor xf, yf;  // functional operands, evaluated in their arrays' layouts
-  auto evaluate = [&](Bound::Operand& op, Tensor& buf, const std::string& labels) {
-    if (!op.function) return;
-    buf = Tensor(op.tensor->dtype(), op.tensor->shape(), Tensor::Uninitialized{});
-    kernels::pack<T>(op, labels, labels, len, buf.template data<T>());
-    op = {&buf, nullptr};
-  };
-  evaluate(x, xf, xl);
-  evaluate(y, yf, yl);
+  kernels::evaluate_in_place<T>(x, xf, xl, len);
+  kernels::evaluate_in_place<T>(y, yf, yl, len);
   Tensor z(x.tensor->dtype(), kernels::shape_of(zl, len));
   const std::int64_t M = product(m, len), N = product(n, len), K = product(k, len);
   const auto a_rs = group_stride(m, xl, len), a_cs = group_stride(k, xl, len),

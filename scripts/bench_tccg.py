@@ -16,7 +16,11 @@ lengths of a, b, c, ... in order) at full size in double precision, all measured
 With --tune CASES, each of those cases is also tuned with default options on a fresh store under
 /usr/bin/time -v: the wall time, and the peak RSS against the workload's footprint.
 
-Usage: bench_tccg.py EINSUMDB [--threads 1] [--cases 1-48] [--repeat 5] [--tune 1,12,33]
+Everything is measured --rounds times (3 by default) and given as min / median / max over the
+rounds; the summary is taken on the medians.
+
+Usage: bench_tccg.py EINSUMDB [--threads 1] [--cases 1-48] [--repeat 5] [--rounds 3]
+                     [--tune 1,12,33]
 """
 import argparse
 import json
@@ -93,87 +97,108 @@ def main():
     ap.add_argument("--cases", default="1-48")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--tune", default="", help="cases to tune with default options")
+    ap.add_argument("--rounds", type=int, default=3, help="the whole measurement this many times")
     a = ap.parse_args()
     exe = a.einsumdb
     t = a.threads
 
-    # The limits, in this run.
-    n = 3000
-    x, y = np.random.rand(n, n), np.random.rand(n, n)
-    openblas = 2 * n**3 / median_time(lambda: x @ y, 3) / 1e9
-    j = einsumdb(exe, ["run", "ik,kj->ij", "--shape", f"A={n}x{n}", "--shape", f"B={n}x{n}",
-                       "--transform", "tensor_gemm", "--param", f"threads={t}", "--repeat", "3",
-                       "--json"])
-    blis = 2 * n**3 / j["median_s"] / 1e9
-    peak = max(openblas, blis)
-    big = np.random.rand(64 << 20)
-    dst = np.empty_like(big)
-    bandwidth = 2 * big.nbytes / median_time(lambda: np.copyto(dst, big), 5) / 1e9
-    del x, y, big, dst
-    print(f"{t} thread(s). DGEMM {n}³: OpenBLAS {openblas:.1f} GFLOP/s, einsumdb tensor_gemm "
-          f"{blis:.1f} GFLOP/s; peak taken as {peak:.1f}. Copy bandwidth {bandwidth:.1f} GB/s "
-          "(bytes read + written).\n")
-
-    print("| case | einsum | GFLOP | einsumdb ms | GFLOP/s | / roofline | bound | numpy view ms "
-          "| numpy contiguous ms | numpy view / einsumdb | numpy contiguous / einsumdb |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    fractions, vs_view, vs_contig = [], [], []
-    for c in cases(selection(a.cases)):
-        A, B = np.random.rand(*c["A"]), np.random.rand(*c["B"])
-        flops = 2 * math.prod(c["lengths"].values())
-        nbytes = 8 * (A.size + B.size + math.prod(c["C"]))
-        view = median_time(lambda: np.einsum(c["einsum"], A, B, optimize=True), a.repeat)
-        contig = median_time(
-            lambda: np.ascontiguousarray(np.einsum(c["einsum"], A, B, optimize=True)), a.repeat)
-        del A, B
-        j = einsumdb(exe, ["run"] + spec_args(c) + ["--transform", "tensor_gemm", "--param",
-                                                    f"threads={t}", "--repeat",
-                                                    str(a.repeat), "--json"])
-        s = j["median_s"]
-        compute, memory = flops / (peak * 1e9), nbytes / (bandwidth * 1e9)
-        roof = max(compute, memory)
-        fractions.append(roof / s)
-        vs_view.append(view / s)
-        vs_contig.append(contig / s)
-        print(f"| {c['case']} | {c['einsum']} | {flops / 1e9:.2f} | {s * 1e3:.1f} | "
-              f"{flops / s / 1e9:.1f} | {roof / s:.2f} | "
-              f"{'compute' if compute >= memory else 'memory'} | {view * 1e3:.1f} | "
-              f"{contig * 1e3:.1f} | {view / s:.2f} | {contig / s:.2f} |", flush=True)
+    def spread(v, fmt="{:.2f}"):
+        v = sorted(v)
+        return " / ".join(fmt.format(x) for x in (v[0], statistics.median(v), v[-1]))
 
     def gm(v):
         return math.exp(sum(map(math.log, v)) / len(v))
 
-    print(f"\n{len(fractions)} cases. Fraction of the roofline: geometric mean {gm(fractions):.2f}, "
-          f"min {min(fractions):.2f}; cases at or above 0.8: "
-          f"{sum(f >= 0.8 for f in fractions)}. numpy view / einsumdb: geometric mean "
-          f"{gm(vs_view):.2f}, min {min(vs_view):.2f} (below 1: numpy's view is faster); "
-          f"numpy contiguous / einsumdb: geometric mean {gm(vs_contig):.2f}, min "
-          f"{min(vs_contig):.2f}.")
+    chosen = cases(selection(a.cases))
+    # per case: lists over the rounds
+    runs = {c["case"]: {"s": [], "roof": [], "view": [], "contig": [], "bound": ""} for c in chosen}
+    for k in range(a.rounds):
+        # The limits, in this round.
+        n = 3000
+        x, y = np.random.rand(n, n), np.random.rand(n, n)
+        openblas = 2 * n**3 / median_time(lambda: x @ y, 3) / 1e9
+        j = einsumdb(exe, ["run", "ik,kj->ij", "--shape", f"A={n}x{n}", "--shape", f"B={n}x{n}",
+                           "--transform", "tensor_gemm", "--param", f"threads={t}", "--repeat",
+                           "3", "--json"])
+        blis = 2 * n**3 / j["median_s"] / 1e9
+        peak = max(openblas, blis)
+        big = np.random.rand(64 << 20)
+        dst = np.empty_like(big)
+        bandwidth = 2 * big.nbytes / median_time(lambda: np.copyto(dst, big), 5) / 1e9
+        del x, y, big, dst
+        print(f"round {k + 1} of {a.rounds}, {t} thread(s). DGEMM {n}³: OpenBLAS "
+              f"{openblas:.1f} GFLOP/s, einsumdb tensor_gemm {blis:.1f} GFLOP/s; peak taken as "
+              f"{peak:.1f}. Copy bandwidth {bandwidth:.1f} GB/s (bytes read + written).",
+              file=sys.stderr, flush=True)
+        for c in chosen:
+            A, B = np.random.rand(*c["A"]), np.random.rand(*c["B"])
+            flops = 2 * math.prod(c["lengths"].values())
+            nbytes = 8 * (A.size + B.size + math.prod(c["C"]))
+            view = median_time(lambda: np.einsum(c["einsum"], A, B, optimize=True), a.repeat)
+            contig = median_time(
+                lambda: np.ascontiguousarray(np.einsum(c["einsum"], A, B, optimize=True)),
+                a.repeat)
+            del A, B
+            j = einsumdb(exe, ["run"] + spec_args(c) + ["--transform", "tensor_gemm", "--param",
+                                                        f"threads={t}", "--repeat",
+                                                        str(a.repeat), "--json"])
+            sec = j["median_s"]
+            compute, memory = flops / (peak * 1e9), nbytes / (bandwidth * 1e9)
+            r = runs[c["case"]]
+            r["s"].append(sec)
+            r["roof"].append(max(compute, memory) / sec)
+            r["view"].append(view / sec)
+            r["contig"].append(contig / sec)
+            r["bound"] = "compute" if compute >= memory else "memory"
+            r["gflop"] = flops / 1e9
+            print(f"  case {c['case']}: {sec * 1e3:.1f} ms, numpy view {view * 1e3:.1f} ms, "
+                  f"contiguous {contig * 1e3:.1f} ms", file=sys.stderr, flush=True)
+
+    print(f"{a.rounds} round(s), {t} thread(s) each side; min / median / max over the rounds.\n")
+    print("| case | einsum | GFLOP | einsumdb ms | / roofline | bound | numpy view / einsumdb "
+          "| numpy contiguous / einsumdb |")
+    print("|---|---|---|---|---|---|---|---|")
+    med = {key: [] for key in ("roof", "view", "contig")}
+    for c in chosen:
+        r = runs[c["case"]]
+        for key in med:
+            med[key].append(statistics.median(r[key]))
+        print(f"| {c['case']} | {c['einsum']} | {r['gflop']:.2f} | "
+              f"{spread([x * 1e3 for x in r['s']], '{:.1f}')} | {spread(r['roof'])} | "
+              f"{r['bound']} | {spread(r['view'])} | {spread(r['contig'])} |")
+    print(f"\n{len(chosen)} cases, on the medians. Fraction of the roofline: geometric mean "
+          f"{gm(med['roof']):.2f}, min {min(med['roof']):.2f}; at or above 0.8: "
+          f"{sum(f >= 0.8 for f in med['roof'])}. numpy view / einsumdb: geometric mean "
+          f"{gm(med['view']):.2f}, min {min(med['view']):.2f} (below 1: numpy's view is faster); "
+          f"numpy contiguous / einsumdb: geometric mean {gm(med['contig']):.2f}, min "
+          f"{min(med['contig']):.2f}.")
 
     if a.tune:
-        print("\n| case | tune wall s | peak RSS MB | footprint MB | RSS / footprint | candidates "
-              "| probed | best |")
+        print("\n| case | tune wall s | peak RSS MiB | footprint MiB | RSS / footprint | "
+              "candidates | probed | best |")
         print("|---|---|---|---|---|---|---|---|")
         for c in cases(selection(a.tune)):
-            with tempfile.TemporaryDirectory() as d:
-                db = os.path.join(d, "tune.db")
-                t0 = time.perf_counter()
-                p = subprocess.run(["/usr/bin/time", "-v", exe, "tune"] + spec_args(c) +
-                                   ["--db", db, "--json", "--no-progress"],
-                                   capture_output=True, text=True)
-                wall = time.perf_counter() - t0
+            walls, ratios = [], []
+            for _ in range(a.rounds):
+                with tempfile.TemporaryDirectory() as d:
+                    t0 = time.perf_counter()
+                    p = subprocess.run(["/usr/bin/time", "-v", exe, "tune"] + spec_args(c) +
+                                       ["--db", os.path.join(d, "tune.db"), "--json",
+                                        "--no-progress"], capture_output=True, text=True)
+                    walls.append(time.perf_counter() - t0)
                 if p.returncode != 0:
                     sys.exit(f"tune of case {c['case']} failed:\n{p.stderr}")
                 rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)",
                                     p.stderr).group(1)) / 1024
-                j = json.loads(p.stdout)
                 footprint = 8 * (math.prod(c["A"]) + math.prod(c["B"]) + math.prod(c["C"]))
                 footprint /= 1 << 20
+                ratios.append(rss / footprint)
+                j = json.loads(p.stdout)
                 ok = [r for r in j["results"] if r["status"] == "ok"]
                 best = min(ok, key=lambda r: r["median_s"]) if ok else {}
-                print(f"| {c['case']} | {wall:.1f} | {rss:.0f} | {footprint:.0f} | "
-                      f"{rss / footprint:.2f} | {j['candidates']} | {j['probed']} | "
-                      f"{best.get('strategy', '?')} |", flush=True)
+            print(f"| {c['case']} | {spread(walls, '{:.1f}')} | {rss:.0f} (last) | "
+                  f"{footprint:.0f} | {spread(ratios)} | {j['candidates']} | {j['probed']} | "
+                  f"{best.get('strategy', '?')} |", flush=True)
 
 
 if __name__ == "__main__":

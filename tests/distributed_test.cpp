@@ -219,6 +219,14 @@ TEST(Distributed, MeasurementsAreRecordedForThePlannerToUse) {
   }
 }
 
+TEST(Distributed, OverlapAndNoOverlapTogetherAreRefused) {
+  TempDir dir("mpi_overlap");
+  const std::string graph = dir.write("chain.json", kChain);
+  const auto r = testing::run_cli({"run", graph, "--overlap", "--no-overlap", "--no-record"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--overlap excludes --no-overlap"), std::string::npos) << r.err;
+}
+
 // --trace: a Chrome trace-event file with one track per rank and, for every run, each step's
 // phases on each rank, in order, none overlapping another on the same rank.
 TEST(Distributed, TraceHasEveryRanksTimeline) {

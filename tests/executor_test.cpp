@@ -2,6 +2,8 @@
 // against the reference on a table of workloads in f32 and f64.
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -298,7 +300,26 @@ TEST(Strategies, TensorGemmAgreesWithTheReferenceOnEveryTccgContraction) {
     ++cases;
   }
   EXPECT_EQ(cases, 48);
-  EXPECT_FALSE(tensor_gemm_kernel().empty());
+}
+
+// BLIS 0.9 runs its generic C kernels on CPUs it does not know (AMD's Zen 4); tensor_gemm picks
+// vector kernels wherever the CPU has them.
+// BLIS exports CBLAS too; the BLAS calls of the other strategies must still reach OpenBLAS (which
+// is linked first), whose threads kernels::BlasThreads sets.
+TEST(Strategies, BlasCallsReachOpenBlasWithBlisLinked) {
+  Dl_info info{};
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(&cblas_dgemm), &info), 0);
+  ASSERT_NE(info.dli_fname, nullptr);
+  EXPECT_NE(std::string(info.dli_fname).find("openblas"), std::string::npos) << info.dli_fname;
+}
+
+TEST(Strategies, TensorGemmUsesVectorKernelsWhereTheCpuHasThem) {
+  const std::string kernel = tensor_gemm_kernel();
+  ASSERT_FALSE(kernel.empty());
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_EQ(kernel.rfind("generic", 0), std::string::npos) << kernel;
+  }
 }
 
 TEST(Strategies, BadParametersAreRefusedByName) {
@@ -670,6 +691,21 @@ TEST(Tensor, LargeBlocksAreReusedAndZeroFilledOnRequest) {
   const Tensor five(Dtype::f64, {640, 1024});  // 5 MiB
   EXPECT_NE(address(five), eight);
   EXPECT_TRUE(std::all_of(five.data<double>(), five.data<double>() + five.size(),
+                          [](double v) { return v == 0.0; }));
+}
+
+// release_recycled_memory() unmaps the cached blocks: the next tensor of a freed one's size is a
+// new mapping (zero, where a reused block would still hold what was written into it).
+TEST(Tensor, ReleasedBlocksAreNotReused) {
+  if (!recycles_large_tensors())
+    GTEST_SKIP() << "under AddressSanitizer tensors are heap blocks, so that it watches them";
+  {
+    Tensor t(Dtype::f64, {768, 1024}, Tensor::Uninitialized{});  // 6 MiB
+    std::fill_n(t.data<double>(), t.size(), 3.0);
+  }
+  release_recycled_memory();
+  const Tensor t(Dtype::f64, {768, 1024}, Tensor::Uninitialized{});
+  EXPECT_TRUE(std::all_of(t.data<double>(), t.data<double>() + t.size(),
                           [](double v) { return v == 0.0; }));
 }
 

@@ -195,6 +195,24 @@ TEST(Tuner, TheProbeRulesOutHopelessCandidatesBeforeTheFullSize) {
   EXPECT_EQ(tune(store, test_machine(), e, o).probed, 0u);
 }
 
+// A candidate whose verified run is long is timed long_run_reps times, without further warm-up
+// or the minimum time.
+TEST(Tuner, LongRunsAreTimedAFewTimes) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("64x64", "64x64");
+  TuneOptions o = quick();
+  o.protocol = {5, 20, 30.0};
+  o.protocol.long_run_s = 0;  // every run counts as long
+  o.space.strategies = {"tensor_gemm"};
+  const auto t0 = std::chrono::steady_clock::now();
+  const TuneReport report = tune(store, test_machine(), e, o);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30);
+  ASSERT_EQ(report.results.size(), 1u);
+  EXPECT_EQ(report.results[0].status, Outcome::ok);
+  EXPECT_EQ(report.results[0].seconds.size(), 3u);
+}
+
 TEST(Tuner, FarSlowerCandidatesAreRecordedAsTimeouts) {
   testing::TempDir dir("tuner");
   Store store = Store::open(dir.path("db.sqlite"));

@@ -255,7 +255,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
 
   // The probe: on a large workload, every candidate runs once on a reduced copy, and those far
   // slower there than the fastest are not run at full size.
-  std::set<std::pair<std::string, std::string>> ruled_out;
+  std::set<const Candidate*> ruled_out;
   if (options.probe_factor > 0 && all.size() > 1 && !options.budget &&
       iterations(e, lengths) > options.probe_iterations) {
     const BatchedEinsum small = probe_size(e, options.probe_iterations);
@@ -265,7 +265,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
     double fastest = std::numeric_limits<double>::infinity();
     for (const auto& s : order)
       for (const auto& c : groups[s]) {
-        if (options.stop && options.stop->load()) break;
+        if (options.stop && options.stop->load()) continue;
         const Strategy* st = lookup(c.strategy, options.extra);
         try {
           st->run(small_bound, c.params);  // a first run may include one-time costs
@@ -279,7 +279,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
       }
     for (const auto& [c, seconds] : probes)
       if (seconds > options.probe_factor * fastest) {
-        ruled_out.insert({c->strategy, c->params.dump()});
+        ruled_out.insert(c);
         TuneResult r;
         r.candidate = *c;
         r.status = Outcome::timeout;
@@ -292,7 +292,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
   }
 
   while (const Candidate* c = pick()) {
-    if (ruled_out.count({c->strategy, c->params.dump()})) continue;
+    if (ruled_out.count(c)) continue;
     if (options.stop && options.stop->load()) {
       report.interrupted = true;
       break;
