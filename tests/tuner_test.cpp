@@ -97,8 +97,10 @@ TEST(Tuner, BudgetMeasuresTheDefaultsFirstAndStopsInTime) {
   Store store = Store::open(dir.path("db.sqlite"));
   const BatchedEinsum e = product("64x64", "64x64");
   TuneOptions o = quick();
-  o.protocol = {1, 3, 0.02};
-  o.budget = 0.1;
+  // Each candidate takes at least min_time, so the budget holds round one (4 × 0.1 s) with room
+  // for the runs' own time on a loaded machine, and far fewer than every candidate.
+  o.protocol = {1, 3, 0.1};
+  o.budget = 1.0;
   const TuneReport report = tune(store, test_machine(), e, o);
   EXPECT_TRUE(report.budget_exhausted);
   EXPECT_LT(report.results.size(), report.total);
