@@ -260,46 +260,83 @@ TEST(Strategies, EveryCandidateAgreesWithTheReference) {
   EXPECT_GT(compared["loop_nest"], 300);
 }
 
-// tensor_gemm on the 48 contractions of the TCCG benchmark (tests/data/tccg.jsonl) at lengths
-// that leave partial micro-tiles and wrap index runs inside tiles, in both dtypes, on 1 and 2
-// threads: equal to the reference every time.
+// tensor_gemm on the 48 contractions of the TCCG benchmark (tests/data/tccg.jsonl) at two sets
+// of lengths: short ones, that wrap index runs inside micro-tiles, and longer ones, that give
+// whole micro-panels and partial ones at the edges; in both dtypes, on 1 and 2 threads: equal to
+// the reference every time.
 TEST(Strategies, TensorGemmAgreesWithTheReferenceOnEveryTccgContraction) {
   std::ifstream in(std::string(EINSUMDB_TEST_DATA) + "/tccg.jsonl");
   ASSERT_TRUE(in) << "tests/data/tccg.jsonl";
-  const std::map<char, int> lengths = {{'a', 7}, {'b', 5}, {'c', 9}, {'d', 6},
-                                       {'e', 4}, {'f', 3}, {'g', 5}};
+  const std::map<char, int> short_lengths = {{'a', 7}, {'b', 5}, {'c', 9}, {'d', 6},
+                                             {'e', 4}, {'f', 3}, {'g', 5}};
+  const std::map<char, int> long_lengths = {{'a', 19}, {'b', 6}, {'c', 17}, {'d', 5},
+                                            {'e', 18}, {'f', 3}, {'g', 4}};
   int cases = 0;
-  for (std::string line; std::getline(in, line);) {
-    const auto c = nlohmann::json::parse(line);
-    const std::string tccg = c["tccg"];
-    const auto dash = tccg.find('-'), dash2 = tccg.rfind('-');
-    const std::string out = tccg.substr(0, dash), a = tccg.substr(dash + 1, dash2 - dash - 1),
-                      b = tccg.substr(dash2 + 1);
-    auto shape = [&](const std::string& name, const std::string& labels) {
-      std::string s = name + "=";
-      for (std::size_t k = 0; k < labels.size(); ++k)
-        s += (k ? "x" : "") + std::to_string(lengths.at(labels[k]));
-      return s;
-    };
-    for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
-      SpecFlags f;
-      f.shapes = {shape("A", a), shape("B", b)};
-      f.dtypes = {std::string(to_string(dtype))};
-      const BatchedEinsum e = read_spec_argument(a + "," + b + "->" + out, f);
-      const Arrays arrays = random_arrays(e, 11);
-      const Bound bound(e, arrays);
-      const Results ref = run_reference(bound);
-      const double tol = tolerance(dtype, terms_of(e, bound.lengths()));
-      for (int threads : {1, 2}) {
-        const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
-        EXPECT_LE(max_relative_error(got.at(0), ref.at(0)), tol)
-            << "case " << c["case"] << " " << e.einsum_string() << " " << to_string(dtype)
-            << " threads " << threads;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  for (const auto& lengths : {short_lengths, long_lengths})
+    for (const std::string& line : lines) {
+      const auto c = nlohmann::json::parse(line);
+      const std::string tccg = c["tccg"];
+      const auto dash = tccg.find('-'), dash2 = tccg.rfind('-');
+      const std::string out = tccg.substr(0, dash), a = tccg.substr(dash + 1, dash2 - dash - 1),
+                        b = tccg.substr(dash2 + 1);
+      auto shape = [&](const std::string& name, const std::string& labels) {
+        std::string s = name + "=";
+        for (std::size_t k = 0; k < labels.size(); ++k)
+          s += (k ? "x" : "") + std::to_string(lengths.at(labels[k]));
+        return s;
+      };
+      for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
+        SpecFlags f;
+        f.shapes = {shape("A", a), shape("B", b)};
+        f.dtypes = {std::string(to_string(dtype))};
+        const BatchedEinsum e = read_spec_argument(a + "," + b + "->" + out, f);
+        const Arrays arrays = random_arrays(e, 11);
+        const Bound bound(e, arrays);
+        const Results ref = run_reference(bound);
+        const double tol = tolerance(dtype, terms_of(e, bound.lengths()));
+        for (int threads : {1, 2}) {
+          const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
+          EXPECT_LE(max_relative_error(got.at(0), ref.at(0)), tol)
+              << "case " << c["case"] << " " << e.einsum_string() << " " << to_string(dtype)
+              << " threads " << threads;
+        }
       }
+      ++cases;
     }
-    ++cases;
+  EXPECT_EQ(cases, 2 * 48);
+}
+
+// Where an operand and the output are both larger than the cache and run at unit stride along
+// different indices, tensor_gemm orders the rows in tiles of the two; TCCG cases 6 and 7 at
+// lengths that make both tensors over 8 MB and leave partial tiles at every edge.
+TEST(Strategies, TensorGemmTilesLargeTensorsContiguousAlongDifferentIndices) {
+  for (const auto& [spec, f_len] : {std::pair{"efbad,cf->abcde", 6}, {"ecbfa,fd->abcde", 17}}) {
+    SpecFlags f;
+    const std::map<char, int> n = {{'a', 33}, {'b', 17}, {'c', 6},
+                                   {'d', 18}, {'e', 19}, {'f', f_len}};
+    const std::string s = spec;
+    const std::string a = s.substr(0, s.find(',')), b = s.substr(s.find(',') + 1, 2);
+    for (const auto& [name, labels] : {std::pair{"A", a}, std::pair{"B", b}}) {
+      std::string shape = std::string(name) + "=";
+      for (std::size_t k = 0; k < labels.size(); ++k)
+        shape += (k ? "x" : "") + std::to_string(n.at(labels[k]));
+      f.shapes.push_back(shape);
+    }
+    const BatchedEinsum e = read_spec_argument(spec, f);
+    const Arrays arrays = random_arrays(e, 5);
+    const Bound bound(e, arrays);
+    ASSERT_GT(arrays.at("A").bytes(), 8u << 20) << spec;
+    const Results ref = run_reference(bound);
+    ASSERT_GT(ref.at(0).bytes(), 8u << 20) << spec;
+    for (int threads : {1, 2}) {
+      const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
+      EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
+                tolerance(Dtype::f64, terms_of(e, bound.lengths())))
+          << spec << " threads " << threads;
+    }
   }
-  EXPECT_EQ(cases, 48);
 }
 
 // BLIS 0.9 runs its generic C kernels on CPUs it does not know (AMD's Zen 4); tensor_gemm picks
