@@ -3,7 +3,7 @@
 // tensor, or of a caller's memory through borrow()). Tensors are values of one thread at a time;
 // reading one tensor from several threads at once is safe.
 //
-// Elements of 256 KiB and more live in a mapping of their own (4 KiB-aligned; from 4 MiB on,
+// Elements of 128 KiB and more live in a mapping of their own (4 KiB-aligned; from 4 MiB on,
 // 2 MiB-aligned on transparent huge pages), populated when mapped; a freed mapping is kept, up to
 // 1 GiB in all, for the next tensor of about its size, so kernels that allocate their results on
 // every run write pages they have written before (tensor.cpp has the measurements).

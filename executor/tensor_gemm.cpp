@@ -10,8 +10,11 @@
 // tensor's axes, in any order). A tile whose rows and columns are each evenly spaced in the
 // output is written in place by the micro-kernel; any other is computed into a small buffer and
 // scattered. The output's unit-stride index is kept on the side the micro-kernel prefers to
-// write contiguously (the operands swap roles when needed). Batch indices are a loop around the
-// GEMM. Memory beyond the output: the packed blocks, at most (MC + NC)·KC elements per thread.
+// write contiguously (the operands swap roles when needed). Where an operand and the output are
+// both too large for the cache and contiguous along different indices, the rows (or columns)
+// go in tiles of the two indices, so that both are moved in whole cache lines (group_rows). Batch
+// indices are a loop around the GEMM. Memory beyond the output: the packed blocks, at most (MC +
+// NC)·KC elements per thread.
 //
 // Parameters: "threads" (over batch points when there are enough, otherwise over the wider of
 // the row and column ranges, each thread packing its own blocks). A functional operand is
@@ -237,9 +240,11 @@ class Gemm {
   }
 
  private:
-  // Depths ahead whose rows a packing routine prefetches (TCCG cases 5 and 6 at full size, median
-  // of 3 repetitions each, one run per setting: the current depth only 118 / 454 ms, 2 on 72 / 291
-  // ms, 4 on 75 / 308 ms, 8 on 82 / 368 ms).
+  // Depths ahead whose rows a packing routine prefetches. Time with it over time without, TCCG
+  // cases at full size, `einsumdb run ... --transform tensor_gemm --repeat 5` alternating the
+  // two, five pairs each (min / median / max): case 3 (dbea,ec->abcd) 0.78 / 0.87 / 0.94, case 6
+  // (efbad,cf->abcde) 0.52 / 0.77 / 0.87, case 5 (ebad,ce->abcd) 0.80 / 1.12 / 1.35. 2 and 8
+  // depths ahead were no better than 4 in three rounds.
   static constexpr std::int64_t kAhead = 4;
   static constexpr std::int64_t kLine = 64 / sizeof(T);  // elements per cache line
 
@@ -315,9 +320,10 @@ std::string by_stride(std::string labels, const std::string& layout,
 // memory) for each of `line` consecutive values of uz (a cache line of Z), so that the lines of
 // both tensors are used whole while they are in cache. Otherwise the rows go in the order of the
 // larger tensor's strides (the smaller one is re-read from the cache where it is strided).
-// TCCG at full size, one thread: case 6 (efbad,cf->abcde, both 450 MB or more) runs in 0.31 s
-// tiled against 0.45 s in the operand's order; case 33 (degc,gfab->abcdef, a 1.2 MB operand)
-// in 0.33 s tiled against 0.025 s in the output's order.
+// TCCG at full size, one thread, medians of three rounds of scripts/bench_tccg.py: case 6
+// (efbad,cf->abcde, both 450 MB or more) took 0.32 s tiled against 0.45 s in the operand's
+// order; case 33 (degc,gfab->abcdef, a 1.2 MB operand) 0.33 s tiled against 0.024 s in the
+// output's order.
 constexpr std::int64_t kCachedBytes = std::int64_t{8} << 20;
 struct Rows {
   std::vector<std::int64_t> x, z;

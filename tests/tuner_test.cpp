@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <thread>
+#include <thread>
 
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
@@ -195,6 +196,32 @@ TEST(Tuner, TheProbeRulesOutHopelessCandidatesBeforeTheFullSize) {
   o.probe_factor = 0;
   o.space.strategies = {"tensor_gemm"};
   EXPECT_EQ(tune(store, test_machine(), e, o).probed, 0u);
+}
+
+// The probe times a candidate by its fastest of a few runs: one run slowed by a neighbour on the
+// machine (here a pause in the probe's first timed run) does not rule a fast candidate out.
+TEST(Tuner, OneSlowRunInTheProbeRulesNothingOut) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("256x256", "256x256");
+  auto calls = std::make_shared<int>(0);
+  const Strategy paused{"paused", "tensor_gemm, its second run 20 ms late",
+                        [](const BatchedEinsum&) { return std::optional<std::string>(); },
+                        [calls](const Bound& b, const nlohmann::json&) {
+                          if (++*calls == 2)
+                            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                          return execute(b, "tensor_gemm");
+                        },
+                        nullptr};
+  TuneOptions o = quick();
+  o.probe_iterations = 1 << 21;
+  o.extra = {paused};
+  o.space.strategies = {"tensor_gemm", "paused"};
+  const TuneReport report = tune(store, test_machine(), e, o);
+  EXPECT_EQ(report.probed, 2u);
+  EXPECT_GE(*calls, 3);  // the probe's warm-up, the paused run and more
+  for (const auto& r : report.results)
+    EXPECT_EQ(r.status, Outcome::ok) << r.candidate.strategy << ": " << r.error;
 }
 
 // A candidate whose verified run is long is timed long_run_reps times, without further warm-up

@@ -258,7 +258,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
                best ? &report.results[*best] : nullptr);
   };
 
-  // The probe: on a large workload, every candidate runs once on a reduced copy, and those far
+  // The probe: on a large workload, every candidate is timed on a reduced copy, and those far
   // slower there than the fastest are not run at full size.
   std::set<const Candidate*> ruled_out;
   if (options.probe_factor > 0 && all.size() > 1 && !options.budget &&

@@ -13,9 +13,10 @@
 // after that oracle was itself checked against the reference on a reduced size (every axis
 // at most 16 long).
 //
-// Probe: an exhaustive search of a large workload first runs every candidate once on a reduced
-// copy (its longest axes halved until it has at most 2^27 loop iterations) and does not run at
-// full size those more than 3 times slower there than the fastest (recorded as timeout). A
+// Probe: an exhaustive search of a large workload first times every candidate on a reduced copy
+// (its longest axes halved until it has at most 2^27 loop iterations; the fastest of up to 3
+// runs within 30 ms, after one untimed run) and does not run at full size those more than 3
+// times slower there than the fastest (recorded as timeout). A
 // candidate whose verified first run takes half a second or more is timed 3 times, without
 // further warm-up or minimum time. Memory: the inputs, the oracle's result and one candidate's
 // result and scratch at a time (the oracle is tensor_gemm where it applies, which needs no
@@ -117,7 +118,7 @@ struct TuneReport {
   std::vector<TuneResult> results;  // in the order measured
   std::size_t total = 0;            // candidates enumerated
   std::size_t probed = 0;           // candidates the probe ran (0: no probe)
-  std::string oracle;               // "reference" or "ttgt (checked on a reduced size)"
+  std::string oracle;  // "reference", or the strategy checked against it on a reduced size
   bool interrupted = false, budget_exhausted = false;
 };
 
