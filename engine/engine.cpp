@@ -10,6 +10,7 @@
 #include "einsumdb/canon/parse.hpp"
 #include "einsumdb/db/location.hpp"
 #include "einsumdb/engine/machine.hpp"
+#include "einsumdb/executor/permute.hpp"
 
 namespace einsumdb {
 namespace {
@@ -24,29 +25,6 @@ std::int64_t element_count(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
   for (auto l : shape) n *= l;
   return n;
-}
-
-// Copies between two layouts of one shape, element size `bytes`, strides in elements.
-void copy_strided(const char* src, const std::vector<std::int64_t>& src_strides, char* dst,
-                  const std::vector<std::int64_t>& dst_strides,
-                  const std::vector<std::int64_t>& shape, std::size_t bytes, std::size_t axis = 0) {
-  if (shape.empty()) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  const auto sb = static_cast<std::ptrdiff_t>(bytes);
-  if (axis + 1 == shape.size()) {
-    const std::ptrdiff_t s = src_strides[axis] * sb, d = dst_strides[axis] * sb;
-    if (s == sb && d == sb) {
-      std::memcpy(dst, src, static_cast<std::size_t>(shape[axis]) * bytes);
-      return;
-    }
-    for (std::int64_t i = 0; i < shape[axis]; ++i) std::memcpy(dst + i * d, src + i * s, bytes);
-    return;
-  }
-  for (std::int64_t i = 0; i < shape[axis]; ++i)
-    copy_strided(src + i * src_strides[axis] * sb, src_strides, dst + i * dst_strides[axis] * sb,
-                 dst_strides, shape, bytes, axis + 1);
 }
 
 std::vector<std::int64_t> row_major_strides(const std::vector<std::int64_t>& shape) {
@@ -83,8 +61,8 @@ Tensor to_tensor(const TensorRef& t) {
   if (t.row_major()) return Tensor::borrow(t.dtype, t.shape, t.data);
   Tensor copy(t.dtype, t.shape, Tensor::Uninitialized{});
   if (copy.size() > 0)
-    copy_strided(static_cast<const char*>(t.data), t.strides, static_cast<char*>(copy.raw()),
-                 row_major_strides(t.shape), t.shape, dtype_bytes(t.dtype));
+    kernels::copy_layout(t.data, t.strides, copy.raw(), row_major_strides(t.shape), t.shape,
+                         dtype_bytes(t.dtype));
   return copy;
 }
 
@@ -102,8 +80,8 @@ void copy_out(const Tensor& result, const TensorRef& out, std::size_t row) {
     std::memcpy(out.data, result.raw(), result.bytes());
     return;
   }
-  copy_strided(static_cast<const char*>(result.raw()), row_major_strides(result.shape()),
-               static_cast<char*>(out.data), out.strides, out.shape, dtype_bytes(out.dtype));
+  kernels::copy_layout(result.raw(), row_major_strides(result.shape()), out.data, out.strides,
+                       out.shape, dtype_bytes(out.dtype));
 }
 
 // A text that identifies a spelling with its lengths and dtypes (the cache key): cheap to build,

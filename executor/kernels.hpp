@@ -15,6 +15,7 @@
 
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/executor/execute.hpp"
+#include "einsumdb/executor/permute.hpp"
 #include "einsumdb/executor/small_gemm.hpp"
 
 namespace einsumdb::kernels {
@@ -269,8 +270,15 @@ inline void copy_run(const T* src, std::int64_t n, T* dst) {
     std::copy(src + at, src + std::min(n, at + kPiece), dst + at);
 }
 
-// dst (contiguous, row-major `shape`) = f(src) read with element `stride` per axis; the copy
-// runs along the last axis (f applied per run when given).
+// Row-major element strides of `shape`.
+inline std::vector<std::int64_t> row_major_strides(const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> s(shape.size(), 1);
+  for (std::size_t a = shape.size(); a-- > 1;) s[a - 1] = s[a] * shape[a];
+  return s;
+}
+
+// dst (contiguous, row-major `shape`) = f(src) read with element `stride` per axis. Without a
+// function it is copy_layout's permutation; with one, f runs along the last axis, run by run.
 template <typename T>
 void copy_strided(const T* src, const std::vector<std::int64_t>& shape_in,
                   const std::vector<std::int64_t>& stride_in, T* dst, const Expression* f) {
@@ -291,16 +299,15 @@ void copy_strided(const T* src, const std::vector<std::int64_t>& shape_in,
   // once per run. For U*U-1 on 5118 doubles in strided runs of 3, evaluating run by run took
   // 36.4 µs, gathering then evaluating 6.3 µs (build/bin/expression_bench: evaluate_runs_of_3
   // against pack_runs_of_3).
-  const bool gather_first = f && inner < 64 && total > inner;
+  if (!f || (inner < 64 && total > inner)) {
+    copy_layout(src, stride, dst, row_major_strides(shape), shape, sizeof(T));
+    if (f) f->apply(dst, 1, dst, total);
+    return;
+  }
   std::vector<std::int64_t> counter(r, 0);
   std::int64_t offset = 0;
   for (std::int64_t k = 0; k < total; k += inner) {
-    if (f && !gather_first)
-      f->apply(src + offset, inner_stride, dst + k, inner);
-    else if (inner_stride == 1)
-      copy_run(src + offset, inner, dst + k);
-    else
-      for (std::int64_t i = 0; i < inner; ++i) dst[k + i] = src[offset + i * inner_stride];
+    f->apply(src + offset, inner_stride, dst + k, inner);
     for (std::size_t a = r ? r - 1 : 0; a-- > 0;) {
       offset += stride[a];
       if (++counter[a] < shape[a]) break;
@@ -308,7 +315,6 @@ void copy_strided(const T* src, const std::vector<std::int64_t>& shape_in,
       counter[a] = 0;
     }
   }
-  if (gather_first) f->apply(dst, 1, dst, total);
 }
 
 // The inverse of copy_strided without a function: contiguous row-major src of `shape` into dst
@@ -316,25 +322,7 @@ void copy_strided(const T* src, const std::vector<std::int64_t>& shape_in,
 template <typename T>
 void copy_into_strided(const T* src, const std::vector<std::int64_t>& shape, T* dst,
                        const std::vector<std::int64_t>& stride) {
-  std::int64_t total = 1;
-  for (auto len : shape) total *= len;
-  if (total == 0) return;
-  const std::size_t r = shape.size();
-  const std::int64_t inner = r ? shape[r - 1] : 1, inner_stride = r ? stride[r - 1] : 1;
-  std::vector<std::int64_t> counter(r, 0);
-  std::int64_t offset = 0;
-  for (std::int64_t k = 0; k < total; k += inner) {
-    if (inner_stride == 1)
-      copy_run(src + k, inner, dst + offset);
-    else
-      for (std::int64_t i = 0; i < inner; ++i) dst[offset + i * inner_stride] = src[k + i];
-    for (std::size_t a = r ? r - 1 : 0; a-- > 0;) {
-      offset += stride[a];
-      if (++counter[a] < shape[a]) break;
-      offset -= stride[a] * shape[a];
-      counter[a] = 0;
-    }
-  }
+  copy_layout(src, row_major_strides(shape), dst, stride, shape, sizeof(T));
 }
 
 // Row-major element strides of a tensor indexed by `labels`.

@@ -20,6 +20,7 @@
 #include "einsumdb/executor/execute.hpp"
 #include "einsumdb/executor/kernels.hpp"
 #include "einsumdb/executor/npy.hpp"
+#include "einsumdb/executor/permute.hpp"
 #include "einsumdb/executor/small_gemm.hpp"
 #include "einsumdb/tests/support/temp_dir.hpp"
 #include "einsumdb/tuner/tuner.hpp"
@@ -502,6 +503,77 @@ TEST(Functions, AgreeWithMaterializedOperands) {
       }
     }
   EXPECT_GT(compared, 100);
+}
+
+// copy_layout against an element-by-element copy: 2-, 4-, 8- and 16-byte elements; transposes
+// of two axes with whole and partial micro-blocks and blocks; permutations of 3 to 6 axes, with
+// axes of length 1 and rows and columns that are runs of several axes; sub-views with padding,
+// reversed axes, and an empty tensor; a result over 8 MiB (written with streaming stores) with
+// padded rows. Every element of dst outside the copy keeps its old value.
+TEST(Permute, CopyLayoutCopiesEveryElementToItsPlace) {
+  struct Case {
+    std::vector<std::int64_t> shape, src, dst;  // strides in elements
+  };
+  auto row_major = [](const std::vector<std::int64_t>& shape, std::vector<int> order = {}) {
+    // Strides of a contiguous layout whose axes, slowest first, are `order` (default 0, 1, …).
+    if (order.empty())
+      for (std::size_t a = 0; a < shape.size(); ++a) order.push_back(int(a));
+    std::vector<std::int64_t> s(shape.size());
+    std::int64_t at = 1;
+    for (std::size_t q = order.size(); q-- > 0;) s[order[q]] = at, at *= shape[order[q]];
+    return s;
+  };
+  std::vector<Case> cases;
+  for (const auto& rc : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {8, 8}, {4, 4}, {37, 53}, {300, 7}, {7, 300}, {129, 131}, {3, 4100}, {520, 520}})
+    cases.push_back({{rc.first, rc.second},
+                     row_major({rc.first, rc.second}, {1, 0}),
+                     row_major({rc.first, rc.second})});
+  const std::vector<std::int64_t> s4 = {9, 1, 13, 6}, s5 = {5, 8, 3, 1, 11};
+  for (const auto& order : std::vector<std::vector<int>>{{3, 2, 1, 0}, {2, 0, 3, 1}, {1, 3, 0, 2}})
+    cases.push_back({s4, row_major(s4, order), row_major(s4)});
+  for (const auto& order : std::vector<std::vector<int>>{{4, 2, 1, 0, 3}, {2, 4, 0, 3, 1}})
+    cases.push_back({s5, row_major(s5), row_major(s5, order)});  // written permuted
+  cases.push_back({{17, 19}, {1, 40}, {20, 1}});                 // padded rows on both sides
+  cases.push_back({{33, 29}, {-1, 64}, {29, 1}});                // a reversed axis
+  const std::vector<std::int64_t> s6 = {6, 5, 4, 7, 3, 8};
+  cases.push_back({s6, row_major(s6, {3, 4, 2, 5, 0, 1}), row_major(s6)});
+  cases.push_back({{1001, 2100}, {1, 1001}, {2104, 1}});
+  cases.push_back({{6, 0, 5}, {1, 6, 6}, {5, 5, 1}});  // empty
+  cases.push_back({{}, {}, {}});                       // a scalar
+  for (std::size_t bytes : {2, 4, 8, 16})
+    for (const auto& c : cases) {
+      std::int64_t src_lo = 0, src_hi = 0, dst_hi = 0, points = 1;
+      for (std::size_t a = 0; a < c.shape.size(); ++a) {
+        const std::int64_t reach = (c.shape[a] - 1) * c.src[a];
+        (reach < 0 ? src_lo : src_hi) += reach;
+        dst_hi += (c.shape[a] - 1) * c.dst[a];
+        points *= c.shape[a];
+      }
+      if (points == 0) dst_hi = src_hi = 0;
+      const auto b = static_cast<std::int64_t>(bytes);
+      std::vector<unsigned char> src((src_hi - src_lo + 1) * b), space((dst_hi + 1) * b + 64, 0xA5);
+      for (std::size_t q = 0; q < src.size(); ++q) src[q] = static_cast<unsigned char>(q * 7 + 3);
+      // dst on a cache line, as the executor's tensors are
+      const std::size_t skip = (64 - reinterpret_cast<std::uintptr_t>(space.data()) % 64) % 64;
+      unsigned char* dst = space.data() + skip;
+      std::vector<unsigned char> want(dst, dst + (dst_hi + 1) * b);
+      std::vector<std::int64_t> at(c.shape.size(), 0);
+      for (std::int64_t p = 0; p < points; ++p) {
+        std::int64_t i = -src_lo, o = 0;
+        for (std::size_t a = 0; a < at.size(); ++a) i += at[a] * c.src[a], o += at[a] * c.dst[a];
+        std::copy_n(src.begin() + i * b, b, want.begin() + o * b);
+        for (std::size_t a = at.size(); a-- > 0;)
+          if (++at[a] < c.shape[a])
+            break;
+          else
+            at[a] = 0;
+      }
+      kernels::copy_layout(src.data() - src_lo * b, c.src, dst, c.dst, c.shape, bytes);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), dst))
+          << bytes << "-byte elements, shape of " << c.shape.size() << " axes, first length "
+          << (c.shape.empty() ? 1 : c.shape[0]);
+    }
 }
 
 // Packing through a function: short runs are gathered and then evaluated in place, long runs

@@ -1,0 +1,320 @@
+// copy_layout: a permutation at memory speed. A copy whose two layouts are contiguous along
+// different axes is a transposition, repeated over the other axes: the columns are the run of
+// axes contiguous in dst, the rows the run contiguous in src. Done element by element along
+// dst's rows it reads one element per src line, and with the large (often power-of-two)
+// strides of tensor layouts the lines of a column evict one another before their neighbours
+// are read: 9-17× slower than copying the same bytes (scripts/bench_permute.sh, "elementwise").
+// Here micro-blocks of one cache line square (8 × 8 doubles, 16 × 16 floats) are transposed in
+// vector registers, so that each src line is read whole and each dst line written whole, with
+// streaming stores when the result is larger than the cache; the micro-blocks go down a block
+// of src rows strip by strip, prefetching the next strip's lines.
+#include "einsumdb/executor/permute.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+#include "einsumdb/executor/kernels.hpp"
+
+namespace einsumdb::kernels {
+namespace {
+
+struct Axis {
+  std::int64_t len, s, d;  // length, src stride, dst stride (elements)
+};
+
+// The copy's axes without those of length 1, ordered by dst stride (the largest first), with
+// neighbours that are one flat axis in both layouts merged.
+std::vector<Axis> normalized(const std::vector<std::int64_t>& shape,
+                             const std::vector<std::int64_t>& src_strides,
+                             const std::vector<std::int64_t>& dst_strides) {
+  std::vector<Axis> axes;
+  for (std::size_t a = 0; a < shape.size(); ++a)
+    if (shape[a] != 1) axes.push_back({shape[a], src_strides[a], dst_strides[a]});
+  std::stable_sort(axes.begin(), axes.end(), [](const Axis& x, const Axis& y) {
+    return std::llabs(x.d) > std::llabs(y.d) ||
+           (std::llabs(x.d) == std::llabs(y.d) && std::llabs(x.s) > std::llabs(y.s));
+  });
+  std::vector<Axis> out;
+  for (const Axis& a : axes) {
+    if (!out.empty() && out.back().s == a.s * a.len && out.back().d == a.d * a.len) {
+      out.back() = {out.back().len * a.len, a.s, a.d};
+      continue;
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+// Calls f(src offset, dst offset) for every point of `axes` (an odometer, the last axis
+// fastest).
+template <typename F>
+void for_each_point(const std::vector<Axis>& axes, F&& f) {
+  std::int64_t total = 1;
+  for (const Axis& a : axes) total *= a.len;
+  std::vector<std::int64_t> at(axes.size(), 0);
+  std::int64_t s = 0, d = 0;
+  for (std::int64_t p = 0; p < total; ++p) {
+    f(s, d);
+    for (std::size_t a = axes.size(); a-- > 0;) {
+      s += axes[a].s, d += axes[a].d;
+      if (++at[a] < axes[a].len) break;
+      s -= axes[a].s * axes[a].len, d -= axes[a].d * axes[a].len;
+      at[a] = 0;
+    }
+  }
+}
+
+// Elements in a cache line: the side of the square a micro-block transposes, so that each src
+// line it reads and each dst line it writes is whole.
+template <typename T>
+constexpr std::int64_t kLine = 64 / static_cast<std::int64_t>(sizeof(T));
+
+// Src rows per block. A strip reads one line of each; the next strip's lines are prefetched
+// (they lie at src's large stride, where the hardware prefetchers do not look). 64 and 128 rows
+// were within the machine's noise of each other in permute_bench.
+constexpr std::int64_t kBlockRows = 128;
+
+#if defined(__AVX__)
+// A register transpose by element size: the V × V transpose of the src rows s + row[j] (j < V)
+// into out[i], and a store of one register, non-temporal or not.
+template <std::size_t Bytes>
+struct Registers;
+
+template <>
+struct Registers<8> {  // 4 × 4 doubles' bits
+  using R = __m256d;
+  static void transpose(const void* from, const std::int64_t* row, R out[4]) {
+    const auto* s = static_cast<const double*>(from);
+    const R r0 = _mm256_loadu_pd(s + row[0]), r1 = _mm256_loadu_pd(s + row[1]),
+            r2 = _mm256_loadu_pd(s + row[2]), r3 = _mm256_loadu_pd(s + row[3]);
+    const R t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1),
+            t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+    out[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+    out[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+    out[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+    out[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+  }
+  template <bool stream>
+  static void put(void* at, R v) {
+    if constexpr (stream)
+      _mm256_stream_pd(static_cast<double*>(at), v);
+    else
+      _mm256_storeu_pd(static_cast<double*>(at), v);
+  }
+};
+
+template <>
+struct Registers<4> {  // 8 × 8 floats' bits
+  using R = __m256;
+  static void transpose(const void* from, const std::int64_t* row, R out[8]) {
+    const auto* s = static_cast<const float*>(from);
+    R r[8], t[8], u[8];
+    for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(s + row[j]);
+    for (int j = 0; j < 8; j += 2) {
+      t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);      // columns 0, 1 | 4, 5 of rows j, j + 1
+      t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);  // columns 2, 3 | 6, 7
+    }
+    for (int h = 0; h < 8; h += 4) {  // rows h..h+3, columns q | q + 4
+      u[h + 0] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int q = 0; q < 4; ++q) {
+      out[q] = _mm256_permute2f128_ps(u[q], u[q + 4], 0x20);
+      out[q + 4] = _mm256_permute2f128_ps(u[q], u[q + 4], 0x31);
+    }
+  }
+  template <bool stream>
+  static void put(void* at, R v) {
+    if constexpr (stream)
+      _mm256_stream_ps(static_cast<float*>(at), v);
+    else
+      _mm256_storeu_ps(static_cast<float*>(at), v);
+  }
+};
+#endif
+
+// One micro-block: d[j + row[i]] = s[i + col[j]] for i, j < kLine<T>, written row by row, each
+// dst row's line in two consecutive stores; `stream`: with non-temporal stores (whole aligned
+// lines only), which leave the caches to the block's src and spare reading dst's lines first.
+template <typename T, bool stream>
+inline void micro(const T* s, const std::int64_t* col, T* d, const std::int64_t* row) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8);
+  constexpr std::int64_t L = kLine<T>, V = L / 2;
+#if defined(__AVX__)
+  using X = Registers<sizeof(T)>;
+  for (std::int64_t h = 0; h < L; h += V) {  // dst rows h..h+V: columns 0..V, V..L
+    typename X::R lo[V], hi[V];
+    X::transpose(s + h, col, lo);
+    X::transpose(s + h, col + V, hi);
+    for (std::int64_t q = 0; q < V; ++q) {
+      X::template put<stream>(d + row[h + q], lo[q]);
+      X::template put<stream>(d + row[h + q] + V, hi[q]);
+    }
+  }
+#else
+  for (std::int64_t i = 0; i < L; ++i)
+    for (std::int64_t j = 0; j < L; ++j) d[j + row[i]] = s[i + col[j]];
+#endif
+}
+
+// d[j + row[i]] = s[i + col[j]] for i < rows, j < cols: src is contiguous along i, dst along j
+// (each a run of one or more axes; `col` and `row` give the other side's offsets). Within a
+// block of kBlockRows src rows (values of j), strips of one cache line of src (kLine values of
+// i) are transposed micro-block by micro-block down the block: each src line is read whole by
+// one strip, each dst line written whole by one micro-block. `s_next`: the src of the next
+// transposition (or null), whose first lines the last strip prefetches.
+template <typename T, bool stream>
+void transpose(const T* s, const std::int64_t* col, T* d, const std::int64_t* row,
+               std::int64_t rows, std::int64_t cols, const T* s_next) {
+  constexpr std::int64_t L = kLine<T>;
+  for (std::int64_t j0 = 0; j0 < cols; j0 += kBlockRows) {
+    const std::int64_t j1 = std::min(cols, j0 + kBlockRows);
+    std::int64_t i = 0;
+    for (; i + L <= rows; i += L) {
+      // The lines the next strip reads: this block's next line, else the next block's first,
+      // else the next transposition's (`ahead`: how far its rows are from this block's).
+      const T* next = i + 2 * L <= rows ? s + i + L : j1 < cols ? s : s_next;
+      const std::int64_t ahead = i + 2 * L <= rows ? 0 : j1 < cols ? kBlockRows : -j0;
+      std::int64_t j = j0;
+      for (; j + L <= j1; j += L) {
+        if (next && j + ahead + L <= cols)
+          for (std::int64_t q = 0; q < L; ++q) __builtin_prefetch(next + col[j + ahead + q]);
+        micro<T, stream>(s + i, col + j, d + j, row + i);
+      }
+      for (; j < j1; ++j)
+        for (std::int64_t q = 0; q < L; ++q) d[j + row[i + q]] = s[i + q + col[j]];
+    }
+    for (; i < rows; ++i)
+      for (std::int64_t j = j0; j < j1; ++j) d[j + row[i]] = s[i + col[j]];
+  }
+}
+
+// The offsets of a run of axes (the first fastest) along `stride` (Axis::s or Axis::d).
+std::vector<std::int64_t> offsets(const std::vector<Axis>& run, std::int64_t Axis::*stride) {
+  std::vector<std::int64_t> out{0};
+  for (const Axis& a : run) {
+    const std::size_t n = out.size();
+    out.resize(n * static_cast<std::size_t>(a.len));
+    for (std::int64_t k = 1; k < a.len; ++k)
+      for (std::size_t q = 0; q < n; ++q) out[k * n + q] = out[q] + k * (a.*stride);
+  }
+  return out;
+}
+
+// Takes from `axes` the run that is contiguous in src (`stride` = &Axis::s) or in dst
+// (&Axis::d) from its unit-stride axis on: the axis of stride 1, the one whose stride is that
+// one's length, and so on, while the run holds at most kRunElements. Empty when no axis has
+// stride 1.
+constexpr std::int64_t kRunElements = 4096;
+std::vector<Axis> take_run(std::vector<Axis>& axes, std::int64_t Axis::*stride) {
+  std::vector<Axis> run;
+  std::int64_t want = 1;
+  for (;;) {
+    const auto a =
+        std::find_if(axes.begin(), axes.end(), [&](const Axis& x) { return x.*stride == want; });
+    if (a == axes.end() || (!run.empty() && want * a->len > kRunElements)) return run;
+    run.push_back(*a);
+    want *= a->len;
+    axes.erase(a);
+  }
+}
+
+// Results larger than this are written with non-temporal stores (where their lines align):
+// they would not stay in the cache anyway.
+constexpr std::size_t kStreamBytes = std::size_t{8} << 20;
+
+template <typename T>
+void copy_axes(const T* src, T* dst, std::vector<Axis> axes) {
+  if (axes.empty()) {
+    *dst = *src;
+    return;
+  }
+  const Axis w = axes.back();  // dst's smallest stride
+  // A transposition where src and dst are contiguous along different axes: the run of axes
+  // contiguous in dst from its unit stride on are the columns, the run contiguous in src the
+  // rows; they are transposed in tiles for every point of the other axes.
+  constexpr bool tiles = sizeof(T) == 4 || sizeof(T) == 8;
+  if constexpr (tiles) {
+    std::vector<Axis> outer = axes;
+    const std::vector<Axis> cols = take_run(outer, &Axis::d), rows = take_run(outer, &Axis::s);
+    const std::vector<std::int64_t> col = offsets(cols, &Axis::s), row = offsets(rows, &Axis::d);
+    if (!cols.empty() && !rows.empty() && std::ssize(col) >= kLine<T> &&
+        std::ssize(row) >= kLine<T>) {
+      // Streaming stores where the result is larger than the cache and every micro-block's
+      // rows start on a line.
+      std::int64_t points = std::ssize(col) * std::ssize(row);
+      bool aligned = reinterpret_cast<std::uintptr_t>(dst) % 64 == 0;
+      for (const Axis& a : rows) aligned = aligned && a.d % kLine<T> == 0;
+      for (const Axis& a : outer) points *= a.len, aligned = aligned && a.d % kLine<T> == 0;
+      const bool stream = aligned && static_cast<std::size_t>(points) * sizeof(T) >= kStreamBytes;
+      // Each transposition is given the next one's src, to prefetch its first lines.
+      const T* last = nullptr;
+      T* last_dst = nullptr;
+      auto step = [&](const T* next) {
+        const auto n = std::ssize(row), m = std::ssize(col);
+        if (stream)
+          transpose<T, true>(last, col.data(), last_dst, row.data(), n, m, next);
+        else
+          transpose<T, false>(last, col.data(), last_dst, row.data(), n, m, next);
+      };
+      for_each_point(outer, [&](std::int64_t s, std::int64_t d) {
+        if (last) step(src + s);
+        last = src + s, last_dst = dst + d;
+      });
+      step(nullptr);
+#if defined(__AVX__)
+      if (stream) _mm_sfence();  // the streamed lines ordered before what follows
+#endif
+      return;
+    }
+  }
+  axes.pop_back();
+  for_each_point(axes, [&](std::int64_t s, std::int64_t d) {
+    if (w.s == 1 && w.d == 1)
+      copy_run(src + s, w.len, dst + d);
+    else
+      for (std::int64_t j = 0; j < w.len; ++j) dst[d + j * w.d] = src[s + j * w.s];
+  });
+}
+
+}  // namespace
+
+void copy_layout(const void* src, const std::vector<std::int64_t>& src_strides, void* dst,
+                 const std::vector<std::int64_t>& dst_strides,
+                 const std::vector<std::int64_t>& shape, std::size_t element_bytes) {
+  for (auto len : shape)
+    if (len == 0) return;
+  std::vector<Axis> axes = normalized(shape, src_strides, dst_strides);
+  auto as = [&](auto type) {
+    using T = decltype(type);
+    copy_axes(static_cast<const T*>(src), static_cast<T*>(dst), std::move(axes));
+  };
+  switch (element_bytes) {
+    case 1:
+      return as(std::uint8_t{});
+    case 2:
+      return as(std::uint16_t{});
+    case 4:
+      return as(std::uint32_t{});
+    case 8:
+      return as(std::uint64_t{});
+    default:
+      break;
+  }
+  const auto* s = static_cast<const char*>(src);
+  auto* d = static_cast<char*>(dst);
+  const auto b = static_cast<std::int64_t>(element_bytes);
+  for_each_point(axes, [&](std::int64_t i, std::int64_t o) {
+    std::memcpy(d + o * b, s + i * b, element_bytes);
+  });
+}
+
+}  // namespace einsumdb::kernels
