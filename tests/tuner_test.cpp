@@ -5,7 +5,6 @@
 #include <chrono>
 #include <memory>
 #include <thread>
-#include <thread>
 
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
@@ -222,6 +221,36 @@ TEST(Tuner, OneSlowRunInTheProbeRulesNothingOut) {
   EXPECT_GE(*calls, 3);  // the probe's warm-up, the paused run and more
   for (const auto& r : report.results)
     EXPECT_EQ(r.status, Outcome::ok) << r.candidate.strategy << ": " << r.error;
+}
+
+// After a probe the full-size candidates go fastest first, whatever the strategies' priority,
+// and a long run already race_factor times slower than the best is timed once.
+TEST(Tuner, LongRunsFarBehindTheBestAreTimedOnce) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("256x256", "256x256");
+  const Strategy late{"late",
+                      "tensor_gemm, 30 ms late",
+                      [](const BatchedEinsum&) { return std::optional<std::string>(); },
+                      [](const Bound& b, const nlohmann::json&) {
+                        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+                        return execute(b, "tensor_gemm");
+                      },
+                      nullptr,
+                      0};  // first in the priority order
+  TuneOptions o = quick();
+  o.probe_iterations = 1 << 21;
+  o.probe_factor = 1e9;          // the probe rules nothing out
+  o.protocol.long_run_s = 0.02;  // late's runs are long, tensor_gemm's (about 1 ms) are not
+  o.extra = {late};
+  o.space.strategies = {"tensor_gemm", "late"};
+  const TuneReport report = tune(store, test_machine(), e, o);
+  ASSERT_EQ(report.results.size(), 2u);
+  EXPECT_EQ(report.results[0].candidate.strategy, "tensor_gemm");
+  EXPECT_EQ(report.results[0].seconds.size(), 3u);
+  EXPECT_EQ(report.results[1].candidate.strategy, "late");
+  EXPECT_EQ(report.results[1].status, Outcome::ok);
+  EXPECT_EQ(report.results[1].seconds.size(), 1u);
 }
 
 // A candidate whose verified run is long is timed long_run_reps times, without further warm-up

@@ -261,6 +261,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
   // The probe: on a large workload, every candidate is timed on a reduced copy, and those far
   // slower there than the fastest are not run at full size.
   std::set<const Candidate*> ruled_out;
+  std::vector<const Candidate*> probe_order;  // after a probe: every candidate, fastest first
   if (options.probe_factor > 0 && all.size() > 1 && !options.budget &&
       iterations(e, lengths) > options.probe_iterations) {
     const BatchedEinsum small = probe_size(e, options.probe_iterations);
@@ -301,10 +302,25 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
         record(std::move(r));
       }
     report.probed = probes.size();
+    // Full size in the order of the probe times (candidates the probe could not run last).
+    std::stable_sort(probes.begin(), probes.end(),
+                     [](const auto& x, const auto& y) { return x.second < y.second; });
+    for (const auto& [c, seconds] : probes)
+      if (!ruled_out.count(c)) probe_order.push_back(c);
+    for (const auto& s : order)
+      for (const auto& c : groups[s])
+        if (std::none_of(probes.begin(), probes.end(),
+                         [&](const auto& p) { return p.first == &c; }))
+          probe_order.push_back(&c);
     release_recycled_memory();
   }
 
-  while (const Candidate* c = pick()) {
+  std::size_t probed_next = 0;
+  auto next_candidate = [&]() -> const Candidate* {
+    if (probe_order.empty()) return pick();
+    return probed_next < probe_order.size() ? probe_order[probed_next++] : nullptr;
+  };
+  while (const Candidate* c = next_candidate()) {
     if (ruled_out.count(c)) continue;
     if (options.stop && options.stop->load()) {
       report.interrupted = true;
@@ -357,6 +373,21 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
         // A run this long has no cold start to warm up from beyond the run already made, and
         // its samples are capped by the time limit.
         const bool long_run = second >= protocol.long_run_s;
+        // A long run already this much slower than the best cannot win: one warm run is what
+        // is recorded (the first may include one-time costs, so a second run decides). Three
+        // samples of TCCG case 12's 5.4 s loop_over_gemm and ttgt runs took 44 of a 71 s tune.
+        auto behind = [&](double seconds) {
+          return best && seconds > options.race_factor * report.results[*best].median_s;
+        };
+        bool out_raced = long_run && behind(second);
+        if (out_raced && runs == 1 && !over_budget()) {
+          t0 = Clock::now();
+          once();
+          second = since(t0);
+          runs = 2;
+          out_raced = behind(second);
+        }
+        if (out_raced) r.seconds = {second};
         for (int w = runs; w < protocol.warmup && !long_run && !over_budget(); ++w) {
           t0 = Clock::now();
           once();
@@ -368,7 +399,8 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
         const auto measuring = Clock::now();
         const int min_reps =
             long_run ? std::min(protocol.min_reps, protocol.long_run_reps) : protocol.min_reps;
-        while ((static_cast<int>(r.seconds.size()) < min_reps ||
+        while (!out_raced &&
+               (static_cast<int>(r.seconds.size()) < min_reps ||
                 since(measuring) < (long_run ? 0 : protocol.min_time)) &&
                r.seconds.size() < 100000) {
           t0 = Clock::now();

@@ -28,9 +28,12 @@
 // being timed stops at the budget with the samples it has). A candidate whose first run is
 // more than `slow_factor` times slower than the best so far is recorded as timeout without
 // being timed further (when a second run is too: a first run may include one-time costs such
-// as libxsmm's code generation for new shapes). An interruption (stop flag, set by SIGINT in the
-// CLI) ends the search after the current candidate; what was measured is kept (each measurement is
-// committed as soon as it is taken).
+// as libxsmm's code generation for new shapes). A long run (see Protocol) more than
+// `race_factor` times the best median so far, on its first run and on a second, is not sampled
+// further: it cannot be the best, and it is recorded with its second run. After a probe, the
+// full-size candidates go in the order of their probe times, so that the likely best is measured
+// first. An interruption (stop flag, set by SIGINT in the CLI) ends the search after the current
+// candidate; what was measured is kept (written when the search ends).
 #pragma once
 
 #include <atomic>
@@ -89,6 +92,7 @@ struct TuneOptions {
   std::optional<double> budget;  // seconds for the whole search; none: exhaustive
   double reference_limit = 2e8;  // loop iterations above which the reference is too slow
   double slow_factor = 10;       // a first run this much slower than the best: timeout
+  double race_factor = 1.5;      // a long first run this much slower than the best: one sample
   // The probe (exhaustive searches of workloads above probe_iterations loop iterations): every
   // candidate runs on a copy of the workload whose longest axes are halved until it has at most
   // probe_iterations; a candidate more than probe_factor times slower there than the fastest is
