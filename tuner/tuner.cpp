@@ -374,8 +374,8 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
         // its samples are capped by the time limit.
         const bool long_run = second >= protocol.long_run_s;
         // A long run already this much slower than the best cannot win: one warm run is what
-        // is recorded (the first may include one-time costs, so a second run decides). Three
-        // samples of TCCG case 12's 5.4 s loop_over_gemm and ttgt runs took 44 of a 71 s tune.
+        // is recorded (the first may include one-time costs, so a second run decides). Four
+        // runs each of TCCG case 12's 5.4 s loop_over_gemm and ttgt took 44 of a 71 s tune.
         auto behind = [&](double seconds) {
           return best && seconds > options.race_factor * report.results[*best].median_s;
         };
