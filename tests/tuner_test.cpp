@@ -230,18 +230,20 @@ TEST(Tuner, LongRunsFarBehindTheBestAreTimedOnce) {
   Store store = Store::open(dir.path("db.sqlite"));
   const BatchedEinsum e = product("256x256", "256x256");
   const Strategy late{"late",
-                      "tensor_gemm, 30 ms late",
+                      "tensor_gemm, 100 ms late",
                       [](const BatchedEinsum&) { return std::optional<std::string>(); },
                       [](const Bound& b, const nlohmann::json&) {
-                        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+                        std::this_thread::sleep_for(std::chrono::milliseconds(100));
                         return execute(b, "tensor_gemm");
                       },
                       nullptr,
                       0};  // first in the priority order
   TuneOptions o = quick();
   o.probe_iterations = 1 << 21;
-  o.probe_factor = 1e9;          // the probe rules nothing out
-  o.protocol.long_run_s = 0.02;  // late's runs are long, tensor_gemm's (about 1 ms) are not
+  o.probe_factor = 1e9;  // the probe rules nothing out
+  // late's runs are long, and more than 1.5× behind while tensor_gemm's take under 200 ms (about
+  // 1 ms here)
+  o.protocol.long_run_s = 0.05;
   o.extra = {late};
   o.space.strategies = {"tensor_gemm", "late"};
   const TuneReport report = tune(store, test_machine(), e, o);
