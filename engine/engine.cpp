@@ -27,14 +27,8 @@ std::int64_t element_count(const std::vector<std::int64_t>& shape) {
   return n;
 }
 
-std::vector<std::int64_t> row_major_strides(const std::vector<std::int64_t>& shape) {
-  std::vector<std::int64_t> s(shape.size(), 1);
-  for (std::size_t a = shape.size(); a-- > 1;) s[a - 1] = s[a] * shape[a];
-  return s;
-}
-
 std::vector<std::int64_t> strides_of(const TensorRef& t) {
-  return t.strides.empty() ? row_major_strides(t.shape) : t.strides;
+  return t.strides.empty() ? kernels::row_major_strides(t.shape) : t.strides;
 }
 
 // Throws SpecError naming `what` for a view the executor cannot read; `need_data`: a null
@@ -61,7 +55,7 @@ Tensor to_tensor(const TensorRef& t) {
   if (t.row_major()) return Tensor::borrow(t.dtype, t.shape, t.data);
   Tensor copy(t.dtype, t.shape, Tensor::Uninitialized{});
   if (copy.size() > 0)
-    kernels::copy_layout(t.data, t.strides, copy.raw(), row_major_strides(t.shape), t.shape,
+    kernels::copy_layout(t.data, strides_of(t), copy.raw(), copy.strides(), t.shape,
                          dtype_bytes(t.dtype));
   return copy;
 }
@@ -80,8 +74,8 @@ void copy_out(const Tensor& result, const TensorRef& out, std::size_t row) {
     std::memcpy(out.data, result.raw(), result.bytes());
     return;
   }
-  kernels::copy_layout(result.raw(), row_major_strides(result.shape()), out.data, out.strides,
-                       out.shape, dtype_bytes(out.dtype));
+  kernels::copy_layout(result.raw(), result.strides(), out.data, strides_of(out), out.shape,
+                       dtype_bytes(out.dtype));
 }
 
 // A text that identifies a spelling with its lengths and dtypes (the cache key): cheap to build,

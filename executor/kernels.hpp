@@ -270,13 +270,6 @@ inline void copy_run(const T* src, std::int64_t n, T* dst) {
     std::copy(src + at, src + std::min(n, at + kPiece), dst + at);
 }
 
-// Row-major element strides of `shape`.
-inline std::vector<std::int64_t> row_major_strides(const std::vector<std::int64_t>& shape) {
-  std::vector<std::int64_t> s(shape.size(), 1);
-  for (std::size_t a = shape.size(); a-- > 1;) s[a - 1] = s[a] * shape[a];
-  return s;
-}
-
 // dst (contiguous, row-major `shape`) = f(src) read with element `stride` per axis. Without a
 // function it is copy_layout's permutation; with one, f runs along the last axis, run by run.
 template <typename T>

@@ -3,7 +3,8 @@
 // axes contiguous in dst, the rows the run contiguous in src. Done element by element along
 // dst's rows it reads one element per src line, and with the large (often power-of-two)
 // strides of tensor layouts the lines of a column evict one another before their neighbours
-// are read: 9-17× slower than copying the same bytes (scripts/bench_permute.sh, "elementwise").
+// are read: 3-18× the time of what follows (medians of three rounds of scripts/bench_permute.sh,
+// "elementwise / layout").
 // Here micro-blocks of one cache line square (8 × 8 doubles, 16 × 16 floats) are transposed in
 // vector registers, so that each src line is read whole and each dst line written whole, with
 // streaming stores when the result is larger than the cache; the micro-blocks go down a block
@@ -76,8 +77,9 @@ template <typename T>
 constexpr std::int64_t kLine = 64 / static_cast<std::int64_t>(sizeof(T));
 
 // Src rows per block. A strip reads one line of each; the next strip's lines are prefetched
-// (they lie at src's large stride, where the hardware prefetchers do not look). 64 and 128 rows
-// were within the machine's noise of each other in permute_bench.
+// (they lie at src's large stride, where the hardware prefetchers do not look). In single runs of
+// permute_bench at each of 32, 64, 128, 256 and 512 rows, 64 to 512 were within the machine's
+// noise of each other.
 constexpr std::int64_t kBlockRows = 128;
 
 #if defined(__AVX__)
@@ -147,8 +149,9 @@ struct Registers<4> {  // 8 × 8 floats' bits
 template <typename T, bool stream>
 inline void micro(const T* s, const std::int64_t* col, T* d, const std::int64_t* row) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8);
-  constexpr std::int64_t L = kLine<T>, V = L / 2;
+  constexpr std::int64_t L = kLine<T>;
 #if defined(__AVX__)
+  constexpr std::int64_t V = L / 2;
   using X = Registers<sizeof(T)>;
   for (std::int64_t h = 0; h < L; h += V) {  // dst rows h..h+V: columns 0..V, V..L
     typename X::R lo[V], hi[V];
@@ -211,8 +214,8 @@ std::vector<std::int64_t> offsets(const std::vector<Axis>& run, std::int64_t Axi
 
 // Takes from `axes` the run that is contiguous in src (`stride` = &Axis::s) or in dst
 // (&Axis::d) from its unit-stride axis on: the axis of stride 1, the one whose stride is that
-// one's length, and so on, while the run holds at most kRunElements. Empty when no axis has
-// stride 1.
+// one's length, and so on, while the run holds at most kRunElements (its first axis may be
+// longer: it is then cut into pieces, see copy_axes). Empty when no axis has stride 1.
 constexpr std::int64_t kRunElements = 4096;
 std::vector<Axis> take_run(std::vector<Axis>& axes, std::int64_t Axis::*stride) {
   std::vector<Axis> run;
@@ -227,9 +230,60 @@ std::vector<Axis> take_run(std::vector<Axis>& axes, std::int64_t Axis::*stride) 
   }
 }
 
+std::int64_t elements(const std::vector<Axis>& run) {
+  std::int64_t n = 1;
+  for (const Axis& a : run) n *= a.len;
+  return n;
+}
+
 // Results larger than this are written with non-temporal stores (where their lines align):
 // they would not stay in the cache anyway.
 constexpr std::size_t kStreamBytes = std::size_t{8} << 20;
+
+// The transposition of copy_axes: `cols` the run contiguous in dst, `rows` the run contiguous in
+// src, each at least a cache line long, `outer` the other axes.
+template <typename T>
+void transpose_runs(const T* src, T* dst, std::vector<Axis> cols, std::vector<Axis> rows,
+                    const std::vector<Axis>& outer) {
+  // Streaming stores where the result is larger than the cache and every micro-block's rows
+  // start on a line.
+  const std::int64_t nc = elements(cols), nr = elements(rows);
+  std::int64_t points = nc * nr;
+  bool aligned = reinterpret_cast<std::uintptr_t>(dst) % 64 == 0;
+  for (const Axis& a : rows) aligned = aligned && a.d % kLine<T> == 0;
+  for (const Axis& a : outer) points *= a.len, aligned = aligned && a.d % kLine<T> == 0;
+  const bool stream = aligned && static_cast<std::size_t>(points) * sizeof(T) >= kStreamBytes;
+  // The offset tables hold at most kRunElements each: a run longer than that is one axis, cut
+  // into pieces (kRunElements a multiple of a line, so the pieces keep their alignment).
+  const Axis col_axis = cols[0], row_axis = rows[0];
+  cols[0].len = std::min(cols[0].len, kRunElements);
+  rows[0].len = std::min(rows[0].len, kRunElements);
+  const std::vector<std::int64_t> col = offsets(cols, &Axis::s), row = offsets(rows, &Axis::d);
+  for (std::int64_t c0 = 0; c0 < nc; c0 += std::ssize(col))
+    for (std::int64_t r0 = 0; r0 < nr; r0 += std::ssize(row)) {
+      const std::int64_t m = std::min(std::ssize(col), nc - c0),
+                         n = std::min(std::ssize(row), nr - r0);
+      const T* s = src + c0 * col_axis.s + r0;  // (a cut run is a single axis of unit stride)
+      T* d = dst + c0 + r0 * row_axis.d;
+      // Each transposition is given the next one's src, to prefetch its first lines.
+      const T* last = nullptr;
+      T* last_dst = nullptr;
+      auto step = [&](const T* next) {
+        if (stream)
+          transpose<T, true>(last, col.data(), last_dst, row.data(), n, m, next);
+        else
+          transpose<T, false>(last, col.data(), last_dst, row.data(), n, m, next);
+      };
+      for_each_point(outer, [&](std::int64_t so, std::int64_t dof) {
+        if (last) step(s + so);
+        last = s + so, last_dst = d + dof;
+      });
+      step(nullptr);
+    }
+#if defined(__AVX__)
+  if (stream) _mm_sfence();  // the streamed lines ordered before what follows
+#endif
+}
 
 template <typename T>
 void copy_axes(const T* src, T* dst, std::vector<Axis> axes) {
@@ -237,45 +291,16 @@ void copy_axes(const T* src, T* dst, std::vector<Axis> axes) {
     *dst = *src;
     return;
   }
-  const Axis w = axes.back();  // dst's smallest stride
   // A transposition where src and dst are contiguous along different axes: the run of axes
   // contiguous in dst from its unit stride on are the columns, the run contiguous in src the
-  // rows; they are transposed in tiles for every point of the other axes.
-  constexpr bool tiles = sizeof(T) == 4 || sizeof(T) == 8;
-  if constexpr (tiles) {
+  // rows; they are transposed in micro-blocks for every point of the other axes.
+  if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
     std::vector<Axis> outer = axes;
-    const std::vector<Axis> cols = take_run(outer, &Axis::d), rows = take_run(outer, &Axis::s);
-    const std::vector<std::int64_t> col = offsets(cols, &Axis::s), row = offsets(rows, &Axis::d);
-    if (!cols.empty() && !rows.empty() && std::ssize(col) >= kLine<T> &&
-        std::ssize(row) >= kLine<T>) {
-      // Streaming stores where the result is larger than the cache and every micro-block's
-      // rows start on a line.
-      std::int64_t points = std::ssize(col) * std::ssize(row);
-      bool aligned = reinterpret_cast<std::uintptr_t>(dst) % 64 == 0;
-      for (const Axis& a : rows) aligned = aligned && a.d % kLine<T> == 0;
-      for (const Axis& a : outer) points *= a.len, aligned = aligned && a.d % kLine<T> == 0;
-      const bool stream = aligned && static_cast<std::size_t>(points) * sizeof(T) >= kStreamBytes;
-      // Each transposition is given the next one's src, to prefetch its first lines.
-      const T* last = nullptr;
-      T* last_dst = nullptr;
-      auto step = [&](const T* next) {
-        const auto n = std::ssize(row), m = std::ssize(col);
-        if (stream)
-          transpose<T, true>(last, col.data(), last_dst, row.data(), n, m, next);
-        else
-          transpose<T, false>(last, col.data(), last_dst, row.data(), n, m, next);
-      };
-      for_each_point(outer, [&](std::int64_t s, std::int64_t d) {
-        if (last) step(src + s);
-        last = src + s, last_dst = dst + d;
-      });
-      step(nullptr);
-#if defined(__AVX__)
-      if (stream) _mm_sfence();  // the streamed lines ordered before what follows
-#endif
-      return;
-    }
+    std::vector<Axis> cols = take_run(outer, &Axis::d), rows = take_run(outer, &Axis::s);
+    if (!cols.empty() && !rows.empty() && elements(cols) >= kLine<T> && elements(rows) >= kLine<T>)
+      return transpose_runs(src, dst, std::move(cols), std::move(rows), outer);
   }
+  const Axis w = axes.back();  // dst's smallest stride
   axes.pop_back();
   for_each_point(axes, [&](std::int64_t s, std::int64_t d) {
     if (w.s == 1 && w.d == 1)

@@ -509,7 +509,8 @@ TEST(Functions, AgreeWithMaterializedOperands) {
 // of two axes with whole and partial micro-blocks and blocks; permutations of 3 to 6 axes, with
 // axes of length 1 and rows and columns that are runs of several axes; sub-views with padding,
 // reversed axes, and an empty tensor; a result over 8 MiB (written with streaming stores) with
-// padded rows. Every element of dst outside the copy keeps its old value.
+// padded rows; runs longer than the offset tables. Every element of dst outside the copy keeps
+// its old value.
 TEST(Permute, CopyLayoutCopiesEveryElementToItsPlace) {
   struct Case {
     std::vector<std::int64_t> shape, src, dst;  // strides in elements
@@ -539,6 +540,9 @@ TEST(Permute, CopyLayoutCopiesEveryElementToItsPlace) {
   const std::vector<std::int64_t> s6 = {6, 5, 4, 7, 3, 8};
   cases.push_back({s6, row_major(s6, {3, 4, 2, 5, 0, 1}), row_major(s6)});
   cases.push_back({{1001, 2100}, {1, 1001}, {2104, 1}});
+  // runs longer than the offset tables (4096 elements), cut into pieces: src's, then dst's
+  cases.push_back({{5000, 9}, {1, 5000}, {9, 1}});
+  cases.push_back({{9, 5000}, {1, 9}, {5000, 1}});
   cases.push_back({{6, 0, 5}, {1, 6, 6}, {5, 5, 1}});  // empty
   cases.push_back({{}, {}, {}});                       // a scalar
   for (std::size_t bytes : {2, 4, 8, 16})

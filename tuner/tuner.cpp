@@ -374,8 +374,9 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
         // its samples are capped by the time limit.
         const bool long_run = second >= protocol.long_run_s;
         // A long run already this much slower than the best cannot win: one warm run is what
-        // is recorded (the first may include one-time costs, so a second run decides). Four
-        // runs each of TCCG case 12's 5.4 s loop_over_gemm and ttgt took 44 of a 71 s tune.
+        // is recorded (the first may include one-time costs, so a second run decides). On TCCG
+        // case 12, where loop_over_gemm and ttgt take about twice tensor_gemm's 2.9 s, this saves
+        // two runs of each: its tune took 48.0 / 50.4 / 50.9 s in three (bench_tccg.py --tune 12).
         auto behind = [&](double seconds) {
           return best && seconds > options.race_factor * report.results[*best].median_s;
         };
