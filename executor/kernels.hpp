@@ -311,11 +311,12 @@ void copy_strided(const T* src, const std::vector<std::int64_t>& shape_in,
 }
 
 // The inverse of copy_strided without a function: contiguous row-major src of `shape` into dst
-// with element `stride` per axis.
+// with element `stride` per axis (`whole_elements`: of the tensor dst is a part of, if larger).
 template <typename T>
 void copy_into_strided(const T* src, const std::vector<std::int64_t>& shape, T* dst,
-                       const std::vector<std::int64_t>& stride) {
-  copy_layout(src, row_major_strides(shape), dst, stride, shape, sizeof(T));
+                       const std::vector<std::int64_t>& stride, std::int64_t whole_elements = 0) {
+  copy_layout(src, row_major_strides(shape), dst, stride, shape, sizeof(T),
+              static_cast<std::size_t>(whole_elements) * sizeof(T));
 }
 
 // Row-major element strides of a tensor indexed by `labels`.

@@ -17,7 +17,12 @@
 #include <type_traits>
 
 #if defined(__AVX__)
+// (GCC 12's AVX-512 intrinsics start some results from _mm512_undefined_*(), which its
+// -Wuninitialized reports at the header's lines when they are inlined.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #endif
 
 #include "einsumdb/executor/kernels.hpp"
@@ -82,7 +87,82 @@ constexpr std::int64_t kLine = 64 / static_cast<std::int64_t>(sizeof(T));
 // noise of each other.
 constexpr std::int64_t kBlockRows = 128;
 
-#if defined(__AVX__)
+#if defined(__AVX512F__)
+// A micro-block in one go, by element size: the L × L transpose of the src lines s + col[j]
+// (j < L, each loaded whole into one register) into out[i], and a store of one register (one
+// line), non-temporal or not. Two shuffle stages within 128-bit lanes, then the 4 × 4 transpose
+// of the lanes.
+template <std::size_t Bytes>
+struct Lines;
+
+template <>
+struct Lines<8> {  // 8 × 8 doubles' bits
+  using R = __m512d;
+  static void transpose(const void* from, const std::int64_t* col, R out[8]) {
+    const auto* s = static_cast<const double*>(from);
+    R r[8], t[8];
+    for (int j = 0; j < 8; ++j) r[j] = _mm512_loadu_pd(s + col[j]);
+    for (int j = 0; j < 8; j += 2) {  // lane l of t[j + e]: column 2l + e of rows j, j + 1
+      t[j] = _mm512_unpacklo_pd(r[j], r[j + 1]);
+      t[j + 1] = _mm512_unpackhi_pd(r[j], r[j + 1]);
+    }
+    for (int e = 0; e < 2; ++e) {
+      const R x0 = _mm512_shuffle_f64x2(t[e], t[2 + e], 0x44),
+              x1 = _mm512_shuffle_f64x2(t[e], t[2 + e], 0xEE),
+              x2 = _mm512_shuffle_f64x2(t[4 + e], t[6 + e], 0x44),
+              x3 = _mm512_shuffle_f64x2(t[4 + e], t[6 + e], 0xEE);
+      out[e] = _mm512_shuffle_f64x2(x0, x2, 0x88);
+      out[2 + e] = _mm512_shuffle_f64x2(x0, x2, 0xDD);
+      out[4 + e] = _mm512_shuffle_f64x2(x1, x3, 0x88);
+      out[6 + e] = _mm512_shuffle_f64x2(x1, x3, 0xDD);
+    }
+  }
+  template <bool stream>
+  static void put(void* at, R v) {
+    if constexpr (stream)
+      _mm512_stream_pd(static_cast<double*>(at), v);
+    else
+      _mm512_storeu_pd(static_cast<double*>(at), v);
+  }
+};
+
+template <>
+struct Lines<4> {  // 16 × 16 floats' bits
+  using R = __m512;
+  static void transpose(const void* from, const std::int64_t* col, R out[16]) {
+    const auto* s = static_cast<const float*>(from);
+    R r[16], t[16], u[16];
+    for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_ps(s + col[j]);
+    for (int j = 0; j < 16; j += 2) {  // lane l of t[j + e]: columns 4l + 2e, +1 of rows j, j + 1
+      t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
+      t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
+    }
+    for (int h = 0; h < 16; h += 4) {  // lane l of u[h + q]: column 4l + q of rows h..h+3
+      u[h + 0] = _mm512_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      u[h + 1] = _mm512_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      u[h + 2] = _mm512_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      u[h + 3] = _mm512_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int q = 0; q < 4; ++q) {
+      const R x0 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44),
+              x1 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE),
+              x2 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44),
+              x3 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
+      out[q] = _mm512_shuffle_f32x4(x0, x2, 0x88);
+      out[4 + q] = _mm512_shuffle_f32x4(x0, x2, 0xDD);
+      out[8 + q] = _mm512_shuffle_f32x4(x1, x3, 0x88);
+      out[12 + q] = _mm512_shuffle_f32x4(x1, x3, 0xDD);
+    }
+  }
+  template <bool stream>
+  static void put(void* at, R v) {
+    if constexpr (stream)
+      _mm512_stream_ps(static_cast<float*>(at), v);
+    else
+      _mm512_storeu_ps(static_cast<float*>(at), v);
+  }
+};
+#elif defined(__AVX__)
 // A register transpose by element size: the V × V transpose of the src rows s + row[j] (j < V)
 // into out[i], and a store of one register, non-temporal or not.
 template <std::size_t Bytes>
@@ -144,13 +224,21 @@ struct Registers<4> {  // 8 × 8 floats' bits
 #endif
 
 // One micro-block: d[j + row[i]] = s[i + col[j]] for i, j < kLine<T>, written row by row, each
-// dst row's line in two consecutive stores; `stream`: with non-temporal stores (whole aligned
-// lines only), which leave the caches to the block's src and spare reading dst's lines first.
+// dst row's line in one store (AVX-512) or two consecutive ones (AVX); `stream`: with
+// non-temporal stores (whole aligned lines only), which leave the caches to the block's src and
+// spare reading dst's lines first.
 template <typename T, bool stream>
 inline void micro(const T* s, const std::int64_t* col, T* d, const std::int64_t* row) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8);
   constexpr std::int64_t L = kLine<T>;
-#if defined(__AVX__)
+#if defined(__AVX512F__)
+  // Each src line is loaded whole, once: with AVX's half lines, the 16 lines of a float block at
+  // a power-of-two stride (one L1 set of 12 ways) were each fetched twice.
+  using X = Lines<sizeof(T)>;
+  typename X::R out[L];
+  X::transpose(s, col, out);
+  for (std::int64_t i = 0; i < L; ++i) X::template put<stream>(d + row[i], out[i]);
+#elif defined(__AVX__)
   constexpr std::int64_t V = L / 2;
   using X = Registers<sizeof(T)>;
   for (std::int64_t h = 0; h < L; h += V) {  // dst rows h..h+V: columns 0..V, V..L
@@ -244,7 +332,7 @@ constexpr std::size_t kStreamBytes = std::size_t{8} << 20;
 // src, each at least a cache line long, `outer` the other axes.
 template <typename T>
 void transpose_runs(const T* src, T* dst, std::vector<Axis> cols, std::vector<Axis> rows,
-                    const std::vector<Axis>& outer) {
+                    const std::vector<Axis>& outer, std::size_t whole_bytes) {
   // Streaming stores where the result is larger than the cache and every micro-block's rows
   // start on a line.
   const std::int64_t nc = elements(cols), nr = elements(rows);
@@ -252,7 +340,8 @@ void transpose_runs(const T* src, T* dst, std::vector<Axis> cols, std::vector<Ax
   bool aligned = reinterpret_cast<std::uintptr_t>(dst) % 64 == 0;
   for (const Axis& a : rows) aligned = aligned && a.d % kLine<T> == 0;
   for (const Axis& a : outer) points *= a.len, aligned = aligned && a.d % kLine<T> == 0;
-  const bool stream = aligned && static_cast<std::size_t>(points) * sizeof(T) >= kStreamBytes;
+  const bool stream = aligned && std::max(static_cast<std::size_t>(points) * sizeof(T),
+                                          whole_bytes) >= kStreamBytes;
   // The offset tables hold at most kRunElements each: a run longer than that is one axis, cut
   // into pieces (kRunElements a multiple of a line, so the pieces keep their alignment).
   const Axis col_axis = cols[0], row_axis = rows[0];
@@ -286,7 +375,7 @@ void transpose_runs(const T* src, T* dst, std::vector<Axis> cols, std::vector<Ax
 }
 
 template <typename T>
-void copy_axes(const T* src, T* dst, std::vector<Axis> axes) {
+void copy_axes(const T* src, T* dst, std::vector<Axis> axes, std::size_t whole_bytes) {
   if (axes.empty()) {
     *dst = *src;
     return;
@@ -298,7 +387,7 @@ void copy_axes(const T* src, T* dst, std::vector<Axis> axes) {
     std::vector<Axis> outer = axes;
     std::vector<Axis> cols = take_run(outer, &Axis::d), rows = take_run(outer, &Axis::s);
     if (!cols.empty() && !rows.empty() && elements(cols) >= kLine<T> && elements(rows) >= kLine<T>)
-      return transpose_runs(src, dst, std::move(cols), std::move(rows), outer);
+      return transpose_runs(src, dst, std::move(cols), std::move(rows), outer, whole_bytes);
   }
   const Axis w = axes.back();  // dst's smallest stride
   axes.pop_back();
@@ -314,13 +403,14 @@ void copy_axes(const T* src, T* dst, std::vector<Axis> axes) {
 
 void copy_layout(const void* src, const std::vector<std::int64_t>& src_strides, void* dst,
                  const std::vector<std::int64_t>& dst_strides,
-                 const std::vector<std::int64_t>& shape, std::size_t element_bytes) {
+                 const std::vector<std::int64_t>& shape, std::size_t element_bytes,
+                 std::size_t whole_bytes) {
   for (auto len : shape)
     if (len == 0) return;
   std::vector<Axis> axes = normalized(shape, src_strides, dst_strides);
   auto as = [&](auto type) {
     using T = decltype(type);
-    copy_axes(static_cast<const T*>(src), static_cast<T*>(dst), std::move(axes));
+    copy_axes(static_cast<const T*>(src), static_cast<T*>(dst), std::move(axes), whole_bytes);
   };
   switch (element_bytes) {
     case 1:

@@ -23,8 +23,11 @@ inline std::vector<std::int64_t> row_major_strides(const std::vector<std::int64_
   return s;
 }
 
+// `whole_bytes`: the size of the destination tensor this copy is a part of, when it is one (a
+// chunk of a result), for the choice of streaming stores.
 void copy_layout(const void* src, const std::vector<std::int64_t>& src_strides, void* dst,
                  const std::vector<std::int64_t>& dst_strides,
-                 const std::vector<std::int64_t>& shape, std::size_t element_bytes);
+                 const std::vector<std::int64_t>& shape, std::size_t element_bytes,
+                 std::size_t whole_bytes = 0);
 
 }  // namespace einsumdb::kernels

@@ -5,9 +5,11 @@
 // Indices are grouped as in gemm_groups(): batch, M, N, K. An operand whose three groups are
 // each flat in its layout (one stride per group) with a unit stride along its rows or columns is
 // read in place; any other — and any operand with a function to apply — is packed into
-// [batch, rows, cols] in scratch memory. The result is written in place the same way, or into
-// [batch, M, N] in scratch and scattered after. A product that sums nothing is an outer product
-// per batch point and runs as a loop, not as GEMMs with K = 1.
+// [batch, rows, cols] in scratch memory. The result is written in place the same way, or
+// computed into [batch, M, N] order in chunks of about kChunkElements and each chunk scattered
+// into place while it is in the cache (the scratch never holds the whole result). A product
+// that sums nothing is an outer product per batch point and runs as a loop, not as GEMMs with
+// K = 1.
 #pragma once
 
 #include <cstdint>
@@ -26,12 +28,22 @@ struct Strided {
   std::vector<std::int64_t> strides;
 };
 
+// Elements of a chunk of a result computed in scratch (16 MiB of doubles): large enough that a
+// chunk's GEMM keeps its speed, small enough to be scattered from the cache. Before chunks, the
+// scratch held the whole result: ttgt on TCCG case 33 (`degc,gfab->abcdef`, a 288 MiB result)
+// held it twice; `einsumdb run --transform ttgt` on it now peaks at 320 MiB of RSS for its
+// 290 MiB of inputs and output.
+inline constexpr std::int64_t kChunkElements = std::int64_t{1} << 21;
+
 template <typename T>
 class Product {
  public:
-  // `a_function` / `b_function`: whether that operand will be read through a function.
+  // `a_function` / `b_function`: whether that operand will be read through a function;
+  // `chunk_elements`: the size of the chunks a result computed in scratch is cut into (at least
+  // one row of N).
   Product(const GemmGroups& g, const std::map<char, std::int64_t>& len, const Strided& a,
-          const Strided& b, const Strided& c, bool a_function, bool b_function);
+          const Strided& b, const Strided& c, bool a_function, bool b_function,
+          std::int64_t chunk_elements = kChunkElements);
   // Elements of scratch memory run() needs.
   std::int64_t scratch() const { return scratch_; }
   // c = a ⊗ b on tensors laid out as given to the constructor; `scratch` holds scratch()
@@ -49,7 +61,7 @@ class Product {
   struct Side {
     bool packed = false;
     std::int64_t batch = 0, rs = 0, cs = 0;    // the matrix per batch point (in scratch if packed)
-    std::vector<std::int64_t> shape, strides;  // how to pack it, or to scatter the result
+    std::vector<std::int64_t> shape, strides;  // how to pack it
     std::int64_t at = 0;                       // its offset in scratch
     Strided source;                            // the operand as given
     std::string rows, cols;
@@ -58,6 +70,21 @@ class Product {
     const T* fixed_at = nullptr;  // the operand as it lies
   };
   void fix(Side& s, const T* data, const Expression* f, bool is_a);
+  // The rows [row, row + rows) of the result seen as [batch · M, N] into z (the result in
+  // place, or a chunk in scratch: row-major [rows, N]); rows cover whole batch points or lie
+  // within one.
+  void compute(const T* a, const T* b, std::int64_t row, std::int64_t rows, T* z,
+               std::int64_t z_batch, std::int64_t z_rs, std::int64_t z_cs, int threads) const;
+  // A result that is not a matrix the BLAS can write: its rows (the labels batch + M) are cut at
+  // one label; every value of the labels before it, and every `step` values of it, is a chunk,
+  // a box of the result. `box` is a whole chunk's shape (the cut label, the labels after
+  // it, N's), `box_strides` its strides in the result; `before` and `before_strides` the lengths
+  // and result strides of the labels before the cut; `cut_stride` the cut label's.
+  struct Chunks {
+    std::int64_t step = 0, rows_per_value = 0, cut_length = 0, cut_stride = 0;
+    std::vector<std::int64_t> box, box_strides, before, before_strides;
+  };
+  Chunks chunks_;
   // A product that sums nothing, read in place with any batch strides: per batch index its
   // length and its strides in a, b and c; the strides of M in a and c, of N in b and c.
   struct Outer {

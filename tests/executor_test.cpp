@@ -21,6 +21,7 @@
 #include "einsumdb/executor/kernels.hpp"
 #include "einsumdb/executor/npy.hpp"
 #include "einsumdb/executor/permute.hpp"
+#include "einsumdb/executor/product.hpp"
 #include "einsumdb/executor/small_gemm.hpp"
 #include "einsumdb/tests/support/temp_dir.hpp"
 #include "einsumdb/tuner/tuner.hpp"
@@ -577,6 +578,92 @@ TEST(Permute, CopyLayoutCopiesEveryElementToItsPlace) {
       EXPECT_TRUE(std::equal(want.begin(), want.end(), dst))
           << bytes << "-byte elements, shape of " << c.shape.size() << " axes, first length "
           << (c.shape.empty() ? 1 : c.shape[0]);
+    }
+}
+
+// A result the BLAS cannot write in place is computed into scratch chunk by chunk and each chunk
+// scattered into its box of the result: cut at an M index, at a batch index, into the smallest
+// chunks the result's cache lines allow, with a last partial chunk, and whole; f32 and f64, one
+// and two threads. Every element equals the reference's; the scratch holds one chunk, except
+// where the first row index is the result's unit stride (a chunk would write partial lines).
+TEST(Product, ResultComputedInChunksLandsInPlace) {
+  struct Case {
+    std::string einsum;
+    std::map<char, int> lengths;
+    std::vector<std::int64_t> chunks;
+    bool chunked = true;    // whether chunks smaller than the result are possible
+    bool function = false;  // A read as through a function (packed, so not an outer product)
+  };
+  const std::vector<Case> cases = {
+      // TCCG 33's shape: rows d, e, c, each of a stride of 16 or more in the result
+      {"degc,gfab->abcdef",
+       {{'a', 3}, {'b', 4}, {'c', 5}, {'d', 3}, {'e', 16}, {'f', 16}, {'g', 6}},
+       {1, 700, 4000, 10000, 1 << 20}},
+      // batch p, q not flat in the result; i its unit stride (no cut there)
+      {"pqik,pqkj->pjqi",
+       {{'p', 3}, {'q', 4}, {'i', 16}, {'k', 5}, {'j', 6}},
+       {1, 200, 500, 1 << 20}},
+      // an outer product per batch point
+      {"pqi,pqj->pjqi", {{'p', 3}, {'q', 5}, {'i', 16}, {'j', 4}}, {5, 100, 1 << 20}, true, true},
+      // the first row index, e, is the result's unit stride: one chunk
+      {"efbad,cf->abcde",
+       {{'a', 3}, {'b', 4}, {'c', 5}, {'d', 3}, {'e', 6}, {'f', 4}},
+       {1, 100},
+       false},
+  };
+  for (const auto& c : cases)
+    for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
+      const auto arrow = c.einsum.find("->"), comma = c.einsum.find(',');
+      const std::string a = c.einsum.substr(0, comma),
+                        b = c.einsum.substr(comma + 1, arrow - comma - 1);
+      auto shape = [&](const std::string& name, const std::string& labels) {
+        std::string s = name + "=";
+        for (std::size_t k = 0; k < labels.size(); ++k)
+          s += (k ? "x" : "") + std::to_string(c.lengths.at(labels[k]));
+        return s;
+      };
+      SpecFlags f;
+      f.shapes = {shape("A", a), shape("B", b)};
+      f.dtypes = {std::string(to_string(dtype))};
+      const BatchedEinsum e = read_spec_argument(c.einsum, f);
+      const Arrays arrays = random_arrays(e, 5);
+      const Bound bound(e, arrays);
+      const Results want_all = run_reference(bound);
+      const Tensor& want = want_all.at(0);
+      const double tol = tolerance(dtype, terms_of(e, bound.lengths()));
+      const auto& len = bound.lengths();
+      const Tensor &x = *bound.operand(0, 0).tensor, &y = *bound.operand(0, 1).tensor;
+      for (std::int64_t chunk : c.chunks)
+        for (int threads : {1, 2}) {
+          Tensor got(dtype, want.shape());
+          auto run = [&](auto type) {
+            using T = decltype(type);
+            auto make = [&](std::int64_t elements) {
+              return kernels::Product<T>(ttgt_groups(e), len, {a, x.strides()}, {b, y.strides()},
+                                         {e.output, got.strides()}, c.function, false, elements);
+            };
+            const kernels::Product<T> p = make(chunk);
+            // The scratch beyond the packed operands: the whole result with one chunk.
+            const std::int64_t operands =
+                make(std::numeric_limits<std::int64_t>::max()).scratch() - want.size();
+            const std::int64_t held = p.scratch() - operands;
+            if (!c.chunked || chunk >= want.size())
+              EXPECT_EQ(held, want.size()) << c.einsum << " chunks of " << chunk;
+            else
+              EXPECT_LE(held, std::max<std::int64_t>(chunk, want.size() / 3))
+                  << c.einsum << " chunks of " << chunk;
+            std::vector<T> scratch(static_cast<std::size_t>(p.scratch()));
+            p.run(x.data<T>(), nullptr, y.data<T>(), nullptr, got.data<T>(), scratch.data(),
+                  threads);
+          };
+          if (dtype == Dtype::f32)
+            run(float{});
+          else
+            run(double{});
+          EXPECT_LE(max_relative_error(got, want), tol)
+              << c.einsum << " " << to_string(dtype) << " chunks of " << chunk << ", " << threads
+              << " thread(s)";
+        }
     }
 }
 
