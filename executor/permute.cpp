@@ -95,6 +95,18 @@ constexpr std::int64_t kBlockRows = 128;
 template <std::size_t Bytes>
 struct Lines;
 
+// The last stage of both: given u[k] (k < 4) whose 128-bit lane l holds piece l of row group k,
+// out[l] = piece l of every group, groups in order (a 4 × 4 transpose of lanes; the bits are
+// moved as they are, whatever the element type).
+inline void transpose_lanes(__m512i u0, __m512i u1, __m512i u2, __m512i u3, __m512i out[4]) {
+  const __m512i x0 = _mm512_shuffle_i64x2(u0, u1, 0x44), x1 = _mm512_shuffle_i64x2(u0, u1, 0xEE),
+                x2 = _mm512_shuffle_i64x2(u2, u3, 0x44), x3 = _mm512_shuffle_i64x2(u2, u3, 0xEE);
+  out[0] = _mm512_shuffle_i64x2(x0, x2, 0x88);
+  out[1] = _mm512_shuffle_i64x2(x0, x2, 0xDD);
+  out[2] = _mm512_shuffle_i64x2(x1, x3, 0x88);
+  out[3] = _mm512_shuffle_i64x2(x1, x3, 0xDD);
+}
+
 template <>
 struct Lines<8> {  // 8 × 8 doubles' bits
   using R = __m512d;
@@ -106,15 +118,11 @@ struct Lines<8> {  // 8 × 8 doubles' bits
       t[j] = _mm512_unpacklo_pd(r[j], r[j + 1]);
       t[j + 1] = _mm512_unpackhi_pd(r[j], r[j + 1]);
     }
-    for (int e = 0; e < 2; ++e) {
-      const R x0 = _mm512_shuffle_f64x2(t[e], t[2 + e], 0x44),
-              x1 = _mm512_shuffle_f64x2(t[e], t[2 + e], 0xEE),
-              x2 = _mm512_shuffle_f64x2(t[4 + e], t[6 + e], 0x44),
-              x3 = _mm512_shuffle_f64x2(t[4 + e], t[6 + e], 0xEE);
-      out[e] = _mm512_shuffle_f64x2(x0, x2, 0x88);
-      out[2 + e] = _mm512_shuffle_f64x2(x0, x2, 0xDD);
-      out[4 + e] = _mm512_shuffle_f64x2(x1, x3, 0x88);
-      out[6 + e] = _mm512_shuffle_f64x2(x1, x3, 0xDD);
+    for (int e = 0; e < 2; ++e) {  // columns 2l + e
+      __m512i o[4];
+      transpose_lanes(_mm512_castpd_si512(t[e]), _mm512_castpd_si512(t[2 + e]),
+                      _mm512_castpd_si512(t[4 + e]), _mm512_castpd_si512(t[6 + e]), o);
+      for (int l = 0; l < 4; ++l) out[2 * l + e] = _mm512_castsi512_pd(o[l]);
     }
   }
   template <bool stream>
@@ -143,15 +151,11 @@ struct Lines<4> {  // 16 × 16 floats' bits
       u[h + 2] = _mm512_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
       u[h + 3] = _mm512_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
     }
-    for (int q = 0; q < 4; ++q) {
-      const R x0 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44),
-              x1 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE),
-              x2 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44),
-              x3 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
-      out[q] = _mm512_shuffle_f32x4(x0, x2, 0x88);
-      out[4 + q] = _mm512_shuffle_f32x4(x0, x2, 0xDD);
-      out[8 + q] = _mm512_shuffle_f32x4(x1, x3, 0x88);
-      out[12 + q] = _mm512_shuffle_f32x4(x1, x3, 0xDD);
+    for (int q = 0; q < 4; ++q) {  // columns 4l + q
+      __m512i o[4];
+      transpose_lanes(_mm512_castps_si512(u[q]), _mm512_castps_si512(u[4 + q]),
+                      _mm512_castps_si512(u[8 + q]), _mm512_castps_si512(u[12 + q]), o);
+      for (int l = 0; l < 4; ++l) out[4 * l + q] = _mm512_castsi512_ps(o[l]);
     }
   }
   template <bool stream>

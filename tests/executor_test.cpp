@@ -510,8 +510,8 @@ TEST(Functions, AgreeWithMaterializedOperands) {
 // of two axes with whole and partial micro-blocks and blocks; permutations of 3 to 6 axes, with
 // axes of length 1 and rows and columns that are runs of several axes; sub-views with padding,
 // reversed axes, and an empty tensor; a result over 8 MiB (written with streaming stores) with
-// padded rows; runs longer than the offset tables. Every element of dst outside the copy keeps
-// its old value.
+// padded rows; runs longer than the offset tables; each also as a piece of a large destination
+// (streaming stores). Every element of dst outside the copy keeps its old value.
 TEST(Permute, CopyLayoutCopiesEveryElementToItsPlace) {
   struct Case {
     std::vector<std::int64_t> shape, src, dst;  // strides in elements
@@ -574,10 +574,14 @@ TEST(Permute, CopyLayoutCopiesEveryElementToItsPlace) {
           else
             at[a] = 0;
       }
-      kernels::copy_layout(src.data() - src_lo * b, c.src, dst, c.dst, c.shape, bytes);
-      EXPECT_TRUE(std::equal(want.begin(), want.end(), dst))
-          << bytes << "-byte elements, shape of " << c.shape.size() << " axes, first length "
-          << (c.shape.empty() ? 1 : c.shape[0]);
+      // Alone, and as a piece of a destination of 1 GiB (streaming stores where lines align).
+      for (std::size_t whole : {std::size_t{0}, std::size_t{1} << 30}) {
+        std::fill(space.begin(), space.end(), 0xA5);
+        kernels::copy_layout(src.data() - src_lo * b, c.src, dst, c.dst, c.shape, bytes, whole);
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), dst))
+            << bytes << "-byte elements, shape of " << c.shape.size() << " axes, first length "
+            << (c.shape.empty() ? 1 : c.shape[0]) << ", whole " << whole;
+      }
     }
 }
 
