@@ -13,8 +13,10 @@
 // write contiguously (the operands swap roles when needed). Where an operand and the output are
 // both too large for the cache and contiguous along different indices, the rows (or columns)
 // go in tiles of the two indices, so that both are moved in whole cache lines (group_rows). Batch
-// indices are a loop around the GEMM. Memory beyond the output: the packed blocks, at most (MC +
-// NC)·KC elements per thread.
+// indices are a loop around the GEMM. Where the output's unit-stride index belongs to an operand
+// with only a few free elements, that operand takes the columns' side all the same, and the
+// large one is streamed through the rows'. Memory beyond the output: the packed blocks, at most
+// (MC + NC)·KC elements per thread, and the offset tables, two per row and per column.
 //
 // Parameters: "threads" (over batch points when there are enough, otherwise over the wider of
 // the row and column ranges, each thread packing its own blocks). A functional operand is
@@ -129,21 +131,46 @@ struct MicroKernel {
   }
 };
 
+// A table of offsets. Those of a large GEMM's rows run to millions of entries; they are held in
+// a Tensor's memory, which a previous run has already written (tensor.hpp), rather than in
+// pages glibc maps afresh for each call and the call faults in (on a virtual machine, that cost
+// more than the GEMM's kernel: TCCG case 4, deca,be->abcd with 5.4 million rows, `einsumdb run
+// ... --transform tensor_gemm --repeat 5` took 77 / 81 / 111 ms with std::vectors, 61 / 62 / 67
+// ms with these tables; case 3, dbea,ec->abcd, 63 / 65 / 67 ms against 46 ms).
+class Table {
+ public:
+  explicit Table(std::int64_t n = 0)
+      : t_(Dtype::f64, {n}, Tensor::Uninitialized{}), n_(n) {}  // (8-byte elements)
+  std::int64_t* data() { return static_cast<std::int64_t*>(t_.raw()); }
+  const std::int64_t* data() const { return static_cast<const std::int64_t*>(t_.raw()); }
+  std::int64_t size() const { return n_; }
+  std::int64_t& operator[](std::int64_t i) { return data()[i]; }
+  std::int64_t operator[](std::int64_t i) const { return data()[i]; }
+
+ private:
+  Tensor t_;
+  std::int64_t n_;
+};
+
 // Offsets of every element of the group `labels` (row-major over them, last fastest) in a
 // tensor indexed by `layout` with these strides (0 for a label it does not have).
-std::vector<std::int64_t> offsets(const std::string& labels,
-                                  const std::map<char, std::int64_t>& len,
-                                  const std::string& layout,
-                                  const std::vector<std::int64_t>& strides) {
+Table offsets(const std::string& labels, const std::map<char, std::int64_t>& len,
+              const std::string& layout, const std::vector<std::int64_t>& strides) {
   const auto stride = kernels::label_strides(labels, layout, strides);
-  std::vector<std::int64_t> out{0};
+  std::int64_t total = 1;
+  for (char c : labels) total *= len.at(c);
+  Table out(total);
+  if (total == 0) return out;
+  out[0] = 0;
+  // Each label multiplies the entries so far by its length, expanded in place from the back.
+  std::int64_t filled = 1;
   for (std::size_t a = 0; a < labels.size(); ++a) {
     const std::int64_t n = len.at(labels[a]);
-    std::vector<std::int64_t> next;
-    next.reserve(out.size() * static_cast<std::size_t>(n));
-    for (std::int64_t o : out)
-      for (std::int64_t i = 0; i < n; ++i) next.push_back(o + i * stride[a]);
-    out = std::move(next);
+    for (std::int64_t o = filled - 1; o >= 0; --o) {
+      const std::int64_t base = out[o];
+      for (std::int64_t i = n - 1; i >= 0; --i) out[o * n + i] = base + i * stride[a];
+    }
+    filled *= n;
   }
   return out;
 }
@@ -152,8 +179,8 @@ constexpr std::int64_t kUneven = std::numeric_limits<std::int64_t>::min();
 
 // Per block of `width` consecutive entries of `off`: their common spacing, or kUneven. A block of
 // one entry has any spacing (a micro-kernel addresses no second row or column): 1 is given.
-std::vector<std::int64_t> spacing(const std::vector<std::int64_t>& off, std::int64_t width) {
-  const auto n = static_cast<std::int64_t>(off.size());
+std::vector<std::int64_t> spacing(const Table& off, std::int64_t width) {
+  const std::int64_t n = off.size();
   std::vector<std::int64_t> out;
   for (std::int64_t b = 0; b < n; b += width) {
     const std::int64_t e = std::min(n, b + width);
@@ -167,10 +194,10 @@ std::vector<std::int64_t> spacing(const std::vector<std::int64_t>& off, std::int
 
 // One contraction C[m, n] = Σ_k A[m, k] B[k, n] per batch point, every index through its table.
 struct Contraction {
-  std::vector<std::int64_t> am, cm;              // per row: offset in A, in C
-  std::vector<std::int64_t> bn, cn;              // per column: offset in B, in C
-  std::vector<std::int64_t> ak, bk;              // per summed element: offset in A, in B
-  std::vector<std::int64_t> ab, bb, cb;          // per batch point
+  Table am, cm;                                  // per row: offset in A, in C
+  Table bn, cn;                                  // per column: offset in B, in C
+  Table ak, bk;                                  // per summed element: offset in A, in B
+  Table ab, bb, cb;                              // per batch point
   std::vector<std::int64_t> row_step, col_step;  // per MR rows / NR columns: spacing in C
   std::int64_t M = 0, N = 0, K = 0;
 };
@@ -326,7 +353,7 @@ std::string by_stride(std::string labels, const std::string& layout,
 // output's order.
 constexpr std::int64_t kCachedBytes = std::int64_t{8} << 20;
 struct Rows {
-  std::vector<std::int64_t> x, z;
+  Table x, z;
 };
 
 Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& len,
@@ -346,16 +373,15 @@ Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& l
   const std::string pair{ux, uz};
   const auto sx = kernels::label_strides(pair, xl, xs), sz = kernels::label_strides(pair, zl, zs);
   const std::int64_t nx = len.at(ux), nz = len.at(uz);
-  Rows r;
-  r.x.reserve(ox.size() * static_cast<std::size_t>(nx * nz));
-  r.z.reserve(r.x.capacity());
-  for (std::size_t o = 0; o < ox.size(); ++o)
+  Rows r{Table(ox.size() * nx * nz), Table(ox.size() * nx * nz)};
+  std::int64_t at = 0;
+  for (std::int64_t o = 0; o < ox.size(); ++o)
     for (std::int64_t z0 = 0; z0 < nz; z0 += line)
       for (std::int64_t x0 = 0; x0 < nx; x0 += panel)
         for (std::int64_t j = z0; j < std::min(nz, z0 + line); ++j)
-          for (std::int64_t i = x0; i < std::min(nx, x0 + panel); ++i) {
-            r.x.push_back(ox[o] + i * sx[0] + j * sx[1]);
-            r.z.push_back(oz[o] + i * sz[0] + j * sz[1]);
+          for (std::int64_t i = x0; i < std::min(nx, x0 + panel); ++i, ++at) {
+            r.x[at] = ox[o] + i * sx[0] + j * sx[1];
+            r.z[at] = oz[o] + i * sz[0] + j * sz[1];
           }
   return r;
 }
@@ -380,7 +406,23 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
   const char unit = zl.empty() ? '\0' : zl.back();  // none for a scalar result
   const bool unit_in_x = contains(xl, unit) && !contains(yl, unit);
   const bool unit_in_y = contains(yl, unit) && !contains(xl, unit);
-  if ((k.prefers_rows && unit_in_x) || (!k.prefers_rows && unit_in_y)) {
+  bool swap = (k.prefers_rows && unit_in_x) || (!k.prefers_rows && unit_in_y);
+  // Unless that leaves fewer rows than a few micro-panels and many more columns: the large
+  // operand then goes on the rows' side, packed in blocks of MC rows and streamed through once,
+  // and the small one is packed once for all of them (padding a few rows up to MR wastes more).
+  // TCCG case 1 (bda,dc->abc, c = 24 the output's unit stride, the rest 312): 44 ms with bda
+  // on the rows' side, 66 ms on the columns' (`einsumdb run ... --transform tensor_gemm
+  // --repeat 5`, two runs each).
+  const auto free_size = [&](const std::string& own, const std::string& other) {
+    std::int64_t n = 1;
+    for (char c : zl)
+      if (contains(own, c) && !contains(other, c)) n *= len.at(c);
+    return n;
+  };
+  const std::int64_t rows_if = swap ? free_size(yl, xl) : free_size(xl, yl);
+  const std::int64_t cols_if = swap ? free_size(xl, yl) : free_size(yl, xl);
+  if (rows_if < 4 * k.mr && cols_if > rows_if) swap = !swap;
+  if (swap) {
     std::swap(x, y);
     std::swap(xl, yl);
   }
@@ -407,10 +449,10 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
   p.ab = offsets(batch, len, xl, xs);
   p.bb = offsets(batch, len, yl, ys);
   p.cb = offsets(batch, len, zl, zs);
-  p.M = static_cast<std::int64_t>(p.am.size());
-  p.N = static_cast<std::int64_t>(p.bn.size());
-  p.K = static_cast<std::int64_t>(p.ak.size());
-  const auto nb = static_cast<std::int64_t>(p.ab.size());
+  p.M = p.am.size();
+  p.N = p.bn.size();
+  p.K = p.ak.size();
+  const std::int64_t nb = p.ab.size();
   if (p.K == 0) {  // a summed index of length 0: every sum is empty
     std::fill(z.data<T>(), z.data<T>() + z.size(), T{0});
     return z;

@@ -343,6 +343,40 @@ TEST(Strategies, TensorGemmTilesLargeTensorsContiguousAlongDifferentIndices) {
   }
 }
 
+// Where the output's unit-stride index belongs to an operand with few free elements (TCCG case 1,
+// bda,dc->abc with a short c), tensor_gemm puts the other operand on the rows' side; either
+// spelling, row counts on both sides of the rule's threshold, one summed pass and two (d > KC),
+// edge tiles on both sides.
+TEST(Strategies, TensorGemmPutsTheLargeOperandOnTheRowsSideWhenTheOtherHasFewElements) {
+  for (const char* spec : {"bda,dc->abc", "dc,bda->abc"}) {
+    for (int c : {1, 5, 24, 63, 64, 65}) {
+      for (int d : {7, 300}) {
+        SpecFlags f;
+        const std::map<char, int> n = {{'a', 37}, {'b', 29}, {'c', c}, {'d', d}};
+        const std::string s = spec;
+        const std::string x = s.substr(0, s.find(',')),
+                          y = s.substr(s.find(',') + 1, s.find('-') - s.find(',') - 1);
+        for (const auto& [name, labels] : {std::pair{"A", x}, std::pair{"B", y}}) {
+          std::string shape = std::string(name) + "=";
+          for (std::size_t k = 0; k < labels.size(); ++k)
+            shape += (k ? "x" : "") + std::to_string(n.at(labels[k]));
+          f.shapes.push_back(shape);
+        }
+        const BatchedEinsum e = read_spec_argument(spec, f);
+        const Arrays arrays = random_arrays(e, 11);
+        const Bound bound(e, arrays);
+        const Results ref = run_reference(bound);
+        for (int threads : {1, 2}) {
+          const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
+          EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
+                    tolerance(Dtype::f64, terms_of(e, bound.lengths())))
+              << spec << " c=" << c << " d=" << d << " threads " << threads;
+        }
+      }
+    }
+  }
+}
+
 // BLIS 0.9 runs its generic C kernels on CPUs it does not know (AMD's Zen 4); tensor_gemm picks
 // vector kernels wherever the CPU has them.
 // BLIS exports CBLAS too; the BLAS calls of the other strategies must still reach OpenBLAS (which
