@@ -312,23 +312,27 @@ TEST(Strategies, TensorGemmAgreesWithTheReferenceOnEveryTccgContraction) {
   EXPECT_EQ(cases, 2 * 48);
 }
 
+// A two-operand einsum "x,y->z" with arrays A and B of these lengths per index.
+BatchedEinsum binary_spec(const std::string& spec, const std::map<char, int>& n) {
+  SpecFlags f;
+  const std::string x = spec.substr(0, spec.find(',')),
+                    y = spec.substr(spec.find(',') + 1, spec.find('-') - spec.find(',') - 1);
+  for (const auto& [name, labels] : {std::pair{"A", x}, std::pair{"B", y}}) {
+    std::string shape = std::string(name) + "=";
+    for (std::size_t k = 0; k < labels.size(); ++k)
+      shape += (k ? "x" : "") + std::to_string(n.at(labels[k]));
+    f.shapes.push_back(shape);
+  }
+  return read_spec_argument(spec, f);
+}
+
 // Where an operand and the output are both larger than the cache and run at unit stride along
 // different indices, tensor_gemm orders the rows in tiles of the two; TCCG cases 6 and 7 at
 // lengths that make both tensors over 8 MB and leave partial tiles at every edge.
 TEST(Strategies, TensorGemmTilesLargeTensorsContiguousAlongDifferentIndices) {
   for (const auto& [spec, f_len] : {std::pair{"efbad,cf->abcde", 6}, {"ecbfa,fd->abcde", 17}}) {
-    SpecFlags f;
-    const std::map<char, int> n = {{'a', 33}, {'b', 17}, {'c', 6},
-                                   {'d', 18}, {'e', 19}, {'f', f_len}};
-    const std::string s = spec;
-    const std::string a = s.substr(0, s.find(',')), b = s.substr(s.find(',') + 1, 2);
-    for (const auto& [name, labels] : {std::pair{"A", a}, std::pair{"B", b}}) {
-      std::string shape = std::string(name) + "=";
-      for (std::size_t k = 0; k < labels.size(); ++k)
-        shape += (k ? "x" : "") + std::to_string(n.at(labels[k]));
-      f.shapes.push_back(shape);
-    }
-    const BatchedEinsum e = read_spec_argument(spec, f);
+    const BatchedEinsum e =
+        binary_spec(spec, {{'a', 33}, {'b', 17}, {'c', 6}, {'d', 18}, {'e', 19}, {'f', f_len}});
     const Arrays arrays = random_arrays(e, 5);
     const Bound bound(e, arrays);
     ASSERT_GT(arrays.at("A").bytes(), 8u << 20) << spec;
@@ -351,18 +355,7 @@ TEST(Strategies, TensorGemmPutsTheLargeOperandOnTheRowsSideWhenTheOtherHasFewEle
   for (const char* spec : {"bda,dc->abc", "dc,bda->abc"}) {
     for (int c : {1, 5, 24, 63, 64, 65}) {
       for (int d : {7, 300}) {
-        SpecFlags f;
-        const std::map<char, int> n = {{'a', 37}, {'b', 29}, {'c', c}, {'d', d}};
-        const std::string s = spec;
-        const std::string x = s.substr(0, s.find(',')),
-                          y = s.substr(s.find(',') + 1, s.find('-') - s.find(',') - 1);
-        for (const auto& [name, labels] : {std::pair{"A", x}, std::pair{"B", y}}) {
-          std::string shape = std::string(name) + "=";
-          for (std::size_t k = 0; k < labels.size(); ++k)
-            shape += (k ? "x" : "") + std::to_string(n.at(labels[k]));
-          f.shapes.push_back(shape);
-        }
-        const BatchedEinsum e = read_spec_argument(spec, f);
+        const BatchedEinsum e = binary_spec(spec, {{'a', 37}, {'b', 29}, {'c', c}, {'d', d}});
         const Arrays arrays = random_arrays(e, 11);
         const Bound bound(e, arrays);
         const Results ref = run_reference(bound);
