@@ -134,9 +134,10 @@ struct MicroKernel {
 // A table of offsets. Those of a large GEMM's rows run to millions of entries; they are held in
 // a Tensor's memory, which a previous run has already written (tensor.hpp), rather than in
 // pages glibc maps afresh for each call and the call faults in (on a virtual machine, that cost
-// more than the GEMM's kernel: TCCG case 4, deca,be->abcd with 5.4 million rows, `einsumdb run
-// ... --transform tensor_gemm --repeat 5` took 77 / 81 / 111 ms with std::vectors, 61 / 62 / 67
-// ms with these tables; case 3, dbea,ec->abcd, 63 / 65 / 67 ms against 46 ms).
+// more than the GEMM's kernel). `einsumdb run ... --transform tensor_gemm --repeat 5`, one
+// thread, three runs alternating with the build that kept them in std::vectors (min / median /
+// max): TCCG case 3 (dbea,ec->abcd) 47.7 / 47.8 / 48.6 ms against 66.0 / 66.9 / 67.4, case 4
+// (deca,be->abcd, 5.4 million rows) 63.1 / 71.2 / 74.9 ms against 82.3 / 83.8 / 84.2.
 class Table {
  public:
   explicit Table(std::int64_t n = 0)
@@ -410,9 +411,9 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
   // Unless that leaves fewer rows than a few micro-panels and many more columns: the large
   // operand then goes on the rows' side, packed in blocks of MC rows and streamed through once,
   // and the small one is packed once for all of them (padding a few rows up to MR wastes more).
-  // TCCG case 1 (bda,dc->abc, c = 24 the output's unit stride, the rest 312): 44 ms with bda
-  // on the rows' side, 66 ms on the columns' (`einsumdb run ... --transform tensor_gemm
-  // --repeat 5`, two runs each).
+  // TCCG case 1 (bda,dc->abc, c = 24 the output's unit stride, the rest 312), the same three
+  // alternating runs as Table's: 36.1 / 36.7 / 38.2 ms with bda on the rows' side, 59.6 / 62.2 /
+  // 68.1 ms on the columns' (padding c to 32 rows, bda packed 14 columns wide).
   const auto free_size = [&](const std::string& own, const std::string& other) {
     std::int64_t n = 1;
     for (char c : zl)
