@@ -9,19 +9,22 @@
 // tensor through per-index offset tables (the row, column and summed indices may be any of the
 // tensor's axes, in any order). A tile whose rows and columns are each evenly spaced in the
 // output is written in place by the micro-kernel; any other is computed into a small buffer and
-// scattered. The output's unit-stride index is kept on the side the micro-kernel prefers to
-// write contiguously (the operands swap roles when needed). Where an operand and the output are
-// both too large for the cache and contiguous along different indices, the rows (or columns)
-// go in tiles of the two indices, so that both are moved in whole cache lines (group_rows). Batch
-// indices are a loop around the GEMM. Where the output's unit-stride index belongs to an operand
-// with only a few free elements, that operand takes the columns' side all the same, and the
-// large one is streamed through the rows'. Memory beyond the output: the packed blocks, at most
-// (MC + NC)·KC elements per thread, and the offset tables, two per row and per column.
+// copied out, along whichever of its directions is evenly spaced (streamed past the cache where
+// the output is large and written once). The output's unit-stride index is kept on the side the
+// micro-kernel prefers to write contiguously (the operands swap roles when needed). Where an
+// operand and the output are both too large for the cache and contiguous along different indices,
+// the rows (or columns) go in tiles of the two indices, so that both are moved in whole cache lines
+// (group_rows). Batch indices are a loop around the GEMM. Where the output's unit-stride index
+// belongs to an operand with only a few free elements, that operand takes the columns' side all the
+// same, and the large one is streamed through the rows'. Memory beyond the output: the packed
+// blocks, at most (MC + NC)·KC elements per thread, and the offset tables, two per row and per
+// column.
 //
 // Parameters: "threads" (over batch points when there are enough, otherwise over the wider of
 // the row and column ranges, each thread packing its own blocks). A functional operand is
 // evaluated into a buffer in its array's layout first.
 #include <dlfcn.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -201,7 +204,32 @@ struct Contraction {
   Table ab, bb, cb;                              // per batch point
   std::vector<std::int64_t> row_step, col_step;  // per MR rows / NR columns: spacing in C
   std::int64_t M = 0, N = 0, K = 0;
+  bool stream = false;  // tiles written through the buffer bypass the cache (Gemm::copy_run)
 };
+
+#if defined(__AVX512F__)
+// One AVX-512 register of T, its lanes under a mask.
+template <typename T>
+struct Lanes;
+template <>
+struct Lanes<double> {
+  static constexpr std::int64_t width = 8;
+  static __mmask8 first(std::int64_t n) { return static_cast<__mmask8>((1u << n) - 1); }
+  static __m512d load(__mmask8 m, const double* p) { return _mm512_maskz_loadu_pd(m, p); }
+  static __m512d add(__m512d x, __m512d y) { return _mm512_add_pd(x, y); }
+  static void store(double* p, __mmask8 m, __m512d v) { _mm512_mask_storeu_pd(p, m, v); }
+  static void stream(double* p, __m512d v) { _mm512_stream_pd(p, v); }
+};
+template <>
+struct Lanes<float> {
+  static constexpr std::int64_t width = 16;
+  static __mmask16 first(std::int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
+  static __m512 load(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static __m512 add(__m512 x, __m512 y) { return _mm512_add_ps(x, y); }
+  static void store(float* p, __mmask16 m, __m512 v) { _mm512_mask_storeu_ps(p, m, v); }
+  static void stream(float* p, __m512 v) { _mm512_stream_ps(p, v); }
+};
+#endif
 
 template <typename T>
 class Gemm {
@@ -252,19 +280,25 @@ class Gemm {
                 continue;
               }
               k_.run(mrb, nrb, kcb, &one, ap, bp, &zero, tile, tile_rs, tile_cs, &aux, k_.cntx);
-              for (std::int64_t i = 0; i < mrb; ++i) {
-                T* row = c + cm[i];
-                const T* t = tile + i * tile_rs;
-                if (pc == 0)
-                  for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] = t[j * tile_cs];
-                else
-                  for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] += t[j * tile_cs];
-              }
+              if (rs != kUneven)  // evenly spaced rows: column by column
+                scatter(tile, tile_rs, tile_cs, mrb, nrb, c + cm[0], rs, cn, pc != 0, p_.stream);
+              else if (cs != kUneven)  // evenly spaced columns: row by row
+                scatter(tile, tile_cs, tile_rs, nrb, mrb, c + cn[0], cs, cm, pc != 0, p_.stream);
+              else
+                for (std::int64_t i = 0; i < mrb; ++i) {
+                  T* row = c + cm[i];
+                  const T* t = tile + i * tile_rs;
+                  if (pc == 0)
+                    for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] = t[j * tile_cs];
+                  else
+                    for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] += t[j * tile_cs];
+                }
             }
           }
         }
       }
     }
+    if (p_.stream) _mm_sfence();  // the streamed stores, visible before the threads join
   }
 
  private:
@@ -275,6 +309,61 @@ class Gemm {
   // depths ahead were no better than 4 in three rounds.
   static constexpr std::int64_t kAhead = 4;
   static constexpr std::int64_t kLine = 64 / sizeof(T);  // elements per cache line
+
+  // d[0, n) = t[0, n), or += with `accumulate`; with `stream`, whole aligned cache lines go
+  // around the cache (non-temporal stores, AVX-512 only): their tile will not be read again,
+  // and a line written there needs no read of its old contents first. The micro-kernel
+  // prefetches the lines of the tile it writes, here the buffer's; the output's lines would miss
+  // one by one. TCCG case 34 (dfga,gebc->abcdef), `einsumdb run ... --transform tensor_gemm
+  // --repeat 5`, five alternating runs (min / median / max): 38.0 / 38.7 / 39.0 ms streamed,
+  // 47.9 / 48.8 / 49.4 ms with ordinary stores of the same registers, 43.5 / 45.6 / 46.0 ms with
+  // the compiler's loop; prefetching the output's lines for writing before the micro-kernel
+  // runs, with ordinary stores, was no better than streaming (39.8 / 40.6 / 42.1 ms).
+  static void copy_run(const T* t, std::int64_t n, T* d, bool accumulate, bool stream) {
+#if defined(__AVX512F__)
+    using V = Lanes<T>;
+    for (std::int64_t i = 0; i < n; i += V::width) {
+      const auto mask = V::first(std::min(V::width, n - i));
+      auto v = V::load(mask, t + i);
+      if (accumulate) v = V::add(v, V::load(mask, d + i));
+      if (stream && n - i >= V::width && reinterpret_cast<std::uintptr_t>(d + i) % 64 == 0)
+        V::stream(d + i, v);
+      else
+        V::store(d + i, mask, v);
+    }
+#else
+    (void)stream;
+    if (accumulate)
+      for (std::int64_t i = 0; i < n; ++i) d[i] += t[i];
+    else
+      for (std::int64_t i = 0; i < n; ++i) d[i] = t[i];
+#endif
+  }
+
+  // Writes (or adds, `accumulate`) a tile computed into `tile` to the output, where one of its
+  // two directions, the `run` direction (`length` elements `run_step` apart in the tile), is
+  // evenly spaced in the output (`step` apart) and the other is not (`lines` of them,
+  // `line_step` apart in the tile, at offsets `at` from `base`), line by line. It used to go
+  // element by element along the uneven direction, scattered; on TCCG case 34
+  // (dfga,gebc->abcdef: e = 16 is the columns' fastest index, and three column panels of 14 in
+  // four straddle two values of c) that took longer than the micro-kernel. Three runs alternating
+  // with that build (min / median / max): case 34 38.7 / 41.2 / 42.4 ms against 75.4 / 76.7 /
+  // 77.8, case 39 (efgc,gdab->abcdef) 33.0 / 33.3 / 34.8 ms against 52.2 / 52.4 / 53.9.
+  static void scatter(const T* tile, std::int64_t run_step, std::int64_t line_step,
+                      std::int64_t length, std::int64_t lines, T* base, std::int64_t step,
+                      const std::int64_t* at, bool accumulate, bool stream) {
+    for (std::int64_t j = 0; j < lines; ++j) {
+      T* d = base + at[j];
+      const T* t = tile + j * line_step;
+      if (step == 1 && run_step == 1) {
+        copy_run(t, length, d, accumulate, stream);
+      } else if (accumulate) {
+        for (std::int64_t i = 0; i < length; ++i) d[i * step] += t[i * run_step];
+      } else {
+        for (std::int64_t i = 0; i < length; ++i) d[i * step] = t[i * run_step];
+      }
+    }
+  }
 
   // Packs `rows` × `depth` elements into micro-panels of `width` rows (`pack_width` apart, zero
   // past the last row): panel[p * pack_width + i] = src[row[i] + col[p]].
@@ -458,6 +547,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
     std::fill(z.data<T>(), z.data<T>() + z.size(), T{0});
     return z;
   }
+  p.stream = bytes(z) > kCachedBytes && p.K <= k.kc;
   p.row_step = spacing(p.cm, k.mr);
   p.col_step = spacing(p.cn, k.nr);
 

@@ -313,8 +313,10 @@ TEST(Strategies, TensorGemmAgreesWithTheReferenceOnEveryTccgContraction) {
 }
 
 // A two-operand einsum "x,y->z" with arrays A and B of these lengths per index.
-BatchedEinsum binary_spec(const std::string& spec, const std::map<char, int>& n) {
+BatchedEinsum binary_spec(const std::string& spec, const std::map<char, int>& n,
+                          Dtype dtype = Dtype::f64) {
   SpecFlags f;
+  f.dtypes = {std::string(to_string(dtype))};
   const std::string x = spec.substr(0, spec.find(',')),
                     y = spec.substr(spec.find(',') + 1, spec.find('-') - spec.find(',') - 1);
   for (const auto& [name, labels] : {std::pair{"A", x}, std::pair{"B", y}}) {
@@ -364,6 +366,43 @@ TEST(Strategies, TensorGemmPutsTheLargeOperandOnTheRowsSideWhenTheOtherHasFewEle
           EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
                     tolerance(Dtype::f64, terms_of(e, bound.lengths())))
               << spec << " c=" << c << " d=" << d << " threads " << threads;
+        }
+      }
+    }
+  }
+}
+
+// TCCG's ccsd_t contractions interleave the operands' indices in the output: a micro-tile's
+// columns (or rows) straddle two values of an outer index wherever an index's length is not a
+// multiple of the tile's, and such tiles are computed into a buffer and copied out. Rows even and
+// columns straddling, rows straddling and columns even, and both; an output over 8 MB with one
+// summed pass (the copy streams past the cache) and a summed index longer than a pass (the copy
+// adds); both dtypes (f32's tile is 32 rows), 1 and 2 threads.
+TEST(Strategies, TensorGemmCopiesOutTilesThatStraddleAnOuterIndex) {
+  for (Dtype dtype : {Dtype::f64, Dtype::f32}) {
+    for (const auto& [e_len, f_len] : {std::pair{16, 16}, {14, 20}, {16, 20}}) {
+      for (int g : {5, 300}) {
+        const BatchedEinsum e = binary_spec("dfga,gebc->abcdef",
+                                            {{'a', g > 256 ? 2 : 23},
+                                             {'b', 6},
+                                             {'c', 7},
+                                             {'d', 10},
+                                             {'e', e_len},
+                                             {'f', f_len},
+                                             {'g', g}},
+                                            dtype);
+        const Arrays arrays = random_arrays(e, 13);
+        const Bound bound(e, arrays);
+        const Results ref = run_reference(bound);
+        if (g < 256) {
+          ASSERT_GT(ref.at(0).bytes(), 8u << 20);
+        }
+        for (int threads : {1, 2}) {
+          const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
+          EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
+                    tolerance(dtype, terms_of(e, bound.lengths())))
+              << to_string(dtype) << " e=" << e_len << " f=" << f_len << " g=" << g << " threads "
+              << threads;
         }
       }
     }
