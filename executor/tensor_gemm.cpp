@@ -14,11 +14,11 @@
 // micro-kernel prefers to write contiguously (the operands swap roles when needed). Where an
 // operand and the output are both too large for the cache and contiguous along different indices,
 // the rows (or columns) go in tiles of the two indices, so that both are moved in whole cache lines
-// (group_rows). Batch indices are a loop around the GEMM. Where the output's unit-stride index
-// belongs to an operand with only a few free elements, that operand takes the columns' side all the
-// same, and the large one is streamed through the rows'. Memory beyond the output: the packed
-// blocks, at most (MC + NC)·KC elements per thread, and the offset tables, two per row and per
-// column.
+// (group_rows), and so do the summed indices of two such operands (tiles). Batch indices are a loop
+// around the GEMM. Where the output's unit-stride index belongs to an operand with only a few free
+// elements, that operand takes the columns' side all the same, and the large one is streamed
+// through the rows'. Memory beyond the output: the packed blocks, at most (MC + NC)·KC elements per
+// thread, and the offset tables, two per row and per column.
 //
 // Parameters: "threads" (over batch points when there are enough, otherwise over the wider of
 // the row and column ranges, each thread packing its own blocks). A functional operand is
@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 // Before blis.h, which brings a CBLAS header of its own: the kernels' BLAS is OpenBLAS.
 #include "einsumdb/executor/kernels.hpp"
@@ -309,6 +310,14 @@ class Gemm {
   // depths ahead were no better than 4 in three rounds.
   static constexpr std::int64_t kAhead = 4;
   static constexpr std::int64_t kLine = 64 / sizeof(T);  // elements per cache line
+  // Rows ahead whose elements a packing routine that gathers row by row prefetches: a row's
+  // elements lie on as many cache lines as it has runs along the tensor's memory, and without it
+  // each of those lines was fetched only when the row came to be read. TCCG at full size,
+  // `einsumdb run ... --transform tensor_gemm --repeat 5`, one thread, five runs alternating with
+  // the build without it, time over time (min / median / max): case 13 (acd,dbc->ab) 0.73 / 0.75 /
+  // 0.79, case 14 (cad,dcb->ab) 0.86 / 0.87 / 0.90, case 15 (acd,db->abc) 0.83 / 0.84 / 0.87, case
+  // 1 (bda,dc->abc) 0.91 / 0.97 / 0.99; the other cases unchanged (one run each, 0.93-1.07).
+  static constexpr std::int64_t kRowsAhead = 4;
 
   // d[0, n) = t[0, n), or += with `accumulate`; with `stream`, whole aligned cache lines go
   // around the cache (non-temporal stores, AVX-512 only): their tile will not be read again,
@@ -405,7 +414,11 @@ class Gemm {
       T* panel = dst + q * pack_width * depth;
       for (std::int64_t i = 0; i < w; ++i) {
         const T* s = src + row[r0 + i];
-        for (std::int64_t p = 0; p < depth; ++p) panel[p * pack_width + i] = s[col[p]];
+        const T* next = src + row[std::min(rows - 1, r0 + i + kRowsAhead)];
+        for (std::int64_t p = 0; p < depth; ++p) {
+          __builtin_prefetch(next + col[p]);
+          panel[p * pack_width + i] = s[col[p]];
+        }
       }
       for (std::int64_t p = 0; p < depth; ++p)
         for (std::int64_t i = w; i < pack_width; ++i) panel[p * pack_width + i] = 0;
@@ -450,20 +463,33 @@ std::string by_stride(std::string labels, const std::string& layout,
 // (ecbfa,fd->abcde, where it is not) 0.97 / 1.00 / 1.03, case 3 (dbea,ec->abcd) 0.97 / 1.00 / 1.02.
 constexpr std::int64_t kCachedBytes = std::int64_t{8} << 20;
 constexpr std::int64_t kInner = 4;
+constexpr std::int64_t kSumTile = 256;
 struct Rows {
   Table x, z;
 };
 
-Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& len,
-                const std::string& xl, const std::vector<std::int64_t>& xs, const std::string& zl,
-                const std::vector<std::int64_t>& zs, std::int64_t x_bytes, std::int64_t z_bytes,
-                std::int64_t panel, std::int64_t line) {
+// The tiled order of a group of indices, X's and Z's offsets for each, or nothing where X and Z
+// run at unit stride along the same index of the group or one of them fits in the cache. The
+// summed indices of two such operands go in these tiles too, X's unit-stride index kSumTile bytes
+// at a time for each cache line of Y's: a packed block of KC summed elements then reads both
+// operands in whole cache lines, where in X's order it read one element of each line of Y.
+// TCCG cases 13 (acd,dbc->ab) and 14 (cad,dcb->ab), both operands over 200 MB, and
+// `einsumdb run ... --transform tensor_gemm --repeat 5` with the rows prefetched
+// (Gemm::kRowsAhead), time tiled over time in X's order, five alternating runs (min / median /
+// max): case 13 0.88 / 0.89 / 0.90, case 14 0.82 / 0.84 / 0.86; cases 19-30, whose summed indices
+// are also tiled, unchanged (one run each, 0.99-1.02).
+std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::int64_t>& len,
+                          const std::string& xl, const std::vector<std::int64_t>& xs,
+                          const std::string& zl, const std::vector<std::int64_t>& zs,
+                          std::int64_t x_bytes, std::int64_t z_bytes, std::int64_t panel,
+                          std::int64_t line) {
+  if (labels.empty()) return std::nullopt;
   const std::string ordered =
       x_bytes > z_bytes ? by_stride(labels, xl, xs) : by_stride(labels, zl, zs);
-  const char ux = labels.empty() ? '\0' : by_stride(labels, xl, xs).back();
-  const char uz = labels.empty() ? '\0' : by_stride(labels, zl, zs).back();
+  const char ux = by_stride(labels, xl, xs).back();
+  const char uz = by_stride(labels, zl, zs).back();
   if (ux == uz || len.at(ux) <= 1 || len.at(uz) <= 1 || std::min(x_bytes, z_bytes) <= kCachedBytes)
-    return {offsets(ordered, len, xl, xs), offsets(ordered, len, zl, zs)};
+    return std::nullopt;
   std::string others;
   for (char c : ordered)
     if (c != ux && c != uz) others += c;
@@ -487,6 +513,17 @@ Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& l
                 r.z[at] = oz[o] + i * sz[0] + j * sz[1];
               }
   return r;
+}
+
+Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& len,
+                const std::string& xl, const std::vector<std::int64_t>& xs, const std::string& zl,
+                const std::vector<std::int64_t>& zs, std::int64_t x_bytes, std::int64_t z_bytes,
+                std::int64_t panel, std::int64_t line) {
+  if (auto r = tiles(labels, len, xl, xs, zl, zs, x_bytes, z_bytes, panel, line))
+    return std::move(*r);
+  const std::string ordered =
+      x_bytes > z_bytes ? by_stride(labels, xl, xs) : by_stride(labels, zl, zs);
+  return {offsets(ordered, len, xl, xs), offsets(ordered, len, zl, zs)};
 }
 
 template <typename T>
@@ -546,9 +583,17 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
   p.cm = std::move(rows.z);
   p.bn = std::move(cols.x);
   p.cn = std::move(cols.z);
-  // The summed indices in the order the left operand has them (its packing reads along them).
-  p.ak = offsets(sum, len, xl, xs);
-  p.bk = offsets(sum, len, yl, ys);
+  // The summed indices: tiled where both operands are too large for the cache and run at unit
+  // stride along different ones (kSumTile), otherwise in the order the left operand has them (its
+  // packing reads along them).
+  if (auto ks = tiles(sum, len, xl, xs, yl, ys, bytes(*x.tensor), bytes(*y.tensor),
+                      kSumTile / sizeof(T), line)) {
+    p.ak = std::move(ks->x);
+    p.bk = std::move(ks->z);
+  } else {
+    p.ak = offsets(sum, len, xl, xs);
+    p.bk = offsets(sum, len, yl, ys);
+  }
   p.ab = offsets(batch, len, xl, xs);
   p.bb = offsets(batch, len, yl, ys);
   p.cb = offsets(batch, len, zl, zs);

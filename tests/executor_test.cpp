@@ -349,6 +349,31 @@ TEST(Strategies, TensorGemmTilesLargeTensorsContiguousAlongDifferentIndices) {
   }
 }
 
+// Where both operands are larger than the cache and run at unit stride along different summed
+// indices, tensor_gemm takes the summed indices in tiles of the two; TCCG cases 13 and 14 at
+// lengths that make both operands over 8 MB, with partial tiles at every edge and a tile
+// straddling the blocks of KC summed elements, in both dtypes (a tile's width is in bytes).
+TEST(Strategies, TensorGemmTilesTheSummedIndicesOfLargeOperandsContiguousAlongDifferentOnes) {
+  for (Dtype dtype : {Dtype::f64, Dtype::f32}) {
+    const int ab = dtype == Dtype::f64 ? 10 : 20;
+    for (const char* spec : {"acd,dbc->ab", "cad,dcb->ab"}) {
+      const BatchedEinsum e =
+          binary_spec(spec, {{'a', ab}, {'b', ab + 1}, {'c', 331}, {'d', 333}}, dtype);
+      const Arrays arrays = random_arrays(e, 7);
+      const Bound bound(e, arrays);
+      ASSERT_GT(arrays.at("A").bytes(), 8u << 20) << spec;
+      ASSERT_GT(arrays.at("B").bytes(), 8u << 20) << spec;
+      const Results ref = run_reference(bound);
+      for (int threads : {1, 2}) {
+        const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
+        EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
+                  tolerance(dtype, terms_of(e, bound.lengths())))
+            << spec << " " << to_string(dtype) << " threads " << threads;
+      }
+    }
+  }
+}
+
 // Where the output's unit-stride index belongs to an operand with few free elements (TCCG case 1,
 // bda,dc->abc with a short c), tensor_gemm puts the other operand on the rows' side; either
 // spelling, row counts on both sides of the rule's threshold, one summed pass and two (d > KC),
