@@ -205,7 +205,8 @@ struct Contraction {
   Table ab, bb, cb;                              // per batch point
   std::vector<std::int64_t> row_step, col_step;  // per MR rows / NR columns: spacing in C
   std::int64_t M = 0, N = 0, K = 0;
-  bool stream = false;  // tiles written through the buffer bypass the cache (Gemm::copy_run)
+  bool stream = false;      // tiles written through the buffer bypass the cache (Gemm::copy_run)
+  bool stream_all = false;  // and so do even tiles, through the buffer too (kStreamAllDepth)
 };
 
 #if defined(__AVX512F__)
@@ -276,12 +277,14 @@ class Gemm {
               const std::int64_t rs = p_.row_step[static_cast<std::size_t>((ic + ir) / k_.mr)];
               const std::int64_t* cm = p_.cm.data() + ic + ir;
               const std::int64_t* cn = p_.cn.data() + jc + jr;
-              if (rs != kUneven && cs != kUneven) {
+              const bool even = rs != kUneven && cs != kUneven;
+              const bool whole_lines = rs == 1 ? tile_rs == 1 : cs == 1 && tile_cs == 1;
+              if (even && !(p_.stream_all && whole_lines)) {
                 k_.run(mrb, nrb, kcb, &one, ap, bp, beta, c + cm[0] + cn[0], rs, cs, &aux, k_.cntx);
                 continue;
               }
               k_.run(mrb, nrb, kcb, &one, ap, bp, &zero, tile, tile_rs, tile_cs, &aux, k_.cntx);
-              if (rs != kUneven)  // evenly spaced rows: column by column
+              if (rs != kUneven && (cs == kUneven || rs == 1))  // along evenly spaced rows
                 scatter(tile, tile_rs, tile_cs, mrb, nrb, c + cm[0], rs, cn, pc != 0, p_.stream);
               else if (cs != kUneven)  // evenly spaced columns: row by row
                 scatter(tile, tile_cs, tile_rs, nrb, mrb, c + cn[0], cs, cm, pc != 0, p_.stream);
@@ -464,6 +467,16 @@ std::string by_stride(std::string labels, const std::string& layout,
 constexpr std::int64_t kCachedBytes = std::int64_t{8} << 20;
 constexpr std::int64_t kInner = 4;
 constexpr std::int64_t kSumTile = 256;
+// Summed elements up to which every tile of a streamed output whose lines it writes whole goes
+// through the buffer, not only the uneven ones: the micro-kernel then spends less time on a tile
+// than writing it takes, and written in place, each of its lines is read from memory before it is
+// written. `einsumdb run ... --transform tensor_gemm --repeat 5`, one thread, time over time with
+// only the uneven tiles buffered: TCCG's ccsd_t cases (24 summed), five alternating runs (min /
+// median / max), case 31 (dega,gfbc->abcdef) 0.86 / 0.89 / 0.95, case 34 0.92 / 0.93 / 0.97, case
+// 40 0.93 / 0.96 / 0.98, case 42 0.84 / 0.84 / 0.91, case 46 0.88 / 0.90 / 0.93; one run each,
+// case 31's shape at g = 16, 32 and 48 summed: 0.77, 1.02, 1.18, and cases 9-11 (72 summed)
+// 1.07-1.09.
+constexpr std::int64_t kStreamAllDepth = 24;
 struct Rows {
   Table x, z;
 };
@@ -606,6 +619,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
     return z;
   }
   p.stream = bytes(z) > kCachedBytes && p.K <= k.kc;
+  p.stream_all = p.stream && p.K <= kStreamAllDepth;
   p.row_step = spacing(p.cm, k.mr);
   p.col_step = spacing(p.cn, k.nr);
 

@@ -401,8 +401,8 @@ TEST(Strategies, TensorGemmPutsTheLargeOperandOnTheRowsSideWhenTheOtherHasFewEle
 // columns (or rows) straddle two values of an outer index wherever an index's length is not a
 // multiple of the tile's, and such tiles are computed into a buffer and copied out. Rows even and
 // columns straddling, rows straddling and columns even, and both; an output over 8 MB with one
-// summed pass (the copy streams past the cache) and a summed index longer than a pass (the copy
-// adds); both dtypes (f32's tile is 32 rows), 1 and 2 threads.
+// summed pass (the copy streams past the cache, and even tiles take it too) and a summed index
+// longer than a pass (the copy adds); both dtypes (f32's tile is 32 rows), 1 and 2 threads.
 TEST(Strategies, TensorGemmCopiesOutTilesThatStraddleAnOuterIndex) {
   for (Dtype dtype : {Dtype::f64, Dtype::f32}) {
     for (const auto& [e_len, f_len] : {std::pair{16, 16}, {14, 20}, {16, 20}}) {
