@@ -10,7 +10,8 @@
 // tensor's axes, in any order). A tile whose rows and columns are each evenly spaced in the
 // output is written in place by the micro-kernel; any other is computed into a small buffer and
 // copied out, along whichever of its directions is evenly spaced (streamed past the cache where
-// the output is large and written once). The output's unit-stride index is kept on the side the
+// the output is large and written once; there, where the contraction sums only a few elements,
+// even tiles take the buffer too). The output's unit-stride index is kept on the side the
 // micro-kernel prefers to write contiguously (the operands swap roles when needed). Where an
 // operand and the output are both too large for the cache and contiguous along different indices,
 // the rows (or columns) go in tiles of the two indices, so that both are moved in whole cache lines
@@ -471,12 +472,19 @@ constexpr std::int64_t kSumTile = 256;
 // through the buffer, not only the uneven ones: the micro-kernel then spends less time on a tile
 // than writing it takes, and written in place, each of its lines is read from memory before it is
 // written. `einsumdb run ... --transform tensor_gemm --repeat 5`, one thread, time over time with
-// only the uneven tiles buffered: TCCG's ccsd_t cases (24 summed), five alternating runs (min /
-// median / max), case 31 (dega,gfbc->abcdef) 0.86 / 0.89 / 0.95, case 34 0.92 / 0.93 / 0.97, case
-// 40 0.93 / 0.96 / 0.98, case 42 0.84 / 0.84 / 0.91, case 46 0.88 / 0.90 / 0.93; one run each,
-// case 31's shape at g = 16, 32 and 48 summed: 0.77, 1.02, 1.18, and cases 9-11 (72 summed)
-// 1.07-1.09.
+// only the uneven tiles buffered (min / median / max of alternating runs): TCCG's ccsd_t cases (24
+// summed), five runs, case 31 (dega,gfbc->abcdef) 0.86 / 0.89 / 0.95, case 34 0.92 / 0.93 / 0.97,
+// case 40 0.93 / 0.96 / 0.98, case 42 0.84 / 0.84 / 0.91, case 46 0.88 / 0.90 / 0.93; three runs,
+// case 31's shape at g = 16 summed 0.82 / 0.83 / 0.83, and with every tile buffered whatever the
+// depth, at g = 32 1.01 / 1.04 / 1.04, at g = 48 1.07 / 1.09 / 1.13, cases 9-11 (ea,ebcd->abcd and
+// its kin, 72 summed) 1.01 / 1.08 / 1.11, 1.00 / 1.04 / 1.07 and 1.06 / 1.07 / 1.13.
 constexpr std::int64_t kStreamAllDepth = 24;
+// Whether Gemm::copy_run can stream (AVX-512): without, a buffered even tile is only a detour.
+#if defined(__AVX512F__)
+constexpr bool kStreams = true;
+#else
+constexpr bool kStreams = false;
+#endif
 struct Rows {
   Table x, z;
 };
@@ -489,8 +497,10 @@ struct Rows {
 // TCCG cases 13 (acd,dbc->ab) and 14 (cad,dcb->ab), both operands over 200 MB, and
 // `einsumdb run ... --transform tensor_gemm --repeat 5` with the rows prefetched
 // (Gemm::kRowsAhead), time tiled over time in X's order, five alternating runs (min / median /
-// max): case 13 0.88 / 0.89 / 0.90, case 14 0.82 / 0.84 / 0.86; cases 19-30, whose summed indices
-// are also tiled, unchanged (one run each, 0.99-1.02).
+// max): case 13 0.88 / 0.89 / 0.90, case 14 0.82 / 0.84 / 0.86. Cases 19-30, whose summed indices
+// are also tiled, 0.99-1.02 (one run each); three runs alternating with the build before both
+// changes, case 20 (aebf,dfce->abcd) 0.91 / 0.93 / 0.96, case 26 (aefb,fdce->abcd) 0.95 / 0.99 /
+// 1.01.
 std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::int64_t>& len,
                           const std::string& xl, const std::vector<std::int64_t>& xs,
                           const std::string& zl, const std::vector<std::int64_t>& zs,
@@ -619,7 +629,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
     return z;
   }
   p.stream = bytes(z) > kCachedBytes && p.K <= k.kc;
-  p.stream_all = p.stream && p.K <= kStreamAllDepth;
+  p.stream_all = kStreams && p.stream && p.K <= kStreamAllDepth;
   p.row_step = spacing(p.cm, k.mr);
   p.col_step = spacing(p.cn, k.nr);
 
