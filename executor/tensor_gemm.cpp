@@ -11,15 +11,20 @@
 // output is written in place by the micro-kernel; any other is computed into a small buffer and
 // copied out, along whichever of its directions is evenly spaced (streamed past the cache where
 // the output is large and written once; there, where the contraction sums only a few elements,
-// even tiles take the buffer too). The output's unit-stride index is kept on the side the
+// even tiles take the buffer too). Where a tile's rows are each in a different line of the output
+// and the next tiles' rows continue those lines, a group of them is computed and each line written
+// whole (line_groups); a tile whose contiguous direction in the output is not the one the
+// micro-kernel writes contiguously is transposed through registers on its way out (AVX-512). The
+// blocks take all the summed elements where they exceed KC by a quarter at most, and MC grows as
+// KC shrinks (block_sizes). The output's unit-stride index is kept on the side the
 // micro-kernel prefers to write contiguously (the operands swap roles when needed). Where an
 // operand and the output are both too large for the cache and contiguous along different indices,
 // the rows (or columns) go in tiles of the two indices, so that both are moved in whole cache lines
 // (group_rows), and so do the summed indices of two such operands (tiles). Batch indices are a loop
 // around the GEMM. Where the output's unit-stride index belongs to an operand with only a few free
 // elements, that operand takes the columns' side all the same, and the large one is streamed
-// through the rows'. Memory beyond the output: the packed blocks, at most (MC + NC)·KC elements per
-// thread, and the offset tables, two per row and per column.
+// through the rows'. Memory beyond the output: the packed blocks, at most (MC + 1.25 NC)·KC
+// elements per thread with BLIS's block sizes, and the offset tables, two per row and per column.
 //
 // Parameters: "threads" (over batch points when there are enough, otherwise over the wider of
 // the row and column ranges, each thread packing its own blocks). A functional operand is
@@ -30,6 +35,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <type_traits>
 
 // Before blis.h, which brings a CBLAS header of its own: the kernels' BLAS is OpenBLAS.
 #include "einsumdb/executor/kernels.hpp"
@@ -198,6 +204,37 @@ std::vector<std::int64_t> spacing(const Table& off, std::int64_t width) {
   return out;
 }
 
+// Per MR rows of the output's offsets `cm` (a micro-panel): whether `line` panels start there in
+// which row i of panel j lies at cm[i] + j, the first of them at a whole line's start or not: row
+// i and a column of all of them then make one whole line of the output (a line group, written
+// with Gemm::write_lines). Such panels come from the tiles of group_rows where the output's
+// unit-stride index is among the rows and the operand's another one: the micro-kernel would write
+// each row of a tile to a different line, through its general-stride path, and each line of the
+// output, not written whole, would be read from memory first. Empty where there is none.
+// `einsumdb run ... --transform tensor_gemm --repeat 5`, one thread, three runs alternating with
+// the build that wrote these tiles in place (time over time, min / median / max): TCCG case 3
+// (dbea,ec->abcd) 0.77 / 0.80 / 0.83, case 4 (deca,be->abcd) 0.72 / 0.75 / 0.77, case 6
+// (efbad,cf->abcde) 0.86 / 0.87 / 0.87, case 7 (ecbfa,fd->abcde) 0.66 / 0.72 / 0.73, case 8
+// (efcad,bf->abcde) 0.89 / 0.91 / 0.92, with the group written from interleaved tiles; transposed
+// through registers (Gemm::transposes) against that, 0.93 / 0.95 / 0.97, 0.92 / 0.97 / 0.99, 0.87
+// / 0.88 / 0.91, 0.88 / 0.91 / 0.94 and 0.87 / 0.88 / 0.94.
+std::vector<char> line_groups(const Table& cm, std::int64_t mr, std::int64_t line) {
+  const std::int64_t panels = cm.size() / mr;  // the whole ones
+  std::vector<char> out(static_cast<std::size_t>((cm.size() + mr - 1) / mr), 0);
+  bool any = false;
+  for (std::int64_t q = 0; q + line <= panels;) {
+    bool group = true;
+    for (std::int64_t j = 1; j < line && group; ++j)
+      for (std::int64_t i = 0; i < mr && group; ++i)
+        group = cm[(q + j) * mr + i] == cm[q * mr + i] + j;
+    out[static_cast<std::size_t>(q)] = group;
+    any |= group;
+    q += group ? line : 1;
+  }
+  if (!any) out.clear();
+  return out;
+}
+
 // One contraction C[m, n] = Σ_k A[m, k] B[k, n] per batch point, every index through its table.
 struct Contraction {
   Table am, cm;                                  // per row: offset in A, in C
@@ -205,7 +242,9 @@ struct Contraction {
   Table ak, bk;                                  // per summed element: offset in A, in B
   Table ab, bb, cb;                              // per batch point
   std::vector<std::int64_t> row_step, col_step;  // per MR rows / NR columns: spacing in C
+  std::vector<char> row_lines;  // per MR rows: whether a line group starts there (line_groups)
   std::int64_t M = 0, N = 0, K = 0;
+  std::int64_t mc = 0, kc = 0;  // rows and summed elements per packed block (block_sizes)
   bool stream = false;      // tiles written through the buffer bypass the cache (Gemm::copy_run)
   bool stream_all = false;  // and so do even tiles, through the buffer too (kStreamAllDepth)
 };
@@ -232,6 +271,33 @@ struct Lanes<float> {
   static void store(float* p, __mmask16 m, __m512 v) { _mm512_mask_storeu_ps(p, m, v); }
   static void stream(float* p, __m512 v) { _mm512_stream_ps(p, v); }
 };
+
+// r[i][j] <- r[j][i] for an 8 × 8 block of doubles, one row per register. (The zero-masking forms
+// with every lane selected: GCC 12 warns of the plain forms' undefined source register.)
+void transpose8(__m512d* r) {
+  constexpr __mmask8 all = 0xFF;
+  __m512d t[8];
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = _mm512_maskz_unpacklo_pd(all, r[k],
+                                    r[k + 1]);  // r[k][0], r[k+1][0], r[k][2], r[k+1][2], ...
+    t[k + 1] = _mm512_maskz_unpackhi_pd(all, r[k], r[k + 1]);
+  }
+  const __m512i even = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i odd = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  // u[0]: the columns 0 and 4 of rows 0-3, u[1]: 2 and 6, u[2]: 1 and 5, u[3]: 3 and 7; v: rows
+  // 4-7.
+  const __m512d u[4] = {
+      _mm512_permutex2var_pd(t[0], even, t[2]), _mm512_permutex2var_pd(t[0], odd, t[2]),
+      _mm512_permutex2var_pd(t[1], even, t[3]), _mm512_permutex2var_pd(t[1], odd, t[3])};
+  const __m512d v[4] = {
+      _mm512_permutex2var_pd(t[4], even, t[6]), _mm512_permutex2var_pd(t[4], odd, t[6]),
+      _mm512_permutex2var_pd(t[5], even, t[7]), _mm512_permutex2var_pd(t[5], odd, t[7])};
+  constexpr int column[4] = {0, 2, 1, 3};
+  for (int k = 0; k < 4; ++k) {
+    r[column[k]] = _mm512_maskz_shuffle_f64x2(all, u[k], v[k], 0x44);      // the low halves of both
+    r[column[k] + 4] = _mm512_maskz_shuffle_f64x2(all, u[k], v[k], 0xEE);  // the high halves
+  }
+}
 #endif
 
 template <typename T>
@@ -248,6 +314,7 @@ class Gemm {
     T* c = c_ + p_.cb[q];
     T one = 1, zero = 0;
     alignas(64) T tile[kMaxTile];
+    alignas(64) T group[kLine * kMaxTile];  // a line group's tiles (write_lines)
     const std::int64_t tile_rs = k_.prefers_rows ? k_.nr : 1;
     const std::int64_t tile_cs = k_.prefers_rows ? 1 : k_.mr;
     auxinfo_t aux{};
@@ -257,12 +324,13 @@ class Gemm {
     bli_auxinfo_set_is_b(1, &aux);
     for (std::int64_t jc = n0; jc < n1; jc += k_.nc) {
       const std::int64_t ncb = std::min(k_.nc, n1 - jc);
-      for (std::int64_t pc = 0; pc < p_.K; pc += k_.kc) {
-        const std::int64_t kcb = std::min(k_.kc, p_.K - pc);
+      for (std::int64_t pc = 0; pc < p_.K; pc += p_.kc) {
+        const std::int64_t kcb = std::min(p_.kc, p_.K - pc);
+        const bool accumulate = pc != 0;
         pack(b, p_.bn.data() + jc, ncb, p_.bk.data() + pc, kcb, k_.nr, k_.packnr, bpack);
-        T* beta = pc == 0 ? &zero : &one;
-        for (std::int64_t ic = m0; ic < m1; ic += k_.mc) {
-          const std::int64_t mcb = std::min(k_.mc, m1 - ic);
+        T* beta = accumulate ? &one : &zero;
+        for (std::int64_t ic = m0; ic < m1; ic += p_.mc) {
+          const std::int64_t mcb = std::min(p_.mc, m1 - ic);
           pack(a, p_.am.data() + ic, mcb, p_.ak.data() + pc, kcb, k_.mr, k_.packmr, apack);
           bli_auxinfo_set_ps_a(k_.packmr * kcb, &aux);
           bli_auxinfo_set_ps_b(k_.packnr * kcb, &aux);
@@ -270,34 +338,59 @@ class Gemm {
             const std::int64_t nrb = std::min(k_.nr, ncb - jr);
             T* bp = bpack + jr / k_.nr * k_.packnr * kcb;
             const std::int64_t cs = p_.col_step[static_cast<std::size_t>((jc + jr) / k_.nr)];
-            for (std::int64_t ir = 0; ir < mcb; ir += k_.mr) {
-              const std::int64_t mrb = std::min(k_.mr, mcb - ir);
+            const std::int64_t* cn = p_.cn.data() + jc + jr;
+            // The micro-kernel on the MR rows from `ir` into `to` (rs, cs), with the next panels'
+            // addresses for its prefetches.
+            const auto kernel = [&](std::int64_t ir, std::int64_t mrb, T* to_beta, T* to,
+                                    std::int64_t to_rs, std::int64_t to_cs) {
               T* ap = apack + ir / k_.mr * k_.packmr * kcb;
-              bli_auxinfo_set_next_a(ir + k_.mr < mcb ? ap + k_.packmr * kcb : apack, &aux);
-              bli_auxinfo_set_next_b(ir + k_.mr < mcb ? bp : bp + k_.packnr * kcb, &aux);
-              const std::int64_t rs = p_.row_step[static_cast<std::size_t>((ic + ir) / k_.mr)];
+              const bool last = ir + k_.mr >= mcb;
+              bli_auxinfo_set_next_a(last ? apack : ap + k_.packmr * kcb, &aux);
+              bli_auxinfo_set_next_b(last ? bp + k_.packnr * kcb : bp, &aux);
+              k_.run(mrb, nrb, kcb, &one, ap, bp, to_beta, to, to_rs, to_cs, &aux, k_.cntx);
+            };
+            for (std::int64_t ir = 0; ir < mcb;) {
+              const std::int64_t mrb = std::min(k_.mr, mcb - ir);
+              const std::size_t panel = static_cast<std::size_t>((ic + ir) / k_.mr);
               const std::int64_t* cm = p_.cm.data() + ic + ir;
-              const std::int64_t* cn = p_.cn.data() + jc + jr;
-              const bool even = rs != kUneven && cs != kUneven;
-              const bool whole_lines = rs == 1 ? tile_rs == 1 : cs == 1 && tile_cs == 1;
-              if (even && !(p_.stream_all && whole_lines)) {
-                k_.run(mrb, nrb, kcb, &one, ap, bp, beta, c + cm[0] + cn[0], rs, cs, &aux, k_.cntx);
+              if (!p_.row_lines.empty() && p_.row_lines[panel] && ir + kLine * k_.mr <= mcb) {
+                for (std::int64_t j = 0; j < kLine; ++j) {
+                  if (transposes())  // tile j column-major at group + j·MR·NR
+                    kernel(ir + j * k_.mr, k_.mr, &zero, group + j * k_.mr * k_.nr, 1, k_.mr);
+                  else  // element (i, n) of tile j at group[(i + n·MR)·kLine + j]
+                    kernel(ir + j * k_.mr, k_.mr, &zero, group + j, kLine, kLine * k_.mr);
+                }
+                write_lines(group, nrb, c, cm, cn, accumulate);
+                ir += kLine * k_.mr;
                 continue;
               }
-              k_.run(mrb, nrb, kcb, &one, ap, bp, &zero, tile, tile_rs, tile_cs, &aux, k_.cntx);
-              if (rs != kUneven && (cs == kUneven || rs == 1))  // along evenly spaced rows
-                scatter(tile, tile_rs, tile_cs, mrb, nrb, c + cm[0], rs, cn, pc != 0, p_.stream);
-              else if (cs != kUneven)  // evenly spaced columns: row by row
-                scatter(tile, tile_cs, tile_rs, nrb, mrb, c + cn[0], cs, cm, pc != 0, p_.stream);
-              else
-                for (std::int64_t i = 0; i < mrb; ++i) {
-                  T* row = c + cm[i];
-                  const T* t = tile + i * tile_rs;
-                  if (pc == 0)
-                    for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] = t[j * tile_cs];
-                  else
-                    for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] += t[j * tile_cs];
-                }
+              const std::int64_t rs = p_.row_step[panel];
+              const bool even = rs != kUneven && cs != kUneven;
+              const bool whole_lines = rs == 1 ? tile_rs == 1 : cs == 1 && tile_cs == 1;
+              if (even && cs == 1 && transposes()) {  // rows of the output across the tile
+                kernel(ir, mrb, &zero, tile, 1, k_.mr);
+                transpose_out(tile, mrb, nrb, c + cm[0] + cn[0], rs, accumulate);
+              } else if (even && !(p_.stream_all && whole_lines)) {
+                kernel(ir, mrb, beta, c + cm[0] + cn[0], rs, cs);
+              } else {
+                kernel(ir, mrb, &zero, tile, tile_rs, tile_cs);
+                if (rs != kUneven && (cs == kUneven || rs == 1))  // along evenly spaced rows
+                  scatter(tile, tile_rs, tile_cs, mrb, nrb, c + cm[0], rs, cn, accumulate,
+                          p_.stream);
+                else if (cs != kUneven)  // evenly spaced columns: row by row
+                  scatter(tile, tile_cs, tile_rs, nrb, mrb, c + cn[0], cs, cm, accumulate,
+                          p_.stream);
+                else
+                  for (std::int64_t i = 0; i < mrb; ++i) {
+                    T* row = c + cm[i];
+                    const T* t = tile + i * tile_rs;
+                    if (accumulate)
+                      for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] += t[j * tile_cs];
+                    else
+                      for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] = t[j * tile_cs];
+                  }
+              }
+              ir += k_.mr;
             }
           }
         }
@@ -307,6 +400,86 @@ class Gemm {
   }
 
  private:
+  // Whether tiles go out through registers, transposed 8 × 8 (AVX-512, doubles, a micro-kernel
+  // that writes columns fastest, MR a multiple of 8), rather than along strides by the
+  // micro-kernel, whose general-stride path stores element by element: line groups, and even
+  // tiles whose columns are contiguous in the output. For the latter, TCCG case 1 (bda,dc->abc,
+  // c the output's unit-stride index on the columns' side), `einsumdb run ... --transform
+  // tensor_gemm --repeat 5`, three runs alternating with the build that wrote them in place, time
+  // over time 0.94 / 0.95 / 0.96 (min / median / max); cases 2, 3, 5 and 9 unchanged.
+  bool transposes() const {
+#if defined(__AVX512F__)
+    return std::is_same_v<T, double> && !k_.prefers_rows && k_.mr % 8 == 0;
+#else
+    return false;
+#endif
+  }
+
+#if defined(__AVX512F__)
+  // d[0, 8) under `mask` = v, or += with `accumulate`; a whole aligned line streamed with `stream`.
+  static void put(double* d, __m512d v, __mmask8 mask, bool accumulate, bool stream) {
+    if (accumulate) v = _mm512_add_pd(v, _mm512_maskz_loadu_pd(mask, d));
+    if (stream && mask == 0xFF && reinterpret_cast<std::uintptr_t>(d) % 64 == 0)
+      _mm512_stream_pd(d, v);
+    else
+      _mm512_mask_storeu_pd(d, mask, v);
+  }
+#endif
+
+  // Writes a column-major tile (transposes()) whose columns are contiguous in the output (its rows
+  // `rs` apart from `base`): 8 × 8 blocks through registers, each row's run of 8 at once.
+  void transpose_out(const T* tile, std::int64_t mrb, std::int64_t nrb, T* base, std::int64_t rs,
+                     bool accumulate) const {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, double>) {
+      for (std::int64_t n0 = 0; n0 < nrb; n0 += 8) {
+        const std::int64_t w = std::min<std::int64_t>(8, nrb - n0);
+        const auto mask = static_cast<__mmask8>((1u << w) - 1);
+        for (std::int64_t h = 0; h < mrb; h += 8) {
+          __m512d r[8];  // past the tile's rows, the buffer's stale elements, never written out
+          for (std::int64_t j = 0; j < 8; ++j)
+            r[j] = j < w ? _mm512_load_pd(tile + (n0 + j) * k_.mr + h) : _mm512_setzero_pd();
+          transpose8(r);
+          for (std::int64_t i = 0; i < std::min<std::int64_t>(8, mrb - h); ++i)
+            put(base + (h + i) * rs + n0, r[i], mask, accumulate, p_.stream);
+        }
+      }
+      return;
+    }
+#endif
+    for (std::int64_t i = 0; i < mrb; ++i)
+      for (std::int64_t n = 0; n < nrb; ++n)
+        base[i * rs + n] = tile[n * k_.mr + i] + (accumulate ? base[i * rs + n] : T{0});
+  }
+
+  // Writes a line group (line_groups): kLine tiles of MR rows, row i of tile j at cm[i] + j in the
+  // output, so that row i and column n of all of them make one whole line at cm[i] + cn[n], and
+  // the line is written at once (streamed where the output is). Each tile went column-major into
+  // `group`, one after the other (transposes()), or interleaved, each line contiguous.
+  void write_lines(const T* group, std::int64_t nrb, T* c, const std::int64_t* cm,
+                   const std::int64_t* cn, bool accumulate) const {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, double>) {
+      if (transposes()) {
+        const std::int64_t tile = k_.mr * k_.nr;
+        for (std::int64_t n = 0; n < nrb; ++n)
+          for (std::int64_t h = 0; h < k_.mr; h += 8) {
+            __m512d r[8];
+            for (std::int64_t j = 0; j < 8; ++j)
+              r[j] = _mm512_load_pd(group + j * tile + n * k_.mr + h);
+            transpose8(r);
+            for (std::int64_t i = 0; i < 8; ++i)
+              put(c + cm[h + i] + cn[n], r[i], 0xFF, accumulate, p_.stream);
+          }
+        return;
+      }
+    }
+#endif
+    for (std::int64_t n = 0; n < nrb; ++n)
+      for (std::int64_t i = 0; i < k_.mr; ++i)
+        copy_run(group + (i + n * k_.mr) * kLine, kLine, c + cm[i] + cn[n], accumulate, p_.stream);
+  }
+
   // Depths ahead whose rows a packing routine prefetches. Time with it over time without, TCCG
   // cases at full size, `einsumdb run ... --transform tensor_gemm --repeat 5` alternating the
   // two, five pairs each (min / median / max): case 3 (dbea,ec->abcd) 0.78 / 0.87 / 0.94, case 6
@@ -549,6 +722,23 @@ Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& l
   return {offsets(ordered, len, xl, xs), offsets(ordered, len, zl, zs)};
 }
 
+// The packed blocks' sizes: BLIS's KC summed elements, or all of them in one pass where there
+// are at most a quarter more (the output is then written once, not read back and added to), and
+// MC rows scaled by KC over the block's depth, so that a block of A takes the cache BLIS sized
+// it for however few summed elements it has: where there are few, each of A's runs along its
+// memory is then read in more of one block. TCCG at full size, `einsumdb run ... --transform
+// tensor_gemm --repeat 5`, one thread, three runs alternating with the build without each (time
+// over time, min / median / max): one pass, TCCG case 1 (bda,dc->abc, d = 312) 0.90 / 0.93 / 0.98,
+// case 2 (dca,bd->abc) 0.86 / 0.89 / 0.91; the scaled MC rows (with line_groups, whose groups it
+// keeps whole inside a block), case 6 (efbad,cf->abcde, 32 summed) 0.73 / 0.73 / 0.74, case 7
+// 0.74 / 0.74 / 0.76, case 8 0.72 / 0.74 / 0.75, ccsd_t cases 31 and 40 (24 summed) 0.98 / 0.99 /
+// 1.03 and 0.97 / 0.99 / 1.03.
+template <typename T>
+void block_sizes(const MicroKernel<T>& k, Contraction& p) {
+  p.kc = p.K <= k.kc + k.kc / 4 ? p.K : k.kc;
+  p.mc = std::max(k.mr, k.mc * k.kc / p.kc / k.mr * k.mr);
+}
+
 template <typename T>
 Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
   const BatchedEinsum& e = bound.einsum();
@@ -628,15 +818,17 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
     std::fill(z.data<T>(), z.data<T>() + z.size(), T{0});
     return z;
   }
-  p.stream = bytes(z) > kCachedBytes && p.K <= k.kc;
+  block_sizes(k, p);
+  p.stream = bytes(z) > kCachedBytes && p.K <= p.kc;
   p.stream_all = kStreams && p.stream && p.K <= kStreamAllDepth;
   p.row_step = spacing(p.cm, k.mr);
+  if (bytes(z) > kCachedBytes) p.row_lines = line_groups(p.cm, k.mr, line);
   p.col_step = spacing(p.cn, k.nr);
 
   const Gemm<T> gemm(p, x.tensor->data<T>(), y.tensor->data<T>(), z.data<T>());
   // Packing space per thread: MC × KC of A and NC × KC of B at most, in micro-panels.
-  const std::int64_t kc = std::min(k.kc, p.K);
-  const std::int64_t a_elems = (std::min(k.mc, p.M) + k.mr) / k.mr * k.packmr * kc;
+  const std::int64_t kc = std::min(p.kc, p.K);
+  const std::int64_t a_elems = (std::min(p.mc, p.M) + k.mr) / k.mr * k.packmr * kc;
   const std::int64_t b_elems = (std::min(k.nc, p.N) + k.nr) / k.nr * k.packnr * kc;
   const bool over_batch = nb >= threads;
   const std::int64_t t =

@@ -376,12 +376,13 @@ TEST(Strategies, TensorGemmTilesTheSummedIndicesOfLargeOperandsContiguousAlongDi
 
 // Where the output's unit-stride index belongs to an operand with few free elements (TCCG case 1,
 // bda,dc->abc with a short c), tensor_gemm puts the other operand on the rows' side; either
-// spelling, row counts on both sides of the rule's threshold, one summed pass and two (d > KC),
-// edge tiles on both sides.
+// spelling, row counts on both sides of the rule's threshold, one summed pass (d = 300 is one
+// too, up to 1.25 KC) and two, edge tiles on both sides. (The tiles' rows run across the output's
+// lines: they go out transposed through registers, edge tiles as well.)
 TEST(Strategies, TensorGemmPutsTheLargeOperandOnTheRowsSideWhenTheOtherHasFewElements) {
   for (const char* spec : {"bda,dc->abc", "dc,bda->abc"}) {
     for (int c : {1, 5, 24, 63, 64, 65}) {
-      for (int d : {7, 300}) {
+      for (int d : {7, 300, 400}) {
         const BatchedEinsum e = binary_spec(spec, {{'a', 37}, {'b', 29}, {'c', c}, {'d', d}});
         const Arrays arrays = random_arrays(e, 11);
         const Bound bound(e, arrays);
@@ -393,6 +394,36 @@ TEST(Strategies, TensorGemmPutsTheLargeOperandOnTheRowsSideWhenTheOtherHasFewEle
               << spec << " c=" << c << " d=" << d << " threads " << threads;
         }
       }
+    }
+  }
+}
+
+// Where the output's unit-stride index is among the rows and the operand's another one (TCCG cases
+// 3-8), tiles of consecutive micro-panels continue one another's output lines, and tensor_gemm
+// computes such a group and writes each line whole. TCCG case 6 with the output over 8 MB, panels
+// left over at the edges of both indices (d = 37: 16 + 16 + 5 rows in f64, 32 + 5 in f32; e = 19:
+// lines of 8 + 8 + 3 and 16 + 3), partial column panels (c = 6 and 64), one summed pass (the lines
+// are streamed) and two (the second adds to them), both dtypes, 1 and 2 threads.
+TEST(Strategies, TensorGemmWritesWholeOutputLinesFromGroupsOfTiles) {
+  struct Shape {
+    Dtype dtype;
+    int a, b, c, f;
+  };
+  for (const Shape& s : {Shape{Dtype::f64, 33, 17, 6, 6}, Shape{Dtype::f32, 33, 17, 6, 6},
+                         Shape{Dtype::f64, 7, 4, 64, 333}}) {
+    const BatchedEinsum e = binary_spec(
+        "efbad,cf->abcde", {{'a', s.a}, {'b', s.b}, {'c', s.c}, {'d', 37}, {'e', 19}, {'f', s.f}},
+        s.dtype);
+    const Arrays arrays = random_arrays(e, 17);
+    const Bound bound(e, arrays);
+    ASSERT_GT(arrays.at("A").bytes(), 8u << 20);
+    const Results ref = run_reference(bound);
+    ASSERT_GT(ref.at(0).bytes(), 8u << 20);
+    for (int threads : {1, 2}) {
+      const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
+      EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
+                tolerance(s.dtype, terms_of(e, bound.lengths())))
+          << to_string(s.dtype) << " c=" << s.c << " f=" << s.f << " threads " << threads;
     }
   }
 }
