@@ -60,19 +60,25 @@ struct Blis<float> {
   using Kernel = sgemm_ukr_ft;
 };
 
-// BLIS 0.9 does not know AMD's AVX-512 processors (Zen 4) and runs its generic C kernels there;
-// its Skylake-X kernels run on them at the full rate. TCCG case 33 (degc,gfab->abcdef, a=d=g=24,
-// the rest 16), `einsumdb run ... --transform tensor_gemm --repeat 5` with BLIS_ARCH_TYPE set,
-// three runs each (min / median / max): Skylake-X 24.1 / 35.4 / 37.2 ms, Zen 3 (AVX2) 47.1 / 66.4
-// / 67.1 ms, generic 144.1 / 146.0 / 147.6 ms. BLIS reads the
-// choice from BLIS_ARCH_TYPE when it initializes, so it is set here, before the first call to
-// BLIS, unless the user set it.
+// BLIS 0.9 picks its Skylake-X kernels only on Intel processors whose brand string names a
+// model it knows to have two AVX-512 FMA units; it does not know AMD's AVX-512 processors (Zen 4,
+// Zen 5) at all, and runs its generic C kernels there, and on an Intel processor that a virtual
+// machine reports as a plain "Intel(R) Xeon(R) Processor" it falls back to its AVX2 (Haswell)
+// kernels. Its Skylake-X kernels run at the full rate on all of them (with one FMA unit, at the
+// rate of the AVX2 kernels). TCCG case 33 (degc,gfab->abcdef, a=d=g=24, the rest 16) on Zen 4,
+// `einsumdb run ... --transform tensor_gemm --repeat 5` with BLIS_ARCH_TYPE set, three runs each
+// (min / median / max): Skylake-X 24.1 / 35.4 / 37.2 ms, Zen 3 (AVX2) 47.1 / 66.4 / 67.1 ms,
+// generic 144.1 / 146.0 / 147.6 ms. A 3000³ product on a virtual "Intel(R) Xeon(R) Processor"
+// with AVX-512 (two FMA units), `einsumdb run ik,kj->ij ... --transform tensor_gemm --repeat 3`,
+// two runs each: 84.8 and 88.4 GFLOP/s with the Skylake-X kernels, 51.7 and 54.0 with BLIS's
+// own choice (Haswell). BLIS reads the choice from BLIS_ARCH_TYPE when it initializes, so it is
+// set here, before the first call to BLIS, unless the user set it.
 void choose_blis_kernels() {
   if (std::getenv("BLIS_ARCH_TYPE")) return;
   __builtin_cpu_init();
-  if (__builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl"))
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512cd"))
     setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(BLIS_ARCH_SKX)).c_str(), 0);
 }
 
@@ -204,6 +210,24 @@ std::vector<std::int64_t> spacing(const Table& off, std::int64_t width) {
   return out;
 }
 
+// Per block of `width` consecutive entries of `off`: whether they go in runs of `run` consecutive
+// offsets (`run` dividing the block). A micro-panel of the output's rows that does so (where the
+// output's unit-stride index is among the rows with a length that is a multiple of a cache line
+// but not of MR, a panel holds the end of one line's run and the start of the next) is written a
+// line per run and column, where it was scattered element by element along the columns.
+std::vector<char> unit_runs(const Table& off, std::int64_t width, std::int64_t run) {
+  const std::int64_t n = off.size();
+  std::vector<char> out;
+  for (std::int64_t b = 0; b < n; b += width) {
+    const std::int64_t e = std::min(n, b + width);
+    bool runs = (e - b) % run == 0;
+    for (std::int64_t i = b + 1; i < e && runs; ++i)
+      if ((i - b) % run != 0) runs = off[i] == off[i - 1] + 1;
+    out.push_back(runs);
+  }
+  return out;
+}
+
 // Per MR rows of the output's offsets `cm` (a micro-panel): whether `line` panels start there in
 // which row i of panel j lies at cm[i] + j, the first of them at a whole line's start or not: row
 // i and a column of all of them then make one whole line of the output (a line group, written
@@ -242,6 +266,7 @@ struct Contraction {
   Table ak, bk;                                  // per summed element: offset in A, in B
   Table ab, bb, cb;                              // per batch point
   std::vector<std::int64_t> row_step, col_step;  // per MR rows / NR columns: spacing in C
+  std::vector<char> row_runs;   // per MR rows: whether they go in runs of a cache line (unit_runs)
   std::vector<char> row_lines;  // per MR rows: whether a line group starts there (line_groups)
   std::int64_t M = 0, N = 0, K = 0;
   std::int64_t mc = 0, kc = 0;  // rows and summed elements per packed block (block_sizes)
@@ -329,8 +354,9 @@ class Gemm {
         const bool accumulate = pc != 0;
         pack(b, p_.bn.data() + jc, ncb, p_.bk.data() + pc, kcb, k_.nr, k_.packnr, bpack);
         T* beta = accumulate ? &one : &zero;
-        for (std::int64_t ic = m0; ic < m1; ic += p_.mc) {
-          const std::int64_t mcb = std::min(p_.mc, m1 - ic);
+        for (std::int64_t ic = m0, next; ic < m1; ic = next) {
+          next = block_end(ic, m1);
+          const std::int64_t mcb = next - ic;
           pack(a, p_.am.data() + ic, mcb, p_.ak.data() + pc, kcb, k_.mr, k_.packmr, apack);
           bli_auxinfo_set_ps_a(k_.packmr * kcb, &aux);
           bli_auxinfo_set_ps_b(k_.packnr * kcb, &aux);
@@ -355,6 +381,18 @@ class Gemm {
               const std::int64_t* cm = p_.cm.data() + ic + ir;
               if (!p_.row_lines.empty() && p_.row_lines[panel] && ir + kLine * k_.mr <= mcb) {
                 for (std::int64_t j = 0; j < kLine; ++j) {
+                  // A line group's output lines are prefetched for writing, a share before each of
+                  // its tiles: the group's tiles go to a buffer, so the micro-kernel's own prefetch
+                  // of its tile does not reach them, and where a summed pass adds to the output
+                  // each line was read from memory only when it came to be written. Together with
+                  // the long passes (kLongPass), the block ends at line groups (block_end) and the
+                  // lines written per run (unit_runs), TCCG case 20 (aebf,dfce->abcd, 279 GFLOP)
+                  // took 3.75 / 3.78 s against 4.52 / 4.57 s before, alternating (`einsumdb run ...
+                  // --transform tensor_gemm --repeat 2`, one thread, Xeon with AVX-512); without
+                  // the prefetch, 3.81 / 4.00 s.
+                  for (std::int64_t i = j * k_.mr / kLine; i < (j + 1) * k_.mr / kLine; ++i)
+                    for (std::int64_t n = 0; n < nrb; ++n)
+                      __builtin_prefetch(c + cm[i] + cn[n], 1, 3);
                   if (transposes())  // tile j column-major at group + j·MR·NR
                     kernel(ir + j * k_.mr, k_.mr, &zero, group + j * k_.mr * k_.nr, 1, k_.mr);
                   else  // element (i, n) of tile j at group[(i + n·MR)·kLine + j]
@@ -374,7 +412,12 @@ class Gemm {
                 kernel(ir, mrb, beta, c + cm[0] + cn[0], rs, cs);
               } else {
                 kernel(ir, mrb, &zero, tile, tile_rs, tile_cs);
-                if (rs != kUneven && (cs == kUneven || rs == 1))  // along evenly spaced rows
+                if (rs == kUneven && tile_rs == 1 && p_.row_runs[panel]) {  // a line per run
+                  for (std::int64_t n = 0; n < nrb; ++n)
+                    for (std::int64_t i = 0; i < mrb; i += kLine)
+                      copy_run(tile + n * tile_cs + i, kLine, c + cm[i] + cn[n], accumulate,
+                               p_.stream);
+                } else if (rs != kUneven && (cs == kUneven || rs == 1))  // along evenly spaced rows
                   scatter(tile, tile_rs, tile_cs, mrb, nrb, c + cm[0], rs, cn, accumulate,
                           p_.stream);
                 else if (cs != kUneven)  // evenly spaced columns: row by row
@@ -400,6 +443,19 @@ class Gemm {
   }
 
  private:
+  // The end of the block of rows that starts at `ic`: MC rows on (or m1), or, where that would
+  // cut a line group in two, the start of that group, so that each group is computed whole (cut,
+  // its panels were written element by element; with 15 panels to a block, 7 in 15 of TCCG case
+  // 20's).
+  std::int64_t block_end(std::int64_t ic, std::int64_t m1) const {
+    const std::int64_t end = std::min(m1, ic + p_.mc);
+    if (p_.row_lines.empty() || end == m1) return end;
+    const std::int64_t last = end / k_.mr;  // the first panel of the next block
+    for (std::int64_t g = last - 1; g > ic / k_.mr && g > last - kLine; --g)
+      if (p_.row_lines[static_cast<std::size_t>(g)]) return g * k_.mr;
+    return end;
+  }
+
   // Whether tiles go out through registers, transposed 8 × 8 (AVX-512, doubles, a micro-kernel
   // that writes columns fastest, MR a multiple of 8), rather than along strides by the
   // micro-kernel, whose general-stride path stores element by element: line groups, and even
@@ -733,9 +789,25 @@ Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& l
 // keeps whole inside a block), case 6 (efbad,cf->abcde, 32 summed) 0.73 / 0.73 / 0.74, case 7
 // 0.74 / 0.74 / 0.76, case 8 0.72 / 0.74 / 0.75, ccsd_t cases 31 and 40 (24 summed) 0.98 / 0.99 /
 // 1.03 and 0.97 / 0.99 / 1.03.
+// Where the output is too large for the cache and the contraction takes several summed passes,
+// each pass reads the whole output and writes it back: the passes then take up to kLongPass
+// times BLIS's KC summed elements, in equal shares. TCCG at full size, `einsumdb run ...
+// --transform tensor_gemm --repeat 2`, one thread (Xeon with AVX-512, BLIS's Skylake-X kernels),
+// two runs each: case 22 (aecf,bfde->abcd, 5184 summed) 3.67 s with 21 passes of 256, 3.38 s
+// with 12 of 432, 3.45 s with 8 of 648; case 20 (aebf,dfce->abcd) 3.86 / 3.92 s with 256, 3.63
+// / 3.57 s with 432, 3.64 / 3.48 s with 648; case 12 (ac,cb->ab, a 211 MB output, in place)
+// 2.99 s either way.
+constexpr std::int64_t kLongPass = 2;
 template <typename T>
-void block_sizes(const MicroKernel<T>& k, Contraction& p) {
-  p.kc = p.K <= k.kc + k.kc / 4 ? p.K : k.kc;
+void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output) {
+  if (p.K <= k.kc + k.kc / 4) {
+    p.kc = p.K;
+  } else if (large_output) {
+    const std::int64_t passes = (p.K + kLongPass * k.kc - 1) / (kLongPass * k.kc);
+    p.kc = (p.K + passes - 1) / passes;
+  } else {
+    p.kc = k.kc;
+  }
   p.mc = std::max(k.mr, k.mc * k.kc / p.kc / k.mr * k.mr);
 }
 
@@ -818,11 +890,13 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
     std::fill(z.data<T>(), z.data<T>() + z.size(), T{0});
     return z;
   }
-  block_sizes(k, p);
+  block_sizes(k, p, bytes(z) > kCachedBytes);
   p.stream = bytes(z) > kCachedBytes && p.K <= p.kc;
   p.stream_all = kStreams && p.stream && p.K <= kStreamAllDepth;
   p.row_step = spacing(p.cm, k.mr);
+  p.row_runs = unit_runs(p.cm, k.mr, line);
   if (bytes(z) > kCachedBytes) p.row_lines = line_groups(p.cm, k.mr, line);
+  if (!p.row_lines.empty()) p.mc = std::max(p.mc, line * k.mr);  // a group fits in a block
   p.col_step = spacing(p.cn, k.nr);
 
   const Gemm<T> gemm(p, x.tensor->data<T>(), y.tensor->data<T>(), z.data<T>());

@@ -428,6 +428,33 @@ TEST(Strategies, TensorGemmWritesWholeOutputLinesFromGroupsOfTiles) {
   }
 }
 
+// TCCG case 20's shape (aebf,dfce->abcd: the rows in tiles of c, the operand's fastest, and d, the
+// output's), scaled so that both are over 8 MB: c = 24 leaves 8 rows per line of d after the line
+// group of 16, in panels that hold two values of d; e × f = 576 summed elements take two long
+// passes (the second adds to the output, its lines prefetched), and the row blocks of 13 panels
+// end where a group of 8 starts. (The panels written a line per run, unit_runs, are among those
+// of TensorGemmAgreesWithTheReferenceOnEveryTccgContraction.)
+TEST(Strategies, TensorGemmComputesLineGroupsWholeOverLongPasses) {
+  for (Dtype dtype : {Dtype::f64, Dtype::f32}) {
+    const BatchedEinsum e =
+        binary_spec("aebf,dfce->abcd",
+                    {{'a', 24}, {'b', 24}, {'c', 24}, {'d', 80}, {'e', 24}, {'f', 24}}, dtype);
+    const Arrays arrays = random_arrays(e, 19);
+    const Bound bound(e, arrays);
+    const Results ref = run_reference(bound);
+    if (dtype == Dtype::f64) {
+      ASSERT_GT(arrays.at("B").bytes(), 8u << 20);
+      ASSERT_GT(ref.at(0).bytes(), 8u << 20);
+    }
+    for (int threads : {1, 2}) {
+      const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
+      EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
+                tolerance(dtype, terms_of(e, bound.lengths())))
+          << to_string(dtype) << " threads " << threads;
+    }
+  }
+}
+
 // TCCG's ccsd_t contractions interleave the operands' indices in the output: a micro-tile's
 // columns (or rows) straddle two values of an outer index wherever an index's length is not a
 // multiple of the tile's, and such tiles are computed into a buffer and copied out. Rows even and
@@ -465,8 +492,9 @@ TEST(Strategies, TensorGemmCopiesOutTilesThatStraddleAnOuterIndex) {
   }
 }
 
-// BLIS 0.9 runs its generic C kernels on CPUs it does not know (AMD's Zen 4); tensor_gemm picks
-// vector kernels wherever the CPU has them.
+// BLIS 0.9 runs its generic C kernels on CPUs it does not know (AMD's Zen 4), and its AVX2 kernels
+// on an Intel processor whose brand string names no model it knows; tensor_gemm picks vector
+// kernels wherever the CPU has them, and the AVX-512 ones wherever it has AVX-512.
 // BLIS exports CBLAS too; the BLAS calls of the other strategies must still reach OpenBLAS (which
 // is linked first), whose threads kernels::BlasThreads sets.
 TEST(Strategies, BlasCallsReachOpenBlasWithBlisLinked) {
@@ -482,6 +510,11 @@ TEST(Strategies, TensorGemmUsesVectorKernelsWhereTheCpuHasThem) {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     EXPECT_EQ(kernel.rfind("generic", 0), std::string::npos) << kernel;
+  }
+  if (!std::getenv("BLIS_ARCH_TYPE") && __builtin_cpu_supports("avx512f") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd")) {
+    EXPECT_EQ(kernel.rfind("skx", 0), 0u) << kernel;
   }
 }
 
