@@ -390,7 +390,9 @@ class Gemm {
                   // took 3.75 / 3.78 s against 4.52 / 4.57 s before, alternating (`einsumdb run ...
                   // --transform tensor_gemm --repeat 2`, one thread, Xeon with AVX-512); without
                   // the prefetch, 3.81 / 4.00 s.
-                  for (std::int64_t i = j * k_.mr / kLine; i < (j + 1) * k_.mr / kLine; ++i)
+                  // Not where the lines are streamed: that writes them without a read.
+                  for (std::int64_t i = j * k_.mr / kLine;
+                       !p_.stream && i < (j + 1) * k_.mr / kLine; ++i)
                     for (std::int64_t n = 0; n < nrb; ++n)
                       __builtin_prefetch(c + cm[i] + cn[n], 1, 3);
                   if (transposes())  // tile j column-major at group + j·MR·NR
