@@ -13,10 +13,12 @@
 // the output is large and written once; there, where the contraction sums only a few elements,
 // even tiles take the buffer too). Where a tile's rows are each in a different line of the output
 // and the next tiles' rows continue those lines, a group of them is computed and each line written
-// whole (line_groups); a tile whose contiguous direction in the output is not the one the
-// micro-kernel writes contiguously is transposed through registers on its way out (AVX-512). The
-// blocks take all the summed elements where they exceed KC by a quarter at most, and MC grows as
-// KC shrinks (block_sizes). The output's unit-stride index is kept on the side the
+// whole (line_groups; a block of rows never cuts a group); a tile whose contiguous direction in
+// the output is not the one the micro-kernel writes contiguously is transposed through registers on
+// its way out (AVX-512), and one whose rows are runs of whole lines is written a line per run. The
+// blocks take all the summed elements where they exceed KC by a quarter at most, up to twice KC
+// per pass where the output is too large for the cache (each pass reads and writes it), and MC
+// grows as KC shrinks (block_sizes). The output's unit-stride index is kept on the side the
 // micro-kernel prefers to write contiguously (the operands swap roles when needed). Where an
 // operand and the output are both too large for the cache and contiguous along different indices,
 // the rows (or columns) go in tiles of the two indices, so that both are moved in whole cache lines
@@ -210,17 +212,23 @@ std::vector<std::int64_t> spacing(const Table& off, std::int64_t width) {
   return out;
 }
 
-// Per block of `width` consecutive entries of `off`: whether they go in runs of `run` consecutive
-// offsets (`run` dividing the block). A micro-panel of the output's rows that does so (where the
-// output's unit-stride index is among the rows with a length that is a multiple of a cache line
-// but not of MR, a panel holds the end of one line's run and the start of the next) is written a
-// line per run and column, where it was scattered element by element along the columns.
-std::vector<char> unit_runs(const Table& off, std::int64_t width, std::int64_t run) {
+// Per block of `width` consecutive entries of `off` whose `step` (spacing) is uneven: whether they
+// go in runs of `run` consecutive offsets (`run` dividing the block). A micro-panel of the output's
+// rows that does so (where the output's unit-stride index is among the rows with a length that is
+// a multiple of a cache line but not of MR, a panel holds the end of one line's run and the start
+// of the next) is written a line per run and column, where it was scattered element by element
+// along the columns. TCCG at full size (cases 5, 11, 15, 17-19, 22-25, 27, 29 and 30 have such
+// panels), `einsumdb run ... --transform tensor_gemm --repeat 5`, one thread, three runs
+// alternating with the build without it, time over time (min / median / max): case 11
+// (ec,abed->abcd) 0.94 / 0.94 / 0.94, case 5 (ebad,ce->abcd) 0.97 / 1.00 / 1.02, case 15
+// (acd,db->abc) 0.89 / 1.03 / 1.03.
+std::vector<char> unit_runs(const Table& off, std::int64_t width, std::int64_t run,
+                            const std::vector<std::int64_t>& step) {
   const std::int64_t n = off.size();
   std::vector<char> out;
   for (std::int64_t b = 0; b < n; b += width) {
     const std::int64_t e = std::min(n, b + width);
-    bool runs = (e - b) % run == 0;
+    bool runs = step[static_cast<std::size_t>(b / width)] == kUneven && (e - b) % run == 0;
     for (std::int64_t i = b + 1; i < e && runs; ++i)
       if ((i - b) % run != 0) runs = off[i] == off[i - 1] + 1;
     out.push_back(runs);
@@ -381,20 +389,6 @@ class Gemm {
               const std::int64_t* cm = p_.cm.data() + ic + ir;
               if (!p_.row_lines.empty() && p_.row_lines[panel] && ir + kLine * k_.mr <= mcb) {
                 for (std::int64_t j = 0; j < kLine; ++j) {
-                  // A line group's output lines are prefetched for writing, a share before each of
-                  // its tiles: the group's tiles go to a buffer, so the micro-kernel's own prefetch
-                  // of its tile does not reach them, and where a summed pass adds to the output
-                  // each line was read from memory only when it came to be written. Together with
-                  // the long passes (kLongPass), the block ends at line groups (block_end) and the
-                  // lines written per run (unit_runs), TCCG case 20 (aebf,dfce->abcd, 279 GFLOP)
-                  // took 3.75 / 3.78 s against 4.52 / 4.57 s before, alternating (`einsumdb run ...
-                  // --transform tensor_gemm --repeat 2`, one thread, Xeon with AVX-512); without
-                  // the prefetch, 3.81 / 4.00 s.
-                  // Not where the lines are streamed: that writes them without a read.
-                  for (std::int64_t i = j * k_.mr / kLine;
-                       !p_.stream && i < (j + 1) * k_.mr / kLine; ++i)
-                    for (std::int64_t n = 0; n < nrb; ++n)
-                      __builtin_prefetch(c + cm[i] + cn[n], 1, 3);
                   if (transposes())  // tile j column-major at group + j·MR·NR
                     kernel(ir + j * k_.mr, k_.mr, &zero, group + j * k_.mr * k_.nr, 1, k_.mr);
                   else  // element (i, n) of tile j at group[(i + n·MR)·kLine + j]
@@ -447,8 +441,10 @@ class Gemm {
  private:
   // The end of the block of rows that starts at `ic`: MC rows on (or m1), or, where that would
   // cut a line group in two, the start of that group, so that each group is computed whole (cut,
-  // its panels were written element by element; with 15 panels to a block, 7 in 15 of TCCG case
-  // 20's).
+  // its panels were written element by element: with 15 panels to a block, 7 in 15 of TCCG case
+  // 20's). Case 20 (aebf,dfce->abcd), `einsumdb run ... --transform tensor_gemm --repeat 2`, one
+  // thread, eight runs alternating with the build without it, time over time: 0.92 / 0.97 / 1.04
+  // (min / median / max).
   std::int64_t block_end(std::int64_t ic, std::int64_t m1) const {
     const std::int64_t end = std::min(m1, ic + p_.mc);
     if (p_.row_lines.empty() || end == m1) return end;
@@ -790,18 +786,19 @@ Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& l
 // case 2 (dca,bd->abc) 0.86 / 0.89 / 0.91; the scaled MC rows (with line_groups, whose groups it
 // keeps whole inside a block), case 6 (efbad,cf->abcde, 32 summed) 0.73 / 0.73 / 0.74, case 7
 // 0.74 / 0.74 / 0.76, case 8 0.72 / 0.74 / 0.75, ccsd_t cases 31 and 40 (24 summed) 0.98 / 0.99 /
-// 1.03 and 0.97 / 0.99 / 1.03.
+// 1.03 and 0.97 / 0.99 / 1.03. A block holds at least `group` rows (one line group, where there
+// are any: Gemm::block_end).
 // Where the output is too large for the cache and the contraction takes several summed passes,
 // each pass reads the whole output and writes it back: the passes then take up to kLongPass
 // times BLIS's KC summed elements, in equal shares. TCCG at full size, `einsumdb run ...
 // --transform tensor_gemm --repeat 2`, one thread (Xeon with AVX-512, BLIS's Skylake-X kernels),
-// two runs each: case 22 (aecf,bfde->abcd, 5184 summed) 3.67 s with 21 passes of 256, 3.38 s
-// with 12 of 432, 3.45 s with 8 of 648; case 20 (aebf,dfce->abcd) 3.86 / 3.92 s with 256, 3.63
-// / 3.57 s with 432, 3.64 / 3.48 s with 648; case 12 (ac,cb->ab, a 211 MB output, in place)
-// 2.99 s either way.
+// three runs alternating with passes of BLIS's KC (256), time over time (min / median / max):
+// case 20 (aebf,dfce->abcd, 5184 summed in 11 passes of 472 instead of 21) 0.93 / 0.93 / 0.95,
+// case 22 (aecf,bfde->abcd) 0.89 / 0.99 / 1.00, case 12 (ac,cb->ab, a 211 MB output written in
+// place, 10 passes of 512) 0.93 / 0.96 / 0.99.
 constexpr std::int64_t kLongPass = 2;
 template <typename T>
-void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output) {
+void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std::int64_t group) {
   if (p.K <= k.kc + k.kc / 4) {
     p.kc = p.K;
   } else if (large_output) {
@@ -810,7 +807,7 @@ void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output) {
   } else {
     p.kc = k.kc;
   }
-  p.mc = std::max(k.mr, k.mc * k.kc / p.kc / k.mr * k.mr);
+  p.mc = std::max(group, k.mc * k.kc / p.kc / k.mr * k.mr);
 }
 
 template <typename T>
@@ -892,13 +889,14 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
     std::fill(z.data<T>(), z.data<T>() + z.size(), T{0});
     return z;
   }
-  block_sizes(k, p, bytes(z) > kCachedBytes);
-  p.stream = bytes(z) > kCachedBytes && p.K <= p.kc;
+  const bool large = bytes(z) > kCachedBytes;  // the output is too large for the cache
+  if (large) p.row_lines = line_groups(p.cm, k.mr, line);
+  // A block of rows holds at least one line group (Gemm::block_end).
+  block_sizes(k, p, large, p.row_lines.empty() ? k.mr : line * k.mr);
+  p.stream = large && p.K <= p.kc;
   p.stream_all = kStreams && p.stream && p.K <= kStreamAllDepth;
   p.row_step = spacing(p.cm, k.mr);
-  p.row_runs = unit_runs(p.cm, k.mr, line);
-  if (bytes(z) > kCachedBytes) p.row_lines = line_groups(p.cm, k.mr, line);
-  if (!p.row_lines.empty()) p.mc = std::max(p.mc, line * k.mr);  // a group fits in a block
+  p.row_runs = unit_runs(p.cm, k.mr, line, p.row_step);
   p.col_step = spacing(p.cn, k.nr);
 
   const Gemm<T> gemm(p, x.tensor->data<T>(), y.tensor->data<T>(), z.data<T>());

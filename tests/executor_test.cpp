@@ -431,9 +431,9 @@ TEST(Strategies, TensorGemmWritesWholeOutputLinesFromGroupsOfTiles) {
 // TCCG case 20's shape (aebf,dfce->abcd: the rows in tiles of c, the operand's fastest, and d, the
 // output's), scaled so that both are over 8 MB: c = 24 leaves 8 rows per line of d after the line
 // group of 16, in panels that hold two values of d; e × f = 576 summed elements take two long
-// passes (the second adds to the output, its lines prefetched), and the row blocks of 13 panels
-// end where a group of 8 starts. (The panels written a line per run, unit_runs, are among those
-// of TensorGemmAgreesWithTheReferenceOnEveryTccgContraction.)
+// passes (the second adds to the output), and the row blocks of 13 panels end where a group of 8
+// starts (the test fails when they end 3 rows early). (The panels written a line per run,
+// unit_runs, are among those of TensorGemmAgreesWithTheReferenceOnEveryTccgContraction.)
 TEST(Strategies, TensorGemmComputesLineGroupsWholeOverLongPasses) {
   for (Dtype dtype : {Dtype::f64, Dtype::f32}) {
     const BatchedEinsum e =
