@@ -139,6 +139,11 @@ class LargeBlocks {
     munmap(data, bytes);
   }
 
+  std::size_t cached() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cached_;
+  }
+
   // Unmaps every cached block.
   void drain() {
     std::multimap<std::size_t, void*> cache;
@@ -194,6 +199,10 @@ bool recycles_large_tensors() {
 
 void release_recycled_memory() {
   LargeBlocks::instance().drain();
+}
+
+std::size_t recycled_bytes() {
+  return LargeBlocks::instance().cached();
 }
 
 Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape)

@@ -90,8 +90,11 @@ class Tensor {
 bool recycles_large_tensors();
 
 // Returns the mappings kept for reuse to the system (those of tensors alive stay). For a process
-// whose next work has other sizes, such as the tuner between its oracle and its candidates.
+// whose next work has other sizes, such as the tuner after its oracle and after each candidate.
 void release_recycled_memory();
+
+// The bytes of the mappings kept for reuse (0 where tensors are not recycled).
+std::size_t recycled_bytes();
 
 // Whether the executor computes in this dtype.
 bool executable_dtype(Dtype d);

@@ -255,6 +255,45 @@ TEST(Tuner, LongRunsFarBehindTheBestAreTimedOnce) {
   EXPECT_EQ(report.results[1].seconds.size(), 1u);
 }
 
+// A candidate's freed tensors are not kept for reuse once it is measured: the next candidate
+// starts with none of its scratch in the process (kept, the cache may hold as much as the tensors
+// alive, and a tune's peak memory grew with the candidates' scratch).
+TEST(Tuner, NoCandidateStartsWithAnEarlierCandidatesScratch) {
+  if (!recycles_large_tensors())
+    GTEST_SKIP() << "under AddressSanitizer tensors are heap blocks, not recycled";
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("64x64", "64x64");
+  const Strategy scratchy{"scratchy",
+                          "tensor_gemm after writing a 16 MiB scratch tensor",
+                          [](const BatchedEinsum&) { return std::optional<std::string>(); },
+                          [](const Bound& b, const nlohmann::json&) {
+                            Tensor scratch(Dtype::f64, {2048, 1024});
+                            return execute(b, "tensor_gemm");
+                          },
+                          nullptr,
+                          0};  // measured first
+  auto cached = std::make_shared<std::vector<std::size_t>>();
+  const Strategy watcher{"watcher",
+                         "tensor_gemm, noting the bytes kept for reuse when it starts",
+                         [](const BatchedEinsum&) { return std::optional<std::string>(); },
+                         [cached](const Bound& b, const nlohmann::json&) {
+                           cached->push_back(recycled_bytes());
+                           return execute(b, "tensor_gemm");
+                         },
+                         nullptr,
+                         1};
+  TuneOptions o = quick();
+  o.extra = {scratchy, watcher};
+  o.space.strategies = {"scratchy", "watcher"};
+  const TuneReport report = tune(store, test_machine(), e, o);
+  ASSERT_EQ(report.results.size(), 2u);
+  EXPECT_EQ(report.results[0].candidate.strategy, "scratchy");
+  for (const auto& r : report.results) EXPECT_EQ(r.status, Outcome::ok) << r.error;
+  ASSERT_FALSE(cached->empty());
+  EXPECT_LT(cached->front(), std::size_t{16} << 20) << "scratchy's scratch is still cached";
+}
+
 // A candidate whose verified run is long is timed long_run_reps times, without further warm-up
 // or the minimum time.
 TEST(Tuner, LongRunsAreTimedAFewTimes) {
