@@ -11,7 +11,17 @@ lengths of a, b, c, ... in order) at full size in double precision, all measured
   - the limits: the DGEMM peak (the faster of OpenBLAS's cblas_dgemm through numpy and
     einsumdb's tensor_gemm on a 3000³ product) and the copy bandwidth (numpy copying 512 MB).
     A case's roofline time is max(flops / peak, (inputs + output bytes) / bandwidth): compute-
-    bound cases are judged against the peak, memory-bound ones against the bandwidth.
+    bound cases are judged against the peak, memory-bound ones against the bandwidth;
+  - the same product as a plain matrix GEMM: the case's M × K and K × N matrices, contiguous and
+    row-major, multiplied by OpenBLAS (numpy.matmul into an output allocated once) and by
+    einsumdb's tensor_gemm (ik,kj->ij), the faster of the two. It is what the best of the two
+    libraries reaches on the case's shape (its short or skinny dimensions) with no tensor layout
+    to handle; "plain GEMM / einsumdb" above 1 means the contraction ran faster than that.
+
+numpy and everything einsumdb runs see the same environment: OPENBLAS_CORETYPE and
+OPENBLAS_L2_SIZE are removed from it (a machine may set them to pin an older OpenBLAS to a safe
+kernel; a current one then runs slower than it would), and the OpenBLAS kernel numpy runs is
+printed, after numpy's product has been checked against its own loop (np.einsum without BLAS).
 
 With --tune CASES, each of those cases is also tuned with default options on a fresh store under
 /usr/bin/time -v: the wall time, and the peak RSS against the workload's footprint.
@@ -20,9 +30,10 @@ Everything is measured --rounds times (3 by default) and given as min / median /
 rounds; the summary is taken on the medians.
 
 Usage: bench_tccg.py EINSUMDB [--threads 1] [--cases 1-48] [--repeat 5] [--rounds 3]
-                     [--tune 1,12,33]
+                     [--tune 1,12,33] [--keep-openblas-env]
 """
 import argparse
+import ctypes
 import json
 import math
 import os
@@ -39,10 +50,31 @@ for i, a in enumerate(sys.argv):
         THREADS = sys.argv[i + 1]
 os.environ["OPENBLAS_NUM_THREADS"] = THREADS  # before numpy loads its BLAS
 os.environ["OMP_NUM_THREADS"] = THREADS
+PINNED = {} if "--keep-openblas-env" in sys.argv else {
+    k: os.environ.pop(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
 
 import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def openblas_kernel():
+    """The kernel numpy's OpenBLAS runs (openblas_get_corename), after checking that its product
+    agrees with numpy's own loop."""
+    x, y = np.random.rand(67, 45), np.random.rand(45, 71)
+    if not np.allclose(x @ y, np.einsum("ik,kj->ij", x, y, optimize=False)):
+        sys.exit("numpy's OpenBLAS computes a wrong product without "
+                 f"{', '.join(PINNED)}; rerun with --keep-openblas-env")
+    with open("/proc/self/maps") as f:
+        libs = {line.split()[-1] for line in f if "openblas" in line and "/" in line}
+    for lib in sorted(libs):
+        try:
+            dll = ctypes.CDLL(lib)
+            dll.openblas_get_corename.restype = ctypes.c_char_p
+            return f"{dll.openblas_get_corename().decode()} ({os.path.basename(lib)})"
+        except (OSError, AttributeError):
+            continue
+    return "unknown"
 
 
 def cases(selection):
@@ -54,9 +86,16 @@ def cases(selection):
                 continue
             cc, a, b = c["tccg"].split("-")
             lengths = {chr(97 + i): int(n) for i, n in enumerate(c["sizes"].split())}
+
+            def size(labels):
+                return math.prod(lengths[i] for i in labels)
+
             out.append({"case": c["case"], "einsum": f"{a},{b}->{cc}",
                         "A": [lengths[i] for i in a], "B": [lengths[i] for i in b],
-                        "C": [lengths[i] for i in cc], "lengths": lengths})
+                        "C": [lengths[i] for i in cc], "lengths": lengths,
+                        # the matrix shape: rows, columns and summed elements of the GEMM
+                        "M": size(i for i in a if i not in b), "N": size(i for i in b if i not in a),
+                        "K": size(i for i in a if i in b and i not in cc)})
     return out
 
 
@@ -98,6 +137,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--tune", default="", help="cases to tune with default options")
     ap.add_argument("--rounds", type=int, default=3, help="the whole measurement this many times")
+    ap.add_argument("--keep-openblas-env", action="store_true",
+                    help="keep OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE (removed by default)")
     a = ap.parse_args()
     exe = a.einsumdb
     t = a.threads
@@ -111,7 +152,9 @@ def main():
 
     chosen = cases(selection(a.cases))
     # per case: lists over the rounds
-    runs = {c["case"]: {"s": [], "roof": [], "view": [], "contig": [], "bound": ""} for c in chosen}
+    runs = {c["case"]: {"s": [], "roof": [], "view": [], "contig": [], "plain": [], "bound": ""}
+            for c in chosen}
+    kernel = openblas_kernel()
     for k in range(a.rounds):
         # The limits, in this round.
         n = 3000
@@ -126,10 +169,11 @@ def main():
         dst = np.empty_like(big)
         bandwidth = 2 * big.nbytes / median_time(lambda: np.copyto(dst, big), 5) / 1e9
         del x, y, big, dst
-        print(f"round {k + 1} of {a.rounds}, {t} thread(s). DGEMM {n}³: OpenBLAS "
+        print(f"round {k + 1} of {a.rounds}, {t} thread(s). DGEMM {n}³: OpenBLAS ({kernel}) "
               f"{openblas:.1f} GFLOP/s, einsumdb tensor_gemm {blis:.1f} GFLOP/s; peak taken as "
               f"{peak:.1f}. Copy bandwidth {bandwidth:.1f} GB/s (bytes read + written).",
               file=sys.stderr, flush=True)
+        plain_times = {}
         for c in chosen:
             A, B = np.random.rand(*c["A"]), np.random.rand(*c["B"])
             flops = 2 * math.prod(c["lengths"].values())
@@ -139,6 +183,20 @@ def main():
                 lambda: np.ascontiguousarray(np.einsum(c["einsum"], A, B, optimize=True)),
                 a.repeat)
             del A, B
+            # The same product as a plain GEMM of contiguous matrices, by each library (once per
+            # shape in a round: cases 20-30 share theirs).
+            shape = (c["M"], c["N"], c["K"])
+            if shape not in plain_times:
+                X, Y = np.random.rand(c["M"], c["K"]), np.random.rand(c["K"], c["N"])
+                Z = np.empty((c["M"], c["N"]))
+                plain = median_time(lambda: np.matmul(X, Y, out=Z), a.repeat)
+                del X, Y, Z
+                j = einsumdb(exe, ["run", "ik,kj->ij", "--shape", f"A={c['M']}x{c['K']}",
+                                   "--shape", f"B={c['K']}x{c['N']}", "--transform",
+                                   "tensor_gemm", "--param", f"threads={t}", "--repeat",
+                                   str(a.repeat), "--json"])
+                plain_times[shape] = min(plain, j["median_s"])
+            plain = plain_times[shape]
             j = einsumdb(exe, ["run"] + spec_args(c) + ["--transform", "tensor_gemm", "--param",
                                                         f"threads={t}", "--repeat",
                                                         str(a.repeat), "--json"])
@@ -149,29 +207,39 @@ def main():
             r["roof"].append(max(compute, memory) / sec)
             r["view"].append(view / sec)
             r["contig"].append(contig / sec)
+            r["plain"].append(plain / sec)
             r["bound"] = "compute" if compute >= memory else "memory"
             r["gflop"] = flops / 1e9
             print(f"  case {c['case']}: {sec * 1e3:.1f} ms, numpy view {view * 1e3:.1f} ms, "
-                  f"contiguous {contig * 1e3:.1f} ms", file=sys.stderr, flush=True)
+                  f"contiguous {contig * 1e3:.1f} ms, plain GEMM {plain * 1e3:.1f} ms",
+                  file=sys.stderr, flush=True)
 
-    print(f"{a.rounds} round(s), {t} thread(s) each side; min / median / max over the rounds.\n")
-    print("| case | einsum | GFLOP | einsumdb ms | / roofline | bound | numpy view / einsumdb "
-          "| numpy contiguous / einsumdb |")
-    print("|---|---|---|---|---|---|---|---|")
-    med = {key: [] for key in ("roof", "view", "contig")}
+    print(f"{a.rounds} round(s), {t} thread(s) each side; min / median / max over the rounds. "
+          f"numpy's OpenBLAS: {kernel}"
+          + (f", without {' and '.join(f'{k}={v}' for k, v in PINNED.items())}" if PINNED else "")
+          + ".\n")
+    print("| case | einsum | GFLOP | M × N × K | einsumdb ms | / roofline | bound | numpy view / "
+          "einsumdb | numpy contiguous / einsumdb | plain GEMM / einsumdb |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    med = {key: [] for key in ("roof", "view", "contig", "plain")}
     for c in chosen:
         r = runs[c["case"]]
         for key in med:
             med[key].append(statistics.median(r[key]))
-        print(f"| {c['case']} | {c['einsum']} | {r['gflop']:.2f} | "
-              f"{spread([x * 1e3 for x in r['s']], '{:.1f}')} | {spread(r['roof'])} | "
-              f"{r['bound']} | {spread(r['view'])} | {spread(r['contig'])} |")
+        print(f"| {c['case']} | {c['einsum']} | {r['gflop']:.2f} | {c['M']} × {c['N']} × "
+              f"{c['K']} | {spread([x * 1e3 for x in r['s']], '{:.1f}')} | {spread(r['roof'])} | "
+              f"{r['bound']} | {spread(r['view'])} | {spread(r['contig'])} | "
+              f"{spread(r['plain'])} |")
     print(f"\n{len(chosen)} cases, on the medians. Fraction of the roofline: geometric mean "
           f"{gm(med['roof']):.2f}, min {min(med['roof']):.2f}; at or above 0.8: "
           f"{sum(f >= 0.8 for f in med['roof'])}. numpy view / einsumdb: geometric mean "
           f"{gm(med['view']):.2f}, min {min(med['view']):.2f} (below 1: numpy's view is faster); "
           f"numpy contiguous / einsumdb: geometric mean {gm(med['contig']):.2f}, min "
-          f"{min(med['contig']):.2f}.")
+          f"{min(med['contig']):.2f}. Plain GEMM of the same shape / einsumdb: geometric mean "
+          f"{gm(med['plain']):.2f}, min {min(med['plain']):.2f}; at or above 0.8: "
+          f"{sum(f >= 0.8 for f in med['plain'])}.")
+    below = [c["case"] for c, v in zip(chosen, med["view"]) if v < 1]
+    print(f"Cases where numpy's view was faster (median): {below or 'none'}.")
 
     if a.tune:
         print("\n| case | tune wall s | peak RSS MiB | footprint MiB | RSS / footprint | "
