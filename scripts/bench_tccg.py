@@ -63,8 +63,9 @@ def openblas_kernel():
     agrees with numpy's own loop."""
     x, y = np.random.rand(67, 45), np.random.rand(45, 71)
     if not np.allclose(x @ y, np.einsum("ik,kj->ij", x, y, optimize=False)):
-        sys.exit("numpy's OpenBLAS computes a wrong product without "
-                 f"{', '.join(PINNED)}; rerun with --keep-openblas-env")
+        sys.exit("numpy's OpenBLAS computes a wrong product"
+                 + (f" without {', '.join(PINNED)}; rerun with --keep-openblas-env" if PINNED
+                    else ""))
     with open("/proc/self/maps") as f:
         libs = {line.split()[-1] for line in f if "openblas" in line and "/" in line}
     for lib in sorted(libs):

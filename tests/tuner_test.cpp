@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -46,6 +47,20 @@ Strategy broken() {
             return r;
           },
           nullptr};
+}
+// A strategy registered only here: tensor_gemm after `before` (a delay, a scratch tensor, a note
+// of the process's state), at this priority.
+Strategy tensor_gemm_after(std::string name, std::string summary, std::function<void()> before,
+                           int priority = 100) {
+  return {std::move(name),
+          std::move(summary),
+          [](const BatchedEinsum&) { return std::optional<std::string>(); },
+          [before = std::move(before)](const Bound& b, const nlohmann::json&) {
+            before();
+            return execute(b, "tensor_gemm");
+          },
+          nullptr,
+          priority};
 }
 Strategy failing() {
   return {"failing", "throws", [](const BatchedEinsum&) { return std::optional<std::string>(); },
@@ -204,14 +219,10 @@ TEST(Tuner, OneSlowRunInTheProbeRulesNothingOut) {
   Store store = Store::open(dir.path("db.sqlite"));
   const BatchedEinsum e = product("256x256", "256x256");
   auto calls = std::make_shared<int>(0);
-  const Strategy paused{"paused", "tensor_gemm, its second run 20 ms late",
-                        [](const BatchedEinsum&) { return std::optional<std::string>(); },
-                        [calls](const Bound& b, const nlohmann::json&) {
-                          if (++*calls == 2)
-                            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-                          return execute(b, "tensor_gemm");
-                        },
-                        nullptr};
+  const Strategy paused =
+      tensor_gemm_after("paused", "tensor_gemm, its second run 20 ms late", [calls] {
+        if (++*calls == 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      });
   TuneOptions o = quick();
   o.probe_iterations = 1 << 21;
   o.extra = {paused};
@@ -229,15 +240,10 @@ TEST(Tuner, LongRunsFarBehindTheBestAreTimedOnce) {
   testing::TempDir dir("tuner");
   Store store = Store::open(dir.path("db.sqlite"));
   const BatchedEinsum e = product("256x256", "256x256");
-  const Strategy late{"late",
-                      "tensor_gemm, 100 ms late",
-                      [](const BatchedEinsum&) { return std::optional<std::string>(); },
-                      [](const Bound& b, const nlohmann::json&) {
-                        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-                        return execute(b, "tensor_gemm");
-                      },
-                      nullptr,
-                      0};  // first in the priority order
+  const Strategy late = tensor_gemm_after(
+      "late", "tensor_gemm, 100 ms late",
+      [] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); },
+      0);  // first in the priority order
   TuneOptions o = quick();
   o.probe_iterations = 1 << 21;
   o.probe_factor = 1e9;  // the probe rules nothing out
@@ -264,25 +270,16 @@ TEST(Tuner, NoCandidateStartsWithAnEarlierCandidatesScratch) {
   testing::TempDir dir("tuner");
   Store store = Store::open(dir.path("db.sqlite"));
   const BatchedEinsum e = product("64x64", "64x64");
-  const Strategy scratchy{"scratchy",
-                          "tensor_gemm after writing a 16 MiB scratch tensor",
-                          [](const BatchedEinsum&) { return std::optional<std::string>(); },
-                          [](const Bound& b, const nlohmann::json&) {
-                            Tensor scratch(Dtype::f64, {2048, 1024});
-                            return execute(b, "tensor_gemm");
-                          },
-                          nullptr,
-                          0};  // measured first
+  const Strategy scratchy = tensor_gemm_after(
+      "scratchy", "tensor_gemm after writing a 16 MiB scratch tensor",
+      [] {
+        Tensor scratch(Dtype::f64, {2048, 1024});
+      },
+      0);  // measured first
   auto cached = std::make_shared<std::vector<std::size_t>>();
-  const Strategy watcher{"watcher",
-                         "tensor_gemm, noting the bytes kept for reuse when it starts",
-                         [](const BatchedEinsum&) { return std::optional<std::string>(); },
-                         [cached](const Bound& b, const nlohmann::json&) {
-                           cached->push_back(recycled_bytes());
-                           return execute(b, "tensor_gemm");
-                         },
-                         nullptr,
-                         1};
+  const Strategy watcher = tensor_gemm_after(
+      "watcher", "tensor_gemm, noting the bytes kept for reuse when it starts",
+      [cached] { cached->push_back(recycled_bytes()); }, 1);
   TuneOptions o = quick();
   o.extra = {scratchy, watcher};
   o.space.strategies = {"scratchy", "watcher"};
