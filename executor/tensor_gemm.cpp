@@ -674,13 +674,40 @@ std::string by_stride(std::string labels, const std::string& layout,
   return labels;
 }
 
+// Whether the tensor indexed by `layout` runs at unit stride along one of `labels`.
+bool unit_along(const std::string& labels, const std::string& layout,
+                const std::vector<std::int64_t>& strides) {
+  for (std::size_t a = 0; a < layout.size(); ++a)
+    if (strides[a] == 1 && contains(labels, layout[a])) return true;
+  return false;
+}
+
+// `labels` in the order of X's strides or of Z's: of the one that runs at unit stride along one
+// of them where only one does (its lines are then read or written whole), otherwise of X where
+// `x_first`.
+std::string order(const std::string& labels, const std::string& xl,
+                  const std::vector<std::int64_t>& xs, const std::string& zl,
+                  const std::vector<std::int64_t>& zs, bool x_first) {
+  const bool xu = unit_along(labels, xl, xs), zu = unit_along(labels, zl, zs);
+  return (xu != zu ? xu : x_first) ? by_stride(labels, xl, xs) : by_stride(labels, zl, zs);
+}
+
 // The rows of a group of indices (the row or the column indices of the GEMM), as offsets in its
-// operand X and in the output Z. Where the two tensors run at unit stride along different indices
-// of the group (ux in X, uz in Z) and both are too large to be re-read from the cache, the rows
-// go in tiles: `panel` consecutive values of ux (a micro-panel, packed from X along contiguous
-// memory) for each of `line` consecutive values of uz (a cache line of Z), so that the lines of
-// both tensors are used whole while they are in cache. Otherwise the rows go in the order of the
-// larger tensor's strides (the smaller one is re-read from the cache where it is strided).
+// operand X and in the output Z. Where X runs at unit stride along an index of the group (ux),
+// Z's fastest index of the group is another one (uz), and both tensors are too large to be re-read
+// from the cache, the rows go in tiles: `panel` consecutive values of ux (a micro-panel, packed
+// from X along contiguous memory) for each of `line` consecutive values of uz (a cache line of Z,
+// where uz is Z's unit-stride index), so that the lines of both tensors are used whole while they
+// are in cache. Otherwise the rows go in the order of the tensor that runs at unit stride along
+// the group where only one does, else of the larger tensor's strides (the smaller one is re-read
+// from the cache where it is strided); with `follow_z`, in Z's order. Where X runs at unit stride
+// along a summed index instead, its packing reads whole lines in any order of the rows, and tiles
+// would only break Z's tiles into line groups: TCCG case 26 (aefb,fdce->abcd, fdce along e) and
+// case 20 (aebf,dfce->abcd, the same), `einsumdb run ... --transform tensor_gemm --repeat 3`, one
+// thread, three runs alternating with the build that tiled them, time over time (min / median /
+// max) 0.88 / 0.90 / 0.90 and 0.86 / 0.88 / 0.88 (both also sum over several passes into a large
+// output, which follow_z takes in Z's order too: tensor_gemm_row); case 1 (bda,dc->abc, whose
+// output runs along the columns' c), still tiled, 0.98 / 1.00 / 1.02.
 // TCCG at full size, one thread, medians of three rounds of scripts/bench_tccg.py: case 6
 // (efbad,cf->abcde, both 450 MB or more) took 0.32 s tiled against 0.45 s in the operand's
 // order; case 33 (degc,gfab->abcdef, a 1.2 MB operand) 0.33 s tiled against 0.024 s in the
@@ -716,11 +743,16 @@ struct Rows {
   Table x, z;
 };
 
-// The tiled order of a group of indices, X's and Z's offsets for each, or nothing where X and Z
-// run at unit stride along the same index of the group or one of them fits in the cache. The
-// summed indices of two such operands go in these tiles too, X's unit-stride index kSumTile bytes
-// at a time for each cache line of Y's: a packed block of KC summed elements then reads both
-// operands in whole cache lines, where in X's order it read one element of each line of Y.
+// The tiled order of a group of indices, X's and Z's offsets for each, or nothing where X does not
+// run at unit stride along the group (nor Z, with `z_unit`), where X and Z's fastest indices of
+// the group are the same or one of the tensors fits in the cache. The summed indices of two
+// operands that both run at unit stride along them, along different ones, go in these tiles too,
+// X's unit-stride index kSumTile bytes at a time for each cache line of Y's: a packed block of KC
+// summed elements then reads both operands in whole cache lines, where in X's order it read one
+// element of each line of Y. Where only one of them does, they go in its order: TCCG case 14
+// (cad,dcb->ab, dcb along the rows' b), `einsumdb run ... --transform tensor_gemm --repeat 3`, one
+// thread, three runs alternating with the build that tiled them, time over time 0.80 / 0.82 /
+// 0.86; cases 21, 23, 27 and 28, whose operands run along no summed index, 0.93-1.04.
 // TCCG cases 13 (acd,dbc->ab) and 14 (cad,dcb->ab), both operands over 200 MB, and
 // `einsumdb run ... --transform tensor_gemm --repeat 5` with the rows prefetched
 // (Gemm::kRowsAhead), time tiled over time in X's order, five alternating runs (min / median /
@@ -732,10 +764,10 @@ std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::i
                           const std::string& xl, const std::vector<std::int64_t>& xs,
                           const std::string& zl, const std::vector<std::int64_t>& zs,
                           std::int64_t x_bytes, std::int64_t z_bytes, std::int64_t panel,
-                          std::int64_t line) {
-  if (labels.empty()) return std::nullopt;
-  const std::string ordered =
-      x_bytes > z_bytes ? by_stride(labels, xl, xs) : by_stride(labels, zl, zs);
+                          std::int64_t line, bool z_unit) {
+  if (labels.empty() || !unit_along(labels, xl, xs) || (z_unit && !unit_along(labels, zl, zs)))
+    return std::nullopt;
+  const std::string ordered = order(labels, xl, xs, zl, zs, x_bytes > z_bytes);
   const char ux = by_stride(labels, xl, xs).back();
   const char uz = by_stride(labels, zl, zs).back();
   if (ux == uz || len.at(ux) <= 1 || len.at(uz) <= 1 || std::min(x_bytes, z_bytes) <= kCachedBytes)
@@ -768,11 +800,12 @@ std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::i
 Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& len,
                 const std::string& xl, const std::vector<std::int64_t>& xs, const std::string& zl,
                 const std::vector<std::int64_t>& zs, std::int64_t x_bytes, std::int64_t z_bytes,
-                std::int64_t panel, std::int64_t line) {
-  if (auto r = tiles(labels, len, xl, xs, zl, zs, x_bytes, z_bytes, panel, line))
-    return std::move(*r);
+                std::int64_t panel, std::int64_t line, bool follow_z) {
+  if (!follow_z)
+    if (auto r = tiles(labels, len, xl, xs, zl, zs, x_bytes, z_bytes, panel, line, false))
+      return std::move(*r);
   const std::string ordered =
-      x_bytes > z_bytes ? by_stride(labels, xl, xs) : by_stride(labels, zl, zs);
+      follow_z ? by_stride(labels, zl, zs) : order(labels, xl, xs, zl, zs, x_bytes > z_bytes);
   return {offsets(ordered, len, xl, xs), offsets(ordered, len, zl, zs)};
 }
 
@@ -798,8 +831,13 @@ Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& l
 // place, 10 passes of 512) 0.93 / 0.96 / 0.99.
 constexpr std::int64_t kLongPass = 2;
 template <typename T>
+bool one_pass(const MicroKernel<T>& k, std::int64_t summed) {
+  return summed <= k.kc + k.kc / 4;
+}
+
+template <typename T>
 void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std::int64_t group) {
-  if (p.K <= k.kc + k.kc / 4) {
+  if (one_pass(k, p.K)) {
     p.kc = p.K;
   } else if (large_output) {
     const std::int64_t passes = (p.K + kLongPass * k.kc - 1) / (kLongPass * k.kc);
@@ -859,8 +897,19 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
   const auto xs = x.tensor->strides(), ys = y.tensor->strides();
   constexpr std::int64_t line = 64 / sizeof(T);
   const auto bytes = [](const Tensor& t) { return static_cast<std::int64_t>(t.bytes()); };
-  Rows rows = group_rows(m, len, xl, xs, zl, zs, bytes(*x.tensor), bytes(z), k.mr, line);
-  Rows cols = group_rows(n, len, yl, ys, zl, zs, bytes(*y.tensor), bytes(z), k.nr, line);
+  // Where the output is too large for the cache and the summed elements take several passes, each
+  // pass reads it back from memory: the rows and the columns then follow the output, whose tiles
+  // the micro-kernel adds to in place (prefetching them as it starts), rather than going in tiles
+  // whose line groups are read back one line at a time on their way out. TCCG case 28
+  // (eafb,fdec->abcd: fdec runs along c, the output along d; 11 passes), `einsumdb run ...
+  // --transform tensor_gemm --repeat 3`, one thread, three runs alternating with the build that
+  // tiled them, time over time (min / median / max): 0.83 / 0.90 / 0.92; cases 21, 22, 24, 29 and
+  // 30, 0.93-1.10 (medians 1.01, 0.99, 1.02, 0.98, 1.00).
+  std::int64_t summed = 1;
+  for (char c : sum) summed *= len.at(c);
+  const bool reread = bytes(z) > kCachedBytes && !one_pass(k, summed);
+  Rows rows = group_rows(m, len, xl, xs, zl, zs, bytes(*x.tensor), bytes(z), k.mr, line, reread);
+  Rows cols = group_rows(n, len, yl, ys, zl, zs, bytes(*y.tensor), bytes(z), k.nr, line, reread);
 
   Contraction p;
   p.am = std::move(rows.x);
@@ -868,15 +917,16 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
   p.bn = std::move(cols.x);
   p.cn = std::move(cols.z);
   // The summed indices: tiled where both operands are too large for the cache and run at unit
-  // stride along different ones (kSumTile), otherwise in the order the left operand has them (its
-  // packing reads along them).
+  // stride along different ones (kSumTile), otherwise in the order of the operand that runs along
+  // one of them, else of the left operand (its packing reads along them).
   if (auto ks = tiles(sum, len, xl, xs, yl, ys, bytes(*x.tensor), bytes(*y.tensor),
-                      kSumTile / sizeof(T), line)) {
+                      kSumTile / sizeof(T), line, true)) {
     p.ak = std::move(ks->x);
     p.bk = std::move(ks->z);
   } else {
-    p.ak = offsets(sum, len, xl, xs);
-    p.bk = offsets(sum, len, yl, ys);
+    const std::string ordered = order(sum, xl, xs, yl, ys, true);
+    p.ak = offsets(ordered, len, xl, xs);
+    p.bk = offsets(ordered, len, yl, ys);
   }
   p.ab = offsets(batch, len, xl, xs);
   p.bb = offsets(batch, len, yl, ys);

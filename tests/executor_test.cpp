@@ -328,6 +328,18 @@ BatchedEinsum binary_spec(const std::string& spec, const std::map<char, int>& n,
   return read_spec_argument(spec, f);
 }
 
+// tensor_gemm's result on one and on two threads, against the reference result `ref`; `what`
+// names the case in a failure.
+void expect_tensor_gemm_agrees(const Bound& bound, const Results& ref, const std::string& what) {
+  const Dtype dtype = ref.at(0).dtype();
+  for (int threads : {1, 2}) {
+    const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
+    EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
+              tolerance(dtype, terms_of(bound.einsum(), bound.lengths())))
+        << what << " " << to_string(dtype) << " threads " << threads;
+  }
+}
+
 // Where an operand and the output are both larger than the cache and run at unit stride along
 // different indices, tensor_gemm orders the rows in tiles of the two; TCCG cases 6 and 7 at
 // lengths that make both tensors over 8 MB and leave partial tiles at every edge.
@@ -340,18 +352,14 @@ TEST(Strategies, TensorGemmTilesLargeTensorsContiguousAlongDifferentIndices) {
     ASSERT_GT(arrays.at("A").bytes(), 8u << 20) << spec;
     const Results ref = run_reference(bound);
     ASSERT_GT(ref.at(0).bytes(), 8u << 20) << spec;
-    for (int threads : {1, 2}) {
-      const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
-      EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
-                tolerance(Dtype::f64, terms_of(e, bound.lengths())))
-          << spec << " threads " << threads;
-    }
+    expect_tensor_gemm_agrees(bound, ref, spec);
   }
 }
 
 // Where both operands are larger than the cache and run at unit stride along different summed
-// indices, tensor_gemm takes the summed indices in tiles of the two; TCCG cases 13 and 14 at
-// lengths that make both operands over 8 MB, with partial tiles at every edge and a tile
+// indices, tensor_gemm takes the summed indices in tiles of the two (TCCG case 13, acd,dbc->ab),
+// and where only one of them does, in that one's order (case 14, cad,dcb->ab: dcb runs along b);
+// both at lengths that make both operands over 8 MB, with partial tiles at every edge and a tile
 // straddling the blocks of KC summed elements, in both dtypes (a tile's width is in bytes).
 TEST(Strategies, TensorGemmTilesTheSummedIndicesOfLargeOperandsContiguousAlongDifferentOnes) {
   for (Dtype dtype : {Dtype::f64, Dtype::f32}) {
@@ -364,12 +372,7 @@ TEST(Strategies, TensorGemmTilesTheSummedIndicesOfLargeOperandsContiguousAlongDi
       ASSERT_GT(arrays.at("A").bytes(), 8u << 20) << spec;
       ASSERT_GT(arrays.at("B").bytes(), 8u << 20) << spec;
       const Results ref = run_reference(bound);
-      for (int threads : {1, 2}) {
-        const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
-        EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
-                  tolerance(dtype, terms_of(e, bound.lengths())))
-            << spec << " " << to_string(dtype) << " threads " << threads;
-      }
+      expect_tensor_gemm_agrees(bound, ref, spec);
     }
   }
 }
@@ -387,12 +390,8 @@ TEST(Strategies, TensorGemmPutsTheLargeOperandOnTheRowsSideWhenTheOtherHasFewEle
         const Arrays arrays = random_arrays(e, 11);
         const Bound bound(e, arrays);
         const Results ref = run_reference(bound);
-        for (int threads : {1, 2}) {
-          const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
-          EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
-                    tolerance(Dtype::f64, terms_of(e, bound.lengths())))
-              << spec << " c=" << c << " d=" << d << " threads " << threads;
-        }
+        expect_tensor_gemm_agrees(
+            bound, ref, std::string(spec) + " c=" + std::to_string(c) + " d=" + std::to_string(d));
       }
     }
   }
@@ -419,39 +418,43 @@ TEST(Strategies, TensorGemmWritesWholeOutputLinesFromGroupsOfTiles) {
     ASSERT_GT(arrays.at("A").bytes(), 8u << 20);
     const Results ref = run_reference(bound);
     ASSERT_GT(ref.at(0).bytes(), 8u << 20);
-    for (int threads : {1, 2}) {
-      const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
-      EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
-                tolerance(s.dtype, terms_of(e, bound.lengths())))
-          << to_string(s.dtype) << " c=" << s.c << " f=" << s.f << " threads " << threads;
-    }
+    expect_tensor_gemm_agrees(bound, ref, "c=" + std::to_string(s.c) + " f=" + std::to_string(s.f));
   }
 }
 
-// TCCG case 20's shape (aebf,dfce->abcd: the rows in tiles of c, the operand's fastest, and d, the
-// output's), scaled so that both are over 8 MB: c = 24 leaves 8 rows per line of d after the line
-// group of 16, in panels that hold two values of d; e × f = 576 summed elements take two long
-// passes (the second adds to the output), and the row blocks of 13 panels end where a group of 8
-// starts (the test fails when they end 3 rows early). (The panels written a line per run,
-// unit_runs, are among those of TensorGemmAgreesWithTheReferenceOnEveryTccgContraction.)
-TEST(Strategies, TensorGemmComputesLineGroupsWholeOverLongPasses) {
-  for (Dtype dtype : {Dtype::f64, Dtype::f32}) {
+// TCCG case 28's shape (eafb,fdec->abcd: the rows in tiles of c, the operand's fastest, and d, the
+// output's), scaled so that both are over 8 MB with one summed pass: c = 24 leaves 8 rows per line
+// of d after the line group of 16, in panels that hold two values of d; e × f = 36 summed elements
+// make row blocks of 106 panels, which would end inside a group of 8 (the test fails when they
+// end 3 rows early). (The panels written a line per run, unit_runs, are among those of
+// TensorGemmAgreesWithTheReferenceOnEveryTccgContraction.)
+TEST(Strategies, TensorGemmComputesLineGroupsWhole) {
+  const BatchedEinsum e = binary_spec(
+      "eafb,fdec->abcd", {{'a', 6}, {'b', 6}, {'c', 24}, {'d', 1300}, {'e', 6}, {'f', 6}});
+  const Arrays arrays = random_arrays(e, 19);
+  const Bound bound(e, arrays);
+  ASSERT_GT(arrays.at("B").bytes(), 8u << 20);
+  const Results ref = run_reference(bound);
+  ASSERT_GT(ref.at(0).bytes(), 8u << 20);
+  expect_tensor_gemm_agrees(bound, ref, "eafb,fdec->abcd");
+}
+
+// The output follows its own order, not tiles of the operand's and its own unit-stride indices,
+// where the operand runs at unit stride along a summed index (TCCG case 26, aefb,fdce->abcd: fdce
+// along e), whose packing reads whole lines in any order of the rows, and where the summed
+// elements take several passes over an output too large for the cache (case 28, eafb,fdec->abcd,
+// whose fdec runs along c and the output along d), which each pass reads back. Both shapes with
+// the operand and the output over 8 MB and two long passes (the second adds).
+TEST(Strategies, TensorGemmFollowsTheOutputWhereTilesWouldNotHelp) {
+  for (const char* spec : {"aefb,fdce->abcd", "eafb,fdec->abcd"}) {
     const BatchedEinsum e =
-        binary_spec("aebf,dfce->abcd",
-                    {{'a', 24}, {'b', 24}, {'c', 24}, {'d', 80}, {'e', 24}, {'f', 24}}, dtype);
-    const Arrays arrays = random_arrays(e, 19);
+        binary_spec(spec, {{'a', 24}, {'b', 24}, {'c', 24}, {'d', 80}, {'e', 24}, {'f', 24}});
+    const Arrays arrays = random_arrays(e, 23);
     const Bound bound(e, arrays);
+    ASSERT_GT(arrays.at("B").bytes(), 8u << 20);
     const Results ref = run_reference(bound);
-    if (dtype == Dtype::f64) {
-      ASSERT_GT(arrays.at("B").bytes(), 8u << 20);
-      ASSERT_GT(ref.at(0).bytes(), 8u << 20);
-    }
-    for (int threads : {1, 2}) {
-      const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
-      EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
-                tolerance(dtype, terms_of(e, bound.lengths())))
-          << to_string(dtype) << " threads " << threads;
-    }
+    ASSERT_GT(ref.at(0).bytes(), 8u << 20);
+    expect_tensor_gemm_agrees(bound, ref, spec);
   }
 }
 
@@ -480,13 +483,9 @@ TEST(Strategies, TensorGemmCopiesOutTilesThatStraddleAnOuterIndex) {
         if (g < 256) {
           ASSERT_GT(ref.at(0).bytes(), 8u << 20);
         }
-        for (int threads : {1, 2}) {
-          const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
-          EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
-                    tolerance(dtype, terms_of(e, bound.lengths())))
-              << to_string(dtype) << " e=" << e_len << " f=" << f_len << " g=" << g << " threads "
-              << threads;
-        }
+        expect_tensor_gemm_agrees(bound, ref,
+                                  "e=" + std::to_string(e_len) + " f=" + std::to_string(f_len) +
+                                      " g=" + std::to_string(g));
       }
     }
   }
