@@ -752,7 +752,8 @@ struct Rows {
 // element of each line of Y. Where only one of them does, they go in its order: TCCG case 14
 // (cad,dcb->ab, dcb along the rows' b), `einsumdb run ... --transform tensor_gemm --repeat 3`, one
 // thread, three runs alternating with the build that tiled them, time over time 0.80 / 0.82 /
-// 0.86; cases 21, 23, 27 and 28, whose operands run along no summed index, 0.93-1.04.
+// 0.86; cases 21 and 23 (where the other operand does: aebf and aecf along f) and 27 and 28
+// (where neither does), 0.93-1.04.
 // TCCG cases 13 (acd,dbc->ab) and 14 (cad,dcb->ab), both operands over 200 MB, and
 // `einsumdb run ... --transform tensor_gemm --repeat 5` with the rows prefetched
 // (Gemm::kRowsAhead), time tiled over time in X's order, five alternating runs (min / median /
