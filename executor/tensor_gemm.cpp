@@ -11,7 +11,7 @@
 // output is written in place by the micro-kernel; any other is computed into a small buffer and
 // copied out, along whichever of its directions is evenly spaced (streamed past the cache where
 // the output is large and written once; there, where the contraction sums only a few elements,
-// even tiles take the buffer too). Where a tile's rows are each in a different line of the output
+// even tiles take the buffer too on Intel's processors; on AMD's they are written in place). Where a tile's rows are each in a different line of the output
 // and the next tiles' rows continue those lines, a group of them is computed and each line written
 // whole (line_groups; a block of rows never cuts a group); a tile whose contiguous direction in
 // the output is not the one the micro-kernel writes contiguously is transposed through registers on
@@ -29,8 +29,10 @@
 // elements per thread with BLIS's block sizes, and the offset tables, two per row and per column.
 //
 // Parameters: "threads" (over batch points when there are enough, otherwise over the wider of
-// the row and column ranges, each thread packing its own blocks). A functional operand is
-// evaluated into a buffer in its array's layout first.
+// the row and column ranges, each thread packing its own blocks) and "stream_even" (true or
+// false: whether even tiles of a large output summed over few elements go through the buffer and
+// out in streaming stores; the default depends on the processor, kStreamAllDepth). A functional
+// operand is evaluated into a buffer in its array's layout first.
 #include <dlfcn.h>
 #include <immintrin.h>
 
@@ -733,6 +735,21 @@ constexpr std::int64_t kSumTile = 256;
 // depth, at g = 32 1.01 / 1.04 / 1.04, at g = 48 1.07 / 1.09 / 1.13, cases 9-11 (ea,ebcd->abcd and
 // its kin, 72 summed) 1.01 / 1.08 / 1.11, 1.00 / 1.04 / 1.07 and 1.06 / 1.07 / 1.13.
 constexpr std::int64_t kStreamAllDepth = 24;
+// That was measured on a Xeon. On AMD's Zen 5, an ordinary store that writes a whole line does
+// not read it from memory first (one thread writing 302 MB in 64-byte stores took 12.3-12.9 ms,
+// ordinary or streaming alike), and there the micro-kernel writes even tiles faster in place,
+// prefetching their lines as it starts: the ccsd_t cases, measured as in group_rows, time in place
+// over time through the buffer, case 31 0.58 / 0.76 / 0.86, case 33 0.59 / 0.65 / 0.71, case 37
+// (efga,gdbc->abcdef) 0.68 / 0.78 / 0.81, case 42 0.69 / 0.80 / 0.85, cases 34, 35, 44 and 45
+// (mostly uneven tiles) 0.95-1.00 (medians). The parameter "stream_even" chooses; by default
+// even tiles go through the buffer on Intel's processors only.
+bool streams_even_tiles_by_default() {
+  static const bool intel = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel") != 0;
+  }();
+  return intel;
+}
 // Whether Gemm::copy_run can stream (AVX-512): without, a buffered even tile is only a detour.
 #if defined(__AVX512F__)
 constexpr bool kStreams = true;
@@ -798,6 +815,17 @@ std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::i
   return r;
 }
 
+// Where X fits in the cache and Z does not, the group follows Z, unless X's order leaves fewer
+// micro-panels unevenly spaced in Z: X's packing re-reads it from the cache in any order, and what
+// goes to memory is Z's tiles, each written whole in place where it is even. TCCG's ccsd_t cases
+// (a 1.2-1.8 MB operand, a 302 MB output, 24 summed), from Python, `einsumdb.einsum(spec, A, B,
+// transform="tensor_gemm", params={"threads": 1})`, eleven pairs alternating within one process
+// with X's order behind an environment switch (removed), time over time per pair (min / median /
+// max): case 31 (dega,gfbc->abcdef, whose columns a, d, e ran along a, 12 MB apart in Z) 0.60 /
+// 0.62 / 0.69, case 33 0.38 / 0.66 / 0.72, case 38 (efgb,gdac->abcdef, even in Z's order and not
+// in X's) 0.74 / 0.84 / 0.89, case 35 (uneven in both) 0.65 / 0.89 / 1.09, case 48 0.62 / 0.63 /
+// 0.73; cases 36, 39, 40 and 43, where Z's order is uneven and X's even, 1.16-1.17 (medians)
+// following Z regardless, 0.99-1.00 with the evenness rule.
 Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& len,
                 const std::string& xl, const std::vector<std::int64_t>& xs, const std::string& zl,
                 const std::vector<std::int64_t>& zs, std::int64_t x_bytes, std::int64_t z_bytes,
@@ -805,6 +833,21 @@ Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& l
   if (!follow_z)
     if (auto r = tiles(labels, len, xl, xs, zl, zs, x_bytes, z_bytes, panel, line, false))
       return std::move(*r);
+  if (!follow_z && x_bytes <= kCachedBytes && z_bytes > kCachedBytes) {
+    // X is packed from the cache in any order; the output's tiles go to memory. They follow the
+    // output unless X's order gives fewer uneven tiles (written through the buffer).
+    const std::string out = by_stride(labels, zl, zs);
+    const std::string own = order(labels, xl, xs, zl, zs, false);
+    Rows r{offsets(out, len, xl, xs), offsets(out, len, zl, zs)};
+    if (own == out) return r;
+    Table oz = offsets(own, len, zl, zs);
+    const auto uneven = [panel](const Table& t) {
+      const auto steps = spacing(t, panel);
+      return std::count(steps.begin(), steps.end(), kUneven);
+    };
+    if (uneven(oz) < uneven(r.z)) return {offsets(own, len, xl, xs), std::move(oz)};
+    return r;
+  }
   const std::string ordered =
       follow_z ? by_stride(labels, zl, zs) : order(labels, xl, xs, zl, zs, x_bytes > z_bytes);
   return {offsets(ordered, len, xl, xs), offsets(ordered, len, zl, zs)};
@@ -850,7 +893,7 @@ void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std
 }
 
 template <typename T>
-Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
+Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool stream_even) {
   const BatchedEinsum& e = bound.einsum();
   const auto& len = bound.lengths();
   auto x = bound.operand(row, 0), y = bound.operand(row, 1);
@@ -945,7 +988,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads) {
   // A block of rows holds at least one line group (Gemm::block_end).
   block_sizes(k, p, large, p.row_lines.empty() ? k.mr : line * k.mr);
   p.stream = large && p.K <= p.kc;
-  p.stream_all = kStreams && p.stream && p.K <= kStreamAllDepth;
+  p.stream_all = kStreams && p.stream && p.K <= kStreamAllDepth && stream_even;
   p.row_step = spacing(p.cm, k.mr);
   p.row_runs = unit_runs(p.cm, k.mr, line, p.row_step);
   p.col_step = spacing(p.cn, k.nr);
@@ -1014,12 +1057,20 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum& e = bound.einsum();
   if (const auto why = tensor_gemm_rejects(e))
     throw SpecError("tensor_gemm does not apply: " + *why);
-  check_param_keys(params, "tensor_gemm", {"threads"});
+  check_param_keys(params, "tensor_gemm", {"threads", "stream_even"});
   const int threads = read_threads(params, "tensor_gemm");
+  bool stream_even = streams_even_tiles_by_default();
+  if (params.contains("stream_even")) {
+    if (!params["stream_even"].is_boolean())
+      throw SpecError("tensor_gemm: 'stream_even' must be true or false, got " +
+                      params["stream_even"].dump());
+    stream_even = params["stream_even"].get<bool>();
+  }
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
-    out.push_back(result_dtype(e, r) == Dtype::f32 ? tensor_gemm_row<float>(bound, r, threads)
-                                                   : tensor_gemm_row<double>(bound, r, threads));
+    out.push_back(result_dtype(e, r) == Dtype::f32
+                      ? tensor_gemm_row<float>(bound, r, threads, stream_even)
+                      : tensor_gemm_row<double>(bound, r, threads, stream_even));
   }
   return out;
 }
