@@ -11,22 +11,23 @@
 // output is written in place by the micro-kernel; any other is computed into a small buffer and
 // copied out, along whichever of its directions is evenly spaced (streamed past the cache where
 // the output is large and written once; there, where the contraction sums only a few elements,
-// even tiles take the buffer too on Intel's processors; on AMD's they are written in place). Where a tile's rows are each in a different line of the output
-// and the next tiles' rows continue those lines, a group of them is computed and each line written
-// whole (line_groups; a block of rows never cuts a group); a tile whose contiguous direction in
-// the output is not the one the micro-kernel writes contiguously is transposed through registers on
-// its way out (AVX-512), and one whose rows are runs of whole lines is written a line per run. The
-// blocks take all the summed elements where they exceed KC by a quarter at most, up to twice KC
-// per pass where the output is too large for the cache (each pass reads and writes it), and MC
-// grows as KC shrinks (block_sizes). The output's unit-stride index is kept on the side the
-// micro-kernel prefers to write contiguously (the operands swap roles when needed). Where an
-// operand and the output are both too large for the cache and contiguous along different indices,
-// the rows (or columns) go in tiles of the two indices, so that both are moved in whole cache lines
-// (group_rows), and so do the summed indices of two such operands (tiles). Batch indices are a loop
-// around the GEMM. Where the output's unit-stride index belongs to an operand with only a few free
-// elements, that operand takes the columns' side all the same, and the large one is streamed
-// through the rows'. Memory beyond the output: the packed blocks, at most (MC + 1.25 NC)·KC
-// elements per thread with BLIS's block sizes, and the offset tables, two per row and per column.
+// even tiles take the buffer too on Intel's processors; on AMD's they are written in place). Where
+// a tile's rows are each in a different line of the output and the next tiles' rows continue those
+// lines, a group of them is computed and each line written whole (line_groups; a block of rows
+// never cuts a group); a tile whose contiguous direction in the output is not the one the
+// micro-kernel writes contiguously is transposed through registers on its way out (AVX-512), and
+// one whose rows are runs of whole lines is written a line per run. The blocks take all the summed
+// elements where they exceed KC by a quarter at most, up to twice KC per pass where the output is
+// too large for the cache (each pass reads and writes it), and MC grows as KC shrinks
+// (block_sizes). The output's unit-stride index is kept on the side the micro-kernel prefers to
+// write contiguously (the operands swap roles when needed). Where an operand and the output are
+// both too large for the cache and contiguous along different indices, the rows (or columns) go in
+// tiles of the two indices, so that both are moved in whole cache lines (group_rows), and so do the
+// summed indices of two such operands (tiles). Batch indices are a loop around the GEMM. Where the
+// output's unit-stride index belongs to an operand with only a few free elements, that operand
+// takes the columns' side all the same, and the large one is streamed through the rows'. Memory
+// beyond the output: the packed blocks, at most (MC + 1.25 NC)·KC elements per thread with BLIS's
+// block sizes, and the offset tables, two per row and per column.
 //
 // Parameters: "threads" (over batch points when there are enough, otherwise over the wider of
 // the row and column ranges, each thread packing its own blocks) and "stream_even" (true or
@@ -742,7 +743,8 @@ constexpr std::int64_t kStreamAllDepth = 24;
 // over time through the buffer, case 31 0.58 / 0.76 / 0.86, case 33 0.59 / 0.65 / 0.71, case 37
 // (efga,gdbc->abcdef) 0.68 / 0.78 / 0.81, case 42 0.69 / 0.80 / 0.85, cases 34, 35, 44 and 45
 // (mostly uneven tiles) 0.95-1.00 (medians). The parameter "stream_even" chooses; by default
-// even tiles go through the buffer on Intel's processors only.
+// even tiles go through the buffer on Intel's processors only, and the tuner tries both
+// (tensor_gemm_space).
 bool streams_even_tiles_by_default() {
   static const bool intel = [] {
     __builtin_cpu_init();
@@ -1049,8 +1051,22 @@ std::optional<std::string> tensor_gemm_rejects(const BatchedEinsum& e) {
   return kernels::binary_product_rejects(e, "tensor_gemm");
 }
 
-std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum&, const Lengths&) {
-  return {nlohmann::json::object()};
+// The default, and where the choice applies (an output beyond the cache, few summed elements),
+// the other way of writing even tiles: which is faster depends on the processor (kStreamAllDepth).
+std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Lengths& len) {
+  std::vector<nlohmann::json> space = {nlohmann::json::object()};
+  if (tensor_gemm_rejects(e)) return space;
+  std::int64_t summed = 1;
+  double out = 1, bytes = 4;  // the output's elements, and bytes per element
+  for (char c : e.inputs[0])
+    if (contains(e.inputs[1], c) && !contains(e.output, c))
+      summed = std::min(summed * len.at(c), kStreamAllDepth + 1);
+  for (char c : e.output) out *= len.at(c);
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    if (result_dtype(e, r) == Dtype::f64) bytes = 8;
+  if (kStreams && summed <= kStreamAllDepth && out * bytes > static_cast<double>(kCachedBytes))
+    space.push_back({{"stream_even", !streams_even_tiles_by_default()}});
+  return space;
 }
 
 Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {

@@ -487,11 +487,10 @@ TEST(Strategies, TensorGemmCopiesOutTilesThatStraddleAnOuterIndex) {
           ASSERT_GT(ref.at(0).bytes(), 8u << 20);
         }
         for (bool stream_even : {false, true})
-          expect_tensor_gemm_agrees(
-              bound, ref,
-              "e=" + std::to_string(e_len) + " f=" + std::to_string(f_len) +
-                  " g=" + std::to_string(g),
-              {{"stream_even", stream_even}});
+          expect_tensor_gemm_agrees(bound, ref,
+                                    "e=" + std::to_string(e_len) + " f=" + std::to_string(f_len) +
+                                        " g=" + std::to_string(g),
+                                    {{"stream_even", stream_even}});
       }
     }
   }
@@ -506,8 +505,8 @@ TEST(Strategies, TensorGemmCopiesOutTilesThatStraddleAnOuterIndex) {
 // output's order) and case 39 (efgc,gdab->abcdef: uneven in the output's order); even tiles in
 // place and through the buffer.
 TEST(Strategies, TensorGemmOrdersACachedOperandsIndicesForTheOutput) {
-  const std::map<char, int> len = {{'a', 12}, {'b', 8}, {'c', 8}, {'d', 12},
-                                            {'e', 16}, {'f', 16}, {'g', 6}};
+  const std::map<char, int> len = {{'a', 12}, {'b', 8},  {'c', 8}, {'d', 12},
+                                   {'e', 16}, {'f', 16}, {'g', 6}};
   for (const char* spec :
        {"dega,gfbc->abcdef", "dfgc,geab->abcdef", "efgb,gdac->abcdef", "efgc,gdab->abcdef"}) {
     auto lengths = len;
@@ -521,6 +520,50 @@ TEST(Strategies, TensorGemmOrdersACachedOperandsIndicesForTheOutput) {
     ASSERT_GT(ref.at(0).bytes(), 8u << 20) << spec;
     for (bool stream_even : {false, true})
       expect_tensor_gemm_agrees(bound, ref, spec, {{"stream_even", stream_even}});
+  }
+}
+
+// Which way of writing even tiles is faster depends on the processor, so the tuner tries both
+// where the choice applies: an output over 8 MB summed over 24 elements or fewer (TCCG's ccsd_t
+// shape, scaled), in f64 and f32 (whose output is then half the bytes), and not where more are
+// summed or the output fits in the cache. Each candidate runs and agrees with the reference.
+TEST(Strategies, TensorGemmSpaceOffersBothWritesOfEvenTilesWhereTheyDiffer) {
+  const Strategy* s = find_strategy("tensor_gemm");
+  ASSERT_NE(s, nullptr);
+  const std::map<char, int> len = {{'a', 12}, {'b', 8},  {'c', 8}, {'d', 12},
+                                   {'e', 16}, {'f', 16}, {'g', 6}};
+  auto space = [&](std::map<char, int> l, Dtype dtype) {
+    const BatchedEinsum e = binary_spec("dega,gfbc->abcdef", l, dtype);
+    Lengths lengths;
+    for (const auto& [c, n] : l) lengths[c] = n;
+    return s->space(e, lengths);
+  };
+  const auto both = space(len, Dtype::f64);  // 18.9 MB
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0], nlohmann::json::object());
+  ASSERT_TRUE(both[1].contains("stream_even"));
+  __builtin_cpu_init();
+  EXPECT_EQ(both[1]["stream_even"].get<bool>(), __builtin_cpu_is("intel") == 0);
+  auto f32 = len;
+  f32['a'] = 8;  // 12.6 MB in f64, 6.3 MB in f32
+  EXPECT_EQ(space(f32, Dtype::f64).size(), 2u);
+  EXPECT_EQ(space(f32, Dtype::f32).size(), 1u);
+  auto deep = len;
+  deep['g'] = 25;
+  EXPECT_EQ(space(deep, Dtype::f64).size(), 1u);
+  auto small = len;
+  small['a'] = small['d'] = 4;  // 2.1 MB
+  EXPECT_EQ(space(small, Dtype::f64).size(), 1u);
+
+  const BatchedEinsum e = binary_spec("dega,gfbc->abcdef", len);
+  const Arrays arrays = random_arrays(e, 31);
+  const Bound bound(e, arrays);
+  const Results ref = run_reference(bound);
+  for (const auto& params : both) {
+    const Results got = execute(bound, "tensor_gemm", params);
+    EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
+              tolerance(Dtype::f64, terms_of(e, bound.lengths())))
+        << params.dump();
   }
 }
 
