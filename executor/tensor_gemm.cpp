@@ -737,14 +737,14 @@ constexpr std::int64_t kSumTile = 256;
 // its kin, 72 summed) 1.01 / 1.08 / 1.11, 1.00 / 1.04 / 1.07 and 1.06 / 1.07 / 1.13.
 constexpr std::int64_t kStreamAllDepth = 24;
 // That was measured on a Xeon. On AMD's Zen 5, an ordinary store that writes a whole line does
-// not read it from memory first (one thread writing 302 MB in 64-byte stores took 12.3-12.9 ms,
-// ordinary or streaming alike), and there the micro-kernel writes even tiles faster in place,
-// prefetching their lines as it starts: the ccsd_t cases, measured as in group_rows, time in place
-// over time through the buffer, case 31 0.58 / 0.76 / 0.86, case 33 0.59 / 0.65 / 0.71, case 37
-// (efga,gdbc->abcdef) 0.68 / 0.78 / 0.81, case 42 0.69 / 0.80 / 0.85, cases 34, 35, 44 and 45
-// (mostly uneven tiles) 0.95-1.00 (medians). The parameter "stream_even" chooses; by default
-// even tiles go through the buffer on Intel's processors only, and the tuner tries both
-// (tensor_gemm_space).
+// not read it from memory first (one thread writing a 302 MB huge-page buffer in aligned 64-byte
+// stores, _mm512_store_pd or _mm512_stream_pd, took 12.3-12.9 ms either way over five runs), and
+// there the micro-kernel writes even tiles faster in place, prefetching their lines as it starts:
+// the ccsd_t cases, measured as in group_rows, time in place over time through the buffer, case 31
+// 0.58 / 0.76 / 0.86, case 33 0.59 / 0.65 / 0.71, case 37 (efga,gdbc->abcdef) 0.68 / 0.78 / 0.81,
+// case 42 0.69 / 0.80 / 0.85, cases 34, 35, 44 and 45 (mostly uneven tiles) 0.95-1.00 (medians).
+// The parameter "stream_even" chooses; by default even tiles go through the buffer on Intel's
+// processors only, and the tuner tries both (tensor_gemm_space).
 bool streams_even_tiles_by_default() {
   static const bool intel = [] {
     __builtin_cpu_init();
@@ -758,6 +758,11 @@ constexpr bool kStreams = true;
 #else
 constexpr bool kStreams = false;
 #endif
+// Whether "stream_even" decides anything: an output too large for the cache, written once and
+// summed over kStreamAllDepth elements or fewer (the run and the tuner's space both ask).
+bool even_tiles_may_stream(std::int64_t summed, double output_bytes) {
+  return kStreams && summed <= kStreamAllDepth && output_bytes > static_cast<double>(kCachedBytes);
+}
 struct Rows {
   Table x, z;
 };
@@ -990,7 +995,8 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
   // A block of rows holds at least one line group (Gemm::block_end).
   block_sizes(k, p, large, p.row_lines.empty() ? k.mr : line * k.mr);
   p.stream = large && p.K <= p.kc;
-  p.stream_all = kStreams && p.stream && p.K <= kStreamAllDepth && stream_even;
+  p.stream_all =
+      p.stream && stream_even && even_tiles_may_stream(p.K, static_cast<double>(bytes(z)));
   p.row_step = spacing(p.cm, k.mr);
   p.row_runs = unit_runs(p.cm, k.mr, line, p.row_step);
   p.col_step = spacing(p.cn, k.nr);
@@ -1056,15 +1062,14 @@ std::optional<std::string> tensor_gemm_rejects(const BatchedEinsum& e) {
 std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Lengths& len) {
   std::vector<nlohmann::json> space = {nlohmann::json::object()};
   if (tensor_gemm_rejects(e)) return space;
-  std::int64_t summed = 1;
-  double out = 1, bytes = 4;  // the output's elements, and bytes per element
+  std::string sum;
   for (char c : e.inputs[0])
-    if (contains(e.inputs[1], c) && !contains(e.output, c))
-      summed = std::min(summed * len.at(c), kStreamAllDepth + 1);
-  for (char c : e.output) out *= len.at(c);
+    if (contains(e.inputs[1], c) && !contains(e.output, c)) sum += c;
+  double bytes = 4;  // per element of the output: 8 where a row's result is f64
   for (std::size_t r = 0; r < e.batch.size(); ++r)
     if (result_dtype(e, r) == Dtype::f64) bytes = 8;
-  if (kStreams && summed <= kStreamAllDepth && out * bytes > static_cast<double>(kCachedBytes))
+  for (char c : e.output) bytes *= static_cast<double>(len.at(c));
+  if (even_tiles_may_stream(kernels::product(sum, len), bytes))
     space.push_back({{"stream_even", !streams_even_tiles_by_default()}});
   return space;
 }

@@ -505,12 +505,13 @@ TEST(Strategies, TensorGemmCopiesOutTilesThatStraddleAnOuterIndex) {
 // output's order) and case 39 (efgc,gdab->abcdef: uneven in the output's order); even tiles in
 // place and through the buffer.
 TEST(Strategies, TensorGemmOrdersACachedOperandsIndicesForTheOutput) {
-  const std::map<char, int> len = {{'a', 12}, {'b', 8},  {'c', 8}, {'d', 12},
-                                   {'e', 16}, {'f', 16}, {'g', 6}};
-  for (const char* spec :
-       {"dega,gfbc->abcdef", "dfgc,geab->abcdef", "efgb,gdac->abcdef", "efgc,gdab->abcdef"}) {
-    auto lengths = len;
-    if (spec[2] == 'g' && spec[0] == 'e') lengths['d'] = 24;
+  // d = 24 where it is the output's step-256 index (cases 38 and 39), otherwise 12.
+  for (const auto& [spec, d] : {std::pair{"dega,gfbc->abcdef", 12},
+                                {"dfgc,geab->abcdef", 12},
+                                {"efgb,gdac->abcdef", 24},
+                                {"efgc,gdab->abcdef", 24}}) {
+    const std::map<char, int> lengths = {{'a', 12}, {'b', 8},  {'c', 8}, {'d', d},
+                                         {'e', 16}, {'f', 16}, {'g', 6}};
     const BatchedEinsum e = binary_spec(spec, lengths);
     const Arrays arrays = random_arrays(e, 29);
     const Bound bound(e, arrays);
