@@ -465,12 +465,14 @@ class Gemm {
   // MR consecutive elements far apart in a large operand), memory then works while the FMA units
   // do, instead of in turn. Panels that are gathered element by element are left to the packing
   // routine's own prefetches; and at most what L2 holds beside the packed block is fetched.
-  // TCCG at full size, one thread, from Python (`einsumdb.einsum(spec, A, B, transform=
-  // "tensor_gemm", params={"threads": 1, "fetch_ahead": ...})`), five pairs alternating in one
-  // process, time with over time without (min / median / max): case 2 (dca,bd->abc) 0.77 / 0.79 /
-  // 0.82, case 1 (bda,dc->abc) 0.89 / 0.90 / 0.92, case 3 (dbea,ec->abcd) 0.79 / 0.87 / 0.88, case
-  // 5 0.91 / 0.92 / 1.08, case 11 0.92 / 0.93 / 1.01; cases 6-8 and 10, bound by panels gathered
-  // 384 KB apart, 1.01-1.06 (medians); case 4 and 9 0.96 and 1.02.
+  // TCCG at full size on a 2-core Zen 4 (1 MB of L2), `einsumdb run ... --transform tensor_gemm
+  // --param fetch_ahead=true|false --repeat 5`, three pairs of processes alternating, time with
+  // over time without (min / median / max), one thread: case 2 (dca,bd->abc: panels of 16 a's,
+  // 739 KB apart along the summed d) 0.68 / 0.70 / 0.71, case 1 0.76 / 0.77 / 0.79, case 7 0.78 /
+  // 0.78 / 0.78, case 3 0.81 / 0.81 / 0.81, cases 4-6 and 8-11 0.85-0.94 (medians); two threads:
+  // case 2 0.71 / 0.77 / 1.00, case 3 0.78 / 0.79 / 0.83, cases 1 and 4-11 0.80-0.99 (medians);
+  // cases 12-22 and 28 0.94-1.01, ccsd_t's 31, 34, 43 and 46 0.92-1.02 at one thread (medians),
+  // where the packing is a small part of the time or reads an operand the cache holds.
   class NextBlock {
    public:
     NextBlock(const T* src, const std::int64_t* row, std::int64_t rows, const std::int64_t* col,
