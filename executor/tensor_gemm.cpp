@@ -381,6 +381,7 @@ class Gemm {
           const std::int64_t mcb = next - ic;
           pack(a, p_.am.data() + ic, mcb, p_.ak.data() + pc, kcb, k_.mr, k_.packmr, apack);
           const std::int64_t after = next < m1 && p_.fetch_ahead ? block_end(next, m1) : next;
+          // What L2 holds meanwhile: this packed block of A and the B micro-panel in use.
           const std::int64_t packed =
               (mcb + k_.packnr) * kcb * static_cast<std::int64_t>(sizeof(T));
           NextBlock ahead(a, p_.am.data() + next, after - next, p_.ak.data() + pc, kcb, k_.mr,
@@ -471,8 +472,9 @@ class Gemm {
   // 739 KB apart along the summed d) 0.68 / 0.70 / 0.71, case 1 0.76 / 0.77 / 0.79, case 7 0.78 /
   // 0.78 / 0.78, case 3 0.81 / 0.81 / 0.81, cases 4-6 and 8-11 0.85-0.94 (medians); two threads:
   // case 2 0.71 / 0.77 / 1.00, case 3 0.78 / 0.79 / 0.83, cases 1 and 4-11 0.80-0.99 (medians);
-  // cases 12-22 and 28 0.94-1.01, ccsd_t's 31, 34, 43 and 46 0.92-1.02 at one thread (medians),
-  // where the packing is a small part of the time or reads an operand the cache holds.
+  // at one thread (medians of three pairs), cases 12-19 0.94-1.00 and ccsd_t's 31, 34, 43 and 46
+  // 0.92-1.02 (--repeat 3), cases 20, 21, 22 and 28 1.00-1.01 (--repeat 1), where the packing is
+  // a small part of the time or reads an operand the cache holds.
   class NextBlock {
    public:
     NextBlock(const T* src, const std::int64_t* row, std::int64_t rows, const std::int64_t* col,
