@@ -37,6 +37,7 @@ struct TuneArgs {
   DbArgs db;
   OutputArgs out;
   double budget = 0;
+  double time_limit = 60;
   std::string strategies;
   std::string threads = "1";
   int warmup = 5, min_reps = 20;
@@ -95,6 +96,8 @@ TuneOptions tune_options(const TuneArgs& args, const std::string& command_line) 
   options.protocol = {args.warmup, args.min_reps, args.min_time};
   if (args.budget < 0) throw SpecError("--budget must not be negative");
   if (args.budget > 0) options.budget = args.budget;
+  if (!(args.time_limit >= 0)) throw SpecError("--time-limit must not be negative");
+  options.time_limit = args.time_limit;
   options.seed = args.seed;
   options.stop = &g_stop;
   options.run.label = args.label;
@@ -158,6 +161,11 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
   if (report.budget_exhausted)
     std::cerr << "einsumdb: budget of " << args.budget << " s spent: " << report.results.size()
               << " of " << report.total << " candidates measured (best first)\n";
+  if (report.time_limit_reached)
+    std::cerr << "einsumdb: time limit of " << args.time_limit
+              << " s reached: " << report.not_measured
+              << " candidates not measured, the least promising in the probe (--time-limit 0 "
+                 "measures all)\n";
 
   // Fastest verified first, then invalid, then failed.
   std::vector<const TuneResult*> sorted;
@@ -191,6 +199,8 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
                  {"probed", report.probed},
                  {"interrupted", report.interrupted},
                  {"budget_exhausted", report.budget_exhausted},
+                 {"time_limit_reached", report.time_limit_reached},
+                 {"not_measured", report.not_measured},
                  {"not_shown", hidden},
                  {"results", ojson::array()}};
     for (const auto* r : sorted) {
@@ -320,6 +330,7 @@ ojson tune_campaign_item(Store& store, const Machine& machine, const CampaignIte
   row["run"] = report.run;
   row["candidates"] = report.total;
   row["measured"] = report.results.size();
+  row["not_measured"] = report.not_measured;  // left out by the time limit
   const TuneResult* best = nullptr;
   for (const auto& r : report.results)
     if (r.status == Outcome::ok && (!best || r.median_s < best->median_s)) best = &r;
@@ -484,6 +495,11 @@ Command add_tune_command(CLI::App& app) {
   cmd->add_option("--budget", args->budget,
                   "Seconds for the whole search; the most promising candidates first "
                   "(default: exhaustive)");
+  cmd->add_option("--time-limit", args->time_limit,
+                  "Seconds a large workload's tune may take (one the probe runs on: more than "
+                  "2^27 loop iterations); at the limit the search stops once one candidate is "
+                  "measured, and the candidates not reached are not recorded (default 60; 0: "
+                  "no limit)");
   cmd->add_option(
       "--strategies", args->strategies,
       "Comma-separated strategies to try (default: all but reference): " + strategy_names());

@@ -485,6 +485,7 @@ Tensor tiled_row(const Bound& bound, std::size_t row, const TreePlan& tree, char
     T* mem = memory.data<T>();
     std::vector<const T*> at(nodes);
     for (std::int64_t q = lo; q < hi; ++q) {
+      check_deadline();
       const Prepared& p = q + 1 < tiles || rest == tile ? full : tail;
       const std::int64_t c0 = q * tile;
       for (std::size_t node = 0; node < nodes; ++node)

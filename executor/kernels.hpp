@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "einsumdb/canon/error.hpp"
+#include "einsumdb/executor/deadline.hpp"
 #include "einsumdb/executor/execute.hpp"
 #include "einsumdb/executor/permute.hpp"
 #include "einsumdb/executor/small_gemm.hpp"
@@ -37,7 +38,8 @@ class BlasThreads {
 };
 
 // Calls f(lo, hi) on `threads` contiguous slices of [0, n); the calling thread takes the first.
-// An exception in any slice is rethrown after all have finished.
+// An exception in any slice is rethrown after all have finished. The slices run under the
+// calling thread's deadline (deadline.hpp).
 template <typename F>
 void parallel_for(std::int64_t n, int threads, F&& f) {
   const std::int64_t t = std::max<std::int64_t>(1, std::min<std::int64_t>(threads, n));
@@ -47,7 +49,9 @@ void parallel_for(std::int64_t n, int threads, F&& f) {
   }
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(t));
   std::vector<std::thread> pool;
+  const auto* deadline = detail::deadline_flag();
   auto slice = [&](std::int64_t k) {
+    detail::InheritDeadline inherit(deadline);
     try {
       f(n * k / t, n * (k + 1) / t);
     } catch (...) {

@@ -291,6 +291,7 @@ class Nest {
       const bool tile = plan_.levels[lv].block != 0;
       std::int64_t n = tile ? 0 : extent(lv + 1);
       for (std::int64_t i = lo; i < hi; ++i) {
+        tick();
         if (tile) tile_start_[lv] = i * plan_.levels[lv].block, n = extent(lv + 1);
         std::int64_t l2 = 0, h2 = n;
         if (lv + 1 == split_) l2 = std::max(l2, lo_), h2 = std::min(h2, hi_);
@@ -303,10 +304,17 @@ class Nest {
     }
     std::int64_t* next = off + (ops_ + 1);
     for (std::int64_t i = lo; i < hi; ++i) {
+      tick();
       for (std::size_t k = 0; k <= ops_; ++k) next[k] = off[k] + i * s[k];
       if (plan_.levels[lv].block) tile_start_[lv] = i * plan_.levels[lv].block;
       go(lv + 1);
     }
+  }
+
+  // The deadline (deadline.hpp) is checked every 64th pass of a loop around the innermost: a
+  // pass may be a short run, and the check is then not a share of its time.
+  void tick() {
+    if ((++ticks_ & 63) == 0) check_deadline();
   }
 
   void innermost(std::int64_t n, const std::int64_t* off, std::int64_t lo) {
@@ -339,6 +347,7 @@ class Nest {
 
   const NestPlan& plan_;
   std::size_t ops_, levels_;
+  std::uint32_t ticks_ = 0;
   std::vector<const T*> base_;
   std::vector<const Expression*> functions_;
   T* z_ = nullptr;

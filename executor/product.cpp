@@ -192,7 +192,9 @@ void Product<T>::run(const T* a, const Expression* fa, const T* b, const Express
   if (b_.is_fixed) b = b_.fixed.empty() ? b_.fixed_at : b_.fixed.data();
   if (outer_) return run_outer(a, b, c, threads);
   if (a_.packed) copy_strided(a, a_.shape, a_.strides, scratch + a_.at, fa), a = scratch + a_.at;
+  check_deadline();
   if (b_.packed) copy_strided(b, b_.shape, b_.strides, scratch + b_.at, fb), b = scratch + b_.at;
+  check_deadline();
   if (!c_.packed) return compute(a, b, 0, nb_ * m_, c, c_.batch, c_.rs, c_.cs, threads);
   // Chunk by chunk: computed into scratch, then scattered into its box of the result.
   const Chunks& k = chunks_;
@@ -207,6 +209,7 @@ void Product<T>::run(const T* a, const Expression* fa, const T* b, const Express
       rest /= k.before[q];
     }
     for (std::int64_t v = 0; v < k.cut_length; v += k.step) {
+      check_deadline();
       box[0] = std::min(k.step, k.cut_length - v);
       compute(a, b, (o * k.cut_length + v) * k.rows_per_value, box[0] * k.rows_per_value, z,
               m_ * n_, n_, 1, threads);
@@ -262,6 +265,7 @@ void Product<T>::run_outer(const T* a, const T* b, T* c, int threads) const {
     for (std::size_t d = 1; d < dims; ++d) inner *= o.len[d];
     std::vector<std::int64_t> at(dims, 0);
     for (std::int64_t f = lo; f < hi; ++f) {
+      check_deadline();
       std::int64_t pa = dims ? f * o.a[0] : 0, pb = dims ? f * o.b[0] : 0,
                    pc = dims ? f * o.c[0] : 0;
       std::fill(at.begin(), at.end(), 0);

@@ -374,6 +374,7 @@ class Gemm {
       for (std::int64_t pc = 0; pc < p_.K; pc += p_.kc) {
         const std::int64_t kcb = std::min(p_.kc, p_.K - pc);
         const bool accumulate = pc != 0;
+        check_deadline();
         pack(b, p_.bn.data() + jc, ncb, p_.bk.data() + pc, kcb, k_.nr, k_.packnr, bpack);
         T* beta = accumulate ? &one : &zero;
         for (std::int64_t ic = m0, next; ic < m1; ic = next) {

@@ -288,6 +288,7 @@ Tensor loop_over_gemm_row(const Bound& bound, std::size_t row, const std::string
           r2 /= ext[a];
           sxo += i * xs[a], syo += i * ys[a];
         }
+        check_deadline();
         kernels::gemm<T>(M, N, K, {xp + sxo, a_rs, a_cs}, {yp + syo, b_rs, b_cs}, zp + oz, c_rs,
                          c_cs, q > 0);
       }

@@ -486,14 +486,15 @@ class PyStore {
 std::string tune_workload(const std::string& spec_json, const std::string& db,
                           std::optional<double> budget, const std::vector<int>& threads,
                           const std::vector<std::string>& strategies, int warmup, int min_reps,
-                          double min_time, std::uint64_t seed, const std::string& label,
-                          const py::object& progress) {
+                          double min_time, double time_limit, std::uint64_t seed,
+                          const std::string& label, const py::object& progress) {
   const BatchedEinsum e = parse_spec_text(spec_json);
   TuneOptions o;
   o.space.threads = threads;
   o.space.strategies = strategies;
   o.protocol = {warmup, min_reps, min_time};
   o.budget = budget;
+  o.time_limit = time_limit;
   o.seed = seed;
   o.run.label = label;
   o.run.command = "einsumdb.tune";
@@ -524,6 +525,8 @@ std::string tune_workload(const std::string& spec_json, const std::string& db,
                {"measured", report.results.size()},
                {"interrupted", report.interrupted},
                {"budget_exhausted", report.budget_exhausted},
+               {"time_limit_reached", report.time_limit_reached},
+               {"not_measured", report.not_measured},
                {"results", ojson::array()}};
   for (const auto& r : report.results) {
     ojson row = {{"strategy", r.candidate.strategy},
@@ -598,7 +601,8 @@ PYBIND11_MODULE(_einsumdb, m) {
   m.def("canonicalize", &canonicalize_spec, py::arg("spec_json"));
   m.def("tune", &tune_workload, py::arg("spec_json"), py::arg("db"), py::arg("budget"),
         py::arg("threads"), py::arg("strategies"), py::arg("warmup"), py::arg("min_reps"),
-        py::arg("min_time"), py::arg("seed"), py::arg("label"), py::arg("progress"));
+        py::arg("min_time"), py::arg("time_limit"), py::arg("seed"), py::arg("label"),
+        py::arg("progress"));
   m.def("plan", &plan, py::arg("graph_json"), py::arg("procs"), py::arg("method"));
   m.def(
       "store_path", [](const std::string& p) { return store_path(p); }, py::arg("path"));

@@ -24,7 +24,8 @@ kernel; a current one then runs slower than it would), and the OpenBLAS kernel n
 printed, after numpy's product has been checked against its own loop (np.einsum without BLAS).
 
 With --tune CASES, each of those cases is also tuned with default options on a fresh store under
-/usr/bin/time -v: the wall time, and the peak RSS against the workload's footprint.
+/usr/bin/time -v: the wall time, and the peak RSS against the workload's footprint (--cases none:
+the tunes only).
 
 Everything is measured --rounds times (3 by default) and given as min / median / max over the
 rounds; the summary is taken on the medians.
@@ -130,11 +131,41 @@ def spec_args(c):
             "--shape", "B=" + "x".join(map(str, c["B"]))]
 
 
+def tune_table(a, exe, spread):
+    """Each case of --tune tuned --rounds times with default options on a fresh store."""
+    print("\n| case | tune wall s | peak RSS MiB | footprint MiB | RSS / footprint | "
+          "candidates | probed | measured | best |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for c in cases(selection(a.tune)):
+        walls, ratios = [], []
+        for _ in range(a.rounds):
+            with tempfile.TemporaryDirectory() as d:
+                t0 = time.perf_counter()
+                p = subprocess.run(["/usr/bin/time", "-v", exe, "tune"] + spec_args(c) +
+                                   ["--db", os.path.join(d, "tune.db"), "--json",
+                                    "--no-progress"], capture_output=True, text=True)
+                walls.append(time.perf_counter() - t0)
+            if p.returncode != 0:
+                sys.exit(f"tune of case {c['case']} failed:\n{p.stderr}")
+            rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)",
+                                p.stderr).group(1)) / 1024
+            footprint = 8 * (math.prod(c["A"]) + math.prod(c["B"]) + math.prod(c["C"]))
+            footprint /= 1 << 20
+            ratios.append(rss / footprint)
+            j = json.loads(p.stdout)
+            ok = [r for r in j["results"] if r["status"] == "ok"]
+            best = min(ok, key=lambda r: r["median_s"]) if ok else {}
+        print(f"| {c['case']} | {spread(walls, '{:.1f}')} | {rss:.0f} (last) | "
+              f"{footprint:.0f} | {spread(ratios)} | {j['candidates']} | {j['probed']} | "
+              f"{j['measured']} (last; {j['not_measured']} left out by the time limit) | "
+              f"{best.get('strategy', '?')} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("einsumdb")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--cases", default="1-48")
+    ap.add_argument("--cases", default="1-48", help="cases to measure; none: only --tune")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--tune", default="", help="cases to tune with default options")
     ap.add_argument("--rounds", type=int, default=3, help="the whole measurement this many times")
@@ -151,6 +182,9 @@ def main():
     def gm(v):
         return math.exp(sum(map(math.log, v)) / len(v))
 
+    if a.cases == "none":  # the tunes only
+        tune_table(a, exe, spread)
+        return
     chosen = cases(selection(a.cases))
     # per case: lists over the rounds
     runs = {c["case"]: {"s": [], "roof": [], "view": [], "contig": [], "plain": [], "bound": ""}
@@ -243,32 +277,7 @@ def main():
     print(f"Cases where numpy's view was faster (median): {below or 'none'}.")
 
     if a.tune:
-        print("\n| case | tune wall s | peak RSS MiB | footprint MiB | RSS / footprint | "
-              "candidates | probed | best |")
-        print("|---|---|---|---|---|---|---|---|")
-        for c in cases(selection(a.tune)):
-            walls, ratios = [], []
-            for _ in range(a.rounds):
-                with tempfile.TemporaryDirectory() as d:
-                    t0 = time.perf_counter()
-                    p = subprocess.run(["/usr/bin/time", "-v", exe, "tune"] + spec_args(c) +
-                                       ["--db", os.path.join(d, "tune.db"), "--json",
-                                        "--no-progress"], capture_output=True, text=True)
-                    walls.append(time.perf_counter() - t0)
-                if p.returncode != 0:
-                    sys.exit(f"tune of case {c['case']} failed:\n{p.stderr}")
-                rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)",
-                                    p.stderr).group(1)) / 1024
-                footprint = 8 * (math.prod(c["A"]) + math.prod(c["B"]) + math.prod(c["C"]))
-                footprint /= 1 << 20
-                ratios.append(rss / footprint)
-                j = json.loads(p.stdout)
-                ok = [r for r in j["results"] if r["status"] == "ok"]
-                best = min(ok, key=lambda r: r["median_s"]) if ok else {}
-            print(f"| {c['case']} | {spread(walls, '{:.1f}')} | {rss:.0f} (last) | "
-                  f"{footprint:.0f} | {spread(ratios)} | {j['candidates']} | {j['probed']} | "
-                  f"{best.get('strategy', '?')} |", flush=True)
-
+        tune_table(a, exe, spread)
 
 if __name__ == "__main__":
     main()

@@ -53,6 +53,8 @@ TEST_F(CliTune, TuneBestRunRoundTripOnARenamedSpelling) {
   const json tuned = json::parse(r.out);
   EXPECT_EQ(tuned["measured"], tuned["candidates"]);
   EXPECT_GT(tuned["candidates"].get<int>(), 10);
+  EXPECT_EQ(tuned["time_limit_reached"], false);  // a small workload: no probe, no time limit
+  EXPECT_EQ(tuned["not_measured"], 0);
   const json winner = tuned["results"][0];
   ASSERT_EQ(winner["status"], "ok");
   EXPECT_GT(winner["gflops"].get<double>(), 0);
@@ -415,6 +417,7 @@ TEST_F(CliTune, BadInputIsNamedAndRefused) {
        2,
        "unknown strategy 'warp'"},
       {{"tune", "ij,j->i", "--shape", "A=5x4", "B=4", "--threads", "0"}, 2, "--threads"},
+      {{"tune", "ij,j->i", "--shape", "A=5x4", "B=4", "--time-limit", "-1"}, 2, "--time-limit"},
       {{"run", "ij,j->i", "--shape", "A=5x4", "B=4", "--min-time", "-1"}, 2, "--min-time"},
       {{"run", R"J({"einsum":"i->","batch":[["F"]],"shapes":{"A":[3]},"functions":{"F":"2*A+"}})J"},
        2,

@@ -7,16 +7,19 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/canon/parse.hpp"
 
+#include "einsumdb/executor/deadline.hpp"
 #include "einsumdb/executor/execute.hpp"
 #include "einsumdb/executor/kernels.hpp"
 #include "einsumdb/executor/npy.hpp"
@@ -515,6 +518,52 @@ TEST(Strategies, TensorGemmFetchesTheNextBlockAheadWithoutChangingTheResult) {
         expect_tensor_gemm_agrees(bound, ref, spec, {{"fetch_ahead", ahead}});
     }
   }
+}
+
+// A run under a deadline that has passed stops at its first check with DeadlineExceeded, on one
+// thread and on two (the threads a run starts inherit the deadline); under an inner deadline not
+// yet passed, and with none, the same runs complete and agree with the reference. Each strategy
+// checks between pieces of work: loop_nest every 64th pass around its innermost loop, ttgt
+// between its packing and its GEMM calls, loop_over_gemm before each GEMM call, tensor_gemm before
+// each block of the summed indices.
+TEST(Deadline, StopsARunThatPassedItAndOnlyThatRun) {
+  std::map<std::string, int> stopped;
+  for (const auto& [spec, lengths] :
+       {std::pair<const char*, std::map<char, int>>{"dca,bd->abc",
+                                                    {{'a', 40}, {'b', 24}, {'c', 70}, {'d', 96}}},
+        {"bik,kj->bij", {{'b', 6}, {'i', 50}, {'j', 40}, {'k', 30}}}}) {
+    const BatchedEinsum e = binary_spec(spec, lengths);
+    const Arrays arrays = random_arrays(e, 5);
+    const Bound bound(e, arrays);
+    const Results ref = run_reference(bound);
+    const double tol = tolerance(Dtype::f64, terms_of(e, bound.lengths()));
+    std::vector<std::string> applied;
+    for (const char* name : {"loop_nest", "ttgt", "loop_over_gemm", "tensor_gemm"})
+      if (!find_strategy(name)->rejects(e)) applied.push_back(name);
+    const std::string what = spec;  // (a structured binding is not captured)
+    auto agrees = [&](const std::string& name, int threads) {
+      const Results got = execute(bound, name, {{"threads", threads}});
+      EXPECT_LE(max_relative_error(got.at(0), ref.at(0)), tol) << name << " " << what;
+    };
+    {
+      Deadline passed(0);
+      while (!passed.passed()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      for (const auto& name : applied)
+        for (int threads : {1, 2}) {
+          EXPECT_THROW(execute(bound, name, {{"threads", threads}}), DeadlineExceeded)
+              << name << " " << spec << " threads=" << threads;
+          ++stopped[name];
+        }
+      {
+        Deadline later(3600);
+        for (const auto& name : applied) agrees(name, 2);
+      }
+      EXPECT_THROW(execute(bound, "tensor_gemm"), DeadlineExceeded) << "the outer deadline again";
+    }
+    for (const auto& name : applied) agrees(name, 1);
+  }
+  for (const char* name : {"loop_nest", "ttgt", "loop_over_gemm", "tensor_gemm"})
+    EXPECT_GT(stopped[name], 0) << name;
 }
 
 // Where the operand of a group of indices fits in the cache and the output does not, the group

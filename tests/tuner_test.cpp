@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <thread>
 
@@ -11,6 +12,7 @@
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/canon/parse.hpp"
 #include "einsumdb/db/retrieve.hpp"
+#include "einsumdb/executor/deadline.hpp"
 #include "einsumdb/tests/support/temp_dir.hpp"
 #include "einsumdb/tuner/roofline.hpp"
 #include "einsumdb/tuner/tuner.hpp"
@@ -309,6 +311,132 @@ TEST(Tuner, LongRunsAreTimedAFewTimes) {
   EXPECT_EQ(report.results[0].seconds.size(), 3u);
 }
 
+// A strategy registered only here: tensor_gemm after `seconds` of short pieces of work, each
+// followed by a check of the run's deadline (as the executor's loops do); `reduced_seconds`
+// instead where index i is shorter than `from_i` (the probe's reduced copy).
+Strategy crawling(std::string name, double seconds, std::int64_t from_i = 0,
+                  double reduced_seconds = 0) {
+  return {std::move(name), "tensor_gemm after a long loop that checks its deadline",
+          [](const BatchedEinsum&) { return std::optional<std::string>(); },
+          [=](const Bound& b, const nlohmann::json&) {
+            const double wait = b.length('i') >= from_i ? seconds : reduced_seconds;
+            const auto end = std::chrono::steady_clock::now() +
+                             std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                 std::chrono::duration<double>(wait));
+            while (std::chrono::steady_clock::now() < end) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(1));
+              check_deadline();
+            }
+            return execute(b, "tensor_gemm");
+          },
+          nullptr};
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// At full size a run far slower than the best is stopped where it can no longer pass (twice when
+// its runs are short: the first may include one-time costs; once when a run that long is a long
+// run, race_factor times the best), not run to its end: recorded as timeout without samples.
+TEST(Tuner, AHopelessRunIsStoppedNotWaitedFor) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("64x64", "64x64");
+  for (double long_run_s : {0.5, 0.0}) {
+    TuneOptions o = quick();
+    o.slow_factor = 10;
+    o.protocol.long_run_s = long_run_s;  // 0: every run is long, and races
+    o.extra = {crawling("crawl", 30)};
+    o.space.strategies = {"tensor_gemm", "crawl"};
+    const auto t0 = std::chrono::steady_clock::now();
+    const TuneReport report = tune(store, test_machine(), e, o);
+    EXPECT_LT(seconds_since(t0), 10);
+    ASSERT_EQ(report.results.size(), 2u);
+    EXPECT_EQ(report.results[0].status, Outcome::ok);
+    const auto& r = report.results[1];
+    EXPECT_EQ(r.candidate.strategy, "crawl");
+    EXPECT_EQ(r.status, Outcome::timeout);
+    EXPECT_TRUE(r.seconds.empty());
+    EXPECT_EQ(r.error.rfind("stopped after", 0), 0u) << r.error;
+    EXPECT_NE(r.error.find(long_run_s == 0 ? "1.5" : "10.0"), std::string::npos) << r.error;
+  }
+}
+
+// In the probe, a candidate whose every run there is stopped at probe_factor times the fastest is
+// ruled out without waiting for its runs to end.
+TEST(Tuner, TheProbeStopsAHopelessCandidate) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("256x256", "256x256");
+  TuneOptions o = quick();
+  o.probe_iterations = 1 << 21;
+  o.extra = {crawling("crawl", 30)};  // after tensor_gemm in the probe (priority 100)
+  o.space.strategies = {"tensor_gemm", "crawl"};
+  const auto t0 = std::chrono::steady_clock::now();
+  const TuneReport report = tune(store, test_machine(), e, o);
+  EXPECT_LT(seconds_since(t0), 10);
+  EXPECT_EQ(report.probed, 2u);
+  bool seen = false;
+  for (const auto& r : report.results)
+    if (r.candidate.strategy == "crawl") {
+      seen = true;
+      EXPECT_EQ(r.status, Outcome::timeout);
+      EXPECT_EQ(r.error.rfind("ruled out by the probe at reduced size: stopped after", 0), 0u)
+          << r.error;
+    }
+  EXPECT_TRUE(seen);
+}
+
+// A probed workload's search ends at the time limit once a candidate is measured: the run in
+// progress is stopped, and neither it nor the candidates not reached are recorded. Without a limit
+// every candidate is measured.
+TEST(Tuner, TheTimeLimitEndsALargeWorkloadsSearch) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("256x256", "256x256");
+  TuneOptions o = quick();
+  o.probe_iterations = 1 << 21;
+  o.probe_factor = 1e9;  // the probe rules nothing out
+  o.race_factor = 1e9;   // nor does the best's time
+  o.time_limit = 0.3;
+  o.protocol.long_run_s = 0.1;  // a crawl's run is long: 3 runs, the verified first among them
+  // Each 0.2 s at full size (i = 256); in the probe 5 ms, after tensor_gemm.
+  o.extra = {crawling("crawl1", 0.2, 256, 0.005), crawling("crawl2", 0.2, 256, 0.005),
+             crawling("crawl3", 0.2, 256, 0.005)};
+  o.space.strategies = {"tensor_gemm", "crawl1", "crawl2", "crawl3"};
+  auto t0 = std::chrono::steady_clock::now();
+  double first_measured = 0;  // when the first candidate was recorded
+  const TuneReport limited =
+      tune(store, test_machine(), e, o,
+           [&](std::size_t, std::size_t, const TuneResult&, const TuneResult*) {
+             if (first_measured == 0) first_measured = seconds_since(t0);
+           });
+  const double elapsed = seconds_since(t0);
+  EXPECT_TRUE(limited.time_limit_reached);
+  EXPECT_GT(limited.not_measured, 0u);
+  EXPECT_EQ(limited.results.size() + limited.not_measured, limited.total);
+  // The limit (or the first candidate, measured whatever the limit), and no crawl's 0.2 s run to
+  // its end after it.
+  EXPECT_LT(elapsed, std::max(o.time_limit, first_measured) + 0.19);
+  bool gemm = false;
+  for (const auto& r : limited.results) {
+    EXPECT_EQ(r.status, Outcome::ok) << r.candidate.strategy << ": " << r.error;
+    gemm = gemm || r.candidate.strategy == "tensor_gemm";
+  }
+  EXPECT_TRUE(gemm);  // the fastest in the probe, measured first
+  EXPECT_EQ(store.show(limited.workload_hash).size(), limited.results.size());
+
+  o.time_limit = 0;
+  const TuneReport all = tune(store, test_machine(), e, o);
+  EXPECT_FALSE(all.time_limit_reached);
+  EXPECT_EQ(all.not_measured, 0u);
+  EXPECT_EQ(all.results.size(), all.total);
+
+  o.time_limit = -1;
+  EXPECT_THROW(tune(store, test_machine(), e, o), SpecError);
+}
+
 TEST(Tuner, FarSlowerCandidatesAreRecordedAsTimeouts) {
   testing::TempDir dir("tuner");
   Store store = Store::open(dir.path("db.sqlite"));
@@ -317,11 +445,19 @@ TEST(Tuner, FarSlowerCandidatesAreRecordedAsTimeouts) {
   o.slow_factor = 2;
   o.space.strategies = {"ttgt", "loop_nest"};
   const TuneReport report = tune(store, test_machine(), e, o);
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& r : report.results)
+    if (r.status == Outcome::ok) best = std::min(best, r.median_s);
   int timeouts = 0;
   for (const auto& r : report.results) {
     if (r.status == Outcome::timeout) {
       ++timeouts;
-      EXPECT_EQ(r.seconds.size(), 2u);  // the first run, and a second as slow
+      // Stopped at slow_factor times the best (twice: a first run may include one-time costs),
+      // or, finished past it before its next check, with its runs.
+      if (r.error.rfind("stopped after", 0) != 0) {
+        EXPECT_FALSE(r.seconds.empty()) << r.error;
+        for (double t : r.seconds) EXPECT_GT(t, o.slow_factor * best);
+      }
       EXPECT_EQ(r.candidate.strategy, "loop_nest");
     }
   }

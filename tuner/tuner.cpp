@@ -9,6 +9,7 @@
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/db/retrieve.hpp"
+#include "einsumdb/executor/deadline.hpp"
 
 namespace einsumdb {
 namespace {
@@ -59,6 +60,12 @@ BatchedEinsum reduced(const BatchedEinsum& e, std::int64_t cap) {
 constexpr int kProbeRuns = 3;
 constexpr double kProbeTime = 0.03;
 constexpr double kProbeAlone = 0.3;
+// Once a candidate has been timed, a run of another one is stopped where it could no longer
+// pass: in the probe at probe_factor times the fastest there, at full size at slow_factor times
+// the best median (race_factor times, when a run that long is a long run). A first run may
+// include one-time costs (libxsmm generating the kernels of new shapes), and gets this much
+// longer.
+constexpr double kOneTimeAllowance = 0.1;
 
 // `e` with its longest axes halved until it has at most `limit` loop iterations.
 BatchedEinsum probe_size(const BatchedEinsum& e, double limit) {
@@ -151,6 +158,10 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
   const Binding binding = tuning_binding(spec, options.binding);
   const BatchedEinsum e = binding.empty() ? spec : bind_symbols(spec, binding);
   const auto lengths = concrete_lengths(e);
+  const auto began = Clock::now();
+  if (!(options.time_limit >= 0))
+    throw SpecError("the time limit must be a number of seconds, 0 or more; got " +
+                    std::to_string(options.time_limit));
   auto all = candidates(e, lengths, options.space, options.extra);
   const Arrays arrays = random_arrays(e, options.seed);
   const Bound bound(e, arrays);
@@ -160,8 +171,12 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
   report.binding = binding;
   report.total = all.size();
 
-  // The oracle.
+  // The oracle. When it ran at full size, its run (the first, with its one-time costs) is also
+  // the first run of the candidate that is the same transform: it need not run again to be
+  // verified against itself.
   Results want;
+  std::optional<Candidate> oracle_candidate;
+  double oracle_seconds = 0;
   std::vector<double> scale;
   if (iterations(e, lengths) <= options.reference_limit) {
     want = run_reference(bound, &scale);
@@ -190,7 +205,10 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
     // is 128 MiB; kept alive and cached, two of them made TCCG case 33's tune peak at 2.97× its
     // footprint).
     release_recycled_memory();
+    const auto t0 = Clock::now();
     want = execute(bound, oracle);
+    oracle_seconds = since(t0);
+    oracle_candidate = Candidate{oracle, {{"threads", 1}}};
     // The scale of the terms, as the reference would give it: the oracle on |arrays|.
     Arrays magnitude_arrays;
     for (const auto& [name, t] : arrays) {
@@ -279,26 +297,45 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
     const Arrays small_arrays = random_arrays(small, options.seed);
     const Bound small_bound(small, small_arrays);
     std::vector<std::pair<const Candidate*, double>> probes;
+    // Candidates whose run was stopped (too slow to pass), with the seconds they had run.
+    std::vector<std::pair<const Candidate*, double>> stopped;
     double fastest = std::numeric_limits<double>::infinity();
     for (const auto& s : order)
       for (const auto& c : groups[s]) {
         if (options.stop && options.stop->load()) continue;
         const Strategy* st = lookup(c.strategy, options.extra);
+        // A run is stopped where it could no longer keep its candidate in: it counts as that
+        // long. The candidate is ruled out when every timed run was stopped.
+        const double limit = options.probe_factor * fastest;
+        auto run = [&](double allowance) -> std::optional<double> {
+          std::optional<Deadline> deadline;
+          if (std::isfinite(limit)) deadline.emplace(limit + allowance);
+          const auto t0 = Clock::now();
+          try {
+            st->run(small_bound, c.params);
+          } catch (const DeadlineExceeded&) {
+            return std::nullopt;
+          }
+          return since(t0);
+        };
+        const auto t0 = Clock::now();
         try {
-          st->run(small_bound, c.params);  // a first run may include one-time costs
+          run(kOneTimeAllowance);  // a first run may include one-time costs
           // The fastest of up to kProbeRuns runs, until they add up to kProbeTime: one short
           // run is easily slowed several times over by a neighbour on the machine.
           double best_s = std::numeric_limits<double>::infinity(), total = 0;
           for (int k = 0; k < kProbeRuns && (total < kProbeTime || (k == 1 && total < kProbeAlone));
                ++k) {
-            const auto t0 = Clock::now();
-            st->run(small_bound, c.params);
-            const double t = since(t0);
-            best_s = std::min(best_s, t);
-            total += t;
+            const auto t = run(0);
+            if (t) best_s = std::min(best_s, *t);
+            total += t ? *t : limit;
           }
-          probes.emplace_back(&c, best_s);
-          fastest = std::min(fastest, best_s);
+          if (std::isfinite(best_s)) {
+            probes.emplace_back(&c, best_s);
+            fastest = std::min(fastest, best_s);
+          } else {
+            stopped.emplace_back(&c, since(t0));
+          }
         } catch (const std::exception&) {
           // Left to the search, which records why it fails at full size.
         }
@@ -313,7 +350,17 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
                   "× the fastest candidate there";
         record(std::move(r));
       }
-    report.probed = probes.size();
+    for (const auto& [c, seconds] : stopped) {
+      ruled_out.insert(c);
+      TuneResult r;
+      r.candidate = *c;
+      r.status = Outcome::timeout;
+      r.error = "ruled out by the probe at reduced size: stopped after " + std::to_string(seconds) +
+                " s, more than " + std::to_string(seconds / fastest) +
+                "× the fastest candidate there";
+      record(std::move(r));
+    }
+    report.probed = probes.size() + stopped.size();
     // Full size in the order of the probe times (candidates the probe could not run last).
     std::stable_sort(probes.begin(), probes.end(),
                      [](const auto& x, const auto& y) { return x.second < y.second; });
@@ -327,6 +374,13 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
     release_recycled_memory();
   }
 
+  // A probed workload's search ends at the time limit (counted from the tune's start), once one
+  // candidate is measured; a run then in progress is stopped and its candidate not recorded.
+  const bool time_limited = !probe_order.empty() && options.time_limit > 0;
+  const auto time_end =
+      began + std::chrono::duration_cast<Clock::duration>(
+                  std::chrono::duration<double>(time_limited ? options.time_limit : 0));
+  auto time_out = [&] { return time_limited && best && Clock::now() >= time_end; };
   std::size_t probed_next = 0;
   auto next_candidate = [&]() -> const Candidate* {
     if (probe_order.empty()) return pick();
@@ -337,6 +391,11 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
     if (options.stop && options.stop->load()) {
       report.interrupted = true;
       break;
+    }
+    if (time_out()) {
+      report.time_limit_reached = true;
+      ++report.not_measured;
+      continue;
     }
     Protocol protocol = options.protocol;
     if (options.budget) {
@@ -350,14 +409,49 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
     TuneResult r;
     r.candidate = *c;
     const Strategy* s = lookup(c->strategy, options.extra);
-    auto once = [&] { return s->run(bound, c->params); };
+    // Past `limit` a run is stopped, and the candidate recorded as timeout: slow_factor times the
+    // best median so far, or race_factor times when a run that long is a long run (it could not
+    // be the best). A first run may include one-time costs: a long one gets kOneTimeAllowance
+    // more; a shorter one stopped is run again, and the second run decides.
+    const double best_s = best ? report.results[*best].median_s : 0;
+    const bool racing = best && options.race_factor * best_s >= protocol.long_run_s;
+    const double limit = !best    ? std::numeric_limits<double>::infinity()
+                         : racing ? options.race_factor * best_s
+                                  : options.slow_factor * best_s;
+    // Only the runs that decide whether the candidate is timed are held to `limit`: a timed sample
+    // slowed by a neighbour on the machine does not turn a verified candidate into a timeout.
+    double allowance = racing ? kOneTimeAllowance : 0;
+    bool judging = true;
+    const bool until_time_end = time_limited && best;
+    auto once = [&] {
+      double seconds = judging ? limit + allowance : std::numeric_limits<double>::infinity();
+      allowance = 0;
+      if (until_time_end)
+        seconds = std::min(seconds, std::chrono::duration<double>(time_end - Clock::now()).count());
+      std::optional<Deadline> deadline;
+      if (std::isfinite(seconds)) deadline.emplace(seconds);
+      return s->run(bound, c->params);
+    };
+    auto t0 = Clock::now();
     try {
-      auto t0 = Clock::now();
       double first = 0;
-      {
-        const Results got = once();  // freed before the timed runs
+      bool rerun = false;  // the first run was stopped, and run again
+      if (oracle_candidate && *c == *oracle_candidate) {
+        first = oracle_seconds;  // the oracle's run: its result is `want`
+        r.max_rel_err = 0;
+        oracle_candidate.reset();
+      } else {
+        std::optional<Results> got;  // freed before the timed runs
+        try {
+          got = once();
+        } catch (const DeadlineExceeded&) {
+          if (racing || time_out()) throw;
+          rerun = true;
+          t0 = Clock::now();
+          got = once();
+        }
         first = since(t0);
-        r.max_rel_err = verification_error(got, want, scale);
+        r.max_rel_err = verification_error(*got, want, scale);
       }
       auto over_budget = [&] { return options.budget && since(start) >= *options.budget; };
       // Far slower than the best: not worth timing. A first run may include one-time costs
@@ -367,7 +461,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
       };
       double second = first;
       int runs = 1;
-      if (*r.max_rel_err <= tol && far_slower(first) && !over_budget()) {
+      if (*r.max_rel_err <= tol && far_slower(first) && !rerun && !over_budget()) {
         t0 = Clock::now();
         once();
         second = since(t0);
@@ -400,7 +494,10 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
           runs = 2;
           out_raced = behind(second);
         }
-        if (out_raced) r.seconds = {second};
+        // A long run, verified, is one of the samples (the first, with its one-time costs, or the
+        // second when one was made): the median of three is not moved by one slow sample.
+        if (long_run) r.seconds = {second};
+        judging = false;
         for (int w = runs; w < protocol.warmup && !long_run && !over_budget(); ++w) {
           t0 = Clock::now();
           once();
@@ -424,6 +521,19 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
         r.median_s = summarize(r.seconds).median_s;
         if (flops && r.median_s > 0) r.gflops = *flops / r.median_s * 1e-9;
       }
+    } catch (const DeadlineExceeded&) {
+      if (time_out()) {  // not measured: stopped by the time limit
+        report.time_limit_reached = true;
+        ++report.not_measured;
+        release_recycled_memory();
+        continue;
+      }
+      r.status = Outcome::timeout;
+      r.error = "stopped after " + std::to_string(since(t0)) + " s: past " +
+                std::to_string(racing ? options.race_factor : options.slow_factor) +
+                "× the best median so far (" + std::to_string(best_s) + " s)";
+      r.seconds.clear();
+      r.max_rel_err.reset();
     } catch (const std::exception& err) {
       r.status = Outcome::failed;
       r.error = err.what();

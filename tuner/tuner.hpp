@@ -16,11 +16,25 @@
 // Probe: an exhaustive search of a large workload first times every candidate on a reduced copy
 // (its longest axes halved until it has at most 2^27 loop iterations; the fastest of up to 3
 // runs within 30 ms, after one untimed run) and does not run at full size those more than 3
-// times slower there than the fastest (recorded as timeout). A
-// candidate whose verified first run takes half a second or more is timed 3 times, without
-// further warm-up or minimum time. Memory: the inputs, the oracle's result and one candidate's
-// result and scratch at a time (the oracle is tensor_gemm where it applies, which needs no
-// scratch of the workload's size).
+// times slower there than the fastest (recorded as timeout). A candidate whose verified first
+// run takes half a second or more has that run and 2 more as its 3 samples, without further
+// warm-up or minimum time. When the oracle ran at full size, its run is the first run of the
+// candidate that is the same transform. Memory: the inputs, the oracle's result and one
+// candidate's result and scratch at a time (the oracle is tensor_gemm where it applies, which
+// needs no scratch of the workload's size).
+//
+// Stopping: once one candidate is timed, a run that decides whether another is timed (its first,
+// or a second) is stopped (executor/deadline.hpp) where it can no longer pass, and the candidate
+// recorded as timeout (timed samples are only stopped by the time limit): in the probe at 3 times
+// the fastest there; at full size at `slow_factor` times the best median, or `race_factor` times
+// when a run that long is a long run. A first run gets 0.1 s more for one-time costs. So a
+// hopeless candidate costs at most 1.5 runs of the best at full size (TCCG case 12's
+// matrix-vector loops of loop_over_gemm, 10.5 times the best, took two 53 s runs each before).
+//
+// Time limit: the search of a workload large enough to be probed ends `time_limit` seconds (60)
+// after the tune began, once one candidate is measured (the most promising first, in the order
+// of the probe); a run then in progress is stopped and not recorded, nor are the candidates not
+// reached.
 //
 // Search: exhaustive by default. With a budget, best-first: every strategy's default
 // candidate first (GEMM-based strategies before the plain loop nest), then the remaining
@@ -99,6 +113,10 @@ struct TuneOptions {
   // recorded as timeout without a run at full size. 0: no probe.
   double probe_factor = 3;
   double probe_iterations = 1 << 27;
+  // Seconds a probed workload's tune may take, from its start (oracle and probe included); 0: no
+  // limit. Once one candidate is measured, the search ends at the limit: a run in progress is
+  // stopped, and the candidates not reached are not recorded (TuneReport::not_measured).
+  double time_limit = 60;
   std::uint64_t seed = 1;       // for the generated input data
   std::vector<Strategy> extra;  // strategies beyond the built-ins (tests)
   const std::atomic<bool>* stop = nullptr;
@@ -124,6 +142,8 @@ struct TuneReport {
   std::size_t probed = 0;           // candidates the probe ran (0: no probe)
   std::string oracle;  // "reference", or the strategy checked against it on a reduced size
   bool interrupted = false, budget_exhausted = false;
+  bool time_limit_reached = false;
+  std::size_t not_measured = 0;  // candidates the time limit left out
 };
 
 // Progress as candidates finish: (done, total, the latest result, the best so far or null).

@@ -235,9 +235,14 @@ def _progress_bar(total_hint):
 
 
 def tune(spec, shapes=None, batch=None, dtype=None, db=None, budget=None, threads=(1,),
-         strategies=(), warmup=5, min_reps=20, min_time=2.0, seed=1, label="", progress=None):
+         strategies=(), warmup=5, min_reps=20, min_time=2.0, time_limit=60.0, seed=1, label="",
+         progress=None):
     """Measures the applicable transforms of a workload on this machine, verifies each against
     the reference, and records every candidate in the store; returns the report as a dict.
+
+    ``time_limit`` bounds the tune of a workload large enough to be probed (more than 2^27 loop
+    iterations): at that many seconds the search stops once one candidate is measured, and the
+    candidates not reached are not recorded (``report["not_measured"]``); 0 removes the limit.
 
     A progress bar is drawn on a terminal (``progress=False`` turns it off; a callable
     ``progress(done, total, strategy, status, best_gflops)`` replaces it). Ctrl-C stops after the
@@ -252,7 +257,8 @@ def tune(spec, shapes=None, batch=None, dtype=None, db=None, budget=None, thread
         report = _json.loads(_einsumdb.tune(
             _spec(spec, shapes, batch, dtype), _db(db),
             None if budget is None else float(budget), [int(t) for t in threads],
-            [str(s) for s in strategies], int(warmup), int(min_reps), float(min_time), int(seed),
+            [str(s) for s in strategies], int(warmup), int(min_reps), float(min_time),
+            float(time_limit), int(seed),
             label, progress))
     finally:
         if close is not None:

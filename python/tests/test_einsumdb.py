@@ -308,3 +308,17 @@ def test_tune_canonicalize_plan_and_help(db):
     assert "numpy.einsum" in einsumdb.einsum.__doc__
     assert "ttgt" in einsumdb.strategies()
     assert len(einsumdb.machine()["fingerprint"]) == 32
+
+
+def test_tune_time_limit_ends_a_large_workloads_search(db):
+    # 640³ loop iterations: large enough to be probed, so the time limit applies. With a limit
+    # this short the search ends after the first candidate measured; the rest are not recorded.
+    shapes = {"A": (640, 640), "B": (640, 640)}
+    report = einsumdb.tune("ik,kj->ij", shapes=shapes, warmup=1, min_reps=2, min_time=0,
+                           time_limit=0.001, progress=False)
+    assert report["time_limit_reached"]
+    assert report["not_measured"] > 0
+    assert report["measured"] + report["not_measured"] == report["candidates"]
+    assert any(r["status"] == "ok" for r in report["results"])
+    with pytest.raises(einsumdb.SpecError, match="time limit"):
+        einsumdb.tune("ik,kj->ij", shapes=shapes, time_limit=-1, progress=False)
