@@ -494,7 +494,7 @@ Command add_tune_command(CLI::App& app) {
   add_output_options(cmd, args->out);
   cmd->add_option("--budget", args->budget,
                   "Seconds for the whole search; the most promising candidates first "
-                  "(default: exhaustive)");
+                  "(default: every candidate, a large workload's within --time-limit)");
   cmd->add_option("--time-limit", args->time_limit,
                   "Seconds a large workload's tune may take (one the probe runs on: more than "
                   "2^27 loop iterations); at the limit the search stops once one candidate is "

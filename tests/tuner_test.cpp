@@ -39,6 +39,13 @@ TuneOptions quick() {
   return o;
 }
 
+// quick(), probing workloads above 2^21 loop iterations (a 256³ product has 2^24).
+TuneOptions probed() {
+  TuneOptions o = quick();
+  o.probe_iterations = 1 << 21;
+  return o;
+}
+
 // A strategy that is fast and wrong (registered only here), and one that throws.
 Strategy broken() {
   return {"broken", "ttgt with one element off",
@@ -189,8 +196,7 @@ TEST(Tuner, TheProbeRulesOutHopelessCandidatesBeforeTheFullSize) {
   testing::TempDir dir("tuner");
   Store store = Store::open(dir.path("db.sqlite"));
   const BatchedEinsum e = product("256x256", "256x256");
-  TuneOptions o = quick();
-  o.probe_iterations = 1 << 21;  // 256³ is 2^24
+  TuneOptions o = probed();
   o.space.strategies = {"tensor_gemm", "loop_nest"};
   const TuneReport report = tune(store, test_machine(), e, o);
   EXPECT_EQ(report.probed, report.total);
@@ -225,8 +231,7 @@ TEST(Tuner, OneSlowRunInTheProbeRulesNothingOut) {
       tensor_gemm_after("paused", "tensor_gemm, its second run 20 ms late", [calls] {
         if (++*calls == 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
       });
-  TuneOptions o = quick();
-  o.probe_iterations = 1 << 21;
+  TuneOptions o = probed();
   o.extra = {paused};
   o.space.strategies = {"tensor_gemm", "paused"};
   const TuneReport report = tune(store, test_machine(), e, o);
@@ -246,8 +251,7 @@ TEST(Tuner, LongRunsFarBehindTheBestAreTimedOnce) {
       "late", "tensor_gemm, 100 ms late",
       [] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); },
       0);  // first in the priority order
-  TuneOptions o = quick();
-  o.probe_iterations = 1 << 21;
+  TuneOptions o = probed();
   o.probe_factor = 1e9;  // the probe rules nothing out
   // late's runs are long, and more than 1.5× behind while tensor_gemm's take under 200 ms (about
   // 1 ms here)
@@ -312,10 +316,11 @@ TEST(Tuner, LongRunsAreTimedAFewTimes) {
 }
 
 // A strategy registered only here: tensor_gemm after `seconds` of short pieces of work, each
-// followed by a check of the run's deadline (as the executor's loops do); `reduced_seconds`
-// instead where index i is shorter than `from_i` (the probe's reduced copy).
+// followed by a check of the run's deadline (as the executor's loops do), or of one piece that
+// cannot be stopped (as one OpenBLAS call); `reduced_seconds` instead where index i is shorter
+// than `from_i` (the probe's reduced copy).
 Strategy crawling(std::string name, double seconds, std::int64_t from_i = 0,
-                  double reduced_seconds = 0) {
+                  double reduced_seconds = 0, bool checks = true) {
   return {std::move(name), "tensor_gemm after a long loop that checks its deadline",
           [](const BatchedEinsum&) { return std::optional<std::string>(); },
           [=](const Bound& b, const nlohmann::json&) {
@@ -323,6 +328,7 @@ Strategy crawling(std::string name, double seconds, std::int64_t from_i = 0,
             const auto end = std::chrono::steady_clock::now() +
                              std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                  std::chrono::duration<double>(wait));
+            if (!checks) std::this_thread::sleep_until(end);
             while (std::chrono::steady_clock::now() < end) {
               std::this_thread::sleep_for(std::chrono::milliseconds(1));
               check_deadline();
@@ -369,8 +375,7 @@ TEST(Tuner, TheProbeStopsAHopelessCandidate) {
   testing::TempDir dir("tuner");
   Store store = Store::open(dir.path("db.sqlite"));
   const BatchedEinsum e = product("256x256", "256x256");
-  TuneOptions o = quick();
-  o.probe_iterations = 1 << 21;
+  TuneOptions o = probed();
   o.extra = {crawling("crawl", 30)};  // after tensor_gemm in the probe (priority 100)
   o.space.strategies = {"tensor_gemm", "crawl"};
   const auto t0 = std::chrono::steady_clock::now();
@@ -395,8 +400,7 @@ TEST(Tuner, TheTimeLimitEndsALargeWorkloadsSearch) {
   testing::TempDir dir("tuner");
   Store store = Store::open(dir.path("db.sqlite"));
   const BatchedEinsum e = product("256x256", "256x256");
-  TuneOptions o = quick();
-  o.probe_iterations = 1 << 21;
+  TuneOptions o = probed();
   o.probe_factor = 1e9;  // the probe rules nothing out
   o.race_factor = 1e9;   // nor does the best's time
   o.time_limit = 0.3;
@@ -435,6 +439,38 @@ TEST(Tuner, TheTimeLimitEndsALargeWorkloadsSearch) {
 
   o.time_limit = -1;
   EXPECT_THROW(tune(store, test_machine(), e, o), SpecError);
+}
+
+// Near the limit a candidate is not started when it could not be measured before it, were it as
+// fast as the best: a run that cannot be stopped (one OpenBLAS call) would pass the limit.
+TEST(Tuner, ACandidateThatCannotFinishBeforeTheLimitIsNotStarted) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("256x256", "256x256");
+  TuneOptions o = probed();
+  o.probe_factor = 1e9;
+  o.race_factor = 1e9;
+  o.protocol.long_run_s = 0.1;  // 3 runs each: the best takes 0.6 s, the others 0.75 s
+  o.time_limit = 1.0;
+  o.extra = {crawling("best", 0.2, 256, 0, false), crawling("block1", 0.25, 256, 0.005, false),
+             crawling("block2", 0.25, 256, 0.005, false)};
+  o.space.strategies = {"best", "block1", "block2"};
+  const auto t0 = std::chrono::steady_clock::now();
+  double best_done = 0;
+  const TuneReport report =
+      tune(store, test_machine(), e, o,
+           [&](std::size_t, std::size_t, const TuneResult&, const TuneResult*) {
+             if (best_done == 0) best_done = seconds_since(t0);
+           });
+  const double elapsed = seconds_since(t0);
+  ASSERT_FALSE(report.results.empty());
+  EXPECT_EQ(report.results[0].candidate.strategy, "best");
+  if (best_done >= o.time_limit)
+    GTEST_SKIP() << "the best alone took until " << best_done
+                 << " s, past the limit: a machine this slow decides nothing here";
+  EXPECT_TRUE(report.time_limit_reached);
+  EXPECT_EQ(report.not_measured, 2u);
+  EXPECT_LT(elapsed, o.time_limit);  // block1 not started: it would have ended past the limit
 }
 
 TEST(Tuner, FarSlowerCandidatesAreRecordedAsTimeouts) {

@@ -9,9 +9,10 @@
 //
 // Verification: the first run's result is compared with the reference loop nest within a
 // dtype-aware tolerance. When the reference would take too long (more than `reference_limit`
-// loop iterations), the oracle is ttgt (or loop_nest when ttgt does not apply) at full size,
-// after that oracle was itself checked against the reference on a reduced size (every axis
-// at most 16 long).
+// loop iterations), the oracle is tensor_gemm (ttgt, or loop_nest, where it does not apply) at
+// full size, after that oracle was itself checked against the reference on a reduced size (every
+// axis at most 16 long); the tolerance's scale is then the oracle's result on the arrays'
+// magnitudes, in single precision for double-precision arrays (half the time and memory).
 //
 // Probe: an exhaustive search of a large workload first times every candidate on a reduced copy
 // (its longest axes halved until it has at most 2^27 loop iterations; the fastest of up to 3
@@ -33,10 +34,11 @@
 //
 // Time limit: the search of a workload large enough to be probed ends `time_limit` seconds (60)
 // after the tune began, once one candidate is measured (the most promising first, in the order
-// of the probe); a run then in progress is stopped and not recorded, nor are the candidates not
-// reached.
+// of the probe): a candidate is not started when it would not be measured by then were it as fast
+// as the best, a run in progress at the limit is stopped at its next check, and neither it nor
+// the candidates not started are recorded.
 //
-// Search: exhaustive by default. With a budget, best-first: every strategy's default
+// Search: exhaustive by default (within the time limit). With a budget, best-first: every strategy's default
 // candidate first (GEMM-based strategies before the plain loop nest), then the remaining
 // candidates of the strategy that is fastest so far, until the budget is spent (a candidate
 // being timed stops at the budget with the samples it has). A candidate whose first run is
