@@ -46,6 +46,17 @@ TuneOptions probed() {
   return o;
 }
 
+// probed(), ruling nothing out, neither in the probe nor by the best's time: only the time limit
+// (`seconds`) ends the search, and long runs (3 samples) from `long_run_s`.
+TuneOptions only_the_time_limit(double seconds, double long_run_s) {
+  TuneOptions o = probed();
+  o.probe_factor = 1e9;
+  o.race_factor = 1e9;
+  o.protocol.long_run_s = long_run_s;
+  o.time_limit = seconds;
+  return o;
+}
+
 // A strategy that is fast and wrong (registered only here), and one that throws.
 Strategy broken() {
   return {"broken", "ttgt with one element off",
@@ -190,6 +201,26 @@ TEST(Tuner, LargeWorkloadsAreVerifiedAgainstACheckedOracle) {
         << r.candidate.strategy;
 }
 
+// The oracle's full-size run is the first run of the candidate that is the same transform: a long
+// run's first run is one of its samples, and here it is the oracle's, not a run made again.
+TEST(Tuner, TheOraclesRunIsTheFirstRunOfTheSameCandidate) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("60x50", "50x40");
+  TuneOptions o = quick();
+  o.reference_limit = 1000;
+  o.protocol.long_run_s = 0;  // every run is long: its first is a sample
+  o.space.strategies = {"tensor_gemm"};
+  const TuneReport report = tune(store, test_machine(), e, o);
+  EXPECT_GT(report.oracle_seconds, 0);
+  ASSERT_EQ(report.results.size(), 1u);
+  const auto& r = report.results[0];
+  EXPECT_EQ(r.status, Outcome::ok);
+  ASSERT_EQ(r.seconds.size(), 3u);
+  EXPECT_EQ(r.seconds[0], report.oracle_seconds);
+  EXPECT_EQ(r.max_rel_err, 0.0);
+}
+
 // A large workload: the probe runs every candidate on a reduced copy, and those far slower there
 // are recorded as timeouts without a run at full size.
 TEST(Tuner, TheProbeRulesOutHopelessCandidatesBeforeTheFullSize) {
@@ -303,16 +334,23 @@ TEST(Tuner, LongRunsAreTimedAFewTimes) {
   testing::TempDir dir("tuner");
   Store store = Store::open(dir.path("db.sqlite"));
   const BatchedEinsum e = product("64x64", "64x64");
+  auto calls = std::make_shared<int>(0);
   TuneOptions o = quick();
   o.protocol = {5, 20, 30.0};
   o.protocol.long_run_s = 0;  // every run counts as long
-  o.space.strategies = {"tensor_gemm"};
+  // Runs of 2 ms or more, timed one by one (shorter ones are timed in groups).
+  o.extra = {tensor_gemm_after("counted", "tensor_gemm after 2 ms, its runs counted", [calls] {
+    ++*calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  })};
+  o.space.strategies = {"counted"};
   const auto t0 = std::chrono::steady_clock::now();
   const TuneReport report = tune(store, test_machine(), e, o);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30);
   ASSERT_EQ(report.results.size(), 1u);
   EXPECT_EQ(report.results[0].status, Outcome::ok);
   EXPECT_EQ(report.results[0].seconds.size(), 3u);
+  EXPECT_EQ(*calls, 3);  // the verified first run is one of the three samples
 }
 
 // A strategy registered only here: tensor_gemm after `seconds` of short pieces of work, each
@@ -400,11 +438,8 @@ TEST(Tuner, TheTimeLimitEndsALargeWorkloadsSearch) {
   testing::TempDir dir("tuner");
   Store store = Store::open(dir.path("db.sqlite"));
   const BatchedEinsum e = product("256x256", "256x256");
-  TuneOptions o = probed();
-  o.probe_factor = 1e9;  // the probe rules nothing out
-  o.race_factor = 1e9;   // nor does the best's time
-  o.time_limit = 0.3;
-  o.protocol.long_run_s = 0.1;  // a crawl's run is long: 3 runs, the verified first among them
+  // A crawl's run is long: 3 runs, the verified first among them.
+  TuneOptions o = only_the_time_limit(0.3, 0.1);
   // Each 0.2 s at full size (i = 256); in the probe 5 ms, after tensor_gemm.
   o.extra = {crawling("crawl1", 0.2, 256, 0.005), crawling("crawl2", 0.2, 256, 0.005),
              crawling("crawl3", 0.2, 256, 0.005)};
@@ -447,11 +482,7 @@ TEST(Tuner, ACandidateThatCannotFinishBeforeTheLimitIsNotStarted) {
   testing::TempDir dir("tuner");
   Store store = Store::open(dir.path("db.sqlite"));
   const BatchedEinsum e = product("256x256", "256x256");
-  TuneOptions o = probed();
-  o.probe_factor = 1e9;
-  o.race_factor = 1e9;
-  o.protocol.long_run_s = 0.1;  // 3 runs each: the best takes 0.6 s, the others 0.75 s
-  o.time_limit = 1.0;
+  TuneOptions o = only_the_time_limit(1.0, 0.1);  // 3 runs each: the best 0.6 s, the others 0.75
   o.extra = {crawling("best", 0.2, 256, 0, false), crawling("block1", 0.25, 256, 0.005, false),
              crawling("block2", 0.25, 256, 0.005, false)};
   o.space.strategies = {"best", "block1", "block2"};

@@ -20,6 +20,10 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
 const Strategy* lookup(const std::string& name, const std::vector<Strategy>& extra) {
   for (const auto& s : extra)
     if (s.name == name) return &s;
@@ -207,7 +211,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
     release_recycled_memory();
     const auto t0 = Clock::now();
     want = execute(bound, oracle);
-    oracle_seconds = since(t0);
+    oracle_seconds = report.oracle_seconds = since(t0);
     oracle_candidate = Candidate{oracle, {{"threads", 1}}};
     // The scale of the terms, as the reference would give it: the oracle on |arrays|. Double
     // precision arrays go in single precision: a sum of non-negative terms is off by at most its
@@ -396,15 +400,10 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
   // A probed workload's search ends at the time limit (counted from the tune's start), once one
   // candidate is measured; a run then in progress is stopped and its candidate not recorded.
   const bool time_limited = !probe_order.empty() && options.time_limit > 0;
-  const auto time_end =
-      began + std::chrono::duration_cast<Clock::duration>(
-                  std::chrono::duration<double>(time_limited ? options.time_limit : 0));
-  // Past the limit, or so near it that `seconds` more would pass it.
-  auto time_out = [&](double seconds = 0) {
-    return time_limited && best &&
-           Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                              std::chrono::duration<double>(seconds)) >=
-               time_end;
+  const auto time_end = began + seconds(time_limited ? options.time_limit : 0);
+  // Past the limit, or so near it that `more` seconds would pass it.
+  auto time_out = [&](double more = 0) {
+    return time_limited && best && Clock::now() + seconds(more) >= time_end;
   };
   std::size_t probed_next = 0;
   auto next_candidate = [&]() -> const Candidate* {
@@ -459,12 +458,12 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
     bool judging = true;
     const bool until_time_end = time_limited && best;
     auto once = [&] {
-      double seconds = judging ? limit + allowance : std::numeric_limits<double>::infinity();
+      double left = judging ? limit + allowance : std::numeric_limits<double>::infinity();
       allowance = 0;
       if (until_time_end)
-        seconds = std::min(seconds, std::chrono::duration<double>(time_end - Clock::now()).count());
+        left = std::min(left, std::chrono::duration<double>(time_end - Clock::now()).count());
       std::optional<Deadline> deadline;
-      if (std::isfinite(seconds)) deadline.emplace(seconds);
+      if (std::isfinite(left)) deadline.emplace(left);
       return s->run(bound, c->params);
     };
     auto t0 = Clock::now();

@@ -38,18 +38,18 @@
 // as the best, a run in progress at the limit is stopped at its next check, and neither it nor
 // the candidates not started are recorded.
 //
-// Search: exhaustive by default (within the time limit). With a budget, best-first: every strategy's default
-// candidate first (GEMM-based strategies before the plain loop nest), then the remaining
-// candidates of the strategy that is fastest so far, until the budget is spent (a candidate
-// being timed stops at the budget with the samples it has). A candidate whose first run is
-// more than `slow_factor` times slower than the best so far is recorded as timeout without
-// being timed further (when a second run is too: a first run may include one-time costs such
-// as libxsmm's code generation for new shapes). A long run (see Protocol) more than
-// `race_factor` times the best median so far, on its first run and on a second, is not sampled
-// further: it cannot be the best, and it is recorded with its second run. After a probe, the
-// full-size candidates go in the order of their probe times, so that the likely best is measured
-// first. An interruption (stop flag, set by SIGINT in the CLI) ends the search after the current
-// candidate; what was measured is kept (written when the search ends).
+// Search: exhaustive by default (within the time limit). With a budget, best-first: every
+// strategy's default candidate first (GEMM-based strategies before the plain loop nest), then the
+// remaining candidates of the strategy that is fastest so far, until the budget is spent (a
+// candidate being timed stops at the budget with the samples it has). A candidate whose first run
+// is more than `slow_factor` times slower than the best so far is recorded as timeout without being
+// timed further (when a second run is too: a first run may include one-time costs such as libxsmm's
+// code generation for new shapes). A long run (see Protocol) more than `race_factor` times the best
+// median so far, on its first run and on a second, is not sampled further: it cannot be the best,
+// and it is recorded with its second run. After a probe, the full-size candidates go in the order
+// of their probe times, so that the likely best is measured first. An interruption (stop flag, set
+// by SIGINT in the CLI) ends the search after the current candidate; what was measured is kept
+// (written when the search ends).
 #pragma once
 
 #include <atomic>
@@ -143,6 +143,9 @@ struct TuneReport {
   std::size_t total = 0;            // candidates enumerated
   std::size_t probed = 0;           // candidates the probe ran (0: no probe)
   std::string oracle;  // "reference", or the strategy checked against it on a reduced size
+  // The oracle's run at full size, which is also the first run of the same candidate (0: the
+  // reference was the oracle).
+  double oracle_seconds = 0;
   bool interrupted = false, budget_exhausted = false;
   bool time_limit_reached = false;
   std::size_t not_measured = 0;  // candidates the time limit left out
