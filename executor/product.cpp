@@ -121,37 +121,65 @@ Product<T>::Product(const GemmGroups& g, const std::map<char, std::int64_t>& len
     c_.at = scratch_;
     // The cut: the outermost row label whose later labels' rows fit a chunk, then as many of
     // its values as fit (at least one). A chunk must write whole cache lines of the result, so
-    // the cut and the labels before it have strides of a line or more there; where the first
-    // row label does not, the result is one chunk. (Cut along the result's unit stride,
-    // `efbad,cf->abcde` at TCCG case 6's size wrote each line 48 times: 420 ms, not 250.)
+    // the cut and the labels before it have strides of a line or more there. (Cut along the
+    // result's unit stride, `efbad,cf->abcde` at TCCG case 6's size wrote each line 48 times:
+    // 420 ms, not 250.) Where the first row label does not, the cut is a column label's, and a
+    // chunk is every row of a range of columns: TCCG cases 46-48 (`gfab,degc->abcdef`, rows
+    // f, a, b with f the unit stride) held their whole 288 MiB result in scratch before. Where
+    // neither group's first label does, the result is one chunk.
     const std::string rows = g.batch + g.m;
     auto stride_in_c = [&](char l) { return c.strides[c.labels.find(l)]; };
-    auto rows_after = [&](std::size_t q) { return product(rows.substr(q + 1), len); };
-    std::size_t lines = 0;  // the row labels before this one have strides of a line or more
-    while (lines < rows.size() && (len.at(rows[lines]) == 1 || std::abs(stride_in_c(rows[lines])) >=
-                                                                   64 / std::int64_t{sizeof(T)}))
-      ++lines;
-    std::size_t at = 0;
-    while (at + 1 < std::min(rows.size(), lines) && rows_after(at) * n_ > chunk_elements) ++at;
-    if (lines == 0) chunk_elements = std::numeric_limits<std::int64_t>::max();
+    auto line_strided = [&](const std::string& group) {  // how many labels from the first
+      std::size_t q = 0;
+      while (q < group.size() && (len.at(group[q]) == 1 ||
+                                  std::abs(stride_in_c(group[q])) >= 64 / std::int64_t{sizeof(T)}))
+        ++q;
+      return q;
+    };
     Chunks& k = chunks_;
-    k.rows_per_value = rows.empty() ? 1 : rows_after(at);
-    k.cut_length = rows.empty() ? 1 : len.at(rows[at]);
-    k.cut_stride = rows.empty() ? 0 : stride_in_c(rows[at]);
-    k.step =
-        std::clamp<std::int64_t>(chunk_elements / std::max<std::int64_t>(1, k.rows_per_value * n_),
-                                 1, std::max<std::int64_t>(1, k.cut_length));
+    const std::size_t row_lines = line_strided(rows), col_lines = line_strided(g.n);
+    k.by_columns = row_lines == 0 && col_lines > 0;
+    std::string cut;
+    std::int64_t across = 0;  // a chunk's extent the other way
+    std::size_t at = 0;
+    for (;;) {
+      cut = k.by_columns ? g.n : rows;
+      const std::size_t lines = k.by_columns ? col_lines : row_lines;
+      across = k.by_columns ? nb_ * m_ : n_;
+      auto after = [&](std::size_t q) { return product(cut.substr(q + 1), len); };
+      at = 0;
+      while (at + 1 < std::min(cut.size(), lines) && after(at) * across > chunk_elements) ++at;
+      const std::int64_t elements =
+          lines == 0 ? std::numeric_limits<std::int64_t>::max() : chunk_elements;
+      k.per_value = cut.empty() ? 1 : after(at);
+      k.cut_length = cut.empty() ? 1 : len.at(cut[at]);
+      k.cut_stride = cut.empty() ? 0 : stride_in_c(cut[at]);
+      k.step = std::clamp<std::int64_t>(elements / std::max<std::int64_t>(1, k.per_value * across),
+                                        1, std::max<std::int64_t>(1, k.cut_length));
+      // Each chunk of a column cut reads all of A: the cut is taken only where a chunk has
+      // columns enough that this costs little beside writing them (8 per summed element, and 64
+      // for the GEMM's speed); else the result is one chunk. (TCCG case 2, `dca,bd->abc`: its 24
+      // columns cut into 22 and 2, each reading 230 MB of A, took 118 ms, not 80.)
+      if (!k.by_columns || k.step * k.per_value >= std::max<std::int64_t>(64, 8 * k_)) break;
+      k.by_columns = false;
+    }
+    auto into_box = [&](const std::string& labels) {
+      for (char l : labels) {
+        k.box.push_back(len.at(l));
+        k.box_strides.push_back(stride_in_c(l));
+      }
+    };
+    if (k.by_columns) into_box(rows);  // a chunk is [rows, columns] as the GEMM writes it
+    k.cut_axis = k.box.size();
     k.box.push_back(k.step);
     k.box_strides.push_back(k.cut_stride);
-    for (char l : (rows.empty() ? std::string() : rows.substr(at + 1)) + g.n) {
-      k.box.push_back(len.at(l));
-      k.box_strides.push_back(stride_in_c(l));
+    into_box(cut.empty() ? std::string() : cut.substr(at + 1));
+    if (!k.by_columns) into_box(g.n);
+    for (std::size_t q = 0; q < at && !cut.empty(); ++q) {
+      k.before.push_back(len.at(cut[q]));
+      k.before_strides.push_back(stride_in_c(cut[q]));
     }
-    for (std::size_t q = 0; q < at && !rows.empty(); ++q) {
-      k.before.push_back(len.at(rows[q]));
-      k.before_strides.push_back(stride_in_c(rows[q]));
-    }
-    scratch_ += k.step * k.rows_per_value * n_;
+    scratch_ += k.step * k.per_value * across;
   }
 }
 
@@ -195,7 +223,7 @@ void Product<T>::run(const T* a, const Expression* fa, const T* b, const Express
   check_deadline();
   if (b_.packed) copy_strided(b, b_.shape, b_.strides, scratch + b_.at, fb), b = scratch + b_.at;
   check_deadline();
-  if (!c_.packed) return compute(a, b, 0, nb_ * m_, c, c_.batch, c_.rs, c_.cs, threads);
+  if (!c_.packed) return compute(a, b, 0, nb_ * m_, 0, n_, c, c_.batch, c_.rs, c_.cs, threads);
   // Chunk by chunk: computed into scratch, then scattered into its box of the result.
   const Chunks& k = chunks_;
   T* z = scratch + c_.at;
@@ -210,25 +238,29 @@ void Product<T>::run(const T* a, const Expression* fa, const T* b, const Express
     }
     for (std::int64_t v = 0; v < k.cut_length; v += k.step) {
       check_deadline();
-      box[0] = std::min(k.step, k.cut_length - v);
-      compute(a, b, (o * k.cut_length + v) * k.rows_per_value, box[0] * k.rows_per_value, z,
-              m_ * n_, n_, 1, threads);
+      box[k.cut_axis] = std::min(k.step, k.cut_length - v);
+      const std::int64_t first = (o * k.cut_length + v) * k.per_value,
+                         count = box[k.cut_axis] * k.per_value;
+      if (k.by_columns)
+        compute(a, b, 0, nb_ * m_, first, count, z, m_ * count, count, 1, threads);
+      else
+        compute(a, b, first, count, 0, n_, z, m_ * n_, n_, 1, threads);
       copy_into_strided(z, box, c + offset + v * k.cut_stride, k.box_strides, nb_ * m_ * n_);
     }
   }
 }
 
 template <typename T>
-void Product<T>::compute(const T* a, const T* b, std::int64_t row, std::int64_t rows, T* z,
-                         std::int64_t z_batch, std::int64_t z_rs, std::int64_t z_cs,
-                         int threads) const {
+void Product<T>::compute(const T* a, const T* b, std::int64_t row, std::int64_t rows,
+                         std::int64_t col, std::int64_t cols, T* z, std::int64_t z_batch,
+                         std::int64_t z_rs, std::int64_t z_cs, int threads) const {
   // Whole batch points [p0, p0 + np), or rows [i0, i0 + rows) of the batch point p0.
   const bool whole =
       row % std::max<std::int64_t>(m_, 1) == 0 && rows % std::max<std::int64_t>(m_, 1) == 0;
   const std::int64_t p0 = m_ ? row / m_ : 0, i0 = whole ? 0 : row - p0 * m_;
   const std::int64_t np = whole ? (m_ ? rows / m_ : 0) : 1, m = whole ? m_ : rows;
   a += p0 * a_.batch + i0 * a_.rs;
-  b += p0 * b_.batch;
+  b += p0 * b_.batch + col * b_.cs;
   const bool over_batch = threads > 1 && np >= threads;
   if (!sums_) {
     // An outer product per batch point: z[i][j] = a[i] · b[j].
@@ -239,16 +271,16 @@ void Product<T>::compute(const T* a, const T* b, std::int64_t row, std::int64_t 
           const T* y = b + p * b_.batch;
           T* out = z + p * z_batch + i * z_rs;
           if (b_.cs == 1 && z_cs == 1)
-            for (std::int64_t j = 0; j < n_; ++j) out[j] = x * y[j];
+            for (std::int64_t j = 0; j < cols; ++j) out[j] = x * y[j];
           else
-            for (std::int64_t j = 0; j < n_; ++j) out[j * z_cs] = x * y[j * b_.cs];
+            for (std::int64_t j = 0; j < cols; ++j) out[j * z_cs] = x * y[j * b_.cs];
         }
     });
     return;
   }
   BlasThreads blas(over_batch ? 1 : threads);
   parallel_for(np, over_batch ? threads : 1, [&](std::int64_t lo, std::int64_t hi) {
-    gemm_batch<T>(hi - lo, m, n_, k_, {a + lo * a_.batch, a_.rs, a_.cs}, a_.batch,
+    gemm_batch<T>(hi - lo, m, cols, k_, {a + lo * a_.batch, a_.rs, a_.cs}, a_.batch,
                   {b + lo * b_.batch, b_.rs, b_.cs}, b_.batch, z + lo * z_batch, z_rs, z_cs,
                   z_batch, false);
   });

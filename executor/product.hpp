@@ -70,18 +70,23 @@ class Product {
     const T* fixed_at = nullptr;  // the operand as it lies
   };
   void fix(Side& s, const T* data, const Expression* f, bool is_a);
-  // The rows [row, row + rows) of the result seen as [batch · M, N] into z (the result in
-  // place, or a chunk in scratch: row-major [rows, N]); rows cover whole batch points or lie
-  // within one.
-  void compute(const T* a, const T* b, std::int64_t row, std::int64_t rows, T* z,
-               std::int64_t z_batch, std::int64_t z_rs, std::int64_t z_cs, int threads) const;
-  // A result that is not a matrix the BLAS can write: its rows (the labels batch + M) are cut at
-  // one label; every value of the labels before it, and every `step` values of it, is a chunk,
-  // a box of the result. `box` is a whole chunk's shape (the cut label, the labels after
-  // it, N's), `box_strides` its strides in the result; `before` and `before_strides` the lengths
-  // and result strides of the labels before the cut; `cut_stride` the cut label's.
+  // The rows [row, row + rows) and columns [col, col + cols) of the result seen as
+  // [batch · M, N] into z (the result in place, or a chunk in scratch: row-major [rows, cols]);
+  // rows cover whole batch points or lie within one.
+  void compute(const T* a, const T* b, std::int64_t row, std::int64_t rows, std::int64_t col,
+               std::int64_t cols, T* z, std::int64_t z_batch, std::int64_t z_rs, std::int64_t z_cs,
+               int threads) const;
+  // A result that is not a matrix the BLAS can write: its rows (the labels batch + M), or with
+  // `by_columns` its columns (N's labels), are cut at one label; every value of the labels
+  // before it, and every `step` values of it, is a chunk, a box of the result. `box` is a whole
+  // chunk's shape (the rows' labels if by columns, the cut label at `cut_axis`, the labels after
+  // it, N's if by rows), `box_strides` its strides in the result; `before` and `before_strides`
+  // the lengths and result strides of the labels before the cut; `cut_stride` the cut label's;
+  // `per_value` the rows (or columns) of one value of the cut.
   struct Chunks {
-    std::int64_t step = 0, rows_per_value = 0, cut_length = 0, cut_stride = 0;
+    bool by_columns = false;
+    std::size_t cut_axis = 0;
+    std::int64_t step = 0, per_value = 0, cut_length = 0, cut_stride = 0;
     std::vector<std::int64_t> box, box_strides, before, before_strides;
   };
   Chunks chunks_;

@@ -893,17 +893,20 @@ TEST(Permute, CopyLayoutCopiesEveryElementToItsPlace) {
 }
 
 // A result the BLAS cannot write in place is computed into scratch chunk by chunk and each chunk
-// scattered into its box of the result: cut at an M index, at a batch index, into the smallest
-// chunks the result's cache lines allow, with a last partial chunk, and whole; f32 and f64, one
-// and two threads. Every element equals the reference's; the scratch holds one chunk, except
-// where the first row index is the result's unit stride (a chunk would write partial lines).
+// scattered into its box of the result: cut at an M index, at a batch index, at an N index
+// where the first row index is the result's unit stride, into the smallest chunks the result's
+// cache lines allow, with a last partial chunk, and whole; f32 and f64, one and two threads.
+// Every element equals the reference's; the scratch holds one chunk, except where neither the
+// first row index nor the first column index may be cut (a chunk would write partial lines), or
+// where a chunk cut by columns would have too few of them.
 TEST(Product, ResultComputedInChunksLandsInPlace) {
   struct Case {
     std::string einsum;
     std::map<char, int> lengths;
     std::vector<std::int64_t> chunks;
-    bool chunked = true;    // whether chunks smaller than the result are possible
-    bool function = false;  // A read as through a function (packed, so not an outer product)
+    bool chunked = true;           // whether chunks smaller than the result are possible
+    bool function = false;         // A read as through a function (packed, so not an outer product)
+    std::int64_t whole_below = 0;  // chunks smaller hold the whole result (too few columns)
   };
   const std::vector<Case> cases = {
       // TCCG 33's shape: rows d, e, c, each of a stride of 16 or more in the result
@@ -916,8 +919,30 @@ TEST(Product, ResultComputedInChunksLandsInPlace) {
        {1, 200, 500, 1 << 20}},
       // an outer product per batch point
       {"pqi,pqj->pjqi", {{'p', 3}, {'q', 5}, {'i', 16}, {'j', 4}}, {5, 100, 1 << 20}, true, true},
-      // the first row index, e, is the result's unit stride: one chunk
+      // the first row index, e, is the result's unit stride: cut at the column index c (a
+      // stride of 16 there), every row of a range of at least 64 columns per chunk
       {"efbad,cf->abcde",
+       {{'a', 2}, {'b', 2}, {'c', 128}, {'d', 2}, {'e', 8}, {'f', 2}},
+       {100, 4096, 5000, 1 << 20},
+       true,
+       false,
+       4096},
+      // TCCG 46's shape: rows f, a, b with f the unit stride; columns d, e, c (d of stride e·f)
+      {"gfab,degc->abcdef",
+       {{'a', 2}, {'b', 2}, {'c', 8}, {'d', 4}, {'e', 4}, {'f', 16}, {'g', 2}},
+       {2048, 4096, 6000, 1 << 20},
+       true,
+       false,
+       4096},
+      // the batch index p is the result's unit stride: cut by columns, every batch point in each
+      {"pik,pkjl->jlip",
+       {{'p', 3}, {'i', 16}, {'k', 2}, {'j', 16}, {'l', 8}},
+       {1, 3072, 1 << 20},
+       true,
+       false,
+       3072},
+      // e the result's unit stride, d (the first column) of stride 6: one chunk
+      {"ebaf,dcf->abcde",
        {{'a', 3}, {'b', 4}, {'c', 5}, {'d', 3}, {'e', 6}, {'f', 4}},
        {1, 100},
        false},
@@ -958,7 +983,7 @@ TEST(Product, ResultComputedInChunksLandsInPlace) {
             const std::int64_t operands =
                 make(std::numeric_limits<std::int64_t>::max()).scratch() - want.size();
             const std::int64_t held = p.scratch() - operands;
-            if (!c.chunked || chunk >= want.size())
+            if (!c.chunked || chunk >= want.size() || chunk < c.whole_below)
               EXPECT_EQ(held, want.size()) << c.einsum << " chunks of " << chunk;
             else
               EXPECT_LE(held, std::max<std::int64_t>(chunk, want.size() / 3))
