@@ -123,12 +123,35 @@ bool small_gemm_batch(std::int64_t batch, std::int64_t m, std::int64_t n, std::i
              accumulate);
 }
 
+template <typename T>
+bool packed_tile(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda,
+                 const T* b, std::int64_t ldb, T* c, std::int64_t rs, std::int64_t cs,
+                 bool accumulate) {
+  // B's panel read column-major is Bᵀ [n × k]: libxsmm's B' transposed. With C column-major the
+  // kernel runs on (A, B); row-major, Cᵀ = Bᵀ · Aᵀ on (B, A), A's panel being Aᵀ transposed.
+  if (rs == 1) {
+    const Kernel<T> f = kernel<T>(Shape{m, n, k, lda, ldb, cs, accumulate, true});
+    if (!f) return false;
+    f(a, b, c);
+    return true;
+  }
+  if (cs == 1) {
+    const Kernel<T> f = kernel<T>(Shape{n, m, k, ldb, lda, rs, accumulate, true});
+    if (!f) return false;
+    f(b, a, c);
+    return true;
+  }
+  return false;
+}
+
 #define EINSUMDB_SMALL_GEMM(T)                                                                     \
   template bool small_gemm(std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, bool, \
                            const T*, std::int64_t, T*, std::int64_t, bool);                        \
   template bool small_gemm_batch(std::int64_t, std::int64_t, std::int64_t, std::int64_t, const T*, \
                                  std::int64_t, bool, std::int64_t, const T*, std::int64_t,         \
-                                 std::int64_t, T*, std::int64_t, std::int64_t, bool);
+                                 std::int64_t, T*, std::int64_t, std::int64_t, bool);              \
+  template bool packed_tile(std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t,      \
+                            const T*, std::int64_t, T*, std::int64_t, std::int64_t, bool);
 EINSUMDB_SMALL_GEMM(float)
 EINSUMDB_SMALL_GEMM(double)
 #undef EINSUMDB_SMALL_GEMM

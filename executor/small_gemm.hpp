@@ -40,4 +40,14 @@ bool small_gemm_batch(std::int64_t batch, std::int64_t m, std::int64_t n, std::i
                       const T* b, std::int64_t ldb, std::int64_t b_step, T* c, std::int64_t ldc,
                       std::int64_t c_step, bool accumulate);
 
+// One micro-tile of a packed GEMM, as BLIS packs its operands: C[m×n] (+)= A · B with A a
+// panel of rows (element (i, l) at a[i + l·lda]) and B a panel of columns ((l, j) at
+// b[l·ldb + j]), C at the strides rs, cs (one of them 1). For the edge tiles of tensor_gemm,
+// which BLIS's micro-kernel computes at the cost of a whole tile. Returns false, having computed
+// nothing, when neither stride is 1 or libxsmm has no kernel for the shape.
+template <typename T>
+bool packed_tile(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda,
+                 const T* b, std::int64_t ldb, T* c, std::int64_t rs, std::int64_t cs,
+                 bool accumulate);
+
 }  // namespace einsumdb::kernels

@@ -4,7 +4,9 @@
 //
 // The GEMM is BLIS's algorithm: blocks of NC columns, KC summed indices and MC rows, packed
 // into the micro-panels BLIS's micro-kernel reads; the micro-kernel (BLIS's, through its public
-// micro-kernel API, for the micro-architecture BLIS detects) computes each MR×NR tile. The
+// micro-kernel API, for the micro-architecture BLIS detects) computes each MR×NR tile, and a
+// libxsmm kernel of its exact size each edge tile with fewer rows or columns, for which BLIS's
+// would compute a whole tile (the 24 columns of TCCG cases 1-8 cost 28 with 16 × 14 tiles). The
 // matrices are never formed: the packing routines gather each operand's block straight from the
 // tensor through per-index offset tables (the row, column and summed indices may be any of the
 // tensor's axes, in any order). A tile whose rows and columns are each evenly spaced in the
@@ -45,6 +47,7 @@
 
 // Before blis.h, which brings a CBLAS header of its own: the kernels' BLAS is OpenBLAS.
 #include "einsumdb/executor/kernels.hpp"
+#include "einsumdb/executor/small_gemm.hpp"
 
 #include <blis.h>
 
@@ -404,6 +407,11 @@ class Gemm {
               bli_auxinfo_set_next_a(last ? apack : ap + k_.packmr * kcb, &aux);
               bli_auxinfo_set_next_b(last ? bp + k_.packnr * kcb : bp, &aux);
               ahead.fetch();
+              // An edge tile through libxsmm: BLIS's micro-kernel computes a whole tile for it.
+              if ((mrb < k_.mr || nrb < k_.nr) &&
+                  kernels::packed_tile(mrb, nrb, kcb, ap, k_.packmr, bp, k_.packnr, to, to_rs,
+                                       to_cs, *to_beta != 0))
+                return;
               k_.run(mrb, nrb, kcb, &one, ap, bp, to_beta, to, to_rs, to_cs, &aux, k_.cntx);
             };
             for (std::int64_t ir = 0; ir < mcb;) {

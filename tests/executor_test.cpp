@@ -222,6 +222,59 @@ TEST(SmallGemm, AgreesWithALoopAndDeclinesLargeShapes) {
   check_small_gemm<float>();
 }
 
+// An edge tile of a packed GEMM through libxsmm against a plain loop: panels as BLIS packs them
+// (A's rows MR apart per summed element, B's columns NR apart), the tile written column-major and
+// row-major into a larger output at a leading dimension, with and without accumulation; only the
+// tile's elements change. A tile with neither stride 1 is declined untouched.
+template <typename T>
+void check_packed_tile() {
+  constexpr std::int64_t mr = 16, nr = 14;  // the panels' widths (any at least m and n)
+  struct Case {
+    std::int64_t m, n, k;
+    bool column_major, accumulate;
+  };
+  const Case cases[] = {{16, 10, 312, true, false}, {16, 10, 312, true, true},
+                        {16, 2, 72, false, false},  {7, 14, 33, false, true},
+                        {3, 5, 1, true, true},      {16, 13, 600, false, false}};
+  for (const auto& c : cases) {
+    std::vector<T> a(static_cast<std::size_t>(mr * c.k)), b(static_cast<std::size_t>(nr * c.k));
+    for (std::size_t q = 0; q < a.size(); ++q) a[q] = T(std::sin(0.37 * double(q)));
+    for (std::size_t q = 0; q < b.size(); ++q) b[q] = T(std::cos(0.11 * double(q)));
+    const std::int64_t ld = 40, rs = c.column_major ? 1 : ld, cs = c.column_major ? ld : 1;
+    std::vector<T> z(static_cast<std::size_t>(ld * ld));
+    for (std::size_t q = 0; q < z.size(); ++q) z[q] = T(0.5 * double(q % 7));
+    std::vector<T> want = z;
+    for (std::int64_t i = 0; i < c.m; ++i)
+      for (std::int64_t j = 0; j < c.n; ++j) {
+        double sum = c.accumulate ? double(want[i * rs + j * cs]) : 0;
+        for (std::int64_t l = 0; l < c.k; ++l) sum += double(a[i + l * mr]) * double(b[l * nr + j]);
+        want[i * rs + j * cs] = T(sum);
+      }
+    std::vector<T> got = z;
+    ASSERT_TRUE(kernels::packed_tile(c.m, c.n, c.k, a.data(), mr, b.data(), nr, got.data(), rs, cs,
+                                     c.accumulate))
+        << c.m << "x" << c.n << "x" << c.k;
+    double worst = 0;
+    for (std::size_t q = 0; q < z.size(); ++q) {
+      const std::int64_t i = c.column_major ? q % ld : q / ld, j = c.column_major ? q / ld : q % ld;
+      if (i >= c.m || j >= c.n)
+        EXPECT_EQ(got[q], z[q]) << "wrote outside the tile at " << i << ", " << j;
+      else
+        worst = std::max(worst, std::abs(double(got[q]) - double(want[q])));
+    }
+    EXPECT_LE(worst, (std::is_same_v<T, float> ? 1e-4 : 1e-12) * double(c.k))
+        << c.m << "x" << c.n << "x" << c.k << (c.column_major ? " column-major" : " row-major");
+  }
+  std::vector<T> a(mr * 8, T(1)), b(nr * 8, T(1)), z(64 * 64, T(-1));
+  EXPECT_FALSE(kernels::packed_tile(4, 4, 8, a.data(), mr, b.data(), nr, z.data(), 2, 64, false));
+  EXPECT_TRUE(std::all_of(z.begin(), z.end(), [](T v) { return v == T(-1); }));
+}
+
+TEST(SmallGemm, PackedEdgeTilesAgreeWithALoop) {
+  check_packed_tile<double>();
+  check_packed_tile<float>();
+}
+
 // Every candidate the tuner enumerates for every strategy (on 1 and 2 threads) agrees with the
 // reference, in f32 and f64; the strategies that do not apply say why and refuse to run.
 TEST(Strategies, EveryCandidateAgreesWithTheReference) {
