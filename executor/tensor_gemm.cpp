@@ -36,6 +36,7 @@
 // false: whether even tiles of a large output summed over few elements go through the buffer and
 // out in streaming stores; the default depends on the processor, kStreamAllDepth). A functional
 // operand is evaluated into a buffer in its array's layout first.
+#include <cpuid.h>
 #include <dlfcn.h>
 #include <immintrin.h>
 #include <unistd.h>
@@ -825,14 +826,23 @@ constexpr std::int64_t kStreamAllDepth = 24;
 // the ccsd_t cases, measured as in group_rows, time in place over time through the buffer, case 31
 // 0.58 / 0.76 / 0.86, case 33 0.59 / 0.65 / 0.71, case 37 (efga,gdbc->abcdef) 0.68 / 0.78 / 0.81,
 // case 42 0.69 / 0.80 / 0.85, cases 34, 35, 44 and 45 (mostly uneven tiles) 0.95-1.00 (medians).
-// The parameter "stream_even" chooses; by default even tiles go through the buffer on Intel's
-// processors only, and the tuner tries both (tensor_gemm_space).
+// Zen 4 reads the line first like the Xeon: there, `einsumdb run ... --transform tensor_gemm
+// --repeat 5`, one thread, three pairs of processes alternating, time through the buffer over
+// time in place (min / median / max): case 31 0.76 / 0.81 / 0.82, case 33 0.74 / 0.80 / 0.80,
+// cases 32 and 46-48 0.78-0.81, cases 34, 36, 43 and 45 0.67-0.77 (medians); 35, 37-42 and 44
+// 0.96-1.05. The parameter "stream_even" chooses; by default even tiles go through the buffer on
+// Intel's processors and on AMD's before Zen 5 (family 26), and the tuner tries both
+// (tensor_gemm_space).
 bool streams_even_tiles_by_default() {
-  static const bool intel = [] {
+  static const bool stream = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_is("intel") != 0;
+    if (__builtin_cpu_is("intel")) return true;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+    const unsigned base = (eax >> 8) & 0xF;
+    return base + (base == 0xF ? (eax >> 20) & 0xFF : 0) < 0x1A;
   }();
-  return intel;
+  return stream;
 }
 // Whether Gemm::copy_run can stream (AVX-512): without, a buffered even tile is only a detour.
 #if defined(__AVX512F__)
