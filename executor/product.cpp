@@ -138,14 +138,14 @@ Product<T>::Product(const GemmGroups& g, const std::map<char, std::int64_t>& len
     };
     Chunks& k = chunks_;
     const std::size_t row_lines = line_strided(rows), col_lines = line_strided(g.n);
-    k.by_columns = row_lines == 0 && col_lines > 0;
     std::string cut;
     std::int64_t across = 0;  // a chunk's extent the other way
     std::size_t at = 0;
-    for (;;) {
-      cut = k.by_columns ? g.n : rows;
-      const std::size_t lines = k.by_columns ? col_lines : row_lines;
-      across = k.by_columns ? nb_ * m_ : n_;
+    auto place_cut = [&](bool by_columns) {
+      k.by_columns = by_columns;
+      cut = by_columns ? g.n : rows;
+      const std::size_t lines = by_columns ? col_lines : row_lines;
+      across = by_columns ? nb_ * m_ : n_;
       auto after = [&](std::size_t q) { return product(cut.substr(q + 1), len); };
       at = 0;
       while (at + 1 < std::min(cut.size(), lines) && after(at) * across > chunk_elements) ++at;
@@ -156,13 +156,13 @@ Product<T>::Product(const GemmGroups& g, const std::map<char, std::int64_t>& len
       k.cut_stride = cut.empty() ? 0 : stride_in_c(cut[at]);
       k.step = std::clamp<std::int64_t>(elements / std::max<std::int64_t>(1, k.per_value * across),
                                         1, std::max<std::int64_t>(1, k.cut_length));
-      // Each chunk of a column cut reads all of A: the cut is taken only where a chunk has
-      // columns enough that this costs little beside writing them (8 per summed element, and 64
-      // for the GEMM's speed); else the result is one chunk. (TCCG case 2, `dca,bd->abc`: its 24
-      // columns cut into 22 and 2, each reading 230 MB of A, took 118 ms, not 80.)
-      if (!k.by_columns || k.step * k.per_value >= std::max<std::int64_t>(64, 8 * k_)) break;
-      k.by_columns = false;
-    }
+    };
+    place_cut(row_lines == 0 && col_lines > 0);
+    // Each chunk of a column cut reads all of A: the cut is taken only where a chunk has columns
+    // enough that this costs little beside writing them (8 per summed element, and 64 for the
+    // GEMM's speed); else the result is one chunk. (TCCG case 2, `dca,bd->abc`: its 24 columns
+    // cut into 22 and 2, each reading 230 MB of A, took 118 ms, not 80.)
+    if (k.by_columns && k.step * k.per_value < std::max<std::int64_t>(64, 8 * k_)) place_cut(false);
     auto into_box = [&](const std::string& labels) {
       for (char l : labels) {
         k.box.push_back(len.at(l));

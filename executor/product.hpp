@@ -6,8 +6,10 @@
 // each flat in its layout (one stride per group) with a unit stride along its rows or columns is
 // read in place; any other — and any operand with a function to apply — is packed into
 // [batch, rows, cols] in scratch memory. The result is written in place the same way, or
-// computed into [batch, M, N] order in chunks of about kChunkElements and each chunk scattered
-// into place while it is in the cache (the scratch never holds the whole result). A product
+// computed into [batch, M, N] order in chunks of about kChunkElements (a range of its rows, or
+// where those cannot be cut along whole cache lines of the result, of its columns) and each
+// chunk scattered into place while it is in the cache (the scratch never holds the whole
+// result, except where neither can be cut). A product
 // that sums nothing is an outer product per batch point and runs as a loop, not as GEMMs with
 // K = 1.
 #pragma once
