@@ -31,17 +31,25 @@
 // beyond the output: the packed blocks, at most (MC + 1.25 NC)·KC elements per thread with BLIS's
 // block sizes, and the offset tables, two per row and per column.
 //
+// Where the output's unit-stride index belongs to an operand with only a few free elements (the
+// columns) and the other one runs at unit stride along its rows or its summed indices, that other
+// operand is not packed at all: a libxsmm kernel streams its rows in place, a few lines at a time,
+// against the packed columns (streamed rows: a tall, skinny product such as TCCG case 1).
+//
 // Parameters: "threads" (over batch points when there are enough, otherwise over the wider of
-// the row and column ranges, each thread packing its own blocks) and "stream_even" (true or
-// false: whether even tiles of a large output summed over few elements go through the buffer and
-// out in streaming stores; the default depends on the processor, kStreamAllDepth). A functional
-// operand is evaluated into a buffer in its array's layout first.
+// the row and column ranges, each thread packing its own blocks; streamed rows, over the rows),
+// "stream_even" (true or false: whether even tiles of a large output summed over few elements go
+// through the buffer and out in streaming stores; the default depends on the processor,
+// kStreamAllDepth), "fetch_ahead" (true or false, Gemm::NextBlock) and "stream_rows" (true or
+// false: whether the rows stream where they can; true by default, and the tuner measures both). A
+// functional operand is evaluated into a buffer in its array's layout first.
 #include <cpuid.h>
 #include <dlfcn.h>
 #include <immintrin.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <optional>
 #include <type_traits>
@@ -991,9 +999,153 @@ void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std
   p.mc = std::max(group, k.mc * k.kc / p.kc / k.mr * k.mr);
 }
 
+// ---- Streamed rows
+// Where the output's unit-stride index belongs to an operand W with few free elements (the
+// columns, contiguous in each row of the output) and the other operand X runs at unit stride
+// along its rows or along its summed indices, each evenly spaced, X is not packed at all: W is
+// packed once (a few KB to a few hundred), and a libxsmm kernel computes each piece of a few
+// lines of X's rows, all columns and all summed elements at once, reading X's lines as they lie,
+// once each, while prefetching the next piece's (kernels::streamed_rows). Packing a large X in
+// blocks, as BLIS does, reads it from memory and writes it to the cache before the FMA units see
+// it, and a few columns do not give the micro-kernel time enough to hide that. A plain product of
+// a tall, skinny matrix (ik,kj->ij with few j) streams the same way. TCCG case 1 (bda,dc->abc, c =
+// 24, the rest 312) on a 2-core Zen 4, `einsumdb run ... --transform tensor_gemm --repeat 5`,
+// three pairs of processes alternating with "stream_rows": false (BLIS's packed path), time over
+// time (min / median / max): one thread 0.51 / 0.55 / 0.60 (28.2 ms against 52.1, medians), two
+// threads 0.51 / 0.53 / 0.55. Up to 128 columns of doubles (one run each, one thread): case 1's
+// shape with c = 64, 96 and 128, 0.52, 0.65 and 0.66 of the packed path's time; a plain 97,344 ×
+// 312 by 312 × n product (ik,kj->ij, the summed elements contiguous), n = 24, 64 and 128: 33.3,
+// 83.8 and 151.1 ms streamed, 68.3, 108.9 and 170.6 packed, 65.5, 115.1 and 211.4 by OpenBLAS
+// (ttgt).
+constexpr std::int64_t kStreamedRowBytes = 1024;  // at most a row of the output's columns this wide
+constexpr std::int64_t kPieceLines = 3;           // rows per piece: three cache lines' worth
+
+struct Streamed {
+  bool swap = false;  // W (the columns' operand) is the einsum's left operand
+  Table wn, wk;       // W's offset per column, per summed element
+  Table xb, wb, cb;   // per batch point: in X, W and the output
+  std::int64_t x_rs = 0, x_ds = 0, c_rs = 0;
+  std::vector<kernels::RowPiece> pieces;
+};
+
+// The streamed plan of a contraction, or nothing where it does not apply.
+template <typename T>
+std::optional<Streamed> streamed(const std::string& xl, const std::vector<std::int64_t>& xs,
+                                 const std::string& yl, const std::vector<std::int64_t>& ys,
+                                 const std::string& zl, const std::vector<std::int64_t>& zs,
+                                 const std::map<char, std::int64_t>& len) {
+  if (zl.empty()) return std::nullopt;
+  const char unit = zl.back();
+  Streamed s;
+  if (contains(xl, unit) == contains(yl, unit)) return std::nullopt;
+  s.swap = contains(xl, unit);
+  const std::string& Xl = s.swap ? yl : xl;
+  const std::string& Wl = s.swap ? xl : yl;
+  const auto& Xs = s.swap ? ys : xs;
+  const auto& Ws = s.swap ? xs : ys;
+  std::string rows, cols, sum, batch;
+  for (char c : zl)
+    (contains(Xl, c) && contains(Wl, c) ? batch : contains(Xl, c) ? rows : cols) += c;
+  for (char c : Xl)
+    if (contains(Wl, c) && !contains(zl, c)) sum += c;
+  // The columns: contiguous in the output, a few vectors' worth, filling them well.
+  constexpr std::int64_t lanes = 64 / sizeof(T);
+  cols = by_stride(cols, zl, zs);
+  const Table cn = offsets(cols, len, zl, zs);
+  const std::int64_t N = cn.size();
+  if (N < 1 || N * static_cast<std::int64_t>(sizeof(T)) > kStreamedRowBytes ||
+      4 * N < 3 * ((N + lanes - 1) / lanes * lanes))
+    return std::nullopt;
+  for (std::int64_t j = 0; j < N; ++j)
+    if (cn[j] != j) return std::nullopt;
+  // The summed elements, evenly spaced in X; W packed from the cache (half of L2 at most).
+  sum = by_stride(sum, Xl, Xs);
+  const Table ak = offsets(sum, len, Xl, Xs);
+  const std::int64_t K = ak.size();
+  if (K < 1 || N * K * static_cast<std::int64_t>(sizeof(T)) > l2_bytes() / 2) return std::nullopt;
+  const std::int64_t sa = K > 1 ? ak[1] : 1;
+  for (std::int64_t l = 0; l < K; ++l)
+    if (ak[l] != l * sa) return std::nullopt;
+  // The rows in X's order, cut into pieces evenly spaced in X and in the output.
+  rows = by_stride(rows, Xl, Xs);
+  const Table am = offsets(rows, len, Xl, Xs), cm = offsets(rows, len, zl, zs);
+  const std::int64_t M = am.size();
+  if (M < 1) return std::nullopt;
+  const std::int64_t ra = M > 1 ? am[1] - am[0] : std::max<std::int64_t>(K, 1);
+  const std::int64_t rs = M > 1 ? cm[1] - cm[0] : N;
+  std::int64_t longest = kPieceLines * lanes;
+  if (K == 1 || sa == 1) {  // each row's summed elements contiguous: X' read as it lies
+    if (ra < K) return std::nullopt;
+    s.x_rs = ra, s.x_ds = 1;
+  } else if (ra == 1) {  // the rows contiguous at each summed element: X' read transposed
+    s.x_rs = 1, s.x_ds = sa;
+    longest = std::min(longest, sa);
+  } else {
+    return std::nullopt;
+  }
+  if (rs < N) return std::nullopt;
+  s.c_rs = rs;
+  for (std::int64_t i = 0; i < M;) {
+    const std::int64_t start = i++;
+    while (i < M && i - start < longest && am[i] - am[i - 1] == ra && cm[i] - cm[i - 1] == rs) ++i;
+    s.pieces.push_back({am[start], cm[start], i - start});
+  }
+  // Pieces of a line's worth of rows or more on average (or all of them, where there are fewer).
+  if (static_cast<std::int64_t>(s.pieces.size()) * std::min(M, lanes) > M) return std::nullopt;
+  s.wn = offsets(cols, len, Wl, Ws);
+  s.wk = offsets(sum, len, Wl, Ws);
+  s.xb = offsets(batch, len, Xl, Xs);
+  s.wb = offsets(batch, len, Wl, Ws);
+  s.cb = offsets(batch, len, zl, zs);
+  return s;
+}
+
+// Runs a streamed plan into z; false, where libxsmm has no kernel for it, when z is to be
+// computed another way (whatever was written to it then is overwritten).
+template <typename T>
+bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads) {
+  const std::int64_t N = s.wn.size(), K = s.wk.size(), nb = s.xb.size();
+  const auto count = static_cast<std::int64_t>(s.pieces.size());
+  const auto pack = [&](std::int64_t q, T* to) {
+    const T* from = w + s.wb[q];
+    for (std::int64_t l = 0; l < K; ++l)
+      for (std::int64_t j = 0; j < N; ++j) to[j + l * N] = from[s.wn[j] + s.wk[l]];
+  };
+  // Pieces between checks of the deadline.
+  constexpr std::int64_t kChunk = 1024;
+  std::atomic<bool> ok{true};
+  const auto rows = [&](std::int64_t q, const T* packed, std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi && ok; i += kChunk) {
+      check_deadline();
+      if (!kernels::streamed_rows(N, K, packed, x + s.xb[q], s.x_rs, s.x_ds, s.pieces.data() + i,
+                                  std::min(kChunk, hi - i), z + s.cb[q], s.c_rs))
+        ok = false;
+    }
+  };
+  const std::int64_t t = std::max(1, threads);
+  std::vector<T> buffers(static_cast<std::size_t>(t * N * K));
+  if (nb >= t) {
+    kernels::parallel_for(nb, static_cast<int>(t), [&](std::int64_t lo, std::int64_t hi) {
+      T* packed = buffers.data() + (lo * t + nb - 1) / nb * N * K;  // the slice's own
+      for (std::int64_t q = lo; q < hi && ok; ++q) {
+        pack(q, packed);
+        rows(q, packed, 0, count);
+      }
+    });
+  } else {
+    for (std::int64_t q = 0; q < nb && ok; ++q) {
+      pack(q, buffers.data());
+      kernels::parallel_for(count, static_cast<int>(t), [&](std::int64_t lo, std::int64_t hi) {
+        rows(q, buffers.data(), lo, hi);
+      });
+    }
+  }
+  return ok;
+}
+
 template <typename T>
 Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool stream_even,
-                       bool fetch_ahead) {
+                       bool fetch_ahead, bool stream_rows) {
   const BatchedEinsum& e = bound.einsum();
   const auto& len = bound.lengths();
   auto x = bound.operand(row, 0), y = bound.operand(row, 1);
@@ -1004,6 +1156,13 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
   kernels::evaluate_in_place<T>(y, yf, yl, len);
   Tensor z(x.tensor->dtype(), kernels::shape_of(zl, len), Tensor::Uninitialized{});
   if (z.size() == 0) return z;
+  if (stream_rows)
+    if (const auto s =
+            streamed<T>(xl, x.tensor->strides(), yl, y.tensor->strides(), zl, z.strides(), len)) {
+      const T* xd = x.tensor->data<T>();
+      const T* yd = y.tensor->data<T>();
+      if (run_streamed<T>(*s, s->swap ? yd : xd, s->swap ? xd : yd, z.data<T>(), threads)) return z;
+    }
 
   const MicroKernel<T>& k = MicroKernel<T>::get();
   const auto zs = z.strides();
@@ -1151,8 +1310,24 @@ std::optional<std::string> tensor_gemm_rejects(const BatchedEinsum& e) {
   return kernels::binary_product_rejects(e, "tensor_gemm");
 }
 
+bool tensor_gemm_streams_rows(const Bound& bound, std::size_t row) {
+  const BatchedEinsum& e = bound.einsum();
+  if (tensor_gemm_rejects(e)) return false;
+  const auto& len = bound.lengths();
+  const auto strides = [&](std::size_t k) {  // a functional operand is evaluated contiguously
+    const auto x = bound.operand(row, k);
+    return x.function ? kernels::row_major_strides(e.inputs[k], len) : x.tensor->strides();
+  };
+  const auto xs = strides(0), ys = strides(1);
+  const auto zs = kernels::row_major_strides(e.output, len);
+  return result_dtype(e, row) == Dtype::f32
+             ? streamed<float>(e.inputs[0], xs, e.inputs[1], ys, e.output, zs, len).has_value()
+             : streamed<double>(e.inputs[0], xs, e.inputs[1], ys, e.output, zs, len).has_value();
+}
+
 // The default, and where the choice applies (an output beyond the cache, few summed elements),
-// the other way of writing even tiles: which is faster depends on the processor (kStreamAllDepth).
+// the other way of writing even tiles: which is faster depends on the processor (kStreamAllDepth);
+// where the rows would stream, BLIS's packed path too.
 std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Lengths& len) {
   std::vector<nlohmann::json> space = {nlohmann::json::object()};
   if (tensor_gemm_rejects(e)) return space;
@@ -1165,6 +1340,17 @@ std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Leng
   for (char c : e.output) bytes *= static_cast<double>(len.at(c));
   if (even_tiles_may_stream(kernels::product(sum, len), bytes))
     space.push_back({{"stream_even", !streams_even_tiles_by_default()}});
+  // (Judged on contiguous operands.)
+  const auto xs = kernels::row_major_strides(e.inputs[0], len),
+             ys = kernels::row_major_strides(e.inputs[1], len),
+             zs = kernels::row_major_strides(e.output, len);
+  bool streams = false;
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    streams |=
+        result_dtype(e, r) == Dtype::f32
+            ? streamed<float>(e.inputs[0], xs, e.inputs[1], ys, e.output, zs, len).has_value()
+            : streamed<double>(e.inputs[0], xs, e.inputs[1], ys, e.output, zs, len).has_value();
+  if (streams) space.push_back({{"stream_rows", false}});
   return space;
 }
 
@@ -1172,7 +1358,7 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum& e = bound.einsum();
   if (const auto why = tensor_gemm_rejects(e))
     throw SpecError("tensor_gemm does not apply: " + *why);
-  check_param_keys(params, "tensor_gemm", {"threads", "stream_even", "fetch_ahead"});
+  check_param_keys(params, "tensor_gemm", {"threads", "stream_even", "fetch_ahead", "stream_rows"});
   const int threads = read_threads(params, "tensor_gemm");
   const auto flag = [&](const char* name, bool otherwise) {
     if (!params.contains(name)) return otherwise;
@@ -1183,11 +1369,13 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   };
   const bool stream_even = flag("stream_even", streams_even_tiles_by_default());
   const bool fetch_ahead = flag("fetch_ahead", true);
+  const bool stream_rows = flag("stream_rows", true);
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
-    out.push_back(result_dtype(e, r) == Dtype::f32
-                      ? tensor_gemm_row<float>(bound, r, threads, stream_even, fetch_ahead)
-                      : tensor_gemm_row<double>(bound, r, threads, stream_even, fetch_ahead));
+    out.push_back(
+        result_dtype(e, r) == Dtype::f32
+            ? tensor_gemm_row<float>(bound, r, threads, stream_even, fetch_ahead, stream_rows)
+            : tensor_gemm_row<double>(bound, r, threads, stream_even, fetch_ahead, stream_rows));
   }
   return out;
 }

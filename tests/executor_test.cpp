@@ -449,10 +449,63 @@ TEST(Strategies, TensorGemmPutsTheLargeOperandOnTheRowsSideWhenTheOtherHasFewEle
         const Arrays arrays = random_arrays(e, 11);
         const Bound bound(e, arrays);
         const Results ref = run_reference(bound);
-        expect_tensor_gemm_agrees(
-            bound, ref, std::string(spec) + " c=" + std::to_string(c) + " d=" + std::to_string(d));
+        const std::string what =
+            std::string(spec) + " c=" + std::to_string(c) + " d=" + std::to_string(d);
+        expect_tensor_gemm_agrees(bound, ref, what);
+        expect_tensor_gemm_agrees(bound, ref, what, {{"stream_rows", false}});  // BLIS's path
       }
     }
+  }
+}
+
+// Where the output's unit-stride index belongs to an operand with few free elements, contiguous in
+// the output, and the other operand runs at unit stride along its rows (TCCG case 1, bda,dc->abc)
+// or along its summed indices (a tall, skinny ik,kj->ij), each evenly spaced, tensor_gemm streams
+// that operand's rows through libxsmm in place. Both spellings, runs of rows that end in short
+// pieces, one summed element and many, batch indices (on one thread and two: over the batch and
+// over the pieces), both dtypes; and where it does not apply (too few columns to fill a vector,
+// too many for the cache, summed indices unevenly spaced, the output's unit-stride index in both
+// operands), BLIS's path. Each agrees with the reference, streamed or not.
+TEST(Strategies, TensorGemmStreamsTheRowsOfAProductWithFewColumns) {
+  struct Case {
+    const char* spec;
+    std::map<char, int> len;
+    Dtype dtype;
+    bool streams;
+  };
+  const std::vector<Case> cases = {
+      {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 24}, {'d', 300}}, Dtype::f64, true},
+      {"dc,bda->abc", {{'a', 37}, {'b', 29}, {'c', 24}, {'d', 7}}, Dtype::f64, true},
+      {"bda,dc->abc", {{'a', 50}, {'b', 3}, {'c', 6}, {'d', 1}}, Dtype::f64, true},
+      {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 128}, {'d', 40}}, Dtype::f64, true},
+      {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 40}, {'d', 40}}, Dtype::f32, true},
+      {"ik,kj->ij", {{'i', 1000}, {'j', 24}, {'k', 70}}, Dtype::f64, true},
+      {"ik,kj->ij", {{'i', 333}, {'j', 13}, {'k', 5}}, Dtype::f32, true},
+      {"zbda,zdc->zabc", {{'a', 30}, {'b', 7}, {'c', 16}, {'d', 9}, {'z', 3}}, Dtype::f64, true},
+      {"zbda,dc->zabc", {{'a', 30}, {'b', 7}, {'c', 16}, {'d', 9}, {'z', 3}}, Dtype::f64, true},
+      {"bdea,edc->abc", {{'a', 20}, {'b', 9}, {'c', 16}, {'d', 5}, {'e', 6}}, Dtype::f64, true},
+      {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 4}, {'d', 40}}, Dtype::f64, false},
+      {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 129}, {'d', 40}}, Dtype::f64, false},
+      {"ik,kj->ij", {{'i', 100}, {'j', 24}, {'k', 6000}}, Dtype::f64, false},
+      {"bdae,edc->abc", {{'a', 20}, {'b', 9}, {'c', 16}, {'d', 5}, {'e', 6}}, Dtype::f64, false},
+      {"bdac,dc->abc", {{'a', 20}, {'b', 9}, {'c', 16}, {'d', 5}}, Dtype::f64, false},
+  };
+  for (const Case& c : cases) {
+    const BatchedEinsum e = binary_spec(c.spec, c.len, c.dtype);
+    const Arrays arrays = random_arrays(e, 13);
+    const Bound bound(e, arrays);
+    std::string what = std::string(c.spec) + " " + std::string(to_string(c.dtype));
+    for (const auto& [index, n] : c.len)
+      what += " " + std::string(1, index) + "=" + std::to_string(n);
+    EXPECT_EQ(tensor_gemm_streams_rows(bound), c.streams) << what;
+    const Results ref = run_reference(bound);
+    expect_tensor_gemm_agrees(bound, ref, what);
+    expect_tensor_gemm_agrees(bound, ref, what, {{"stream_rows", false}});
+    // The tuner measures BLIS's path too where the rows stream.
+    const auto space = find_strategy("tensor_gemm")->space(e, bound.lengths());
+    EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"stream_rows", false}}),
+              c.streams ? 1 : 0)
+        << what;
   }
 }
 
@@ -746,6 +799,9 @@ TEST(Strategies, BadParametersAreRefusedByName) {
   EXPECT_NE(message("tensor_gemm", {{"fetch_ahead", 1}}).find("'fetch_ahead' must be true"),
             std::string::npos);
   EXPECT_EQ(message("tensor_gemm", {{"fetch_ahead", false}}), "no error");
+  EXPECT_NE(message("tensor_gemm", {{"stream_rows", "no"}}).find("'stream_rows' must be true"),
+            std::string::npos);
+  EXPECT_EQ(message("tensor_gemm", {{"stream_rows", false}}), "no error");
   EXPECT_NE(message("ttgt", {{"m", index_list_param("k")}}).find("'m' must order"),
             std::string::npos);
   EXPECT_NE(message("loop_over_gemm", {{"m", index_list_param("i")}}).find("'n' is missing"),
