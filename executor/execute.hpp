@@ -139,10 +139,12 @@ std::optional<std::string> loop_over_gemm_rejects(const BatchedEinsum& e);
 std::optional<std::string> tensor_gemm_rejects(const BatchedEinsum& e);
 // The BLIS kernel set and double-precision micro-tile tensor_gemm uses, e.g. "skx 16x14".
 std::string tensor_gemm_kernel();
-// Whether tensor_gemm, with its defaults, reads the large operand of batch row `row` in place in
-// pieces of rows through libxsmm (a product with few columns contiguous in the output: its
-// streamed rows) rather than packing it for BLIS's micro-kernel.
-bool tensor_gemm_streams_rows(const Bound& bound, std::size_t row = 0);
+// How tensor_gemm, with its defaults, runs batch row `row`: "rows" or "lines" where it reads the
+// large operand in place through libxsmm (a product with few columns; its streamed rows, or its
+// streamed lines where the output's unit-stride index belongs to that operand and the operand
+// runs along another), "packed" where it packs it for BLIS's micro-kernel; empty where
+// tensor_gemm does not apply.
+std::string tensor_gemm_path(const Bound& bound, std::size_t row = 0);
 std::optional<std::string> batch_fused_rejects(const BatchedEinsum& e);
 std::optional<std::string> contraction_tree_rejects(const BatchedEinsum& e);
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <mutex>
 #include <type_traits>
 
@@ -153,7 +154,11 @@ bool streamed_rows(std::int64_t cols, std::int64_t depth, const T* w, const T* x
   // Column-major: C'[cols × rows] = W'[cols × depth] · X'[depth × rows], X' read as it lies
   // where its summed elements are contiguous, otherwise transposed (its rows contiguous).
   const bool transposed = x_ds != 1;
-  const libxsmm_blasint lda = cols, ldb = transposed ? x_ds : x_rs, ldc = c_rs;
+  constexpr std::int64_t most = std::numeric_limits<libxsmm_blasint>::max();
+  if (std::max({cols, depth, x_ds, x_rs, c_rs}) > most) return false;  // beyond libxsmm's int
+  const libxsmm_blasint lda = static_cast<libxsmm_blasint>(cols),
+                        ldb = static_cast<libxsmm_blasint>(transposed ? x_ds : x_rs),
+                        ldc = static_cast<libxsmm_blasint>(c_rs);
   const T alpha = 1, beta = 0;
   const int flags = transposed ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE;
   // Each call fetches the next call's X' into L1 as it goes. TCCG case 1 (bda,dc->abc: 97,344
@@ -189,6 +194,36 @@ bool streamed_rows(std::int64_t cols, std::int64_t depth, const T* w, const T* x
   }
   return true;
 }
+
+template <typename T>
+StreamKernel<T>::StreamKernel(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda,
+                              std::int64_t ldb, std::int64_t ldc) {
+  static std::once_flag init;
+  std::call_once(init, [] { libxsmm_init(); });
+  constexpr std::int64_t most = std::numeric_limits<libxsmm_blasint>::max();
+  if (std::max({m, n, k, lda, ldb, ldc}) > most) return;  // beyond libxsmm's int
+  const libxsmm_blasint ld[3] = {static_cast<libxsmm_blasint>(lda),
+                                 static_cast<libxsmm_blasint>(ldb),
+                                 static_cast<libxsmm_blasint>(ldc)};
+  const T alpha = 1, beta = 0;
+  const int flags = LIBXSMM_GEMM_FLAG_NONE;
+  const int prefetch = LIBXSMM_GEMM_PREFETCH_AL2BL2_VIA_C;
+  Kernel<T> fn;
+  if constexpr (std::is_same_v<T, double>)
+    fn = libxsmm_dmmdispatch(m, n, k, &ld[0], &ld[1], &ld[2], &alpha, &beta, &flags, &prefetch);
+  else
+    fn = libxsmm_smmdispatch(m, n, k, &ld[0], &ld[1], &ld[2], &alpha, &beta, &flags, &prefetch);
+  fn_ = reinterpret_cast<void*>(fn);
+}
+
+template <typename T>
+void StreamKernel<T>::operator()(const T* a, const T* b, T* c, const T* next_a, const T* next_b,
+                                 T* next_c) const {
+  reinterpret_cast<Kernel<T>>(fn_)(a, b, c, next_a, next_b, next_c);
+}
+
+template class StreamKernel<float>;
+template class StreamKernel<double>;
 
 #define EINSUMDB_SMALL_GEMM(T)                                                                     \
   template bool small_gemm(std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, bool, \

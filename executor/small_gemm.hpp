@@ -69,4 +69,20 @@ bool streamed_rows(std::int64_t cols, std::int64_t depth, const T* w, const T* x
                    std::int64_t x_ds, const RowPiece* pieces, std::int64_t count, T* c,
                    std::int64_t c_rs);
 
+// One libxsmm kernel for a product that streams a large operand in place: C'[m × n] = A'[m × k] ·
+// B'[k × n], column-major at the given leading dimensions, β = 0, whose call names the next
+// call's operands too and fetches the next A' into L2 as it runs (A' being the streamed operand).
+// Empty (false) where libxsmm has no kernel for the shape. (For T = float and double.)
+template <typename T>
+class StreamKernel {
+ public:
+  StreamKernel(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda, std::int64_t ldb,
+               std::int64_t ldc);
+  explicit operator bool() const { return fn_ != nullptr; }
+  void operator()(const T* a, const T* b, T* c, const T* next_a, const T* next_b, T* next_c) const;
+
+ private:
+  void* fn_ = nullptr;
+};
+
 }  // namespace einsumdb::kernels

@@ -31,18 +31,22 @@
 // beyond the output: the packed blocks, at most (MC + 1.25 NC)·KC elements per thread with BLIS's
 // block sizes, and the offset tables, two per row and per column.
 //
-// Where the output's unit-stride index belongs to an operand with only a few free elements (the
-// columns) and the other one runs at unit stride along its rows or its summed indices, that other
-// operand is not packed at all: a libxsmm kernel streams its rows in place, a few lines at a time,
-// against the packed columns (streamed rows: a tall, skinny product such as TCCG case 1).
+// Where one operand has only a few free elements (the columns) and the other runs at unit stride
+// along its rows or its summed indices, that other operand is not packed at all: libxsmm kernels
+// stream it in place, a few lines at a time, against the packed columns. Where the output's
+// unit-stride index is among the columns, each kernel call writes its rows in place (streamed
+// rows: a tall, skinny product such as TCCG case 1); where it is among the streamed operand's
+// rows and that operand runs along another of them, the calls go a line's worth of its values at
+// a time into a buffer, transposed on the way out (streamed lines: TCCG cases 2-4 and 6-8).
 //
 // Parameters: "threads" (over batch points when there are enough, otherwise over the wider of
 // the row and column ranges, each thread packing its own blocks; streamed rows, over the rows),
 // "stream_even" (true or false: whether even tiles of a large output summed over few elements go
 // through the buffer and out in streaming stores; the default depends on the processor,
 // kStreamAllDepth), "fetch_ahead" (true or false, Gemm::NextBlock) and "stream_rows" (true or
-// false: whether the rows stream where they can; true by default, and the tuner measures both). A
-// functional operand is evaluated into a buffer in its array's layout first.
+// false: whether an operand streams, in rows or in lines, where it can; true by default, and the
+// tuner measures both). A functional operand is evaluated into a buffer in its array's layout
+// first.
 #include <cpuid.h>
 #include <dlfcn.h>
 #include <immintrin.h>
@@ -1143,6 +1147,183 @@ bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads) 
   return ok;
 }
 
+// ---- Streamed lines
+// Where the output's unit-stride index uz belongs to the large operand X but X runs at unit
+// stride along another of its rows, ux, X need not be packed either: for kLine values of uz at a
+// time, a libxsmm kernel computes a tile per value from X as it lies (rows along ux, each summed
+// element a column of X' at its even spacing), against the few columns of W packed once, into a
+// buffer; the tiles, transposed, then give each row and column a whole line of the output along
+// uz. Each call fetches the next call's part of X into L2. TCCG cases 2-4 and 6-8 (dca,bd->abc
+// and its kin: 24 columns, 32 to 312 summed elements) on a 2-core Zen 4, `einsumdb run ...
+// --transform tensor_gemm --repeat 5`, three pairs of processes alternating with "stream_rows":
+// false (BLIS's packed path), time over time (min / median / max), one thread: case 2 0.63 / 0.64
+// / 0.65, case 3 0.63 / 0.64 / 0.65, case 4 0.54 / 0.57 / 0.58, case 6 0.67 / 0.69 / 0.71, case 7
+// 0.67 / 0.68 / 0.68, case 8 0.44 / 0.45 / 0.71; two threads, medians 0.54-0.71.
+struct LinePiece {
+  std::int64_t x, c, rows, lines;  // the first line's rows in X and in the output; their counts
+};
+
+struct StreamedLines {
+  bool swap = false;      // W (the columns' operand) is the einsum's left operand
+  Table wn, wk, cn;       // W's offset per column, per summed element; the output's per column
+  Table xb, wb, cb;       // per batch point: in X, W and the output
+  std::int64_t x_ds = 0;  // X: the spacing of the summed elements
+  std::int64_t x_us = 0;  // X: the spacing of uz's values (the lines' elements)
+  std::int64_t c_rs = 0;  // the output: the spacing of ux's values (the rows)
+  std::int64_t longest = 0;
+  std::vector<LinePiece> pieces;
+};
+
+template <typename T>
+std::optional<StreamedLines> streamed_lines(
+    const std::string& xl, const std::vector<std::int64_t>& xs, const std::string& yl,
+    const std::vector<std::int64_t>& ys, const std::string& zl, const std::vector<std::int64_t>& zs,
+    const std::map<char, std::int64_t>& len) {
+  if (zl.empty()) return std::nullopt;
+  const char uz = zl.back();
+  if (contains(xl, uz) == contains(yl, uz)) return std::nullopt;
+  StreamedLines s;
+  s.swap = contains(yl, uz);  // X holds uz
+  const std::string& Xl = s.swap ? yl : xl;
+  const std::string& Wl = s.swap ? xl : yl;
+  const auto& Xs = s.swap ? ys : xs;
+  const auto& Ws = s.swap ? xs : ys;
+  constexpr std::int64_t lanes = 64 / sizeof(T), line = 64 / sizeof(T);
+  char ux = '\0';
+  for (std::size_t a = 0; a < Xl.size(); ++a)
+    if (Xs[a] == 1 && len.at(Xl[a]) > 1) ux = Xl[a];
+  if (ux == '\0' || ux == uz || contains(Wl, ux) || !contains(zl, ux) || len.at(ux) < lanes ||
+      len.at(uz) < 2)
+    return std::nullopt;
+  std::string others, cols, sum, batch;
+  for (char c : zl) {
+    if (contains(Xl, c) && contains(Wl, c))
+      batch += c;
+    else if (contains(Wl, c))
+      cols += c;
+    else if (c != ux && c != uz)
+      others += c;
+  }
+  for (char c : Xl)
+    if (contains(Wl, c) && !contains(zl, c)) sum += c;
+  s.cn = offsets(cols, len, zl, zs);
+  const std::int64_t N = s.cn.size();
+  if (N < 1 || N * static_cast<std::int64_t>(sizeof(T)) > kStreamedRowBytes) return std::nullopt;
+  sum = by_stride(sum, Xl, Xs);
+  const Table ak = offsets(sum, len, Xl, Xs);
+  const std::int64_t K = ak.size();
+  if (K < 1 || N * K * static_cast<std::int64_t>(sizeof(T)) > l2_bytes() / 2) return std::nullopt;
+  // Pieces of at most four lines' worth of ux, in equal shares of whole vectors: TCCG case 6's 32
+  // values of d (efbad,cf->abcde) in one piece rather than 24 + 8, cases 3 and 4's 72 in 24s.
+  const std::int64_t nx = len.at(ux), shares = (nx + 4 * lanes - 1) / (4 * lanes);
+  s.longest = std::min(nx, ((nx + shares - 1) / shares + lanes - 1) / lanes * lanes);
+  const std::int64_t sa = K > 1 ? ak[1] : s.longest;
+  for (std::int64_t l = 0; l < K; ++l)
+    if (ak[l] != l * sa) return std::nullopt;
+  if (sa < s.longest) return std::nullopt;
+  s.x_ds = sa;
+  const auto stride_in = [](char c, const std::string& layout,
+                            const std::vector<std::int64_t>& st) { return st[layout.find(c)]; };
+  s.x_us = stride_in(uz, Xl, Xs);
+  s.c_rs = stride_in(ux, zl, zs);
+  if (stride_in(uz, zl, zs) != 1) return std::nullopt;
+  others = by_stride(others, Xl, Xs);
+  const Table ox = offsets(others, len, Xl, Xs), oz = offsets(others, len, zl, zs);
+  const std::int64_t nu = len.at(uz);
+  for (std::int64_t o = 0; o < ox.size(); ++o)
+    for (std::int64_t u0 = 0; u0 < nu; u0 += line)
+      for (std::int64_t i0 = 0; i0 < nx; i0 += s.longest)
+        s.pieces.push_back({ox[o] + u0 * s.x_us + i0, oz[o] + u0 + i0 * s.c_rs,
+                            std::min(s.longest, nx - i0), std::min(line, nu - u0)});
+  s.wn = offsets(cols, len, Wl, Ws);
+  s.wk = offsets(sum, len, Wl, Ws);
+  s.xb = offsets(batch, len, Xl, Xs);
+  s.wb = offsets(batch, len, Wl, Ws);
+  s.cb = offsets(batch, len, zl, zs);
+  return s;
+}
+
+// Writes a piece's tiles out (streamed lines): tile u at buf + u·tile, its element (i, j) at
+// i + j·P; row i and column j of the piece's `lines` tiles are one run of the output, at
+// z + p.c + i·c_rs + cn[j] (streamed past the cache with `stream` where a whole aligned line).
+template <typename T>
+void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const LinePiece& p,
+                     std::int64_t N, T* z, const std::int64_t* cn, std::int64_t c_rs, bool stream) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, double>) {
+    if (p.lines == 8) {
+      for (std::int64_t j = 0; j < N; ++j)
+        for (std::int64_t i0 = 0; i0 < p.rows; i0 += 8) {
+          const std::int64_t h = std::min<std::int64_t>(8, p.rows - i0);
+          const auto mask = static_cast<__mmask8>((1u << h) - 1);
+          __m512d r[8];
+          for (std::int64_t u = 0; u < 8; ++u)
+            r[u] = _mm512_maskz_loadu_pd(mask, buf + u * tile + i0 + j * P);
+          transpose8(r);
+          for (std::int64_t i = 0; i < h; ++i) {
+            double* d = z + p.c + (i0 + i) * c_rs + cn[j];
+            if (stream && reinterpret_cast<std::uintptr_t>(d) % 64 == 0)
+              _mm512_stream_pd(d, r[i]);
+            else
+              _mm512_storeu_pd(d, r[i]);
+          }
+        }
+      return;
+    }
+  }
+#endif
+  (void)stream;
+  for (std::int64_t j = 0; j < N; ++j)
+    for (std::int64_t i = 0; i < p.rows; ++i) {
+      T* d = z + p.c + i * c_rs + cn[j];
+      for (std::int64_t u = 0; u < p.lines; ++u) d[u] = buf[u * tile + i + j * P];
+    }
+}
+
+// Runs a streamed-lines plan into z; false, where libxsmm has no kernel for it, having computed
+// nothing.
+template <typename T>
+bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, int threads,
+                        bool stream) {
+  const std::int64_t N = s.wn.size(), K = s.wk.size(), nb = s.xb.size(), P = s.longest;
+  constexpr std::int64_t line = 64 / sizeof(T);
+  const std::int64_t tail = s.pieces.empty() ? P : s.pieces.back().rows;
+  const kernels::StreamKernel<T> full(P, N, K, s.x_ds, K, P), last(tail, N, K, s.x_ds, K, P);
+  if (!full || !last) return false;
+  std::vector<T> packed(static_cast<std::size_t>(N * K));
+  const auto count = static_cast<std::int64_t>(s.pieces.size());
+  const std::int64_t tile = P * N;      // a tile in the buffer: (i, j) at i + j·P
+  constexpr std::int64_t kChunk = 256;  // pieces between checks of the deadline
+  const auto pieces = [&](std::int64_t q, std::int64_t lo, std::int64_t hi) {
+    std::vector<T> buffer(static_cast<std::size_t>(line * tile + line));
+    T* buf = reinterpret_cast<T*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) / 64 * 64);
+    const T* xq = x + s.xb[q];
+    T* zq = z + s.cb[q];
+    for (std::int64_t i = lo; i < hi; ++i) {
+      if ((i - lo) % kChunk == 0) check_deadline();
+      const LinePiece& p = s.pieces[static_cast<std::size_t>(i)];
+      const LinePiece& next = s.pieces[static_cast<std::size_t>(std::min(count - 1, i + 1))];
+      const kernels::StreamKernel<T>& k = p.rows == P ? full : last;
+      for (std::int64_t u = 0; u < p.lines; ++u) {
+        const T* a = xq + p.x + u * s.x_us;
+        const T* next_a = u + 1 < p.lines ? a + s.x_us : xq + next.x;
+        k(a, packed.data(), buf + u * tile, next_a, packed.data(), buf);
+      }
+      write_lines_out(buf, tile, P, p, N, zq, s.cn.data(), s.c_rs, stream);
+    }
+  };
+  const std::int64_t t = std::max(1, threads);
+  for (std::int64_t q = 0; q < nb; ++q) {
+    const T* from = w + s.wb[q];
+    for (std::int64_t j = 0; j < N; ++j)
+      for (std::int64_t l = 0; l < K; ++l) packed[l + j * K] = from[s.wn[j] + s.wk[l]];
+    kernels::parallel_for(count, static_cast<int>(t),
+                          [&](std::int64_t lo, std::int64_t hi) { pieces(q, lo, hi); });
+  }
+  if (stream) _mm_sfence();
+  return true;
+}
+
 template <typename T>
 Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool stream_even,
                        bool fetch_ahead, bool stream_rows) {
@@ -1156,13 +1337,17 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
   kernels::evaluate_in_place<T>(y, yf, yl, len);
   Tensor z(x.tensor->dtype(), kernels::shape_of(zl, len), Tensor::Uninitialized{});
   if (z.size() == 0) return z;
-  if (stream_rows)
-    if (const auto s =
-            streamed<T>(xl, x.tensor->strides(), yl, y.tensor->strides(), zl, z.strides(), len)) {
-      const T* xd = x.tensor->data<T>();
-      const T* yd = y.tensor->data<T>();
+  if (stream_rows) {
+    const T* xd = x.tensor->data<T>();
+    const T* yd = y.tensor->data<T>();
+    const auto xs = x.tensor->strides(), ys = y.tensor->strides(), zs = z.strides();
+    if (const auto s = streamed<T>(xl, xs, yl, ys, zl, zs, len))
       if (run_streamed<T>(*s, s->swap ? yd : xd, s->swap ? xd : yd, z.data<T>(), threads)) return z;
-    }
+    if (const auto s = streamed_lines<T>(xl, xs, yl, ys, zl, zs, len))
+      if (run_streamed_lines<T>(*s, s->swap ? yd : xd, s->swap ? xd : yd, z.data<T>(), threads,
+                                static_cast<std::int64_t>(z.bytes()) > kCachedBytes))
+        return z;
+  }
 
   const MicroKernel<T>& k = MicroKernel<T>::get();
   const auto zs = z.strides();
@@ -1297,6 +1482,22 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
   return z;
 }
 
+// "rows" or "lines" where tensor_gemm streams the large operand (streamed rows, streamed
+// lines), "packed" otherwise.
+std::string streamed_path(const BatchedEinsum& e, const std::vector<std::int64_t>& xs,
+                          const std::vector<std::int64_t>& ys,
+                          const std::map<char, std::int64_t>& len, Dtype dtype) {
+  const auto zs = kernels::row_major_strides(e.output, len);
+  const std::string &x = e.inputs[0], &y = e.inputs[1], &z = e.output;
+  const auto path = [&](auto zero) -> std::string {
+    using T = decltype(zero);
+    if (streamed<T>(x, xs, y, ys, z, zs, len)) return "rows";
+    if (streamed_lines<T>(x, xs, y, ys, z, zs, len)) return "lines";
+    return "packed";
+  };
+  return dtype == Dtype::f32 ? path(0.0f) : path(0.0);
+}
+
 }  // namespace
 
 std::string tensor_gemm_kernel() {
@@ -1310,19 +1511,15 @@ std::optional<std::string> tensor_gemm_rejects(const BatchedEinsum& e) {
   return kernels::binary_product_rejects(e, "tensor_gemm");
 }
 
-bool tensor_gemm_streams_rows(const Bound& bound, std::size_t row) {
+std::string tensor_gemm_path(const Bound& bound, std::size_t row) {
   const BatchedEinsum& e = bound.einsum();
-  if (tensor_gemm_rejects(e)) return false;
+  if (tensor_gemm_rejects(e)) return "";
   const auto& len = bound.lengths();
   const auto strides = [&](std::size_t k) {  // a functional operand is evaluated contiguously
     const auto x = bound.operand(row, k);
     return x.function ? kernels::row_major_strides(e.inputs[k], len) : x.tensor->strides();
   };
-  const auto xs = strides(0), ys = strides(1);
-  const auto zs = kernels::row_major_strides(e.output, len);
-  return result_dtype(e, row) == Dtype::f32
-             ? streamed<float>(e.inputs[0], xs, e.inputs[1], ys, e.output, zs, len).has_value()
-             : streamed<double>(e.inputs[0], xs, e.inputs[1], ys, e.output, zs, len).has_value();
+  return streamed_path(e, strides(0), strides(1), len, result_dtype(e, row));
 }
 
 // The default, and where the choice applies (an output beyond the cache, few summed elements),
@@ -1342,14 +1539,10 @@ std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Leng
     space.push_back({{"stream_even", !streams_even_tiles_by_default()}});
   // (Judged on contiguous operands.)
   const auto xs = kernels::row_major_strides(e.inputs[0], len),
-             ys = kernels::row_major_strides(e.inputs[1], len),
-             zs = kernels::row_major_strides(e.output, len);
+             ys = kernels::row_major_strides(e.inputs[1], len);
   bool streams = false;
   for (std::size_t r = 0; r < e.batch.size(); ++r)
-    streams |=
-        result_dtype(e, r) == Dtype::f32
-            ? streamed<float>(e.inputs[0], xs, e.inputs[1], ys, e.output, zs, len).has_value()
-            : streamed<double>(e.inputs[0], xs, e.inputs[1], ys, e.output, zs, len).has_value();
+    streams |= streamed_path(e, xs, ys, len, result_dtype(e, r)) != "packed";
   if (streams) space.push_back({{"stream_rows", false}});
   return space;
 }

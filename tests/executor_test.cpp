@@ -497,7 +497,7 @@ TEST(Strategies, TensorGemmStreamsTheRowsOfAProductWithFewColumns) {
     std::string what = std::string(c.spec) + " " + std::string(to_string(c.dtype));
     for (const auto& [index, n] : c.len)
       what += " " + std::string(1, index) + "=" + std::to_string(n);
-    EXPECT_EQ(tensor_gemm_streams_rows(bound), c.streams) << what;
+    EXPECT_EQ(tensor_gemm_path(bound), c.streams ? "rows" : "packed") << what;
     const Results ref = run_reference(bound);
     expect_tensor_gemm_agrees(bound, ref, what);
     expect_tensor_gemm_agrees(bound, ref, what, {{"stream_rows", false}});
@@ -505,6 +505,56 @@ TEST(Strategies, TensorGemmStreamsTheRowsOfAProductWithFewColumns) {
     const auto space = find_strategy("tensor_gemm")->space(e, bound.lengths());
     EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"stream_rows", false}}),
               c.streams ? 1 : 0)
+        << what;
+  }
+}
+
+// Where the output's unit-stride index belongs to the large operand, which runs at unit stride
+// along another of its rows (TCCG cases 2-4 and 6-8, dca,bd->abc and its kin), with few columns,
+// tensor_gemm streams that operand in lines: a tile per value of the output's index, a line's
+// worth at a time, transposed on the way out. Lines cut short at the end of their index (13 = 8 +
+// 5 values), rows in pieces with a short last one, one summed element and many, a batch index,
+// both dtypes (a float line is 16 values), one thread and two; and where it does not apply (the
+// operand's unit-stride index too short to fill a vector, or the output's own), BLIS's path.
+// Each agrees with the reference, streamed or not, and the tuner measures both.
+TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
+  struct Case {
+    const char* spec;
+    std::map<char, int> len;
+    Dtype dtype;
+    const char* path;
+  };
+  const std::vector<Case> cases = {
+      {"dca,bd->abc", {{'a', 37}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::f64, "lines"},
+      {"bd,dca->abc", {{'a', 37}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::f64, "lines"},
+      {"dca,bd->abc", {{'a', 37}, {'b', 6}, {'c', 21}, {'d', 20}}, Dtype::f32, "lines"},
+      {"dca,bd->abc", {{'a', 16}, {'b', 6}, {'c', 16}, {'d', 1}}, Dtype::f64, "lines"},
+      {"ecbfa,fd->abcde",
+       {{'a', 24}, {'b', 3}, {'c', 2}, {'d', 5}, {'e', 11}, {'f', 7}},
+       Dtype::f64,
+       "lines"},
+      {"efbad,cf->abcde",
+       {{'a', 3}, {'b', 2}, {'c', 4}, {'d', 9}, {'e', 17}, {'f', 8}},
+       Dtype::f64,
+       "lines"},
+      {"zdca,zbd->zabc", {{'a', 9}, {'b', 6}, {'c', 8}, {'d', 5}, {'z', 3}}, Dtype::f64, "lines"},
+      {"dca,bd->abc", {{'a', 5}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::f64, "packed"},
+      {"ebad,ce->abcd", {{'a', 3}, {'b', 4}, {'c', 6}, {'d', 24}, {'e', 5}}, Dtype::f64, "packed"},
+  };
+  for (const Case& c : cases) {
+    const BatchedEinsum e = binary_spec(c.spec, c.len, c.dtype);
+    const Arrays arrays = random_arrays(e, 17);
+    const Bound bound(e, arrays);
+    std::string what = std::string(c.spec) + " " + std::string(to_string(c.dtype));
+    for (const auto& [index, n] : c.len)
+      what += " " + std::string(1, index) + "=" + std::to_string(n);
+    EXPECT_EQ(tensor_gemm_path(bound), c.path) << what;
+    const Results ref = run_reference(bound);
+    expect_tensor_gemm_agrees(bound, ref, what);
+    expect_tensor_gemm_agrees(bound, ref, what, {{"stream_rows", false}});
+    const auto space = find_strategy("tensor_gemm")->space(e, bound.lengths());
+    EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"stream_rows", false}}),
+              std::string(c.path) == "lines" ? 1 : 0)
         << what;
   }
 }
