@@ -37,7 +37,8 @@
 // unit-stride index is among the columns, each kernel call writes its rows in place (streamed
 // rows: a tall, skinny product such as TCCG case 1); where it is among the streamed operand's
 // rows and that operand runs along another of them, the calls go a line's worth of its values at
-// a time into a buffer, transposed on the way out (streamed lines: TCCG cases 2-4 and 6-8).
+// a time into a buffer, transposed on the way out (streamed lines: TCCG cases 2-4 and 6-8), and
+// where it runs along that index itself, the calls write in place (TCCG cases 5, 10, 11, 19).
 //
 // Parameters: "threads" (over batch points when there are enough, otherwise over the wider of
 // the row and column ranges, each thread packing its own blocks; streamed rows, over the rows),
@@ -1024,10 +1025,27 @@ void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std
 constexpr std::int64_t kStreamedRowBytes = 1024;  // at most a row of the output's columns this wide
 constexpr std::int64_t kPieceLines = 3;           // rows per piece: three cache lines' worth
 
-struct Streamed {
+// What both streamed plans (rows and lines) address W and the batch points by.
+struct StreamedOperands {
   bool swap = false;  // W (the columns' operand) is the einsum's left operand
   Table wn, wk;       // W's offset per column, per summed element
   Table xb, wb, cb;   // per batch point: in X, W and the output
+
+  // The tables of these groups of indices (the columns in the output's order, the summed in X's).
+  void address(const std::string& cols, const std::string& sum, const std::string& batch,
+               const std::map<char, std::int64_t>& len, const std::string& Xl,
+               const std::vector<std::int64_t>& Xs, const std::string& Wl,
+               const std::vector<std::int64_t>& Ws, const std::string& zl,
+               const std::vector<std::int64_t>& zs) {
+    wn = offsets(cols, len, Wl, Ws);
+    wk = offsets(sum, len, Wl, Ws);
+    xb = offsets(batch, len, Xl, Xs);
+    wb = offsets(batch, len, Wl, Ws);
+    cb = offsets(batch, len, zl, zs);
+  }
+};
+
+struct Streamed : StreamedOperands {
   std::int64_t x_rs = 0, x_ds = 0, c_rs = 0;
   std::vector<kernels::RowPiece> pieces;
 };
@@ -1096,11 +1114,7 @@ std::optional<Streamed> streamed(const std::string& xl, const std::vector<std::i
   }
   // Pieces of a line's worth of rows or more on average (or all of them, where there are fewer).
   if (static_cast<std::int64_t>(s.pieces.size()) * std::min(M, lanes) > M) return std::nullopt;
-  s.wn = offsets(cols, len, Wl, Ws);
-  s.wk = offsets(sum, len, Wl, Ws);
-  s.xb = offsets(batch, len, Xl, Xs);
-  s.wb = offsets(batch, len, Wl, Ws);
-  s.cb = offsets(batch, len, zl, zs);
+  s.address(cols, sum, batch, len, Xl, Xs, Wl, Ws, zl, zs);
   return s;
 }
 
@@ -1159,17 +1173,21 @@ bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads) 
 // false (BLIS's packed path), time over time (min / median / max), one thread: case 2 0.63 / 0.64
 // / 0.65, case 3 0.63 / 0.64 / 0.65, case 4 0.54 / 0.57 / 0.58, case 6 0.67 / 0.69 / 0.71, case 7
 // 0.67 / 0.68 / 0.68, case 8 0.44 / 0.45 / 0.71; two threads, medians 0.54-0.71.
+// Where X runs along uz itself, the tiles are written in place, their columns evenly spaced in
+// the output (one "line" per piece): the same, case 5 (ebad,ce->abcd) 0.71 / 0.72 / 0.77 at one
+// thread and 0.69 / 0.72 / 0.82 at two, case 11 (ec,abed->abcd) 0.82 / 0.87 / 0.93 and 0.81 / 0.86
+// / 0.94, cases 10 and 19 0.97-1.02 (medians).
 struct LinePiece {
   std::int64_t x, c, rows, lines;  // the first line's rows in X and in the output; their counts
 };
 
-struct StreamedLines {
-  bool swap = false;      // W (the columns' operand) is the einsum's left operand
-  Table wn, wk, cn;       // W's offset per column, per summed element; the output's per column
-  Table xb, wb, cb;       // per batch point: in X, W and the output
+struct StreamedLines : StreamedOperands {
+  Table cn;               // the output's offset per column
   std::int64_t x_ds = 0;  // X: the spacing of the summed elements
   std::int64_t x_us = 0;  // X: the spacing of uz's values (the lines' elements)
   std::int64_t c_rs = 0;  // the output: the spacing of ux's values (the rows)
+  std::int64_t c_cs = 0;  // in place: the output's spacing of the columns
+  bool in_place = false;  // ux is uz: each tile is written where it belongs, one line per piece
   std::int64_t longest = 0;
   std::vector<LinePiece> pieces;
 };
@@ -1192,9 +1210,9 @@ std::optional<StreamedLines> streamed_lines(
   char ux = '\0';
   for (std::size_t a = 0; a < Xl.size(); ++a)
     if (Xs[a] == 1 && len.at(Xl[a]) > 1) ux = Xl[a];
-  if (ux == '\0' || ux == uz || contains(Wl, ux) || !contains(zl, ux) || len.at(ux) < lanes ||
-      len.at(uz) < 2)
+  if (ux == '\0' || contains(Wl, ux) || !contains(zl, ux) || len.at(ux) < lanes || len.at(uz) < 2)
     return std::nullopt;
+  s.in_place = ux == uz;
   std::string others, cols, sum, batch;
   for (char c : zl) {
     if (contains(Xl, c) && contains(Wl, c))
@@ -1209,6 +1227,16 @@ std::optional<StreamedLines> streamed_lines(
   s.cn = offsets(cols, len, zl, zs);
   const std::int64_t N = s.cn.size();
   if (N < 1 || N * static_cast<std::int64_t>(sizeof(T)) > kStreamedRowBytes) return std::nullopt;
+  if (s.in_place) {  // the columns evenly spaced in the output, the tiles' rows between them
+    s.c_cs = N > 1 ? s.cn[1] : len.at(ux);
+    for (std::int64_t j = 0; j < N; ++j)
+      if (s.cn[j] != j * s.c_cs) return std::nullopt;
+    // Not where the columns lie a multiple of 4 KB apart in the output: a tile's columns then
+    // share their sets of L1 (TCCG case 9, ea,ebcd->abcd, columns 3 MB apart, took 1.08 / 1.10 /
+    // 1.13 of the packed path's time, three pairs of processes).
+    if (s.c_cs < len.at(ux) || s.c_cs * static_cast<std::int64_t>(sizeof(T)) % 4096 == 0)
+      return std::nullopt;
+  }
   sum = by_stride(sum, Xl, Xs);
   const Table ak = offsets(sum, len, Xl, Xs);
   const std::int64_t K = ak.size();
@@ -1231,15 +1259,12 @@ std::optional<StreamedLines> streamed_lines(
   const Table ox = offsets(others, len, Xl, Xs), oz = offsets(others, len, zl, zs);
   const std::int64_t nu = len.at(uz);
   for (std::int64_t o = 0; o < ox.size(); ++o)
-    for (std::int64_t u0 = 0; u0 < nu; u0 += line)
+    for (std::int64_t u0 = 0; u0 < (s.in_place ? 1 : nu); u0 += line)
       for (std::int64_t i0 = 0; i0 < nx; i0 += s.longest)
         s.pieces.push_back({ox[o] + u0 * s.x_us + i0, oz[o] + u0 + i0 * s.c_rs,
-                            std::min(s.longest, nx - i0), std::min(line, nu - u0)});
-  s.wn = offsets(cols, len, Wl, Ws);
-  s.wk = offsets(sum, len, Wl, Ws);
-  s.xb = offsets(batch, len, Xl, Xs);
-  s.wb = offsets(batch, len, Wl, Ws);
-  s.cb = offsets(batch, len, zl, zs);
+                            std::min(s.longest, nx - i0),
+                            s.in_place ? 1 : std::min(line, nu - u0)});
+  s.address(cols, sum, batch, len, Xl, Xs, Wl, Ws, zl, zs);
   return s;
 }
 
@@ -1288,7 +1313,8 @@ bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, in
   const std::int64_t N = s.wn.size(), K = s.wk.size(), nb = s.xb.size(), P = s.longest;
   constexpr std::int64_t line = 64 / sizeof(T);
   const std::int64_t tail = s.pieces.empty() ? P : s.pieces.back().rows;
-  const kernels::StreamKernel<T> full(P, N, K, s.x_ds, K, P), last(tail, N, K, s.x_ds, K, P);
+  const std::int64_t ldc = s.in_place ? s.c_cs : P;
+  const kernels::StreamKernel<T> full(P, N, K, s.x_ds, K, ldc), last(tail, N, K, s.x_ds, K, ldc);
   if (!full || !last) return false;
   std::vector<T> packed(static_cast<std::size_t>(N * K));
   const auto count = static_cast<std::int64_t>(s.pieces.size());
@@ -1304,6 +1330,10 @@ bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, in
       const LinePiece& p = s.pieces[static_cast<std::size_t>(i)];
       const LinePiece& next = s.pieces[static_cast<std::size_t>(std::min(count - 1, i + 1))];
       const kernels::StreamKernel<T>& k = p.rows == P ? full : last;
+      if (s.in_place) {
+        k(xq + p.x, packed.data(), zq + p.c, xq + next.x, packed.data(), zq + next.c);
+        continue;
+      }
       for (std::int64_t u = 0; u < p.lines; ++u) {
         const T* a = xq + p.x + u * s.x_us;
         const T* next_a = u + 1 < p.lines ? a + s.x_us : xq + next.x;

@@ -514,8 +514,11 @@ TEST(Strategies, TensorGemmStreamsTheRowsOfAProductWithFewColumns) {
 // tensor_gemm streams that operand in lines: a tile per value of the output's index, a line's
 // worth at a time, transposed on the way out. Lines cut short at the end of their index (13 = 8 +
 // 5 values), rows in pieces with a short last one, one summed element and many, a batch index,
-// both dtypes (a float line is 16 values), one thread and two; and where it does not apply (the
-// operand's unit-stride index too short to fill a vector, or the output's own), BLIS's path.
+// both dtypes (a float line is 16 values), one thread and two; where that operand runs along the
+// output's own unit-stride index (TCCG cases 5, 10, 11 and 19), the tiles go in place, between
+// columns evenly spaced in the output; and where it does not apply (the operand's unit-stride
+// index too short to fill a vector; in place, columns unevenly spaced or 4 KB apart), BLIS's
+// path.
 // Each agrees with the reference, streamed or not, and the tuner measures both.
 TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
   struct Case {
@@ -539,7 +542,19 @@ TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
        "lines"},
       {"zdca,zbd->zabc", {{'a', 9}, {'b', 6}, {'c', 8}, {'d', 5}, {'z', 3}}, Dtype::f64, "lines"},
       {"dca,bd->abc", {{'a', 5}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::f64, "packed"},
-      {"ebad,ce->abcd", {{'a', 3}, {'b', 4}, {'c', 6}, {'d', 24}, {'e', 5}}, Dtype::f64, "packed"},
+      // The operand runs along the output's own unit-stride index: tiles written in place.
+      {"ebad,ce->abcd", {{'a', 3}, {'b', 4}, {'c', 6}, {'d', 24}, {'e', 5}}, Dtype::f64, "lines"},
+      {"ec,abed->abcd", {{'a', 3}, {'b', 4}, {'c', 6}, {'d', 37}, {'e', 5}}, Dtype::f32, "lines"},
+      {"ebad,cge->abcgd",
+       {{'a', 3}, {'b', 4}, {'c', 2}, {'d', 24}, {'e', 5}, {'g', 3}},
+       Dtype::f64,
+       "lines"},
+      // ... but not where the columns are unevenly spaced, or a multiple of 4 KB apart.
+      {"ebad,cge->acbgd",
+       {{'a', 3}, {'b', 4}, {'c', 2}, {'d', 24}, {'e', 5}, {'g', 3}},
+       Dtype::f64,
+       "packed"},
+      {"ea,ebcd->abcd", {{'a', 5}, {'b', 4}, {'c', 4}, {'d', 32}, {'e', 6}}, Dtype::f64, "packed"},
   };
   for (const Case& c : cases) {
     const BatchedEinsum e = binary_spec(c.spec, c.len, c.dtype);
