@@ -1316,11 +1316,16 @@ bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, in
   const std::int64_t ldc = s.in_place ? s.c_cs : P;
   const kernels::StreamKernel<T> full(P, N, K, s.x_ds, K, ldc), last(tail, N, K, s.x_ds, K, ldc);
   if (!full || !last) return false;
-  std::vector<T> packed(static_cast<std::size_t>(N * K));
   const auto count = static_cast<std::int64_t>(s.pieces.size());
   const std::int64_t tile = P * N;      // a tile in the buffer: (i, j) at i + j·P
   constexpr std::int64_t kChunk = 256;  // pieces between checks of the deadline
-  const auto pieces = [&](std::int64_t q, std::int64_t lo, std::int64_t hi) {
+  const auto pack = [&](std::int64_t q, std::vector<T>& to) {  // W of batch point q, K × N
+    to.resize(static_cast<std::size_t>(N * K));
+    const T* from = w + s.wb[q];
+    for (std::int64_t j = 0; j < N; ++j)
+      for (std::int64_t l = 0; l < K; ++l) to[l + j * K] = from[s.wn[j] + s.wk[l]];
+  };
+  const auto pieces = [&](std::int64_t q, const T* packed, std::int64_t lo, std::int64_t hi) {
     std::vector<T> buffer(static_cast<std::size_t>(line * tile + line));
     T* buf = reinterpret_cast<T*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) / 64 * 64);
     const T* xq = x + s.xb[q];
@@ -1331,26 +1336,38 @@ bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, in
       const LinePiece& next = s.pieces[static_cast<std::size_t>(std::min(count - 1, i + 1))];
       const kernels::StreamKernel<T>& k = p.rows == P ? full : last;
       if (s.in_place) {
-        k(xq + p.x, packed.data(), zq + p.c, xq + next.x, packed.data(), zq + next.c);
+        k(xq + p.x, packed, zq + p.c, xq + next.x, packed, zq + next.c);
         continue;
       }
       for (std::int64_t u = 0; u < p.lines; ++u) {
         const T* a = xq + p.x + u * s.x_us;
         const T* next_a = u + 1 < p.lines ? a + s.x_us : xq + next.x;
-        k(a, packed.data(), buf + u * tile, next_a, packed.data(), buf);
+        k(a, packed, buf + u * tile, next_a, packed, buf);
       }
       write_lines_out(buf, tile, P, p, N, zq, s.cn.data(), s.c_rs, stream);
     }
+    if (stream) _mm_sfence();  // this thread's streamed stores, visible before the join
   };
+  // Over the batch points where there are enough, each thread packing its own W; else over the
+  // pieces of each point.
   const std::int64_t t = std::max(1, threads);
-  for (std::int64_t q = 0; q < nb; ++q) {
-    const T* from = w + s.wb[q];
-    for (std::int64_t j = 0; j < N; ++j)
-      for (std::int64_t l = 0; l < K; ++l) packed[l + j * K] = from[s.wn[j] + s.wk[l]];
-    kernels::parallel_for(count, static_cast<int>(t),
-                          [&](std::int64_t lo, std::int64_t hi) { pieces(q, lo, hi); });
+  if (nb >= t) {
+    kernels::parallel_for(nb, static_cast<int>(t), [&](std::int64_t lo, std::int64_t hi) {
+      std::vector<T> packed;
+      for (std::int64_t q = lo; q < hi; ++q) {
+        pack(q, packed);
+        pieces(q, packed.data(), 0, count);
+      }
+    });
+    return true;
   }
-  if (stream) _mm_sfence();
+  std::vector<T> packed;
+  for (std::int64_t q = 0; q < nb; ++q) {
+    pack(q, packed);
+    kernels::parallel_for(count, static_cast<int>(t), [&](std::int64_t lo, std::int64_t hi) {
+      pieces(q, packed.data(), lo, hi);
+    });
+  }
   return true;
 }
 
