@@ -28,13 +28,31 @@ struct Shape {
   }
 };
 
+// libxsmm's kernel for a column-major shape (libxsmm initialized on first use), or null.
+template <typename T>
+Kernel<T> dispatch(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda,
+                   std::int64_t ldb, std::int64_t ldc, bool accumulate, bool b_transposed,
+                   int prefetch) {
+  static std::once_flag init;
+  std::call_once(init, [] { libxsmm_init(); });
+  constexpr std::int64_t most = std::numeric_limits<libxsmm_blasint>::max();
+  if (std::max({m, n, k, lda, ldb, ldc}) > most) return nullptr;  // beyond libxsmm's int
+  const auto M = static_cast<libxsmm_blasint>(m), N = static_cast<libxsmm_blasint>(n),
+             K = static_cast<libxsmm_blasint>(k), LDA = static_cast<libxsmm_blasint>(lda),
+             LDB = static_cast<libxsmm_blasint>(ldb), LDC = static_cast<libxsmm_blasint>(ldc);
+  const T alpha = 1, beta = accumulate ? 1 : 0;
+  const int flags = b_transposed ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE;
+  if constexpr (std::is_same_v<T, double>)
+    return libxsmm_dmmdispatch(M, N, K, &LDA, &LDB, &LDC, &alpha, &beta, &flags, &prefetch);
+  else
+    return libxsmm_smmdispatch(M, N, K, &LDA, &LDB, &LDC, &alpha, &beta, &flags, &prefetch);
+}
+
 // The kernel of a column-major shape, or null. libxsmm keeps generated kernels in its own
 // registry; a few recent ones are remembered per thread to skip even that lookup in loops over
 // batch points.
 template <typename T>
 Kernel<T> kernel(const Shape& s) {
-  static std::once_flag init;
-  std::call_once(init, [] { libxsmm_init(); });
   struct Entry {
     Shape shape;
     Kernel<T> fn;
@@ -44,15 +62,8 @@ Kernel<T> kernel(const Shape& s) {
   for (const auto& e : recent)
     if (e.fn && e.shape == s) return e.fn;
   if (s.m * s.n * s.k > LIBXSMM_MAX_MNK) return nullptr;
-  const libxsmm_blasint lda = s.lda, ldb = s.ldb, ldc = s.ldc;
-  const T alpha = 1, beta = s.accumulate ? 1 : 0;
-  const int flags = s.b_transposed ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE;
-  const int prefetch = LIBXSMM_PREFETCH_NONE;
-  Kernel<T> fn;
-  if constexpr (std::is_same_v<T, double>)
-    fn = libxsmm_dmmdispatch(s.m, s.n, s.k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
-  else
-    fn = libxsmm_smmdispatch(s.m, s.n, s.k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
+  const Kernel<T> fn = dispatch<T>(s.m, s.n, s.k, s.lda, s.ldb, s.ldc, s.accumulate, s.b_transposed,
+                                   LIBXSMM_PREFETCH_NONE);
   if (fn) recent[next++ % recent.size()] = {s, fn};
   return fn;
 }
@@ -146,75 +157,12 @@ bool packed_tile(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std
 }
 
 template <typename T>
-bool streamed_rows(std::int64_t cols, std::int64_t depth, const T* w, const T* x, std::int64_t x_rs,
-                   std::int64_t x_ds, const RowPiece* pieces, std::int64_t count, T* c,
-                   std::int64_t c_rs) {
-  static std::once_flag init;
-  std::call_once(init, [] { libxsmm_init(); });
-  // Column-major: C'[cols × rows] = W'[cols × depth] · X'[depth × rows], X' read as it lies
-  // where its summed elements are contiguous, otherwise transposed (its rows contiguous).
-  const bool transposed = x_ds != 1;
-  constexpr std::int64_t most = std::numeric_limits<libxsmm_blasint>::max();
-  if (std::max({cols, depth, x_ds, x_rs, c_rs}) > most) return false;  // beyond libxsmm's int
-  const libxsmm_blasint lda = static_cast<libxsmm_blasint>(cols),
-                        ldb = static_cast<libxsmm_blasint>(transposed ? x_ds : x_rs),
-                        ldc = static_cast<libxsmm_blasint>(c_rs);
-  const T alpha = 1, beta = 0;
-  const int flags = transposed ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE;
-  // Each call fetches the next call's X' into L1 as it goes. TCCG case 1 (bda,dc->abc: 97,344
-  // rows of 312 summed elements, 24 columns), `einsumdb run ... --transform tensor_gemm --repeat
-  // 7`, one thread, three pairs of processes alternating with no prefetch, time over time (min /
-  // median / max): 0.78 / 0.89 / 0.97.
-  const int prefetch = LIBXSMM_GEMM_PREFETCH_BL1;
-  struct Length {
-    std::int64_t rows;
-    Kernel<T> fn;
-  };
-  std::array<Length, 4> kernels{};  // pieces come in a few lengths: whole runs and their ends
-  std::size_t known = 0;
-  const auto kernel_of = [&](std::int64_t rows) -> Kernel<T> {
-    for (std::size_t i = 0; i < known; ++i)
-      if (kernels[i].rows == rows) return kernels[i].fn;
-    Kernel<T> fn;
-    if constexpr (std::is_same_v<T, double>)
-      fn = libxsmm_dmmdispatch(cols, rows, depth, &lda, &ldb, &ldc, &alpha, &beta, &flags,
-                               &prefetch);
-    else
-      fn = libxsmm_smmdispatch(cols, rows, depth, &lda, &ldb, &ldc, &alpha, &beta, &flags,
-                               &prefetch);
-    if (fn && known < kernels.size()) kernels[known++] = {rows, fn};
-    return fn;
-  };
-  for (std::int64_t i = 0; i < count; ++i)  // every kernel first: nothing is computed without
-    if (!kernel_of(pieces[i].rows)) return false;
-  for (std::int64_t i = 0; i < count; ++i) {
-    const RowPiece& p = pieces[i];
-    const RowPiece& next = pieces[std::min(count - 1, i + 1)];
-    kernel_of(p.rows)(w, x + p.x, c + p.c, w, x + next.x, c + next.c);
-  }
-  return true;
-}
-
-template <typename T>
 StreamKernel<T>::StreamKernel(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda,
-                              std::int64_t ldb, std::int64_t ldc) {
-  static std::once_flag init;
-  std::call_once(init, [] { libxsmm_init(); });
-  constexpr std::int64_t most = std::numeric_limits<libxsmm_blasint>::max();
-  if (std::max({m, n, k, lda, ldb, ldc}) > most) return;  // beyond libxsmm's int
-  const libxsmm_blasint ld[3] = {static_cast<libxsmm_blasint>(lda),
-                                 static_cast<libxsmm_blasint>(ldb),
-                                 static_cast<libxsmm_blasint>(ldc)};
-  const T alpha = 1, beta = 0;
-  const int flags = LIBXSMM_GEMM_FLAG_NONE;
-  const int prefetch = LIBXSMM_GEMM_PREFETCH_AL2BL2_VIA_C;
-  Kernel<T> fn;
-  if constexpr (std::is_same_v<T, double>)
-    fn = libxsmm_dmmdispatch(m, n, k, &ld[0], &ld[1], &ld[2], &alpha, &beta, &flags, &prefetch);
-  else
-    fn = libxsmm_smmdispatch(m, n, k, &ld[0], &ld[1], &ld[2], &alpha, &beta, &flags, &prefetch);
-  fn_ = reinterpret_cast<void*>(fn);
-}
+                              std::int64_t ldb, std::int64_t ldc, bool b_transposed, Ahead ahead)
+    : fn_(reinterpret_cast<void*>(dispatch<T>(m, n, k, lda, ldb, ldc, false, b_transposed,
+                                              ahead == Ahead::b_into_l1
+                                                  ? LIBXSMM_GEMM_PREFETCH_BL1
+                                                  : LIBXSMM_GEMM_PREFETCH_AL2BL2_VIA_C))) {}
 
 template <typename T>
 void StreamKernel<T>::operator()(const T* a, const T* b, T* c, const T* next_a, const T* next_b,
@@ -232,9 +180,7 @@ template class StreamKernel<double>;
                                  std::int64_t, bool, std::int64_t, const T*, std::int64_t,         \
                                  std::int64_t, T*, std::int64_t, std::int64_t, bool);              \
   template bool packed_tile(std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t,      \
-                            const T*, std::int64_t, T*, std::int64_t, std::int64_t, bool);         \
-  template bool streamed_rows(std::int64_t, std::int64_t, const T*, const T*, std::int64_t,        \
-                              std::int64_t, const RowPiece*, std::int64_t, T*, std::int64_t);
+                            const T*, std::int64_t, T*, std::int64_t, std::int64_t, bool);
 EINSUMDB_SMALL_GEMM(float)
 EINSUMDB_SMALL_GEMM(double)
 #undef EINSUMDB_SMALL_GEMM

@@ -50,39 +50,24 @@ bool packed_tile(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std
                  const T* b, std::int64_t ldb, T* c, std::int64_t rs, std::int64_t cs,
                  bool accumulate);
 
-// `rows` consecutive rows of a product streamed by streamed_rows(): row i at x + i·x_rs in the
-// large operand, at c + i·c_rs in the output.
-struct RowPiece {
-  std::int64_t x, c, rows;
-};
-
-// C = X · W for a product with few columns, X read where it lies: for each piece, row i and
-// summed element l of X at x[piece.x + i·x_rs + l·x_ds] (x_rs or x_ds 1, the other at least as
-// large as what it steps over: the depth, or the longest piece), column j of row i of C at
-// c[piece.c + i·c_rs + j] (c_rs ≥ cols), and W packed column by column, (l, j) at w[j + l·cols].
-// One libxsmm kernel per piece length computes a piece's rows whole — W from the cache, X's
-// lines each read once, with the next piece's fetched into L1 meanwhile — so that X, however
-// large, is never copied (tensor_gemm's streamed rows). Returns false, having computed nothing,
-// when libxsmm has no kernel for a length.
-template <typename T>
-bool streamed_rows(std::int64_t cols, std::int64_t depth, const T* w, const T* x, std::int64_t x_rs,
-                   std::int64_t x_ds, const RowPiece* pieces, std::int64_t count, T* c,
-                   std::int64_t c_rs);
-
-// One libxsmm kernel for a product that streams a large operand in place: C'[m × n] = A'[m × k] ·
-// B'[k × n], column-major at the given leading dimensions, β = 0, whose call names the next
-// call's operands too and fetches the next A' into L2 as it runs (A' being the streamed operand).
-// Empty (false) where libxsmm has no kernel for the shape. (For T = float and double.)
+// One libxsmm kernel for a product that streams a large operand in place (tensor_gemm's streamed
+// rows and lines): C'[m × n] = A'[m × k] · B'[k × n], column-major at the given leading
+// dimensions, B' transposed with `b_transposed`, β = 0. A call names the next call's operands too,
+// and the kernel fetches the next call's streamed operand while it runs: B' into L1
+// (Ahead::b_into_l1), or A' and B' into L2 (Ahead::a_into_l2). Any size up to libxsmm's int
+// (no kSmallGemm limits); empty (false) where libxsmm has no kernel for the shape. (For T = float
+// and double.)
 template <typename T>
 class StreamKernel {
  public:
+  enum class Ahead { b_into_l1, a_into_l2 };
   StreamKernel(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda, std::int64_t ldb,
-               std::int64_t ldc);
+               std::int64_t ldc, bool b_transposed, Ahead ahead);
   explicit operator bool() const { return fn_ != nullptr; }
   void operator()(const T* a, const T* b, T* c, const T* next_a, const T* next_b, T* next_c) const;
 
  private:
-  void* fn_ = nullptr;
+  void* fn_ = nullptr;  // libxsmm's kernel (its type stays in small_gemm.cpp)
 };
 
 }  // namespace einsumdb::kernels

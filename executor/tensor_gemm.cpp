@@ -54,8 +54,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <type_traits>
 
@@ -1010,18 +1010,19 @@ void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std
 // along its rows or along its summed indices, each evenly spaced, X is not packed at all: W is
 // packed once (a few KB to a few hundred), and a libxsmm kernel computes each piece of a few
 // lines of X's rows, all columns and all summed elements at once, reading X's lines as they lie,
-// once each, while prefetching the next piece's (kernels::streamed_rows). Packing a large X in
+// once each, while prefetching the next piece's (kernels::StreamKernel). Packing a large X in
 // blocks, as BLIS does, reads it from memory and writes it to the cache before the FMA units see
 // it, and a few columns do not give the micro-kernel time enough to hide that. A plain product of
 // a tall, skinny matrix (ik,kj->ij with few j) streams the same way. TCCG case 1 (bda,dc->abc, c =
 // 24, the rest 312) on a 2-core Zen 4, `einsumdb run ... --transform tensor_gemm --repeat 5`,
 // three pairs of processes alternating with "stream_rows": false (BLIS's packed path), time over
 // time (min / median / max): one thread 0.51 / 0.55 / 0.60 (28.2 ms against 52.1, medians), two
-// threads 0.51 / 0.53 / 0.55. Up to 128 columns of doubles (one run each, one thread): case 1's
-// shape with c = 64, 96 and 128, 0.52, 0.65 and 0.66 of the packed path's time; a plain 97,344 ×
-// 312 by 312 × n product (ik,kj->ij, the summed elements contiguous), n = 24, 64 and 128: 33.3,
-// 83.8 and 151.1 ms streamed, 68.3, 108.9 and 170.6 packed, 65.5, 115.1 and 211.4 by OpenBLAS
-// (ttgt).
+// threads 0.51 / 0.53 / 0.55. Up to 128 columns of doubles, one thread, three rounds of `einsumdb
+// run ... --repeat 5` each way, streamed over packed (min / median / max): case 1's shape with c =
+// 64, 96 and 128, 0.47 / 0.50 / 0.51, 0.62 / 0.64 / 0.69 and 0.68 / 0.70 / 0.75; a plain 97,344 ×
+// 312 by 312 × n product (ik,kj->ij, the summed elements contiguous), n = 24, 64 and 128, 0.48 /
+// 0.55 / 0.69, 0.69 / 0.74 / 0.75 and 0.84 / 0.85 / 0.86 (medians 33.1, 76.7 and 154.4 ms
+// streamed, 63.6, 115.7 and 196.0 by OpenBLAS through ttgt).
 constexpr std::int64_t kStreamedRowBytes = 1024;  // at most a row of the output's columns this wide
 constexpr std::int64_t kPieceLines = 3;           // rows per piece: three cache lines' worth
 
@@ -1045,10 +1046,51 @@ struct StreamedOperands {
   }
 };
 
+// A piece of a streamed plan: `rows` rows from offset x in X and c in the output, for `lines`
+// values of the output's unit-stride index (streamed lines; 1 otherwise).
+struct Piece {
+  std::int64_t x, c, rows, lines;
+};
+
 struct Streamed : StreamedOperands {
   std::int64_t x_rs = 0, x_ds = 0, c_rs = 0;
-  std::vector<kernels::RowPiece> pieces;
+  std::vector<Piece> pieces;
 };
+
+// Runs body(q, packed, piece, next piece) on every piece of each batch point q, with W packed
+// for q by pack(q, packed), checking the deadline every kPiecesPerCheck pieces: over the batch
+// points where there are as many as threads, each thread packing its own W, otherwise over the
+// pieces of each point.
+constexpr std::int64_t kPiecesPerCheck = 256;
+template <typename T, typename Pack, typename Body>
+void over_pieces(std::int64_t nb, const std::vector<Piece>& pieces, int threads, const Pack& pack,
+                 const Body& body) {
+  const auto count = static_cast<std::int64_t>(pieces.size());
+  const auto run = [&](std::int64_t q, const T* packed, std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) {
+      if ((i - lo) % kPiecesPerCheck == 0) check_deadline();
+      body(q, packed, pieces[static_cast<std::size_t>(i)],
+           pieces[static_cast<std::size_t>(std::min(count - 1, i + 1))]);
+    }
+  };
+  const std::int64_t t = std::max(1, threads);
+  if (nb >= t) {
+    kernels::parallel_for(nb, static_cast<int>(t), [&](std::int64_t lo, std::int64_t hi) {
+      std::vector<T> packed;
+      for (std::int64_t q = lo; q < hi; ++q) {
+        pack(q, packed);
+        run(q, packed.data(), 0, count);
+      }
+    });
+    return;
+  }
+  std::vector<T> packed;
+  for (std::int64_t q = 0; q < nb; ++q) {
+    pack(q, packed);
+    kernels::parallel_for(count, static_cast<int>(t),
+                          [&](std::int64_t lo, std::int64_t hi) { run(q, packed.data(), lo, hi); });
+  }
+}
 
 // The streamed plan of a contraction, or nothing where it does not apply.
 template <typename T>
@@ -1110,7 +1152,7 @@ std::optional<Streamed> streamed(const std::string& xl, const std::vector<std::i
   for (std::int64_t i = 0; i < M;) {
     const std::int64_t start = i++;
     while (i < M && i - start < longest && am[i] - am[i - 1] == ra && cm[i] - cm[i - 1] == rs) ++i;
-    s.pieces.push_back({am[start], cm[start], i - start});
+    s.pieces.push_back({am[start], cm[start], i - start, 1});
   }
   // Pieces of a line's worth of rows or more on average (or all of them, where there are fewer).
   if (static_cast<std::int64_t>(s.pieces.size()) * std::min(M, lanes) > M) return std::nullopt;
@@ -1118,47 +1160,37 @@ std::optional<Streamed> streamed(const std::string& xl, const std::vector<std::i
   return s;
 }
 
-// Runs a streamed plan into z; false, where libxsmm has no kernel for it, when z is to be
-// computed another way (whatever was written to it then is overwritten).
+// Runs a streamed plan into z; false, having computed nothing, where libxsmm has no kernel for
+// it.
 template <typename T>
 bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads) {
-  const std::int64_t N = s.wn.size(), K = s.wk.size(), nb = s.xb.size();
-  const auto count = static_cast<std::int64_t>(s.pieces.size());
-  const auto pack = [&](std::int64_t q, T* to) {
+  using Kernel = kernels::StreamKernel<T>;
+  const std::int64_t N = s.wn.size(), K = s.wk.size();
+  // libxsmm's C'[N × rows] = W'[N × K] · X'[K × rows]: X' as it lies where its summed elements
+  // are contiguous, otherwise transposed. One kernel per length of piece (whole runs and their
+  // ends), all made first.
+  const bool transposed = s.x_ds != 1;
+  std::map<std::int64_t, Kernel> by_rows;
+  for (const Piece& p : s.pieces)
+    if (!by_rows.count(p.rows)) {
+      const Kernel k(N, p.rows, K, N, transposed ? s.x_ds : s.x_rs, s.c_rs, transposed,
+                     Kernel::Ahead::b_into_l1);
+      if (!k) return false;
+      by_rows.emplace(p.rows, k);
+    }
+  const auto pack = [&](std::int64_t q, std::vector<T>& to) {  // W of batch point q, N × K
+    to.resize(static_cast<std::size_t>(N * K));
     const T* from = w + s.wb[q];
     for (std::int64_t l = 0; l < K; ++l)
       for (std::int64_t j = 0; j < N; ++j) to[j + l * N] = from[s.wn[j] + s.wk[l]];
   };
-  // Pieces between checks of the deadline.
-  constexpr std::int64_t kChunk = 1024;
-  std::atomic<bool> ok{true};
-  const auto rows = [&](std::int64_t q, const T* packed, std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t i = lo; i < hi && ok; i += kChunk) {
-      check_deadline();
-      if (!kernels::streamed_rows(N, K, packed, x + s.xb[q], s.x_rs, s.x_ds, s.pieces.data() + i,
-                                  std::min(kChunk, hi - i), z + s.cb[q], s.c_rs))
-        ok = false;
-    }
-  };
-  const std::int64_t t = std::max(1, threads);
-  std::vector<T> buffers(static_cast<std::size_t>(t * N * K));
-  if (nb >= t) {
-    kernels::parallel_for(nb, static_cast<int>(t), [&](std::int64_t lo, std::int64_t hi) {
-      T* packed = buffers.data() + (lo * t + nb - 1) / nb * N * K;  // the slice's own
-      for (std::int64_t q = lo; q < hi && ok; ++q) {
-        pack(q, packed);
-        rows(q, packed, 0, count);
-      }
-    });
-  } else {
-    for (std::int64_t q = 0; q < nb && ok; ++q) {
-      pack(q, buffers.data());
-      kernels::parallel_for(count, static_cast<int>(t), [&](std::int64_t lo, std::int64_t hi) {
-        rows(q, buffers.data(), lo, hi);
-      });
-    }
-  }
-  return ok;
+  over_pieces<T>(s.xb.size(), s.pieces, threads, pack,
+                 [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
+                   const T* xq = x + s.xb[q];
+                   T* zq = z + s.cb[q];
+                   by_rows.at(p.rows)(packed, xq + p.x, zq + p.c, packed, xq + next.x, zq + next.c);
+                 });
+  return true;
 }
 
 // ---- Streamed lines
@@ -1177,9 +1209,6 @@ bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads) 
 // the output (one "line" per piece): the same, case 5 (ebad,ce->abcd) 0.71 / 0.72 / 0.77 at one
 // thread and 0.69 / 0.72 / 0.82 at two, case 11 (ec,abed->abcd) 0.82 / 0.87 / 0.93 and 0.81 / 0.86
 // / 0.94, cases 10 and 19 0.97-1.02 (medians).
-struct LinePiece {
-  std::int64_t x, c, rows, lines;  // the first line's rows in X and in the output; their counts
-};
 
 struct StreamedLines : StreamedOperands {
   Table cn;               // the output's offset per column
@@ -1189,7 +1218,7 @@ struct StreamedLines : StreamedOperands {
   std::int64_t c_cs = 0;  // in place: the output's spacing of the columns
   bool in_place = false;  // ux is uz: each tile is written where it belongs, one line per piece
   std::int64_t longest = 0;
-  std::vector<LinePiece> pieces;
+  std::vector<Piece> pieces;
 };
 
 template <typename T>
@@ -1272,7 +1301,7 @@ std::optional<StreamedLines> streamed_lines(
 // i + j·P; row i and column j of the piece's `lines` tiles are one run of the output, at
 // z + p.c + i·c_rs + cn[j] (streamed past the cache with `stream` where a whole aligned line).
 template <typename T>
-void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const LinePiece& p,
+void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piece& p,
                      std::int64_t N, T* z, const std::int64_t* cn, std::int64_t c_rs, bool stream) {
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, double>) {
@@ -1310,64 +1339,41 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Line
 template <typename T>
 bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, int threads,
                         bool stream) {
-  const std::int64_t N = s.wn.size(), K = s.wk.size(), nb = s.xb.size(), P = s.longest;
+  using Kernel = kernels::StreamKernel<T>;
+  const std::int64_t N = s.wn.size(), K = s.wk.size(), P = s.longest;
   constexpr std::int64_t line = 64 / sizeof(T);
   const std::int64_t tail = s.pieces.empty() ? P : s.pieces.back().rows;
   const std::int64_t ldc = s.in_place ? s.c_cs : P;
-  const kernels::StreamKernel<T> full(P, N, K, s.x_ds, K, ldc), last(tail, N, K, s.x_ds, K, ldc);
+  const Kernel full(P, N, K, s.x_ds, K, ldc, false, Kernel::Ahead::a_into_l2),
+      last(tail, N, K, s.x_ds, K, ldc, false, Kernel::Ahead::a_into_l2);
   if (!full || !last) return false;
-  const auto count = static_cast<std::int64_t>(s.pieces.size());
-  const std::int64_t tile = P * N;      // a tile in the buffer: (i, j) at i + j·P
-  constexpr std::int64_t kChunk = 256;  // pieces between checks of the deadline
   const auto pack = [&](std::int64_t q, std::vector<T>& to) {  // W of batch point q, K × N
     to.resize(static_cast<std::size_t>(N * K));
     const T* from = w + s.wb[q];
     for (std::int64_t j = 0; j < N; ++j)
       for (std::int64_t l = 0; l < K; ++l) to[l + j * K] = from[s.wn[j] + s.wk[l]];
   };
-  const auto pieces = [&](std::int64_t q, const T* packed, std::int64_t lo, std::int64_t hi) {
-    std::vector<T> buffer(static_cast<std::size_t>(line * tile + line));
+  const std::int64_t tile = P * N;  // a tile in the buffer: (i, j) at i + j·P
+  const auto piece = [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
+    thread_local std::vector<T> buffer;  // the piece's tiles, aligned to a line
+    buffer.resize(static_cast<std::size_t>(line * tile + line));
     T* buf = reinterpret_cast<T*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) / 64 * 64);
     const T* xq = x + s.xb[q];
     T* zq = z + s.cb[q];
-    for (std::int64_t i = lo; i < hi; ++i) {
-      if ((i - lo) % kChunk == 0) check_deadline();
-      const LinePiece& p = s.pieces[static_cast<std::size_t>(i)];
-      const LinePiece& next = s.pieces[static_cast<std::size_t>(std::min(count - 1, i + 1))];
-      const kernels::StreamKernel<T>& k = p.rows == P ? full : last;
-      if (s.in_place) {
-        k(xq + p.x, packed, zq + p.c, xq + next.x, packed, zq + next.c);
-        continue;
-      }
-      for (std::int64_t u = 0; u < p.lines; ++u) {
-        const T* a = xq + p.x + u * s.x_us;
-        const T* next_a = u + 1 < p.lines ? a + s.x_us : xq + next.x;
-        k(a, packed, buf + u * tile, next_a, packed, buf);
-      }
-      write_lines_out(buf, tile, P, p, N, zq, s.cn.data(), s.c_rs, stream);
+    const Kernel& k = p.rows == P ? full : last;
+    if (s.in_place) {
+      k(xq + p.x, packed, zq + p.c, xq + next.x, packed, zq + next.c);
+      return;
     }
-    if (stream) _mm_sfence();  // this thread's streamed stores, visible before the join
+    for (std::int64_t u = 0; u < p.lines; ++u) {
+      const T* a = xq + p.x + u * s.x_us;
+      const T* next_a = u + 1 < p.lines ? a + s.x_us : xq + next.x;
+      k(a, packed, buf + u * tile, next_a, packed, buf);
+    }
+    write_lines_out(buf, tile, P, p, N, zq, s.cn.data(), s.c_rs, stream);
+    if (stream) _mm_sfence();  // the streamed stores, visible before this thread is joined
   };
-  // Over the batch points where there are enough, each thread packing its own W; else over the
-  // pieces of each point.
-  const std::int64_t t = std::max(1, threads);
-  if (nb >= t) {
-    kernels::parallel_for(nb, static_cast<int>(t), [&](std::int64_t lo, std::int64_t hi) {
-      std::vector<T> packed;
-      for (std::int64_t q = lo; q < hi; ++q) {
-        pack(q, packed);
-        pieces(q, packed.data(), 0, count);
-      }
-    });
-    return true;
-  }
-  std::vector<T> packed;
-  for (std::int64_t q = 0; q < nb; ++q) {
-    pack(q, packed);
-    kernels::parallel_for(count, static_cast<int>(t), [&](std::int64_t lo, std::int64_t hi) {
-      pieces(q, packed.data(), lo, hi);
-    });
-  }
+  over_pieces<T>(s.xb.size(), s.pieces, threads, pack, piece);
   return true;
 }
 

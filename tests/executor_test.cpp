@@ -323,7 +323,8 @@ TEST(Strategies, EveryCandidateAgreesWithTheReference) {
 
 // tensor_gemm on the 48 contractions of the TCCG benchmark (tests/data/tccg.jsonl) at two sets
 // of lengths: short ones, that wrap index runs inside micro-tiles, and longer ones, that give
-// whole micro-panels and partial ones at the edges; in both dtypes, on 1 and 2 threads: equal to
+// whole micro-panels and partial ones at the edges; in both dtypes, on 1 and 2 threads, and where
+// it streams an operand, on its packed path too: equal to
 // the reference every time.
 TEST(Strategies, TensorGemmAgreesWithTheReferenceOnEveryTccgContraction) {
   std::ifstream in(std::string(EINSUMDB_TEST_DATA) + "/tccg.jsonl");
@@ -357,12 +358,17 @@ TEST(Strategies, TensorGemmAgreesWithTheReferenceOnEveryTccgContraction) {
         const Bound bound(e, arrays);
         const Results ref = run_reference(bound);
         const double tol = tolerance(dtype, terms_of(e, bound.lengths()));
-        for (int threads : {1, 2}) {
-          const Results got = execute(bound, "tensor_gemm", {{"threads", threads}});
-          EXPECT_LE(max_relative_error(got.at(0), ref.at(0)), tol)
-              << "case " << c["case"] << " " << e.einsum_string() << " " << to_string(dtype)
-              << " threads " << threads;
-        }
+        const bool streams = tensor_gemm_path(bound) != "packed";
+        for (bool packed : {false, true})
+          for (int threads : {1, 2}) {
+            if (packed && !streams) continue;
+            nlohmann::json params = {{"threads", threads}};
+            if (packed) params["stream_rows"] = false;
+            const Results got = execute(bound, "tensor_gemm", params);
+            EXPECT_LE(max_relative_error(got.at(0), ref.at(0)), tol)
+                << "case " << c["case"] << " " << e.einsum_string() << " " << to_string(dtype)
+                << " " << params.dump();
+          }
       }
       ++cases;
     }
@@ -387,16 +393,22 @@ BatchedEinsum binary_spec(const std::string& spec, const std::map<char, int>& n,
 
 // tensor_gemm's result on one and on two threads, against the reference result `ref`; `what`
 // names the case in a failure.
+// Where tensor_gemm streams an operand by default, its packed path (stream_rows false) as well,
+// so that the tests written for the packed path keep testing it.
 void expect_tensor_gemm_agrees(const Bound& bound, const Results& ref, const std::string& what,
                                nlohmann::json params = nlohmann::json::object()) {
   const Dtype dtype = ref.at(0).dtype();
-  for (int threads : {1, 2}) {
-    params["threads"] = threads;
-    const Results got = execute(bound, "tensor_gemm", params);
-    EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
-              tolerance(dtype, terms_of(bound.einsum(), bound.lengths())))
-        << what << " " << to_string(dtype) << " " << params.dump();
-  }
+  std::vector<nlohmann::json> runs = {params};
+  if (!params.contains("stream_rows") && tensor_gemm_path(bound) != "packed")
+    runs.push_back(params), runs.back()["stream_rows"] = false;
+  for (auto run : runs)
+    for (int threads : {1, 2}) {
+      run["threads"] = threads;
+      const Results got = execute(bound, "tensor_gemm", run);
+      EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
+                tolerance(dtype, terms_of(bound.einsum(), bound.lengths())))
+          << what << " " << to_string(dtype) << " " << run.dump();
+    }
 }
 
 // Where an operand and the output are both larger than the cache and run at unit stride along
@@ -451,8 +463,7 @@ TEST(Strategies, TensorGemmPutsTheLargeOperandOnTheRowsSideWhenTheOtherHasFewEle
         const Results ref = run_reference(bound);
         const std::string what =
             std::string(spec) + " c=" + std::to_string(c) + " d=" + std::to_string(d);
-        expect_tensor_gemm_agrees(bound, ref, what);
-        expect_tensor_gemm_agrees(bound, ref, what, {{"stream_rows", false}});  // BLIS's path
+        expect_tensor_gemm_agrees(bound, ref, what);  // both paths where it streams
       }
     }
   }
@@ -499,8 +510,7 @@ TEST(Strategies, TensorGemmStreamsTheRowsOfAProductWithFewColumns) {
       what += " " + std::string(1, index) + "=" + std::to_string(n);
     EXPECT_EQ(tensor_gemm_path(bound), c.streams ? "rows" : "packed") << what;
     const Results ref = run_reference(bound);
-    expect_tensor_gemm_agrees(bound, ref, what);
-    expect_tensor_gemm_agrees(bound, ref, what, {{"stream_rows", false}});
+    expect_tensor_gemm_agrees(bound, ref, what);  // both paths where it streams
     // The tuner measures BLIS's path too where the rows stream.
     const auto space = find_strategy("tensor_gemm")->space(e, bound.lengths());
     EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"stream_rows", false}}),
@@ -565,8 +575,7 @@ TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
       what += " " + std::string(1, index) + "=" + std::to_string(n);
     EXPECT_EQ(tensor_gemm_path(bound), c.path) << what;
     const Results ref = run_reference(bound);
-    expect_tensor_gemm_agrees(bound, ref, what);
-    expect_tensor_gemm_agrees(bound, ref, what, {{"stream_rows", false}});
+    expect_tensor_gemm_agrees(bound, ref, what);  // both paths where it streams
     const auto space = find_strategy("tensor_gemm")->space(e, bound.lengths());
     EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"stream_rows", false}}),
               std::string(c.path) == "lines" ? 1 : 0)
@@ -709,32 +718,42 @@ TEST(Deadline, StopsARunThatPassedItAndOnlyThatRun) {
     const Bound bound(e, arrays);
     const Results ref = run_reference(bound);
     const double tol = tolerance(Dtype::f64, terms_of(e, bound.lengths()));
-    std::vector<std::string> applied;
+    // tensor_gemm streams these (in lines, in rows) and checks between pieces; its packed path
+    // checks too.
+    EXPECT_EQ(tensor_gemm_path(bound), std::string(spec) == "dca,bd->abc" ? "lines" : "rows");
+    std::vector<std::pair<std::string, nlohmann::json>> applied;
     for (const char* name : {"loop_nest", "ttgt", "loop_over_gemm", "tensor_gemm"})
-      if (!find_strategy(name)->rejects(e)) applied.push_back(name);
+      if (!find_strategy(name)->rejects(e)) applied.push_back({name, nlohmann::json::object()});
+    applied.push_back({"tensor_gemm", {{"stream_rows", false}}});
     const std::string what = spec;  // (a structured binding is not captured)
-    auto agrees = [&](const std::string& name, int threads) {
-      const Results got = execute(bound, name, {{"threads", threads}});
-      EXPECT_LE(max_relative_error(got.at(0), ref.at(0)), tol) << name << " " << what;
+    const auto with_threads = [](nlohmann::json params, int threads) {
+      params["threads"] = threads;
+      return params;
+    };
+    auto agrees = [&](const std::string& name, const nlohmann::json& params, int threads) {
+      const Results got = execute(bound, name, with_threads(params, threads));
+      EXPECT_LE(max_relative_error(got.at(0), ref.at(0)), tol)
+          << name << " " << params.dump() << " " << what;
     };
     {
       Deadline passed(0);
       while (!passed.passed()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      for (const auto& name : applied)
+      for (const auto& [name, params] : applied)
         for (int threads : {1, 2}) {
-          EXPECT_THROW(execute(bound, name, {{"threads", threads}}), DeadlineExceeded)
-              << name << " " << spec << " threads=" << threads;
-          ++stopped[name];
+          EXPECT_THROW(execute(bound, name, with_threads(params, threads)), DeadlineExceeded)
+              << name << " " << params.dump() << " " << spec << " threads=" << threads;
+          ++stopped[name + params.dump()];
         }
       {
         Deadline later(3600);
-        for (const auto& name : applied) agrees(name, 2);
+        for (const auto& [name, params] : applied) agrees(name, params, 2);
       }
       EXPECT_THROW(execute(bound, "tensor_gemm"), DeadlineExceeded) << "the outer deadline again";
     }
-    for (const auto& name : applied) agrees(name, 1);
+    for (const auto& [name, params] : applied) agrees(name, params, 1);
   }
-  for (const char* name : {"loop_nest", "ttgt", "loop_over_gemm", "tensor_gemm"})
+  for (const char* name : {"loop_nest{}", "ttgt{}", "loop_over_gemm{}", "tensor_gemm{}",
+                           "tensor_gemm{\"stream_rows\":false}"})
     EXPECT_GT(stopped[name], 0) << name;
 }
 
