@@ -32,7 +32,7 @@ struct Shape {
 template <typename T>
 Kernel<T> dispatch(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda,
                    std::int64_t ldb, std::int64_t ldc, bool accumulate, bool b_transposed,
-                   int prefetch) {
+                   int prefetch, bool nontemporal = false) {
   static std::once_flag init;
   std::call_once(init, [] { libxsmm_init(); });
   constexpr std::int64_t most = std::numeric_limits<libxsmm_blasint>::max();
@@ -41,7 +41,8 @@ Kernel<T> dispatch(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t 
              K = static_cast<libxsmm_blasint>(k), LDA = static_cast<libxsmm_blasint>(lda),
              LDB = static_cast<libxsmm_blasint>(ldb), LDC = static_cast<libxsmm_blasint>(ldc);
   const T alpha = 1, beta = accumulate ? 1 : 0;
-  const int flags = b_transposed ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE;
+  const int flags = (b_transposed ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE) |
+                    (nontemporal ? LIBXSMM_GEMM_FLAG_ALIGN_C_NTS_HINT : 0);
   if constexpr (std::is_same_v<T, double>)
     return libxsmm_dmmdispatch(M, N, K, &LDA, &LDB, &LDC, &alpha, &beta, &flags, &prefetch);
   else
@@ -158,11 +159,14 @@ bool packed_tile(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std
 
 template <typename T>
 StreamKernel<T>::StreamKernel(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda,
-                              std::int64_t ldb, std::int64_t ldc, bool b_transposed, Ahead ahead)
+                              std::int64_t ldb, std::int64_t ldc, bool b_transposed, Ahead ahead,
+                              bool nontemporal)
     : fn_(reinterpret_cast<void*>(dispatch<T>(m, n, k, lda, ldb, ldc, false, b_transposed,
-                                              ahead == Ahead::b_into_l1
+                                              ahead == Ahead::none ? LIBXSMM_GEMM_PREFETCH_NONE
+                                              : ahead == Ahead::b_into_l1
                                                   ? LIBXSMM_GEMM_PREFETCH_BL1
-                                                  : LIBXSMM_GEMM_PREFETCH_AL2BL2_VIA_C))) {}
+                                                  : LIBXSMM_GEMM_PREFETCH_AL2BL2_VIA_C,
+                                              nontemporal))) {}
 
 template <typename T>
 void StreamKernel<T>::operator()(const T* a, const T* b, T* c, const T* next_a, const T* next_b,

@@ -12,8 +12,10 @@
 // tensor's axes, in any order). A tile whose rows and columns are each evenly spaced in the
 // output is written in place by the micro-kernel; any other is computed into a small buffer and
 // copied out, along whichever of its directions is evenly spaced (streamed past the cache where
-// the output is large and written once; there, where the contraction sums only a few elements,
-// even tiles take the buffer too on Intel's processors; on AMD's they are written in place). Where
+// the output is large and written once). There, where the contraction sums only a few elements,
+// a tile whose rows are contiguous in whole cache lines is computed by libxsmm kernels that write
+// it straight to the output in non-temporal stores, one per run of evenly spaced columns
+// (write_around; on Zen 5, BLIS's micro-kernel writing in place is faster, kStreamAllDepth). Where
 // a tile's rows are each in a different line of the output and the next tiles' rows continue those
 // lines, a group of them is computed and each line written whole (line_groups; a block of rows
 // never cuts a group); a tile whose contiguous direction in the output is not the one the
@@ -42,8 +44,9 @@
 //
 // Parameters: "threads" (over batch points when there are enough, otherwise over the wider of
 // the row and column ranges, each thread packing its own blocks; streamed rows, over the rows),
-// "stream_even" (true or false: whether even tiles of a large output summed over few elements go
-// through the buffer and out in streaming stores; the default depends on the processor,
+// "stream_even" (true or false: whether the tiles of a large output summed over few elements go
+// out in streaming stores, written around the cache or through the buffer, rather than in place
+// by BLIS's micro-kernel; the default depends on the processor,
 // kStreamAllDepth), "fetch_ahead" (true or false, Gemm::NextBlock) and "stream_rows" (true or
 // false: whether an operand streams, in rows or in lines, where it can; true by default, and the
 // tuner measures both). A functional operand is evaluated into a buffer in its array's layout
@@ -302,6 +305,7 @@ struct Contraction {
   bool stream = false;      // tiles written through the buffer bypass the cache (Gemm::copy_run)
   bool stream_all = false;  // and so do even tiles, through the buffer too (kStreamAllDepth)
   bool fetch_ahead = true;  // the next block's lines fetched during this one's (Gemm::NextBlock)
+  std::int64_t around_ldc = 0;  // tiles' runs of columns this far apart written around the cache
 };
 
 #if defined(__AVX512F__)
@@ -313,6 +317,7 @@ struct Lanes<double> {
   static constexpr std::int64_t width = 8;
   static __mmask8 first(std::int64_t n) { return static_cast<__mmask8>((1u << n) - 1); }
   static __m512d load(__mmask8 m, const double* p) { return _mm512_maskz_loadu_pd(m, p); }
+  static __m512d loadu(const double* p) { return _mm512_loadu_pd(p); }
   static __m512d add(__m512d x, __m512d y) { return _mm512_add_pd(x, y); }
   static void store(double* p, __mmask8 m, __m512d v) { _mm512_mask_storeu_pd(p, m, v); }
   static void stream(double* p, __m512d v) { _mm512_stream_pd(p, v); }
@@ -322,6 +327,7 @@ struct Lanes<float> {
   static constexpr std::int64_t width = 16;
   static __mmask16 first(std::int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
   static __m512 load(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static __m512 loadu(const float* p) { return _mm512_loadu_ps(p); }
   static __m512 add(__m512 x, __m512 y) { return _mm512_add_ps(x, y); }
   static void store(float* p, __mmask16 m, __m512 v) { _mm512_mask_storeu_ps(p, m, v); }
   static void stream(float* p, __m512 v) { _mm512_stream_ps(p, v); }
@@ -368,7 +374,14 @@ template <typename T>
 class Gemm {
  public:
   Gemm(const Contraction& p, const T* a, const T* b, T* c)
-      : p_(p), k_(MicroKernel<T>::get()), a_(a), b_(b), c_(c) {}
+      : p_(p), k_(MicroKernel<T>::get()), a_(a), b_(b), c_(c) {
+    if (p_.around_ldc > 0)
+      for (std::int64_t n = 1; n <= k_.nr; ++n)
+        around_.emplace_back(k_.mr, n, p_.K, k_.packmr, k_.packnr, p_.around_ldc, true,
+                             kernels::StreamKernel<T>::Ahead::none, true);
+    if (std::any_of(around_.begin(), around_.end(), [](const auto& f) { return !f; }))
+      around_.clear();  // libxsmm has no kernel for one of the shapes
+  }
 
   // Rows [m0, m1) × columns [n0, n1) of batch point `q`; m0 a multiple of MR, n0 of NR.
   void run(std::int64_t q, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1,
@@ -451,6 +464,9 @@ class Gemm {
                 transpose_out(tile, mrb, nrb, c + cm[0] + cn[0], rs, accumulate);
               } else if (even && !(p_.stream_all && whole_lines)) {
                 kernel(ir, mrb, beta, c + cm[0] + cn[0], rs, cs);
+              } else if (rs == 1 && mrb == k_.mr && !accumulate &&
+                         write_around(ir, jr, nrb, kcb, apack, bpack, c + cm[0], cn)) {
+                ahead.fetch();
               } else {
                 kernel(ir, mrb, &zero, tile, tile_rs, tile_cs);
                 if (rs == kUneven && tile_rs == 1 && p_.row_runs[panel]) {  // a line per run
@@ -484,6 +500,34 @@ class Gemm {
   }
 
  private:
+  // Computes the tile of the MR rows from `ir` (contiguous in the output from `base`) and the
+  // `nrb` columns from `jr` (at `cn` from it) straight into the output, around the cache: one
+  // libxsmm kernel per run of columns p_.around_ldc apart, whose non-temporal stores write each
+  // column's whole lines (kernels::StreamKernel). False, having computed nothing, where there are
+  // no such kernels or a column starts off a cache line. A whole tile written once, summed over
+  // few elements: BLIS's micro-kernel writes it in place with ordinary stores, which read each
+  // line from memory first, and through the buffer (copy_run), the copy costs as much again as
+  // the kernel's stores. On a 2-core Zen 4, `einsumdb run ... --transform tensor_gemm --repeat
+  // 5`, one thread, three pairs of processes alternating with the build that wrote them through
+  // the buffer, time over time (min / median / max): TCCG case 31 (dega,gfbc->abcdef) 0.83 / 0.85
+  // / 0.88 (38.5 ms against 46.4, medians), case 35 (dfgb,geac->abcdef, three column panels in
+  // four straddling two runs) 0.82 / 0.84 / 0.84; the other ccsd_t cases (32-48) 0.79-0.92 but
+  // for case 42, 0.98 (medians).
+  bool write_around(std::int64_t ir, std::int64_t jr, std::int64_t nrb, std::int64_t kcb,
+                    const T* apack, const T* bpack, T* base, const std::int64_t* cn) const {
+    if (around_.empty() || kcb != p_.K) return false;
+    for (std::int64_t j = 0; j < nrb; ++j)
+      if (reinterpret_cast<std::uintptr_t>(base + cn[j]) % 64 != 0) return false;
+    const T* ap = apack + ir / k_.mr * k_.packmr * kcb;
+    const T* bp = bpack + jr / k_.nr * k_.packnr * kcb;
+    for (std::int64_t j0 = 0, j1; j0 < nrb; j0 = j1) {
+      for (j1 = j0 + 1; j1 < nrb && cn[j1] - cn[j1 - 1] == p_.around_ldc;) ++j1;
+      T* to = base + cn[j0];
+      around_[static_cast<std::size_t>(j1 - j0 - 1)](ap, bp + j0, to, ap, bp + j0, to);
+    }
+    return true;
+  }
+
   // Fetches the lines of the next block of rows into L2 a few at a time, before each
   // micro-kernel call of this one: where packing a block is bound by memory misses (panels of
   // MR consecutive elements far apart in a large operand), memory then works while the FMA units
@@ -661,6 +705,11 @@ class Gemm {
   static void copy_run(const T* t, std::int64_t n, T* d, bool accumulate, bool stream) {
 #if defined(__AVX512F__)
     using V = Lanes<T>;
+    if (stream && !accumulate && n % V::width == 0 &&  // whole lines: no masks
+        reinterpret_cast<std::uintptr_t>(d) % 64 == 0) {
+      for (std::int64_t i = 0; i < n; i += V::width) V::stream(d + i, V::loadu(t + i));
+      return;
+    }
     for (std::int64_t i = 0; i < n; i += V::width) {
       const auto mask = V::first(std::min(V::width, n - i));
       auto v = V::load(mask, t + i);
@@ -760,6 +809,9 @@ class Gemm {
   const T* a_;
   const T* b_;
   T* c_;
+  // libxsmm's kernels of MR rows by 1, 2, ..., NR columns that write around the cache
+  // (write_around).
+  std::vector<kernels::StreamKernel<T>> around_;
 };
 
 // `labels` ordered by their strides in the tensor indexed by `layout`, the smallest last: runs
@@ -843,7 +895,10 @@ constexpr std::int64_t kStreamAllDepth = 24;
 // --repeat 5`, one thread, three pairs of processes alternating, time through the buffer over
 // time in place (min / median / max): case 31 0.76 / 0.81 / 0.82, case 33 0.74 / 0.80 / 0.80,
 // cases 32 and 46-48 0.78-0.81, cases 34, 36, 43 and 45 0.67-0.77 (medians); 35, 37-42 and 44
-// 0.96-1.05. The parameter "stream_even" chooses; by default even tiles go through the buffer on
+// 0.96-1.05. Written around the cache instead (Gemm::write_around, where their rows are whole
+// lines), time over time in place, three pairs again: case 31 0.51 / 0.55 / 0.72, case 34 0.53 /
+// 0.55 / 0.57, case 35 0.77 / 0.80 / 0.82, case 40 0.76 / 0.81 / 0.83, case 46 0.61 / 0.61 / 0.62.
+// The parameter "stream_even" chooses; by default even tiles go through the buffer on
 // Intel's processors and on AMD's before Zen 5 (family 26), and the tuner tries both
 // (tensor_gemm_space).
 bool streams_even_tiles_by_default() {
@@ -937,7 +992,9 @@ std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::i
 // 0.62 / 0.69, case 33 0.38 / 0.66 / 0.72, case 38 (efgb,gdac->abcdef, even in Z's order and not
 // in X's) 0.74 / 0.84 / 0.89, case 35 (uneven in both) 0.65 / 0.89 / 1.09, case 48 0.62 / 0.63 /
 // 0.73; cases 36, 39, 40 and 43, where Z's order is uneven and X's even, 1.16-1.17 (medians)
-// following Z regardless, 0.99-1.00 with the evenness rule.
+// following Z regardless, 0.99-1.00 with the evenness rule. (That was with uneven tiles copied
+// out through the buffer; where tiles are written around the cache, which splits them at no copy,
+// the caller follows Z: tensor_gemm_row.)
 Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& len,
                 const std::string& xl, const std::vector<std::int64_t>& xs, const std::string& zl,
                 const std::vector<std::int64_t>& zs, std::int64_t x_bytes, std::int64_t z_bytes,
@@ -1449,8 +1506,21 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
   std::int64_t summed = 1;
   for (char c : sum) summed *= len.at(c);
   const bool reread = bytes(z) > kCachedBytes && !one_pass(k, summed);
-  Rows rows = group_rows(m, len, xl, xs, zl, zs, bytes(*x.tensor), bytes(z), k.mr, line, reread);
-  Rows cols = group_rows(n, len, yl, ys, zl, zs, bytes(*y.tensor), bytes(z), k.nr, line, reread);
+  // Where tiles are written around the cache (Gemm::write_around), they follow the output too: a
+  // tile whose columns straddle two runs costs one more kernel call there, no copy, and in the
+  // output's order its columns lie next to each other (TCCG case 34, dfga,gebc->abcdef: 16 × 14
+  // elements in one run of 1,792 bytes, where in gebc's order each of the 14 columns was 48 KB
+  // from the next). The ccsd_t cases, `einsumdb run ... --transform tensor_gemm --repeat 5`, one
+  // thread, three pairs of processes alternating with the build that chose by evenness
+  // (group_rows), time over time (min / median / max): case 34 0.90 / 0.90 / 0.99, 36 0.90 /
+  // 0.91 / 0.95, 38 0.87 / 0.87 / 1.00, 40 0.93 / 0.94 / 0.96, 43 0.81 / 0.89 / 0.91, 45 0.88 /
+  // 0.91 / 0.99; the others, whose order does not change, 0.95-1.02 (medians).
+  const bool around = stream_even && one_pass(k, summed) &&
+                      even_tiles_may_stream(summed, static_cast<double>(bytes(z)));
+  Rows rows =
+      group_rows(m, len, xl, xs, zl, zs, bytes(*x.tensor), bytes(z), k.mr, line, reread || around);
+  Rows cols =
+      group_rows(n, len, yl, ys, zl, zs, bytes(*y.tensor), bytes(z), k.nr, line, reread || around);
 
   Contraction p;
   p.am = std::move(rows.x);
@@ -1491,6 +1561,12 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
   p.row_step = spacing(p.cm, k.mr);
   p.row_runs = unit_runs(p.cm, k.mr, line, p.row_step);
   p.col_step = spacing(p.cn, k.nr);
+  // Tiles written around the cache (Gemm::write_around): where even ones would go through the
+  // buffer, rows contiguous in the output in whole lines, at the spacing of the first columns.
+  const std::int64_t col_spacing = p.N > 1 ? p.cn[1] - p.cn[0] : 0;
+  if (p.stream_all && p.K <= p.kc && (k.mr * sizeof(T)) % 64 == 0 && col_spacing > 0 &&
+      (col_spacing * sizeof(T)) % 64 == 0)
+    p.around_ldc = col_spacing;
 
   const Gemm<T> gemm(p, x.tensor->data<T>(), y.tensor->data<T>(), z.data<T>());
   // Packing space per thread: MC × KC of A and NC × KC of B at most, in micro-panels.
