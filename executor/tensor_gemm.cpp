@@ -40,7 +40,8 @@
 // rows: a tall, skinny product such as TCCG case 1); where it is among the streamed operand's
 // rows and that operand runs along another of them, the calls go a line's worth of its values at
 // a time into a buffer, transposed on the way out (streamed lines: TCCG cases 2-4 and 6-8), and
-// where it runs along that index itself, the calls write in place (TCCG cases 5, 10, 11, 19).
+// where it runs along that index itself, the calls write in place (TCCG cases 5, 9, 10, 11, 19).
+// An output larger than the cache is written by the kernels in non-temporal stores, around it.
 //
 // Parameters: "threads" (over batch points when there are enough, otherwise over the wider of
 // the row and column ranges, each thread packing its own blocks; streamed rows, over the rows),
@@ -1112,6 +1113,7 @@ struct Piece {
 struct Streamed : StreamedOperands {
   std::int64_t x_rs = 0, x_ds = 0, c_rs = 0;
   std::vector<Piece> pieces;
+  bool around = false;  // the output written around the cache (writes_around)
 };
 
 // Runs body(q, packed, piece, next piece) on every piece of each batch point q, with W packed
@@ -1129,6 +1131,7 @@ void over_pieces(std::int64_t nb, const std::vector<Piece>& pieces, int threads,
       body(q, packed, pieces[static_cast<std::size_t>(i)],
            pieces[static_cast<std::size_t>(std::min(count - 1, i + 1))]);
     }
+    _mm_sfence();  // any streamed stores, visible before this thread is joined
   };
   const std::int64_t t = std::max(1, threads);
   if (nb >= t) {
@@ -1147,6 +1150,33 @@ void over_pieces(std::int64_t nb, const std::vector<Piece>& pieces, int threads,
     kernels::parallel_for(count, static_cast<int>(t),
                           [&](std::int64_t lo, std::int64_t hi) { run(q, packed.data(), lo, hi); });
   }
+}
+
+// Whether a streamed plan's kernels write the output around the cache, in non-temporal stores:
+// where it is too large for the cache and each kernel call's columns start on a cache line
+// (`column` and `step` elements of T apart, each of its columns whole lines, at the pieces'
+// offsets from each batch point's). An ordinary store reads its line from memory before writing
+// it, and the output is written once. On a 2-core Zen 4, `einsumdb run ... --transform tensor_gemm
+// --repeat 5`, one thread, three pairs of processes alternating with the build that wrote in place
+// with ordinary stores, time over time (min / median / max): TCCG case 5 (ebad,ce->abcd, in place)
+// 0.82 / 0.84 / 0.89, case 10 (eb,aecd->abcd) 0.84 / 0.85 / 0.85, case 11 (ec,abed->abcd) 0.81 /
+// 0.87 / 0.87, case 1 (bda,dc->abc, streamed rows) 0.96 / 0.97 / 0.99; case 9 (ea,ebcd->abcd),
+// which streams in place only so, against BLIS's packed path 0.87 / 0.88 / 0.88 (75.9 ms against
+// 86.1, medians).
+template <typename T>
+bool writes_around(const std::string& zl, const std::map<char, std::int64_t>& len,
+                   std::int64_t column, std::int64_t step, const std::vector<Piece>& pieces,
+                   const Table& cb) {
+  constexpr std::int64_t line = 64 / sizeof(T);
+  double bytes = sizeof(T);
+  for (char c : zl) bytes *= static_cast<double>(len.at(c));
+  if (!kStreams || bytes <= static_cast<double>(kCachedBytes) || column % line || step % line)
+    return false;
+  for (const Piece& p : pieces)
+    if (p.c % line) return false;
+  for (std::int64_t q = 0; q < cb.size(); ++q)
+    if (cb[q] % line) return false;
+  return true;
 }
 
 // The streamed plan of a contraction, or nothing where it does not apply.
@@ -1214,6 +1244,7 @@ std::optional<Streamed> streamed(const std::string& xl, const std::vector<std::i
   // Pieces of a line's worth of rows or more on average (or all of them, where there are fewer).
   if (static_cast<std::int64_t>(s.pieces.size()) * std::min(M, lanes) > M) return std::nullopt;
   s.address(cols, sum, batch, len, Xl, Xs, Wl, Ws, zl, zs);
+  s.around = writes_around<T>(zl, len, N, s.c_rs, s.pieces, s.cb);
   return s;
 }
 
@@ -1231,7 +1262,7 @@ bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads) 
   for (const Piece& p : s.pieces)
     if (!by_rows.count(p.rows)) {
       const Kernel k(N, p.rows, K, N, transposed ? s.x_ds : s.x_rs, s.c_rs, transposed,
-                     Kernel::Ahead::b_into_l1);
+                     Kernel::Ahead::b_into_l1, s.around);
       if (!k) return false;
       by_rows.emplace(p.rows, k);
     }
@@ -1265,7 +1296,8 @@ bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads) 
 // Where X runs along uz itself, the tiles are written in place, their columns evenly spaced in
 // the output (one "line" per piece): the same, case 5 (ebad,ce->abcd) 0.71 / 0.72 / 0.77 at one
 // thread and 0.69 / 0.72 / 0.82 at two, case 11 (ec,abed->abcd) 0.82 / 0.87 / 0.93 and 0.81 / 0.86
-// / 0.94, cases 10 and 19 0.97-1.02 (medians).
+// / 0.94, cases 10 and 19 0.97-1.02 (medians); where the output is larger than the cache, in
+// non-temporal stores (writes_around).
 
 struct StreamedLines : StreamedOperands {
   Table cn;               // the output's offset per column
@@ -1274,6 +1306,7 @@ struct StreamedLines : StreamedOperands {
   std::int64_t c_rs = 0;  // the output: the spacing of ux's values (the rows)
   std::int64_t c_cs = 0;  // in place: the output's spacing of the columns
   bool in_place = false;  // ux is uz: each tile is written where it belongs, one line per piece
+  bool around = false;    // in place, around the cache (writes_around)
   std::int64_t longest = 0;
   std::vector<Piece> pieces;
 };
@@ -1317,11 +1350,7 @@ std::optional<StreamedLines> streamed_lines(
     s.c_cs = N > 1 ? s.cn[1] : len.at(ux);
     for (std::int64_t j = 0; j < N; ++j)
       if (s.cn[j] != j * s.c_cs) return std::nullopt;
-    // Not where the columns lie a multiple of 4 KB apart in the output: a tile's columns then
-    // share their sets of L1 (TCCG case 9, ea,ebcd->abcd, columns 3 MB apart, took 1.08 / 1.10 /
-    // 1.13 of the packed path's time, three pairs of processes).
-    if (s.c_cs < len.at(ux) || s.c_cs * static_cast<std::int64_t>(sizeof(T)) % 4096 == 0)
-      return std::nullopt;
+    if (s.c_cs < len.at(ux)) return std::nullopt;
   }
   sum = by_stride(sum, Xl, Xs);
   const Table ak = offsets(sum, len, Xl, Xs);
@@ -1351,6 +1380,14 @@ std::optional<StreamedLines> streamed_lines(
                             std::min(s.longest, nx - i0),
                             s.in_place ? 1 : std::min(line, nu - u0)});
   s.address(cols, sum, batch, len, Xl, Xs, Wl, Ws, zl, zs);
+  if (s.in_place) {
+    // Written in place with ordinary stores, not where the columns lie a multiple of 4 KB apart
+    // in the output: a tile's columns then share their sets of L1 (TCCG case 9, ea,ebcd->abcd,
+    // columns 3 MB apart, took 1.08 / 1.10 / 1.13 of the packed path's time, three pairs of
+    // processes). Written around the cache, they share no sets.
+    s.around = writes_around<T>(zl, len, s.longest, s.c_cs, s.pieces, s.cb);
+    if (!s.around && s.c_cs * static_cast<std::int64_t>(sizeof(T)) % 4096 == 0) return std::nullopt;
+  }
   return s;
 }
 
@@ -1401,8 +1438,10 @@ bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, in
   constexpr std::int64_t line = 64 / sizeof(T);
   const std::int64_t tail = s.pieces.empty() ? P : s.pieces.back().rows;
   const std::int64_t ldc = s.in_place ? s.c_cs : P;
-  const Kernel full(P, N, K, s.x_ds, K, ldc, false, Kernel::Ahead::a_into_l2),
-      last(tail, N, K, s.x_ds, K, ldc, false, Kernel::Ahead::a_into_l2);
+  constexpr std::int64_t whole = 64 / sizeof(T);
+  const Kernel full(P, N, K, s.x_ds, K, ldc, false, Kernel::Ahead::a_into_l2, s.around),
+      last(tail, N, K, s.x_ds, K, ldc, false, Kernel::Ahead::a_into_l2,
+           s.around && tail % whole == 0);
   if (!full || !last) return false;
   const auto pack = [&](std::int64_t q, std::vector<T>& to) {  // W of batch point q, K × N
     to.resize(static_cast<std::size_t>(N * K));

@@ -527,8 +527,8 @@ TEST(Strategies, TensorGemmStreamsTheRowsOfAProductWithFewColumns) {
 // both dtypes (a float line is 16 values), one thread and two; where that operand runs along the
 // output's own unit-stride index (TCCG cases 5, 10, 11 and 19), the tiles go in place, between
 // columns evenly spaced in the output; and where it does not apply (the operand's unit-stride
-// index too short to fill a vector; in place, columns unevenly spaced or 4 KB apart), BLIS's
-// path.
+// index too short to fill a vector; in place, columns unevenly spaced, or 4 KB apart in an
+// output the cache holds), BLIS's path.
 // Each agrees with the reference, streamed or not, and the tuner measures both.
 TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
   struct Case {
@@ -580,6 +580,51 @@ TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
     EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"stream_rows", false}}),
               std::string(c.path) == "lines" ? 1 : 0)
         << what;
+  }
+}
+
+// Where the output is larger than the cache, the streamed kernels write it around the cache, in
+// non-temporal stores of whole lines: streamed rows (TCCG case 1's shape, with a batch index), and
+// in place (cases 9 and 11's), where columns a multiple of 4 KB apart no longer share their sets of
+// the cache (ea,ebcd->abcd streams only so), f64 and f32. Each agrees with the reference, with one
+// thread and two, streamed or not.
+TEST(Strategies, TensorGemmStreamsALargeOutputAroundTheCache) {
+  struct Case {
+    const char* spec;
+    std::map<char, int> len;
+    Dtype dtype;
+    const char* path;
+  };
+  const std::vector<Case> cases = {
+      {"bda,dc->abc", {{'a', 220}, {'b', 220}, {'c', 24}, {'d', 20}}, Dtype::f64, "rows"},
+      {"zbda,dc->zabc",
+       {{'a', 150}, {'b', 100}, {'c', 24}, {'d', 9}, {'z', 3}},
+       Dtype::f64,
+       "rows"},
+      {"ea,ebcd->abcd",
+       {{'a', 80}, {'b', 8}, {'c', 16}, {'d', 128}, {'e', 6}},
+       Dtype::f64,
+       "lines"},
+      {"ec,abed->abcd",
+       {{'a', 32}, {'b', 32}, {'c', 40}, {'d', 64}, {'e', 5}},
+       Dtype::f32,
+       "lines"},
+      {"ebad,ce->abcd",
+       {{'a', 30}, {'b', 30}, {'c', 24}, {'d', 72}, {'e', 7}},
+       Dtype::f64,
+       "lines"},
+  };
+  for (const Case& c : cases) {
+    const BatchedEinsum e = binary_spec(c.spec, c.len, c.dtype);
+    const Arrays arrays = random_arrays(e, 23);
+    const Bound bound(e, arrays);
+    std::string what = std::string(c.spec) + " " + std::string(to_string(c.dtype));
+    for (const auto& [index, n] : c.len)
+      what += " " + std::string(1, index) + "=" + std::to_string(n);
+    EXPECT_EQ(tensor_gemm_path(bound), c.path) << what;
+    const Results ref = run_reference(bound);
+    ASSERT_GT(ref.at(0).bytes(), 8u << 20) << what;
+    expect_tensor_gemm_agrees(bound, ref, what);  // streamed, and BLIS's path
   }
 }
 
