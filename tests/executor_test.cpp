@@ -469,6 +469,38 @@ TEST(Strategies, TensorGemmPutsTheLargeOperandOnTheRowsSideWhenTheOtherHasFewEle
   }
 }
 
+// A contraction at given lengths and the path tensor_gemm takes for it (tensor_gemm_path).
+struct PathCase {
+  const char* spec;
+  std::map<char, int> len;
+  Dtype dtype;
+  const char* path;
+};
+
+// Each case takes its path and agrees with the reference, streamed or not, with one thread and two,
+// and the tuner measures BLIS's path too wherever an operand streams. With `large`, each output is
+// larger than the cache.
+void expect_paths(const std::vector<PathCase>& cases, unsigned seed, bool large = false) {
+  for (const PathCase& c : cases) {
+    const BatchedEinsum e = binary_spec(c.spec, c.len, c.dtype);
+    const Arrays arrays = random_arrays(e, seed);
+    const Bound bound(e, arrays);
+    std::string what = std::string(c.spec) + " " + std::string(to_string(c.dtype));
+    for (const auto& [index, n] : c.len)
+      what += " " + std::string(1, index) + "=" + std::to_string(n);
+    EXPECT_EQ(tensor_gemm_path(bound), c.path) << what;
+    const Results ref = run_reference(bound);
+    if (large) {
+      EXPECT_GT(ref.at(0).bytes(), 8u << 20) << what;
+    }
+    expect_tensor_gemm_agrees(bound, ref, what);  // both paths where it streams
+    const auto space = find_strategy("tensor_gemm")->space(e, bound.lengths());
+    EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"stream_rows", false}}),
+              std::string(c.path) == "packed" ? 0 : 1)
+        << what;
+  }
+}
+
 // Where the output's unit-stride index belongs to an operand with few free elements, contiguous in
 // the output, and the other operand runs at unit stride along its rows (TCCG case 1, bda,dc->abc)
 // or along its summed indices (a tall, skinny ik,kj->ij), each evenly spaced, tensor_gemm streams
@@ -478,45 +510,37 @@ TEST(Strategies, TensorGemmPutsTheLargeOperandOnTheRowsSideWhenTheOtherHasFewEle
 // too many for the cache, summed indices unevenly spaced, the output's unit-stride index in both
 // operands), BLIS's path. Each agrees with the reference, streamed or not.
 TEST(Strategies, TensorGemmStreamsTheRowsOfAProductWithFewColumns) {
-  struct Case {
-    const char* spec;
-    std::map<char, int> len;
-    Dtype dtype;
-    bool streams;
-  };
-  const std::vector<Case> cases = {
-      {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 24}, {'d', 300}}, Dtype::f64, true},
-      {"dc,bda->abc", {{'a', 37}, {'b', 29}, {'c', 24}, {'d', 7}}, Dtype::f64, true},
-      {"bda,dc->abc", {{'a', 50}, {'b', 3}, {'c', 6}, {'d', 1}}, Dtype::f64, true},
-      {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 128}, {'d', 40}}, Dtype::f64, true},
-      {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 40}, {'d', 40}}, Dtype::f32, true},
-      {"ik,kj->ij", {{'i', 1000}, {'j', 24}, {'k', 70}}, Dtype::f64, true},
-      {"ik,kj->ij", {{'i', 333}, {'j', 13}, {'k', 5}}, Dtype::f32, true},
-      {"zbda,zdc->zabc", {{'a', 30}, {'b', 7}, {'c', 16}, {'d', 9}, {'z', 3}}, Dtype::f64, true},
-      {"zbda,dc->zabc", {{'a', 30}, {'b', 7}, {'c', 16}, {'d', 9}, {'z', 3}}, Dtype::f64, true},
-      {"bdea,edc->abc", {{'a', 20}, {'b', 9}, {'c', 16}, {'d', 5}, {'e', 6}}, Dtype::f64, true},
-      {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 4}, {'d', 40}}, Dtype::f64, false},
-      {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 129}, {'d', 40}}, Dtype::f64, false},
-      {"ik,kj->ij", {{'i', 100}, {'j', 24}, {'k', 6000}}, Dtype::f64, false},
-      {"bdae,edc->abc", {{'a', 20}, {'b', 9}, {'c', 16}, {'d', 5}, {'e', 6}}, Dtype::f64, false},
-      {"bdac,dc->abc", {{'a', 20}, {'b', 9}, {'c', 16}, {'d', 5}}, Dtype::f64, false},
-  };
-  for (const Case& c : cases) {
-    const BatchedEinsum e = binary_spec(c.spec, c.len, c.dtype);
-    const Arrays arrays = random_arrays(e, 13);
-    const Bound bound(e, arrays);
-    std::string what = std::string(c.spec) + " " + std::string(to_string(c.dtype));
-    for (const auto& [index, n] : c.len)
-      what += " " + std::string(1, index) + "=" + std::to_string(n);
-    EXPECT_EQ(tensor_gemm_path(bound), c.streams ? "rows" : "packed") << what;
-    const Results ref = run_reference(bound);
-    expect_tensor_gemm_agrees(bound, ref, what);  // both paths where it streams
-    // The tuner measures BLIS's path too where the rows stream.
-    const auto space = find_strategy("tensor_gemm")->space(e, bound.lengths());
-    EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"stream_rows", false}}),
-              c.streams ? 1 : 0)
-        << what;
-  }
+  expect_paths(
+      {
+          {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 24}, {'d', 300}}, Dtype::f64, "rows"},
+          {"dc,bda->abc", {{'a', 37}, {'b', 29}, {'c', 24}, {'d', 7}}, Dtype::f64, "rows"},
+          {"bda,dc->abc", {{'a', 50}, {'b', 3}, {'c', 6}, {'d', 1}}, Dtype::f64, "rows"},
+          {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 128}, {'d', 40}}, Dtype::f64, "rows"},
+          {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 40}, {'d', 40}}, Dtype::f32, "rows"},
+          {"ik,kj->ij", {{'i', 1000}, {'j', 24}, {'k', 70}}, Dtype::f64, "rows"},
+          {"ik,kj->ij", {{'i', 333}, {'j', 13}, {'k', 5}}, Dtype::f32, "rows"},
+          {"zbda,zdc->zabc",
+           {{'a', 30}, {'b', 7}, {'c', 16}, {'d', 9}, {'z', 3}},
+           Dtype::f64,
+           "rows"},
+          {"zbda,dc->zabc",
+           {{'a', 30}, {'b', 7}, {'c', 16}, {'d', 9}, {'z', 3}},
+           Dtype::f64,
+           "rows"},
+          {"bdea,edc->abc",
+           {{'a', 20}, {'b', 9}, {'c', 16}, {'d', 5}, {'e', 6}},
+           Dtype::f64,
+           "rows"},
+          {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 4}, {'d', 40}}, Dtype::f64, "packed"},
+          {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 129}, {'d', 40}}, Dtype::f64, "packed"},
+          {"ik,kj->ij", {{'i', 100}, {'j', 24}, {'k', 6000}}, Dtype::f64, "packed"},
+          {"bdae,edc->abc",
+           {{'a', 20}, {'b', 9}, {'c', 16}, {'d', 5}, {'e', 6}},
+           Dtype::f64,
+           "packed"},
+          {"bdac,dc->abc", {{'a', 20}, {'b', 9}, {'c', 16}, {'d', 5}}, Dtype::f64, "packed"},
+      },
+      13);
 }
 
 // Where the output's unit-stride index belongs to the large operand, which runs at unit stride
@@ -531,56 +555,49 @@ TEST(Strategies, TensorGemmStreamsTheRowsOfAProductWithFewColumns) {
 // output the cache holds), BLIS's path.
 // Each agrees with the reference, streamed or not, and the tuner measures both.
 TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
-  struct Case {
-    const char* spec;
-    std::map<char, int> len;
-    Dtype dtype;
-    const char* path;
-  };
-  const std::vector<Case> cases = {
-      {"dca,bd->abc", {{'a', 37}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::f64, "lines"},
-      {"bd,dca->abc", {{'a', 37}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::f64, "lines"},
-      {"dca,bd->abc", {{'a', 37}, {'b', 6}, {'c', 21}, {'d', 20}}, Dtype::f32, "lines"},
-      {"dca,bd->abc", {{'a', 16}, {'b', 6}, {'c', 16}, {'d', 1}}, Dtype::f64, "lines"},
-      {"ecbfa,fd->abcde",
-       {{'a', 24}, {'b', 3}, {'c', 2}, {'d', 5}, {'e', 11}, {'f', 7}},
-       Dtype::f64,
-       "lines"},
-      {"efbad,cf->abcde",
-       {{'a', 3}, {'b', 2}, {'c', 4}, {'d', 9}, {'e', 17}, {'f', 8}},
-       Dtype::f64,
-       "lines"},
-      {"zdca,zbd->zabc", {{'a', 9}, {'b', 6}, {'c', 8}, {'d', 5}, {'z', 3}}, Dtype::f64, "lines"},
-      {"dca,bd->abc", {{'a', 5}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::f64, "packed"},
-      // The operand runs along the output's own unit-stride index: tiles written in place.
-      {"ebad,ce->abcd", {{'a', 3}, {'b', 4}, {'c', 6}, {'d', 24}, {'e', 5}}, Dtype::f64, "lines"},
-      {"ec,abed->abcd", {{'a', 3}, {'b', 4}, {'c', 6}, {'d', 37}, {'e', 5}}, Dtype::f32, "lines"},
-      {"ebad,cge->abcgd",
-       {{'a', 3}, {'b', 4}, {'c', 2}, {'d', 24}, {'e', 5}, {'g', 3}},
-       Dtype::f64,
-       "lines"},
-      // ... but not where the columns are unevenly spaced, or a multiple of 4 KB apart.
-      {"ebad,cge->acbgd",
-       {{'a', 3}, {'b', 4}, {'c', 2}, {'d', 24}, {'e', 5}, {'g', 3}},
-       Dtype::f64,
-       "packed"},
-      {"ea,ebcd->abcd", {{'a', 5}, {'b', 4}, {'c', 4}, {'d', 32}, {'e', 6}}, Dtype::f64, "packed"},
-  };
-  for (const Case& c : cases) {
-    const BatchedEinsum e = binary_spec(c.spec, c.len, c.dtype);
-    const Arrays arrays = random_arrays(e, 17);
-    const Bound bound(e, arrays);
-    std::string what = std::string(c.spec) + " " + std::string(to_string(c.dtype));
-    for (const auto& [index, n] : c.len)
-      what += " " + std::string(1, index) + "=" + std::to_string(n);
-    EXPECT_EQ(tensor_gemm_path(bound), c.path) << what;
-    const Results ref = run_reference(bound);
-    expect_tensor_gemm_agrees(bound, ref, what);  // both paths where it streams
-    const auto space = find_strategy("tensor_gemm")->space(e, bound.lengths());
-    EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"stream_rows", false}}),
-              std::string(c.path) == "lines" ? 1 : 0)
-        << what;
-  }
+  expect_paths(
+      {
+          {"dca,bd->abc", {{'a', 37}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::f64, "lines"},
+          {"bd,dca->abc", {{'a', 37}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::f64, "lines"},
+          {"dca,bd->abc", {{'a', 37}, {'b', 6}, {'c', 21}, {'d', 20}}, Dtype::f32, "lines"},
+          {"dca,bd->abc", {{'a', 16}, {'b', 6}, {'c', 16}, {'d', 1}}, Dtype::f64, "lines"},
+          {"ecbfa,fd->abcde",
+           {{'a', 24}, {'b', 3}, {'c', 2}, {'d', 5}, {'e', 11}, {'f', 7}},
+           Dtype::f64,
+           "lines"},
+          {"efbad,cf->abcde",
+           {{'a', 3}, {'b', 2}, {'c', 4}, {'d', 9}, {'e', 17}, {'f', 8}},
+           Dtype::f64,
+           "lines"},
+          {"zdca,zbd->zabc",
+           {{'a', 9}, {'b', 6}, {'c', 8}, {'d', 5}, {'z', 3}},
+           Dtype::f64,
+           "lines"},
+          {"dca,bd->abc", {{'a', 5}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::f64, "packed"},
+          // The operand runs along the output's own unit-stride index: tiles written in place.
+          {"ebad,ce->abcd",
+           {{'a', 3}, {'b', 4}, {'c', 6}, {'d', 24}, {'e', 5}},
+           Dtype::f64,
+           "lines"},
+          {"ec,abed->abcd",
+           {{'a', 3}, {'b', 4}, {'c', 6}, {'d', 37}, {'e', 5}},
+           Dtype::f32,
+           "lines"},
+          {"ebad,cge->abcgd",
+           {{'a', 3}, {'b', 4}, {'c', 2}, {'d', 24}, {'e', 5}, {'g', 3}},
+           Dtype::f64,
+           "lines"},
+          // ... but not where the columns are unevenly spaced, or a multiple of 4 KB apart.
+          {"ebad,cge->acbgd",
+           {{'a', 3}, {'b', 4}, {'c', 2}, {'d', 24}, {'e', 5}, {'g', 3}},
+           Dtype::f64,
+           "packed"},
+          {"ea,ebcd->abcd",
+           {{'a', 5}, {'b', 4}, {'c', 4}, {'d', 32}, {'e', 6}},
+           Dtype::f64,
+           "packed"},
+      },
+      17);
 }
 
 // Where the output is larger than the cache, the streamed kernels write it around the cache, in
@@ -589,43 +606,27 @@ TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
 // the cache (ea,ebcd->abcd streams only so), f64 and f32. Each agrees with the reference, with one
 // thread and two, streamed or not.
 TEST(Strategies, TensorGemmStreamsALargeOutputAroundTheCache) {
-  struct Case {
-    const char* spec;
-    std::map<char, int> len;
-    Dtype dtype;
-    const char* path;
-  };
-  const std::vector<Case> cases = {
-      {"bda,dc->abc", {{'a', 220}, {'b', 220}, {'c', 24}, {'d', 20}}, Dtype::f64, "rows"},
-      {"zbda,dc->zabc",
-       {{'a', 150}, {'b', 100}, {'c', 24}, {'d', 9}, {'z', 3}},
-       Dtype::f64,
-       "rows"},
-      {"ea,ebcd->abcd",
-       {{'a', 80}, {'b', 8}, {'c', 16}, {'d', 128}, {'e', 6}},
-       Dtype::f64,
-       "lines"},
-      {"ec,abed->abcd",
-       {{'a', 32}, {'b', 32}, {'c', 40}, {'d', 64}, {'e', 5}},
-       Dtype::f32,
-       "lines"},
-      {"ebad,ce->abcd",
-       {{'a', 30}, {'b', 30}, {'c', 24}, {'d', 72}, {'e', 7}},
-       Dtype::f64,
-       "lines"},
-  };
-  for (const Case& c : cases) {
-    const BatchedEinsum e = binary_spec(c.spec, c.len, c.dtype);
-    const Arrays arrays = random_arrays(e, 23);
-    const Bound bound(e, arrays);
-    std::string what = std::string(c.spec) + " " + std::string(to_string(c.dtype));
-    for (const auto& [index, n] : c.len)
-      what += " " + std::string(1, index) + "=" + std::to_string(n);
-    EXPECT_EQ(tensor_gemm_path(bound), c.path) << what;
-    const Results ref = run_reference(bound);
-    ASSERT_GT(ref.at(0).bytes(), 8u << 20) << what;
-    expect_tensor_gemm_agrees(bound, ref, what);  // streamed, and BLIS's path
-  }
+  expect_paths(
+      {
+          {"bda,dc->abc", {{'a', 220}, {'b', 220}, {'c', 24}, {'d', 20}}, Dtype::f64, "rows"},
+          {"zbda,dc->zabc",
+           {{'a', 150}, {'b', 100}, {'c', 24}, {'d', 9}, {'z', 3}},
+           Dtype::f64,
+           "rows"},
+          {"ea,ebcd->abcd",
+           {{'a', 80}, {'b', 8}, {'c', 16}, {'d', 128}, {'e', 6}},
+           Dtype::f64,
+           "lines"},
+          {"ec,abed->abcd",
+           {{'a', 32}, {'b', 32}, {'c', 40}, {'d', 64}, {'e', 5}},
+           Dtype::f32,
+           "lines"},
+          {"ebad,ce->abcd",
+           {{'a', 30}, {'b', 30}, {'c', 24}, {'d', 72}, {'e', 7}},
+           Dtype::f64,
+           "lines"},
+      },
+      23, true);
 }
 
 // Where the output's unit-stride index is among the rows and the operand's another one (TCCG cases
@@ -1445,6 +1446,7 @@ TEST(Strategies, ToleranceCatchesAWrongResult) {
 TEST(Tensor, LargeBlocksAreReusedAndZeroFilledOnRequest) {
   if (!recycles_large_tensors())
     GTEST_SKIP() << "under AddressSanitizer tensors are heap blocks, so that it watches them";
+  release_recycled_memory();  // none of the blocks the tests before this one left
   const auto address = [](const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.raw()); };
   std::uintptr_t large = 0, mid = 0;
   {
