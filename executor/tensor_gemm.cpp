@@ -1466,8 +1466,7 @@ bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, in
       const T* next_a = u + 1 < p.lines ? a + s.x_us : xq + next.x;
       k(a, packed, buf + u * tile, next_a, packed, buf);
     }
-    write_lines_out(buf, tile, P, p, N, zq, s.cn.data(), s.c_rs, stream);
-    if (stream) _mm_sfence();  // the streamed stores, visible before this thread is joined
+    write_lines_out(buf, tile, P, p, N, zq, s.cn.data(), s.c_rs, stream);  // (fenced: over_pieces)
   };
   over_pieces<T>(s.xb.size(), s.pieces, threads, pack, piece);
   return true;
