@@ -160,13 +160,13 @@ bool packed_tile(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std
 template <typename T>
 StreamKernel<T>::StreamKernel(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda,
                               std::int64_t ldb, std::int64_t ldc, bool b_transposed, Ahead ahead,
-                              bool nontemporal)
-    : fn_(reinterpret_cast<void*>(dispatch<T>(m, n, k, lda, ldb, ldc, false, b_transposed,
-                                              ahead == Ahead::none ? LIBXSMM_GEMM_PREFETCH_NONE
-                                              : ahead == Ahead::b_into_l1
-                                                  ? LIBXSMM_GEMM_PREFETCH_BL1
+                              Write write)
+    : fn_(reinterpret_cast<void*>(
+          dispatch<T>(m, n, k, lda, ldb, ldc, write == Write::add, b_transposed,
+                      ahead == Ahead::none        ? LIBXSMM_GEMM_PREFETCH_NONE
+                      : ahead == Ahead::b_into_l1 ? LIBXSMM_GEMM_PREFETCH_BL1
                                                   : LIBXSMM_GEMM_PREFETCH_AL2BL2_VIA_C,
-                                              nontemporal))) {}
+                      write == Write::around))) {}
 
 template <typename T>
 void StreamKernel<T>::operator()(const T* a, const T* b, T* c, const T* next_a, const T* next_b,

@@ -51,22 +51,23 @@ bool packed_tile(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std
                  bool accumulate);
 
 // One libxsmm kernel of a fixed shape, made once and called many times: C'[m × n] = A'[m × k] ·
-// B'[k × n], column-major at the given leading dimensions, B' transposed with `b_transposed`,
-// β = 0. For a product that streams a large operand in place (tensor_gemm's streamed rows and
-// lines), a call names the next call's operands too, and the kernel fetches the next call's
-// streamed operand while it runs: B' into L1 (Ahead::b_into_l1), or A' and B' into L2
-// (Ahead::a_into_l2); Ahead::none fetches nothing. With `nontemporal`, C's columns are written
-// in non-temporal stores, around the cache (libxsmm's LIBXSMM_GEMM_FLAG_ALIGN_C_NTS_HINT): each
-// column of C must then start on a 64-byte boundary and hold whole cache lines. Any size up to
-// libxsmm's int (no kSmallGemm limits); empty (false) where libxsmm has no kernel for the shape.
-// (For T = float and double.)
+// B'[k × n], or += with Write::add, column-major at the given leading dimensions, B' transposed
+// with `b_transposed`. For a product that streams a large operand in place (tensor_gemm's
+// streamed rows and lines), a call names the next call's operands too, and the kernel fetches
+// the next call's streamed operand while it runs: B' into L1 (Ahead::b_into_l1), or A' and B'
+// into L2 (Ahead::a_into_l2); Ahead::none fetches nothing. With Write::around, C's columns are
+// written in non-temporal stores, around the cache (libxsmm's LIBXSMM_GEMM_FLAG_ALIGN_C_NTS_HINT):
+// each column of C must then start on a 64-byte boundary and hold whole cache lines. Any size up
+// to libxsmm's int (no kSmallGemm limits); empty (false) where libxsmm has no kernel for the
+// shape. (For T = float and double.)
 template <typename T>
 class StreamKernel {
  public:
   enum class Ahead { none, b_into_l1, a_into_l2 };
+  enum class Write { cached, around, add };
   StreamKernel() = default;
   StreamKernel(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda, std::int64_t ldb,
-               std::int64_t ldc, bool b_transposed, Ahead ahead, bool nontemporal = false);
+               std::int64_t ldc, bool b_transposed, Ahead ahead, Write write = Write::cached);
   explicit operator bool() const { return fn_ != nullptr; }
   void operator()(const T* a, const T* b, T* c, const T* next_a, const T* next_b, T* next_c) const;
 

@@ -61,6 +61,7 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <type_traits>
 
 // Before blis.h, which brings a CBLAS header of its own: the kernels' BLAS is OpenBLAS.
@@ -379,7 +380,8 @@ class Gemm {
     if (p_.around_ldc > 0)
       for (std::int64_t n = 1; n <= k_.nr; ++n)
         around_.emplace_back(k_.mr, n, p_.K, k_.packmr, k_.packnr, p_.around_ldc, true,
-                             kernels::StreamKernel<T>::Ahead::none, true);
+                             kernels::StreamKernel<T>::Ahead::none,
+                             kernels::StreamKernel<T>::Write::around);
     if (std::any_of(around_.begin(), around_.end(), [](const auto& f) { return !f; }))
       around_.clear();  // libxsmm has no kernel for one of the shapes
   }
@@ -1262,7 +1264,8 @@ bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads) 
   for (const Piece& p : s.pieces)
     if (!by_rows.count(p.rows)) {
       const Kernel k(N, p.rows, K, N, transposed ? s.x_ds : s.x_rs, s.c_rs, transposed,
-                     Kernel::Ahead::b_into_l1, s.around);
+                     Kernel::Ahead::b_into_l1,
+                     s.around ? Kernel::Write::around : Kernel::Write::cached);
       if (!k) return false;
       by_rows.emplace(p.rows, k);
     }
@@ -1307,6 +1310,7 @@ struct StreamedLines : StreamedOperands {
   std::int64_t c_cs = 0;  // in place: the output's spacing of the columns
   bool in_place = false;  // ux is uz: each tile is written where it belongs, one line per piece
   bool around = false;    // in place, around the cache (writes_around)
+  std::int64_t kc = 0;    // summed elements per pass (in place, several passes may add up)
   std::int64_t longest = 0;
   std::vector<Piece> pieces;
 };
@@ -1355,7 +1359,16 @@ std::optional<StreamedLines> streamed_lines(
   sum = by_stride(sum, Xl, Xs);
   const Table ak = offsets(sum, len, Xl, Xs);
   const std::int64_t K = ak.size();
-  if (K < 1 || N * K * static_cast<std::int64_t>(sizeof(T)) > l2_bytes() / 2) return std::nullopt;
+  // W is packed once per pass and read from the cache: at most half of L2 of it. In place, the
+  // summed elements go in as many passes as that takes, each adding to the tiles the first wrote:
+  // TCCG case 19 (adec,ebd->abc, 5184 summed by 72 columns, 3 MB of W, six passes with 1 MB of
+  // L2), `einsumdb run ... --transform tensor_gemm --repeat 5`, one thread, three pairs of
+  // processes alternating with "stream_rows": false (BLIS's packed path), time over time (min /
+  // median / max) 0.79 / 0.79 / 0.81 (74.1 ms against 91.7, medians).
+  const std::int64_t fit = l2_bytes() / 2 / (N * static_cast<std::int64_t>(sizeof(T)));
+  if (K < 1 || fit < 1 || (K > fit && !s.in_place)) return std::nullopt;
+  const std::int64_t passes = (K + fit - 1) / fit;
+  s.kc = (K + passes - 1) / passes;
   // Pieces of at most four lines' worth of ux, in equal shares of whole vectors: TCCG case 6's 32
   // values of d (efbad,cf->abcde) in one piece rather than 24 + 8, cases 3 and 4's 72 in 24s.
   const std::int64_t nx = len.at(ux), shares = (nx + 4 * lanes - 1) / (4 * lanes);
@@ -1385,7 +1398,7 @@ std::optional<StreamedLines> streamed_lines(
     // in the output: a tile's columns then share their sets of L1 (TCCG case 9, ea,ebcd->abcd,
     // columns 3 MB apart, took 1.08 / 1.10 / 1.13 of the packed path's time, three pairs of
     // processes). Written around the cache, they share no sets.
-    s.around = writes_around<T>(zl, len, s.longest, s.c_cs, s.pieces, s.cb);
+    s.around = s.kc == K && writes_around<T>(zl, len, s.longest, s.c_cs, s.pieces, s.cb);
     if (!s.around && s.c_cs * static_cast<std::int64_t>(sizeof(T)) % 4096 == 0) return std::nullopt;
   }
   return s;
@@ -1434,41 +1447,59 @@ template <typename T>
 bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, int threads,
                         bool stream) {
   using Kernel = kernels::StreamKernel<T>;
-  const std::int64_t N = s.wn.size(), K = s.wk.size(), P = s.longest;
+  const std::int64_t N = s.wn.size(), K = s.wk.size(), P = s.longest, kc = s.kc;
   constexpr std::int64_t line = 64 / sizeof(T);
   const std::int64_t tail = s.pieces.empty() ? P : s.pieces.back().rows;
   const std::int64_t ldc = s.in_place ? s.c_cs : P;
-  constexpr std::int64_t whole = 64 / sizeof(T);
-  const Kernel full(P, N, K, s.x_ds, K, ldc, false, Kernel::Ahead::a_into_l2, s.around),
-      last(tail, N, K, s.x_ds, K, ldc, false, Kernel::Ahead::a_into_l2,
-           s.around && tail % whole == 0);
-  if (!full || !last) return false;
-  const auto pack = [&](std::int64_t q, std::vector<T>& to) {  // W of batch point q, K × N
-    to.resize(static_cast<std::size_t>(N * K));
-    const T* from = w + s.wb[q];
-    for (std::int64_t j = 0; j < N; ++j)
-      for (std::int64_t l = 0; l < K; ++l) to[l + j * K] = from[s.wn[j] + s.wk[l]];
-  };
+  // The kernels of both lengths of piece, for each pass's summed elements (the last pass's may be
+  // fewer), writing in the first pass and adding in the others; all made first.
+  std::map<std::tuple<std::int64_t, std::int64_t, bool>, Kernel> kernels;
+  for (const std::int64_t rows : {P, tail})
+    for (std::int64_t l0 = 0; l0 < K; l0 += kc) {
+      const auto key = std::make_tuple(rows, std::min(kc, K - l0), l0 > 0);
+      if (kernels.count(key)) continue;
+      const auto write = l0 > 0                         ? Kernel::Write::add
+                         : s.around && rows % line == 0 ? Kernel::Write::around
+                                                        : Kernel::Write::cached;
+      const Kernel k(rows, N, std::get<1>(key), s.x_ds, kc, ldc, false, Kernel::Ahead::a_into_l2,
+                     write);
+      if (!k) return false;
+      kernels.emplace(key, k);
+    }
   const std::int64_t tile = P * N;  // a tile in the buffer: (i, j) at i + j·P
-  const auto piece = [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
-    thread_local std::vector<T> buffer;  // the piece's tiles, aligned to a line
-    buffer.resize(static_cast<std::size_t>(line * tile + line));
-    T* buf = reinterpret_cast<T*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) / 64 * 64);
-    const T* xq = x + s.xb[q];
-    T* zq = z + s.cb[q];
-    const Kernel& k = p.rows == P ? full : last;
-    if (s.in_place) {
-      k(xq + p.x, packed, zq + p.c, xq + next.x, packed, zq + next.c);
-      return;
-    }
-    for (std::int64_t u = 0; u < p.lines; ++u) {
-      const T* a = xq + p.x + u * s.x_us;
-      const T* next_a = u + 1 < p.lines ? a + s.x_us : xq + next.x;
-      k(a, packed, buf + u * tile, next_a, packed, buf);
-    }
-    write_lines_out(buf, tile, P, p, N, zq, s.cn.data(), s.c_rs, stream);  // (fenced: over_pieces)
-  };
-  over_pieces<T>(s.xb.size(), s.pieces, threads, pack, piece);
+  for (std::int64_t l0 = 0; l0 < K; l0 += kc) {
+    const std::int64_t depth = std::min(kc, K - l0);
+    const Kernel& full = kernels.at({P, depth, l0 > 0});
+    const Kernel& last = kernels.at({tail, depth, l0 > 0});
+    // W of batch point q, this pass's summed elements by N (at most kc × N).
+    const auto pack = [&](std::int64_t q, std::vector<T>& to) {
+      to.resize(static_cast<std::size_t>(N * kc));
+      const T* from = w + s.wb[q];
+      for (std::int64_t j = 0; j < N; ++j)
+        for (std::int64_t l = 0; l < depth; ++l) to[l + j * kc] = from[s.wn[j] + s.wk[l0 + l]];
+    };
+    const auto piece = [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
+      const T* xq = x + s.xb[q] + l0 * s.x_ds;
+      T* zq = z + s.cb[q];
+      const Kernel& k = p.rows == P ? full : last;
+      if (s.in_place) {
+        k(xq + p.x, packed, zq + p.c, xq + next.x, packed, zq + next.c);
+        return;
+      }
+      thread_local std::vector<T> buffer;  // the piece's tiles, aligned to a line
+      buffer.resize(static_cast<std::size_t>(line * tile + line));
+      T* buf =
+          reinterpret_cast<T*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) / 64 * 64);
+      for (std::int64_t u = 0; u < p.lines; ++u) {
+        const T* a = xq + p.x + u * s.x_us;
+        const T* next_a = u + 1 < p.lines ? a + s.x_us : xq + next.x;
+        k(a, packed, buf + u * tile, next_a, packed, buf);
+      }
+      write_lines_out(buf, tile, P, p, N, zq, s.cn.data(), s.c_rs,
+                      stream);  // (fenced: over_pieces)
+    };
+    over_pieces<T>(s.xb.size(), s.pieces, threads, pack, piece);
+  }
   return true;
 }
 

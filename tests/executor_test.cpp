@@ -533,7 +533,8 @@ TEST(Strategies, TensorGemmStreamsTheRowsOfAProductWithFewColumns) {
            "rows"},
           {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 4}, {'d', 40}}, Dtype::f64, "packed"},
           {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 129}, {'d', 40}}, Dtype::f64, "packed"},
-          {"ik,kj->ij", {{'i', 100}, {'j', 24}, {'k', 6000}}, Dtype::f64, "packed"},
+          // (Too many summed elements for the rows: the product streams in place, in passes.)
+          {"ik,kj->ij", {{'i', 100}, {'j', 24}, {'k', 6000}}, Dtype::f64, "lines"},
           {"bdae,edc->abc",
            {{'a', 20}, {'b', 9}, {'c', 16}, {'d', 5}, {'e', 6}},
            Dtype::f64,
@@ -550,7 +551,8 @@ TEST(Strategies, TensorGemmStreamsTheRowsOfAProductWithFewColumns) {
 // 5 values), rows in pieces with a short last one, one summed element and many, a batch index,
 // both dtypes (a float line is 16 values), one thread and two; where that operand runs along the
 // output's own unit-stride index (TCCG cases 5, 10, 11 and 19), the tiles go in place, between
-// columns evenly spaced in the output; and where it does not apply (the operand's unit-stride
+// columns evenly spaced in the output, in several summed passes where the columns' operand would
+// not fit the cache in one; and where it does not apply (the operand's unit-stride
 // index too short to fill a vector; in place, columns unevenly spaced, or 4 KB apart in an
 // output the cache holds), BLIS's path.
 // Each agrees with the reference, streamed or not, and the tuner measures both.
@@ -586,6 +588,17 @@ TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
           {"ebad,cge->abcgd",
            {{'a', 3}, {'b', 4}, {'c', 2}, {'d', 24}, {'e', 5}, {'g', 3}},
            Dtype::f64,
+           "lines"},
+          // ... over several passes of the summed elements where their columns' operand is too
+          // large
+          // for one (TCCG case 19's shape; the last pass shorter; 2 and 3 passes with 1 MB of L2).
+          {"adec,ebd->abc",
+           {{'a', 2}, {'b', 20}, {'c', 24}, {'d', 70}, {'e', 100}},
+           Dtype::f64,
+           "lines"},
+          {"adec,ebd->abc",
+           {{'a', 2}, {'b', 20}, {'c', 32}, {'d', 82}, {'e', 82}},
+           Dtype::f32,
            "lines"},
           // ... but not where the columns are unevenly spaced, or a multiple of 4 KB apart.
           {"ebad,cge->acbgd",
