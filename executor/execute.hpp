@@ -141,8 +141,9 @@ std::optional<std::string> tensor_gemm_rejects(const BatchedEinsum& e);
 std::string tensor_gemm_kernel();
 // How tensor_gemm, with its defaults, runs batch row `row`: "rows" or "lines" where it reads the
 // large operand in place through libxsmm (a product with few columns; its streamed rows, or its
-// streamed lines where the output's unit-stride index belongs to that operand and the operand
-// runs along another), "packed" where it packs it for BLIS's micro-kernel; empty where
+// streamed lines where the output's unit-stride index belongs to that operand: along another
+// index, or along that one, in place, in several summed passes where the columns' operand would
+// not fit the cache in one), "packed" where it packs it for BLIS's micro-kernel; empty where
 // tensor_gemm does not apply.
 std::string tensor_gemm_path(const Bound& bound, std::size_t row = 0);
 std::optional<std::string> batch_fused_rejects(const BatchedEinsum& e);
@@ -155,6 +156,8 @@ struct GemmGroups {
   std::string batch, m, n, k;
 };
 GemmGroups gemm_groups(const BatchedEinsum& e);
+// The same for operands and an output indexed by these labels.
+GemmGroups gemm_groups(const std::string& x, const std::string& y, const std::string& z);
 // The groups as ttgt orders them by default: M and K in the left operand's order, N in the
 // right one's (the orders that let it read operands in place).
 GemmGroups ttgt_groups(const BatchedEinsum& e);

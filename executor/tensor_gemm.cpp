@@ -1196,11 +1196,7 @@ std::optional<Streamed> streamed(const std::string& xl, const std::vector<std::i
   const std::string& Wl = s.swap ? xl : yl;
   const auto& Xs = s.swap ? ys : xs;
   const auto& Ws = s.swap ? xs : ys;
-  std::string rows, cols, sum, batch;
-  for (char c : zl)
-    (contains(Xl, c) && contains(Wl, c) ? batch : contains(Xl, c) ? rows : cols) += c;
-  for (char c : Xl)
-    if (contains(Wl, c) && !contains(zl, c)) sum += c;
+  auto [batch, rows, cols, sum] = gemm_groups(Xl, Wl, zl);
   // The columns: contiguous in the output, a few vectors' worth, filling them well.
   constexpr std::int64_t lanes = 64 / sizeof(T);
   cols = by_stride(cols, zl, zs);
@@ -1336,17 +1332,10 @@ std::optional<StreamedLines> streamed_lines(
   if (ux == '\0' || contains(Wl, ux) || !contains(zl, ux) || len.at(ux) < lanes || len.at(uz) < 2)
     return std::nullopt;
   s.in_place = ux == uz;
-  std::string others, cols, sum, batch;
-  for (char c : zl) {
-    if (contains(Xl, c) && contains(Wl, c))
-      batch += c;
-    else if (contains(Wl, c))
-      cols += c;
-    else if (c != ux && c != uz)
-      others += c;
-  }
-  for (char c : Xl)
-    if (contains(Wl, c) && !contains(zl, c)) sum += c;
+  auto [batch, others, cols, sum] = gemm_groups(Xl, Wl, zl);
+  others.erase(
+      std::remove_if(others.begin(), others.end(), [&](char c) { return c == ux || c == uz; }),
+      others.end());
   s.cn = offsets(cols, len, zl, zs);
   const std::int64_t N = s.cn.size();
   if (N < 1 || N * static_cast<std::int64_t>(sizeof(T)) > kStreamedRowBytes) return std::nullopt;
@@ -1555,10 +1544,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
     std::swap(x, y);
     std::swap(xl, yl);
   }
-  std::string batch, m, n, sum;
-  for (char c : zl) (contains(xl, c) && contains(yl, c) ? batch : contains(xl, c) ? m : n) += c;
-  for (char c : xl)
-    if (contains(yl, c) && !contains(zl, c)) sum += c;
+  const auto [batch, m, n, sum] = gemm_groups(xl, yl, zl);
   // The row and column orders (group_rows): tiled where operand and output disagree on the
   // unit-stride index, otherwise by the strides of the larger of the two.
   const auto xs = x.tensor->strides(), ys = y.tensor->strides();
@@ -1584,12 +1570,12 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
   // (group_rows), time over time (min / median / max): case 34 0.90 / 0.90 / 0.99, 36 0.90 /
   // 0.91 / 0.95, 38 0.87 / 0.87 / 1.00, 40 0.93 / 0.94 / 0.96, 43 0.81 / 0.89 / 0.91, 45 0.88 /
   // 0.91 / 0.99; the others, whose order does not change, 0.95-1.02 (medians).
-  const bool around = stream_even && one_pass(k, summed) &&
-                      even_tiles_may_stream(summed, static_cast<double>(bytes(z)));
-  Rows rows =
-      group_rows(m, len, xl, xs, zl, zs, bytes(*x.tensor), bytes(z), k.mr, line, reread || around);
-  Rows cols =
-      group_rows(n, len, yl, ys, zl, zs, bytes(*y.tensor), bytes(z), k.nr, line, reread || around);
+  const bool stream_all = stream_even && one_pass(k, summed) &&
+                          even_tiles_may_stream(summed, static_cast<double>(bytes(z)));
+  Rows rows = group_rows(m, len, xl, xs, zl, zs, bytes(*x.tensor), bytes(z), k.mr, line,
+                         reread || stream_all);
+  Rows cols = group_rows(n, len, yl, ys, zl, zs, bytes(*y.tensor), bytes(z), k.nr, line,
+                         reread || stream_all);
 
   Contraction p;
   p.am = std::move(rows.x);
@@ -1624,8 +1610,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
   // A block of rows holds at least one line group (Gemm::block_end).
   block_sizes(k, p, large, p.row_lines.empty() ? k.mr : line * k.mr);
   p.stream = large && p.K <= p.kc;
-  p.stream_all =
-      p.stream && stream_even && even_tiles_may_stream(p.K, static_cast<double>(bytes(z)));
+  p.stream_all = stream_all;  // (one pass, an output beyond the cache: p.stream)
   p.fetch_ahead = fetch_ahead;
   p.row_step = spacing(p.cm, k.mr);
   p.row_runs = unit_runs(p.cm, k.mr, line, p.row_step);
@@ -1633,7 +1618,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
   // Tiles written around the cache (Gemm::write_around): where even ones would go through the
   // buffer, rows contiguous in the output in whole lines, at the spacing of the first columns.
   const std::int64_t col_spacing = p.N > 1 ? p.cn[1] - p.cn[0] : 0;
-  if (p.stream_all && p.K <= p.kc && (k.mr * sizeof(T)) % 64 == 0 && col_spacing > 0 &&
+  if (p.stream_all && (k.mr * sizeof(T)) % 64 == 0 && col_spacing > 0 &&
       (col_spacing * sizeof(T)) % 64 == 0)
     p.around_ldc = col_spacing;
 

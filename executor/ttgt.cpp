@@ -28,7 +28,10 @@
 namespace einsumdb {
 
 GemmGroups gemm_groups(const BatchedEinsum& e) {
-  const std::string &x = e.inputs[0], &y = e.inputs[1], &z = e.output;
+  return gemm_groups(e.inputs[0], e.inputs[1], e.output);
+}
+
+GemmGroups gemm_groups(const std::string& x, const std::string& y, const std::string& z) {
   auto in = [](const std::string& s, char c) { return s.find(c) != std::string::npos; };
   GemmGroups g;
   for (char c : z) {  // batch, M, N in the output's order

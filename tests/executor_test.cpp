@@ -705,11 +705,13 @@ TEST(Strategies, TensorGemmFollowsTheOutputWhereTilesWouldNotHelp) {
 
 // TCCG's ccsd_t contractions interleave the operands' indices in the output: a micro-tile's
 // columns (or rows) straddle two values of an outer index wherever an index's length is not a
-// multiple of the tile's, and such tiles are computed into a buffer and copied out. Rows even and
-// columns straddling, rows straddling and columns even, and both; an output over 8 MB with one
-// summed pass (the copy streams past the cache, and even tiles take it too with stream_even, else
-// are written in place) and a summed index longer than a pass (the copy adds); both dtypes (f32's
-// tile is 32 rows), 1 and 2 threads.
+// multiple of the tile's, and such tiles are computed into a buffer and copied out, or, where
+// the output streams past the cache and the tile's rows are whole lines of it, written there by
+// one libxsmm kernel per run of its columns (Gemm::write_around). Rows even and columns
+// straddling, rows straddling and columns even, and both; an output over 8 MB with one summed
+// pass (the tiles stream past the cache, even ones too with stream_even, else written in place) and
+// a summed index longer than a pass (the copy adds); both dtypes (f32's tile is 32 rows), 1 and 2
+// threads.
 TEST(Strategies, TensorGemmCopiesOutTilesThatStraddleAnOuterIndex) {
   for (Dtype dtype : {Dtype::f64, Dtype::f32}) {
     for (const auto& [e_len, f_len] : {std::pair{16, 16}, {14, 20}, {16, 20}}) {
@@ -817,13 +819,13 @@ TEST(Deadline, StopsARunThatPassedItAndOnlyThatRun) {
 }
 
 // Where the operand of a group of indices fits in the cache and the output does not, the group
-// follows the output's order, or the operand's where that leaves fewer micro-panels unevenly
-// spaced in the output. TCCG's ccsd_t shapes with a 302 MB output scaled to 19-38 MB: case 31
-// (dega,gfbc->abcdef: the columns a, d, e even in the output's order, not in the operand's), case
-// 36 (dfgc,geab->abcdef: the columns a, b, e even in the operand's order, e = 16 straddling the
-// tiles in the output's), case 38 (efgb,gdac->abcdef: d = 24 and c merge into one even step in the
-// output's order) and case 39 (efgc,gdab->abcdef: uneven in the output's order); even tiles in
-// place and through the buffer.
+// follows the output's order, or, where tiles are not written around the cache (stream_even
+// false), the operand's where that leaves fewer micro-panels unevenly spaced in the output. TCCG's
+// ccsd_t shapes with a 302 MB output scaled to 19-38 MB: case 31 (dega,gfbc->abcdef: the columns a,
+// d, e even in the output's order, not in the operand's), case 36 (dfgc,geab->abcdef: the columns
+// a, b, e even in the operand's order, e = 16 straddling the tiles in the output's), case 38
+// (efgb,gdac->abcdef: d = 24 and c merge into one even step in the output's order) and case 39
+// (efgc,gdab->abcdef: uneven in the output's order); even tiles in place and through the buffer.
 TEST(Strategies, TensorGemmOrdersACachedOperandsIndicesForTheOutput) {
   // d = 24 where it is the output's step-256 index (cases 38 and 39), otherwise 12.
   for (const auto& [spec, d] : {std::pair{"dega,gfbc->abcdef", 12},
