@@ -335,6 +335,54 @@ struct Lanes<float> {
   static void stream(float* p, __m512 v) { _mm512_stream_ps(p, v); }
 };
 
+// Columns p and p + 1 of rows h to h + 3 of the 8 × 8 block of doubles whose row u is at q + u·ld:
+// from two 128-bit loads per register and one in-lane unpack each, no lane-crossing shuffle.
+inline void transposed_quarter(const double* q, std::int64_t ld, int p, int h, __m256d& column_p,
+                               __m256d& column_next) {
+  const double* a = q + h * ld + p;
+  const __m256d x0 = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(a)),
+                                          _mm_loadu_pd(a + 2 * ld), 1);  // rows h, h + 2
+  const __m256d x1 = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(a + ld)),
+                                          _mm_loadu_pd(a + 3 * ld), 1);  // rows h + 1, h + 3
+  column_p = _mm256_unpacklo_pd(x0, x1);
+  column_next = _mm256_unpackhi_pd(x0, x1);
+}
+
+// d[i·ldd + u] <- q[u·ld + i] for an 8 × 8 block of doubles, each row of d written in two halves,
+// streamed with `stream` (d's rows then 32-byte aligned). Zen 4 runs AVX-512's lane-crossing
+// shuffles at a fraction of the in-lane rate: a standalone loop over blocks in L1, three runs,
+// took 8.7-9.7 ns a block this way against 24-30 ns loading rows and transposing them in
+// registers (transpose8), and 10-16 ns joining the halves into one register per row
+// (load_transposed8).
+inline void transpose8_to(const double* q, std::int64_t ld, double* d, std::int64_t ldd,
+                          bool stream) {
+  for (int p = 0; p < 8; p += 2)
+    for (int h = 0; h < 8; h += 4) {
+      __m256d a, b;
+      transposed_quarter(q, ld, p, h, a, b);
+      if (stream) {
+        _mm256_stream_pd(d + p * ldd + h, a);
+        _mm256_stream_pd(d + (p + 1) * ldd + h, b);
+      } else {
+        _mm256_storeu_pd(d + p * ldd + h, a);
+        _mm256_storeu_pd(d + (p + 1) * ldd + h, b);
+      }
+    }
+}
+
+// r[i] <- column i of the 8 × 8 block of doubles whose row u is at q + u·ld, in quarters
+// (transposed_quarter), each pair of halves joined once (the zero-masking form with every lane
+// selected, as in transpose8).
+inline void load_transposed8(const double* q, std::int64_t ld, __m512d* r) {
+  for (int p = 0; p < 8; p += 2) {
+    __m256d a0, b0, a1, b1;
+    transposed_quarter(q, ld, p, 0, a0, b0);
+    transposed_quarter(q, ld, p, 4, a1, b1);
+    r[p] = _mm512_maskz_insertf64x4(0xFF, _mm512_castpd256_pd512(a0), a1, 1);
+    r[p + 1] = _mm512_maskz_insertf64x4(0xFF, _mm512_castpd256_pd512(b0), b1, 1);
+  }
+}
+
 // r[i][j] <- r[j][i] for an 8 × 8 block of doubles, one row per register. (The zero-masking forms
 // with every lane selected: GCC 12 warns of the plain forms' undefined source register.)
 void transpose8(__m512d* r) {
@@ -637,9 +685,13 @@ class Gemm {
         const auto mask = static_cast<__mmask8>((1u << w) - 1);
         for (std::int64_t h = 0; h < mrb; h += 8) {
           __m512d r[8];  // past the tile's rows, the buffer's stale elements, never written out
-          for (std::int64_t j = 0; j < 8; ++j)
-            r[j] = j < w ? _mm512_load_pd(tile + (n0 + j) * k_.mr + h) : _mm512_setzero_pd();
-          transpose8(r);
+          if (w == 8) {
+            load_transposed8(tile + n0 * k_.mr + h, k_.mr, r);
+          } else {
+            for (std::int64_t j = 0; j < 8; ++j)
+              r[j] = j < w ? _mm512_load_pd(tile + (n0 + j) * k_.mr + h) : _mm512_setzero_pd();
+            transpose8(r);
+          }
           for (std::int64_t i = 0; i < std::min<std::int64_t>(8, mrb - h); ++i)
             put(base + (h + i) * rs + n0, r[i], mask, accumulate, p_.stream);
         }
@@ -665,9 +717,7 @@ class Gemm {
         for (std::int64_t n = 0; n < nrb; ++n)
           for (std::int64_t h = 0; h < k_.mr; h += 8) {
             __m512d r[8];
-            for (std::int64_t j = 0; j < 8; ++j)
-              r[j] = _mm512_load_pd(group + j * tile + n * k_.mr + h);
-            transpose8(r);
+            load_transposed8(group + n * k_.mr + h, tile, r);
             for (std::int64_t i = 0; i < 8; ++i)
               put(c + cm[h + i] + cn[n], r[i], 0xFF, accumulate, p_.stream);
           }
@@ -1303,6 +1353,8 @@ struct StreamedLines : StreamedOperands {
   std::int64_t x_ds = 0;  // X: the spacing of the summed elements
   std::int64_t x_us = 0;  // X: the spacing of uz's values (the lines' elements)
   std::int64_t c_rs = 0;  // the output: the spacing of ux's values (the rows)
+  std::int64_t span = 0;  // a piece's rows: ux's values of `span` at a time, then vx's
+  std::int64_t c_vs = 0;  // the output: the spacing of vx's values (a piece's rows past span)
   std::int64_t c_cs = 0;  // in place: the output's spacing of the columns
   bool in_place = false;  // ux is uz: each tile is written where it belongs, one line per piece
   bool around = false;    // in place, around the cache (writes_around)
@@ -1367,20 +1419,46 @@ std::optional<StreamedLines> streamed_lines(
     if (ak[l] != l * sa) return std::nullopt;
   if (sa < s.longest) return std::nullopt;
   s.x_ds = sa;
+  s.span = s.longest;
+  // Where ux's values are whole vectors in one piece and the next index of the tiles' rows, vx,
+  // follows them in X, a piece takes up to eight lines of rows over several of vx's values: each
+  // kernel call then reads runs of X twice as long or more, which the hardware fetches ahead. TCCG
+  // case 6 (efbad,cf->abcde: d's 32 values, then a's; runs of 512 bytes instead of 256, 384 KB
+  // apart), `einsumdb run ... --transform tensor_gemm --repeat 5`, one thread, five pairs of
+  // processes alternating with the build of one value per piece, time over time (min / median /
+  // max): 0.80 / 0.92 / 1.04; case 8 (efcad,bf->abcde) 0.89 / 0.90 / 0.94. (A standalone loop of
+  // case 6's kernel calls, not writing the tiles out, ran at the DGEMM peak with two values of a
+  // per call and at 0.8 of it with one.)
+  char vx = '\0';
+  std::int64_t per = 1;  // vx's values per piece
+  if (!s.in_place && s.longest == nx && nx % lanes == 0)
+    for (const char c : others)
+      if (Xs[Xl.find(c)] == nx)
+        for (std::int64_t r = std::min(8 * lanes, sa) / nx; r > 1 && vx == '\0'; --r)
+          if (len.at(c) % r == 0) vx = c, per = r;
   const auto stride_in = [](char c, const std::string& layout,
                             const std::vector<std::int64_t>& st) { return st[layout.find(c)]; };
   s.x_us = stride_in(uz, Xl, Xs);
   s.c_rs = stride_in(ux, zl, zs);
   if (stride_in(uz, zl, zs) != 1) return std::nullopt;
+  std::int64_t nv = 1;  // vx's values, `per` to a piece
+  if (vx != '\0') {
+    others.erase(std::find(others.begin(), others.end(), vx));
+    nv = len.at(vx);
+    s.c_vs = stride_in(vx, zl, zs);
+    s.longest = per * nx;
+  }
   others = by_stride(others, Xl, Xs);
   const Table ox = offsets(others, len, Xl, Xs), oz = offsets(others, len, zl, zs);
   const std::int64_t nu = len.at(uz);
   for (std::int64_t o = 0; o < ox.size(); ++o)
-    for (std::int64_t u0 = 0; u0 < (s.in_place ? 1 : nu); u0 += line)
-      for (std::int64_t i0 = 0; i0 < nx; i0 += s.longest)
-        s.pieces.push_back({ox[o] + u0 * s.x_us + i0, oz[o] + u0 + i0 * s.c_rs,
-                            std::min(s.longest, nx - i0),
-                            s.in_place ? 1 : std::min(line, nu - u0)});
+    for (std::int64_t v0 = 0; v0 < nv; v0 += per)
+      for (std::int64_t u0 = 0; u0 < (s.in_place ? 1 : nu); u0 += line)
+        for (std::int64_t i0 = 0; i0 < nx; i0 += s.span)
+          s.pieces.push_back({ox[o] + v0 * nx + u0 * s.x_us + i0,
+                              oz[o] + v0 * s.c_vs + u0 + i0 * s.c_rs,
+                              vx != '\0' ? s.longest : std::min(s.span, nx - i0),
+                              s.in_place ? 1 : std::min(line, nu - u0)});
   s.address(cols, sum, batch, len, Xl, Xs, Wl, Ws, zl, zs);
   if (s.in_place) {
     // Written in place with ordinary stores, not where the columns lie a multiple of 4 KB apart
@@ -1395,23 +1473,34 @@ std::optional<StreamedLines> streamed_lines(
 
 // Writes a piece's tiles out (streamed lines): tile u at buf + u·tile, its element (i, j) at
 // i + j·P; row i and column j of the piece's `lines` tiles are one run of the output, at
-// z + p.c + i·c_rs + cn[j] (streamed past the cache with `stream` where a whole aligned line).
+// z + p.c + row(i) + cn[j], row(i) = (i mod span)·c_rs + (i div span)·c_vs (streamed past the
+// cache with `stream` where a whole aligned line).
 template <typename T>
 void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piece& p,
-                     std::int64_t N, T* z, const std::int64_t* cn, std::int64_t c_rs, bool stream) {
+                     std::int64_t N, T* z, const std::int64_t* cn, const StreamedLines& s,
+                     bool stream) {
+  const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, double>) {
     if (p.lines == 8) {
       for (std::int64_t j = 0; j < N; ++j)
         for (std::int64_t i0 = 0; i0 < p.rows; i0 += 8) {
           const std::int64_t h = std::min<std::int64_t>(8, p.rows - i0);
+          if (h == 8) {
+            double* const d = z + p.c + row(i0) + cn[j];
+            transpose8_to(
+                buf + i0 + j * P, tile, d, s.c_rs,
+                stream && s.c_rs % 8 == 0 && reinterpret_cast<std::uintptr_t>(d) % 64 == 0);
+            continue;
+          }
           const auto mask = static_cast<__mmask8>((1u << h) - 1);
           __m512d r[8];
           for (std::int64_t u = 0; u < 8; ++u)
             r[u] = _mm512_maskz_loadu_pd(mask, buf + u * tile + i0 + j * P);
           transpose8(r);
+          double* const d0 = z + p.c + row(i0) + cn[j];  // (span a multiple of 8 where over 8)
           for (std::int64_t i = 0; i < h; ++i) {
-            double* d = z + p.c + (i0 + i) * c_rs + cn[j];
+            double* d = d0 + i * s.c_rs;
             if (stream && reinterpret_cast<std::uintptr_t>(d) % 64 == 0)
               _mm512_stream_pd(d, r[i]);
             else
@@ -1425,7 +1514,7 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
   (void)stream;
   for (std::int64_t j = 0; j < N; ++j)
     for (std::int64_t i = 0; i < p.rows; ++i) {
-      T* d = z + p.c + i * c_rs + cn[j];
+      T* d = z + p.c + row(i) + cn[j];
       for (std::int64_t u = 0; u < p.lines; ++u) d[u] = buf[u * tile + i + j * P];
     }
 }
@@ -1484,8 +1573,7 @@ bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, in
         const T* next_a = u + 1 < p.lines ? a + s.x_us : xq + next.x;
         k(a, packed, buf + u * tile, next_a, packed, buf);
       }
-      write_lines_out(buf, tile, P, p, N, zq, s.cn.data(), s.c_rs,
-                      stream);  // (fenced: over_pieces)
+      write_lines_out(buf, tile, P, p, N, zq, s.cn.data(), s, stream);  // (fenced: over_pieces)
     };
     over_pieces<T>(s.xb.size(), s.pieces, threads, pack, piece);
   }

@@ -548,7 +548,7 @@ TEST(Strategies, TensorGemmStreamsTheRowsOfAProductWithFewColumns) {
 // along another of its rows (TCCG cases 2-4 and 6-8, dca,bd->abc and its kin), with few columns,
 // tensor_gemm streams that operand in lines: a tile per value of the output's index, a line's
 // worth at a time, transposed on the way out. Lines cut short at the end of their index (13 = 8 +
-// 5 values), rows in pieces with a short last one, one summed element and many, a batch index,
+// 5 values), rows in pieces with a short last one or over several values of a second index, one summed element and many, a batch index,
 // both dtypes (a float line is 16 values), one thread and two; where that operand runs along the
 // output's own unit-stride index (TCCG cases 5, 10, 11 and 19), the tiles go in place, between
 // columns evenly spaced in the output, in several summed passes where the columns' operand would
@@ -570,6 +570,20 @@ TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
           {"efbad,cf->abcde",
            {{'a', 3}, {'b', 2}, {'c', 4}, {'d', 9}, {'e', 17}, {'f', 8}},
            Dtype::f64,
+           "lines"},
+          // Rows over several values of the index that follows in the operand (a after d):
+          // three, four and eight of them, whole lines and lines cut short.
+          {"efbad,cf->abcde",
+           {{'a', 6}, {'b', 2}, {'c', 5}, {'d', 16}, {'e', 11}, {'f', 7}},
+           Dtype::f64,
+           "lines"},
+          {"efbad,cf->abcde",
+           {{'a', 4}, {'b', 3}, {'c', 6}, {'d', 8}, {'e', 16}, {'f', 5}},
+           Dtype::f64,
+           "lines"},
+          {"efbad,cf->abcde",
+           {{'a', 4}, {'b', 2}, {'c', 3}, {'d', 16}, {'e', 20}, {'f', 3}},
+           Dtype::f32,
            "lines"},
           {"zdca,zbd->zabc",
            {{'a', 9}, {'b', 6}, {'c', 8}, {'d', 5}, {'z', 3}},
