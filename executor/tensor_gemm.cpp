@@ -348,25 +348,20 @@ inline void transposed_quarter(const double* q, std::int64_t ld, int p, int h, _
   column_next = _mm256_unpackhi_pd(x0, x1);
 }
 
-// d[i·ldd + u] <- q[u·ld + i] for an 8 × 8 block of doubles, each row of d written in two halves,
-// streamed with `stream` (d's rows then 32-byte aligned). Zen 4 runs AVX-512's lane-crossing
-// shuffles at a fraction of the in-lane rate: a standalone loop over blocks in L1, three runs,
-// took 8.7-9.7 ns a block this way against 24-30 ns loading rows and transposing them in
-// registers (transpose8), and 10-16 ns joining the halves into one register per row
-// (load_transposed8).
-inline void transpose8_to(const double* q, std::int64_t ld, double* d, std::int64_t ldd,
-                          bool stream) {
+// d[i·ldd + u] <- q[u·ld + i] for an 8 × 8 block of doubles, each row of d written in two halves.
+// Zen 4 runs AVX-512's lane-crossing shuffles at a fraction of the in-lane rate: a standalone loop
+// over blocks in L1, three runs, took 8.7-9.7 ns a block this way against 24-30 ns loading rows
+// and transposing them in registers (transpose8), and 10-16 ns joining the halves into one
+// register per row (load_transposed8, which streams a whole line in one store: against two
+// streamed halves, TCCG cases 2, 3, 6 and 7 took 0.94-0.98 of the time so and case 4 1.00,
+// medians of five pairs of processes).
+inline void transpose8_to(const double* q, std::int64_t ld, double* d, std::int64_t ldd) {
   for (int p = 0; p < 8; p += 2)
     for (int h = 0; h < 8; h += 4) {
       __m256d a, b;
       transposed_quarter(q, ld, p, h, a, b);
-      if (stream) {
-        _mm256_stream_pd(d + p * ldd + h, a);
-        _mm256_stream_pd(d + (p + 1) * ldd + h, b);
-      } else {
-        _mm256_storeu_pd(d + p * ldd + h, a);
-        _mm256_storeu_pd(d + (p + 1) * ldd + h, b);
-      }
+      _mm256_storeu_pd(d + p * ldd + h, a);
+      _mm256_storeu_pd(d + (p + 1) * ldd + h, b);
     }
 }
 
@@ -1488,9 +1483,13 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
           const std::int64_t h = std::min<std::int64_t>(8, p.rows - i0);
           if (h == 8) {
             double* const d = z + p.c + row(i0) + cn[j];
-            transpose8_to(
-                buf + i0 + j * P, tile, d, s.c_rs,
-                stream && s.c_rs % 8 == 0 && reinterpret_cast<std::uintptr_t>(d) % 64 == 0);
+            if (stream && s.c_rs % 8 == 0 && reinterpret_cast<std::uintptr_t>(d) % 64 == 0) {
+              __m512d r[8];  // whole lines, each streamed in one store
+              load_transposed8(buf + i0 + j * P, tile, r);
+              for (std::int64_t i = 0; i < 8; ++i) _mm512_stream_pd(d + i * s.c_rs, r[i]);
+            } else {
+              transpose8_to(buf + i0 + j * P, tile, d, s.c_rs);
+            }
             continue;
           }
           const auto mask = static_cast<__mmask8>((1u << h) - 1);

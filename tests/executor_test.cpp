@@ -548,14 +548,14 @@ TEST(Strategies, TensorGemmStreamsTheRowsOfAProductWithFewColumns) {
 // along another of its rows (TCCG cases 2-4 and 6-8, dca,bd->abc and its kin), with few columns,
 // tensor_gemm streams that operand in lines: a tile per value of the output's index, a line's
 // worth at a time, transposed on the way out. Lines cut short at the end of their index (13 = 8 +
-// 5 values), rows in pieces with a short last one or over several values of a second index, one summed element and many, a batch index,
-// both dtypes (a float line is 16 values), one thread and two; where that operand runs along the
-// output's own unit-stride index (TCCG cases 5, 10, 11 and 19), the tiles go in place, between
-// columns evenly spaced in the output, in several summed passes where the columns' operand would
-// not fit the cache in one; and where it does not apply (the operand's unit-stride
-// index too short to fill a vector; in place, columns unevenly spaced, or 4 KB apart in an
-// output the cache holds), BLIS's path.
-// Each agrees with the reference, streamed or not, and the tuner measures both.
+// 5 values), rows in pieces with a short last one or over several values of a second index, one
+// summed element and many, a batch index, both dtypes (a float line is 16 values), one thread and
+// two; where that operand runs along the output's own unit-stride index (TCCG cases 5, 10, 11 and
+// 19), the tiles go in place, between columns evenly spaced in the output, in several summed passes
+// where the columns' operand would not fit the cache in one; and where it does not apply (the
+// operand's unit-stride index too short to fill a vector; in place, columns unevenly spaced, or 4
+// KB apart in an output the cache holds), BLIS's path. Each agrees with the reference, streamed or
+// not, and the tuner measures both.
 TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
   expect_paths(
       {
@@ -628,10 +628,11 @@ TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
 }
 
 // Where the output is larger than the cache, the streamed kernels write it around the cache, in
-// non-temporal stores of whole lines: streamed rows (TCCG case 1's shape, with a batch index), and
-// in place (cases 9 and 11's), where columns a multiple of 4 KB apart no longer share their sets of
-// the cache (ea,ebcd->abcd streams only so), f64 and f32. Each agrees with the reference, with one
-// thread and two, streamed or not.
+// non-temporal stores of whole lines: streamed rows (TCCG case 1's shape, with a batch index),
+// lines transposed on their way out (cases 6 and 2's; with e = 132 the rows do not all start on a
+// line and take ordinary stores, with e = 136 they do), and in place (cases 9 and 11's), where
+// columns a multiple of 4 KB apart no longer share their sets of the cache (ea,ebcd->abcd streams
+// only so), f64 and f32. Each agrees with the reference, with one thread and two, streamed or not.
 TEST(Strategies, TensorGemmStreamsALargeOutputAroundTheCache) {
   expect_paths(
       {
@@ -652,6 +653,16 @@ TEST(Strategies, TensorGemmStreamsALargeOutputAroundTheCache) {
            {{'a', 30}, {'b', 30}, {'c', 24}, {'d', 72}, {'e', 7}},
            Dtype::f64,
            "lines"},
+          // Tiles transposed on their way out, each line streamed whole (TCCG cases 6 and 2).
+          {"efbad,cf->abcde",
+           {{'a', 8}, {'b', 8}, {'c', 10}, {'d', 16}, {'e', 132}, {'f', 3}},
+           Dtype::f64,
+           "lines"},
+          {"efbad,cf->abcde",
+           {{'a', 8}, {'b', 8}, {'c', 10}, {'d', 16}, {'e', 136}, {'f', 3}},
+           Dtype::f64,
+           "lines"},
+          {"dca,bd->abc", {{'a', 72}, {'b', 12}, {'c', 1248}, {'d', 5}}, Dtype::f64, "lines"},
       },
       23, true);
 }
