@@ -350,11 +350,13 @@ inline void transposed_quarter(const double* q, std::int64_t ld, int p, int h, _
 
 // d[i·ldd + u] <- q[u·ld + i] for an 8 × 8 block of doubles, each row of d written in two halves.
 // Zen 4 runs AVX-512's lane-crossing shuffles at a fraction of the in-lane rate: a standalone loop
-// over blocks in L1, three runs, took 8.7-9.7 ns a block this way against 24-30 ns loading rows
-// and transposing them in registers (transpose8), and 10-16 ns joining the halves into one
-// register per row (load_transposed8, which streams a whole line in one store: against two
-// streamed halves, TCCG cases 2, 3, 6 and 7 took 0.94-0.98 of the time so and case 4 1.00,
-// medians of five pairs of processes).
+// over blocks in L1 (diagnosis, not kept), three runs (min / median / max), took 8.7 / 8.9 / 9.7
+// ns a block this way against 25.7 / 28.6 / 30.0 ns loading rows and transposing them in
+// registers (transpose8), and 13.6 / 13.7 / 16.4 ns joining the halves into one register per row
+// (load_transposed8). Streamed lines stream a whole line in one store that way rather than two
+// halves: `einsumdb run ... --transform tensor_gemm --repeat 5`, one thread, five pairs of
+// processes, time over time: TCCG case 2 0.78 / 0.94 / 1.01, case 3 0.78 / 0.98 / 1.00, case 6
+// 0.89 / 0.98 / 1.00, case 7 0.95 / 0.96 / 1.00, case 4 0.98 / 1.00 / 1.10.
 inline void transpose8_to(const double* q, std::int64_t ld, double* d, std::int64_t ldd) {
   for (int p = 0; p < 8; p += 2)
     for (int h = 0; h < 8; h += 4) {
@@ -1426,11 +1428,14 @@ std::optional<StreamedLines> streamed_lines(
   // per call and at 0.8 of it with one.)
   char vx = '\0';
   std::int64_t per = 1;  // vx's values per piece
-  if (!s.in_place && s.longest == nx && nx % lanes == 0)
-    for (const char c : others)
-      if (Xs[Xl.find(c)] == nx)
-        for (std::int64_t r = std::min(8 * lanes, sa) / nx; r > 1 && vx == '\0'; --r)
-          if (len.at(c) % r == 0) vx = c, per = r;
+  const auto next = std::find_if(others.begin(), others.end(),
+                                 [&](char c) { return Xs[Xl.find(c)] == nx && len.at(c) > 1; });
+  if (!s.in_place && s.longest == nx && nx % lanes == 0 && next != others.end())
+    for (std::int64_t r = std::min(8 * lanes, sa) / nx; r > 1; --r)  // (lda ≥ rows: r·nx ≤ sa)
+      if (len.at(*next) % r == 0) {
+        vx = *next, per = r;
+        break;
+      }
   const auto stride_in = [](char c, const std::string& layout,
                             const std::vector<std::int64_t>& st) { return st[layout.find(c)]; };
   s.x_us = stride_in(uz, Xl, Xs);
@@ -1484,11 +1489,12 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
       // thread, five pairs of processes alternating with columns outside, time over time (min /
       // median / max): case 7 0.95 / 0.96 / 0.97, case 3 0.95 / 0.97 / 0.98, case 8 0.95 / 0.97 /
       // 1.03; cases 2, 4 and 6 1.00 (medians).
-      for (std::int64_t i0 = 0; i0 < p.rows; i0 += 8)
+      for (std::int64_t i0 = 0; i0 < p.rows; i0 += 8) {
+        double* const zi = z + p.c + row(i0);  // (span a multiple of 8 where over 8)
+        const std::int64_t h = std::min<std::int64_t>(8, p.rows - i0);
         for (std::int64_t j = 0; j < N; ++j) {
-          const std::int64_t h = std::min<std::int64_t>(8, p.rows - i0);
           if (h == 8) {
-            double* const d = z + p.c + row(i0) + cn[j];
+            double* const d = zi + cn[j];
             if (stream && s.c_rs % 8 == 0 && reinterpret_cast<std::uintptr_t>(d) % 64 == 0) {
               __m512d r[8];  // whole lines, each streamed in one store
               load_transposed8(buf + i0 + j * P, tile, r);
@@ -1503,25 +1509,28 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
           for (std::int64_t u = 0; u < 8; ++u)
             r[u] = _mm512_maskz_loadu_pd(mask, buf + u * tile + i0 + j * P);
           transpose8(r);
-          double* const d0 = z + p.c + row(i0) + cn[j];  // (span a multiple of 8 where over 8)
           for (std::int64_t i = 0; i < h; ++i) {
-            double* d = d0 + i * s.c_rs;
+            double* d = zi + cn[j] + i * s.c_rs;
             if (stream && reinterpret_cast<std::uintptr_t>(d) % 64 == 0)
               _mm512_stream_pd(d, r[i]);
             else
               _mm512_storeu_pd(d, r[i]);
           }
         }
+      }
       return;
     }
   }
 #endif
   (void)stream;
-  for (std::int64_t j = 0; j < N; ++j)
-    for (std::int64_t i = 0; i < p.rows; ++i) {
-      T* d = z + p.c + row(i) + cn[j];
-      for (std::int64_t u = 0; u < p.lines; ++u) d[u] = buf[u * tile + i + j * P];
-    }
+  for (std::int64_t v0 = 0; v0 < p.rows; v0 += s.span) {  // the rows of one value of vx
+    T* const zv = z + p.c + row(v0);
+    for (std::int64_t j = 0; j < N; ++j)
+      for (std::int64_t i = v0; i < std::min(p.rows, v0 + s.span); ++i) {
+        T* d = zv + (i - v0) * s.c_rs + cn[j];
+        for (std::int64_t u = 0; u < p.lines; ++u) d[u] = buf[u * tile + i + j * P];
+      }
+  }
 }
 
 // Runs a streamed-lines plan into z; false, where libxsmm has no kernel for it, having computed
