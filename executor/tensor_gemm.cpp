@@ -304,6 +304,7 @@ struct Contraction {
   std::vector<char> row_lines;  // per MR rows: whether a line group starts there (line_groups)
   std::int64_t M = 0, N = 0, K = 0;
   std::int64_t mc = 0, kc = 0;  // rows and summed elements per packed block (block_sizes)
+  std::int64_t span = 0;        // rows packed at once, over several blocks (packing_span)
   bool stream = false;      // tiles written through the buffer bypass the cache (Gemm::copy_run)
   bool stream_all = false;  // and so do even tiles, through the buffer too (kStreamAllDepth)
   bool fetch_ahead = true;  // the next block's lines fetched during this one's (Gemm::NextBlock)
@@ -455,11 +456,20 @@ class Gemm {
         check_deadline();
         pack(b, p_.bn.data() + jc, ncb, p_.bk.data() + pc, kcb, k_.nr, k_.packnr, bpack);
         T* beta = accumulate ? &one : &zero;
+        std::int64_t packed_from = m0, packed_to = m0;  // the rows in apack
         for (std::int64_t ic = m0, next; ic < m1; ic = next) {
           next = block_end(ic, m1);
+          if (ic >= packed_to) {  // this block's rows, or the span of rows it starts
+            packed_from = ic;
+            packed_to = p_.span ? std::min(m1, (ic / p_.span + 1) * p_.span) : next;
+            pack(a, p_.am.data() + ic, packed_to - ic, p_.ak.data() + pc, kcb, k_.mr, k_.packmr,
+                 apack, p_.span > 0);
+          }
+          next = std::min(next, packed_to);
           const std::int64_t mcb = next - ic;
-          pack(a, p_.am.data() + ic, mcb, p_.ak.data() + pc, kcb, k_.mr, k_.packmr, apack);
-          const std::int64_t after = next < m1 && p_.fetch_ahead ? block_end(next, m1) : next;
+          T* const ablock = apack + (ic - packed_from) / k_.mr * k_.packmr * kcb;
+          const std::int64_t after =
+              next < m1 && next >= packed_to && p_.fetch_ahead ? block_end(next, m1) : next;
           // What L2 holds meanwhile: this packed block of A and the B micro-panel in use.
           const std::int64_t packed =
               (mcb + k_.packnr) * kcb * static_cast<std::int64_t>(sizeof(T));
@@ -477,9 +487,9 @@ class Gemm {
             // addresses for its prefetches.
             const auto kernel = [&](std::int64_t ir, std::int64_t mrb, T* to_beta, T* to,
                                     std::int64_t to_rs, std::int64_t to_cs) {
-              T* ap = apack + ir / k_.mr * k_.packmr * kcb;
+              T* ap = ablock + ir / k_.mr * k_.packmr * kcb;
               const bool last = ir + k_.mr >= mcb;
-              bli_auxinfo_set_next_a(last ? apack : ap + k_.packmr * kcb, &aux);
+              bli_auxinfo_set_next_a(last ? ablock : ap + k_.packmr * kcb, &aux);
               bli_auxinfo_set_next_b(last ? bp + k_.packnr * kcb : bp, &aux);
               ahead.fetch();
               // An edge tile through libxsmm: BLIS's micro-kernel computes a whole tile for it.
@@ -513,7 +523,7 @@ class Gemm {
               } else if (even && !(p_.stream_all && whole_lines)) {
                 kernel(ir, mrb, beta, c + cm[0] + cn[0], rs, cs);
               } else if (rs == 1 && mrb == k_.mr && !accumulate &&
-                         write_around(ir, jr, nrb, kcb, apack, bpack, c + cm[0], cn)) {
+                         write_around(ir, jr, nrb, kcb, ablock, bpack, c + cm[0], cn)) {
                 ahead.fetch();
               } else {
                 kernel(ir, mrb, &zero, tile, tile_rs, tile_cs);
@@ -803,11 +813,92 @@ class Gemm {
     }
   }
 
+  // Packs together the runs of eight rows (half a panel of 16, in panels not packed `along` their
+  // rows) that lie on the same cache lines of the tensor: run j's row i is element j of the line
+  // that holds the row i of each of the others (up to eight runs, one for each element of the
+  // line). At each depth, the eight lines of rows 0-7 are loaded whole, transposed in registers,
+  // and stored as the runs' eight rows each. Gathered element by element instead, each line was
+  // read once for each run it serves, eight loads for a line's worth, and at the lengths where it
+  // matters, read again from memory each time (packing_span). Returns which rows it packed: none
+  // but for doubles with AVX-512 and a panel width of whole runs, and only runs that share their
+  // lines with at least one other.
+  static std::vector<char> pack_across(const T* src, const std::int64_t* row, std::int64_t rows,
+                                       const std::int64_t* col, std::int64_t depth,
+                                       std::int64_t width, std::int64_t pack_width, T* dst,
+                                       const std::vector<char>& along) {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, double>) {
+      constexpr std::int64_t run = 8;
+      if (width % run || pack_width % run || depth < 1) return {};
+      // Each whole run's line: the element offset where the line of its first row starts, and
+      // its place on that line.
+      struct Run {
+        std::int64_t r0, base, slot;
+      };
+      std::vector<Run> runs;
+      for (std::int64_t r0 = 0; r0 + run <= rows; r0 += run) {
+        if (along[static_cast<std::size_t>(r0 / width)]) continue;
+        const auto address = reinterpret_cast<std::uintptr_t>(src + row[r0] + col[0]);
+        const auto slot = static_cast<std::int64_t>(address / sizeof(T) % run);
+        runs.push_back({r0, row[r0] - slot, slot});
+      }
+      std::stable_sort(runs.begin(), runs.end(),
+                       [](const Run& x, const Run& y) { return x.base < y.base; });
+      // Runs on the same lines: the same base, their rows the same distance from it.
+      const auto same_lines = [&](const Run& x, const Run& y) {
+        if (x.base != y.base || x.slot == y.slot) return false;
+        for (std::int64_t i = 1; i < run; ++i)
+          if (row[x.r0 + i] - x.slot != row[y.r0 + i] - y.slot) return false;
+        return true;
+      };
+      std::vector<char> done;
+      for (std::size_t g = 0, next; g < runs.size(); g = next) {
+        __mmask8 present = static_cast<__mmask8>(1u << runs[g].slot);
+        const Run* at[run] = {};
+        at[runs[g].slot] = &runs[g];
+        for (next = g + 1; next < runs.size() && same_lines(runs[g], runs[next]) &&
+                           !(present >> runs[next].slot & 1u);
+             ++next) {
+          present = static_cast<__mmask8>(present | 1u << runs[next].slot);
+          at[runs[next].slot] = &runs[next];
+        }
+        if (next - g < 2) continue;
+        if (done.empty()) done.assign(static_cast<std::size_t>(rows), 0);
+        std::int64_t line[run];  // row i's line, from `base`
+        for (std::int64_t i = 0; i < run; ++i) line[i] = row[runs[g].r0 + i] - runs[g].slot;
+        T* to[run] = {};  // where each run's eight rows go at depth 0
+        for (std::int64_t j = 0; j < run; ++j) {
+          if (!at[j]) continue;
+          const std::int64_t r0 = at[j]->r0;
+          to[j] = dst + r0 / width * pack_width * depth + r0 % width;
+          std::fill_n(done.begin() + r0, run, 1);
+        }
+        for (std::int64_t p = 0; p < depth; ++p) {
+          const T* s = src + col[p];
+          const T* ahead = src + col[std::min(depth - 1, p + kAhead)];
+          __m512d v[run];
+          for (std::int64_t i = 0; i < run; ++i) {
+            __builtin_prefetch(ahead + line[i]);
+            v[i] = _mm512_maskz_loadu_pd(present, s + line[i]);
+          }
+          transpose8(v);
+          for (std::int64_t j = 0; j < run; ++j)
+            if (to[j]) _mm512_storeu_pd(to[j] + p * pack_width, v[j]);
+        }
+      }
+      return done;
+    }
+#endif
+    (void)src, (void)row, (void)rows, (void)col, (void)depth, (void)width, (void)pack_width,
+        (void)dst, (void)along;
+    return {};
+  }
+
   // Packs `rows` × `depth` elements into micro-panels of `width` rows (`pack_width` apart, zero
   // past the last row): panel[p * pack_width + i] = src[row[i] + col[p]].
   static void pack(const T* src, const std::int64_t* row, std::int64_t rows,
                    const std::int64_t* col, std::int64_t depth, std::int64_t width,
-                   std::int64_t pack_width, T* dst) {
+                   std::int64_t pack_width, T* dst, bool across = false) {
     const std::int64_t panels = (rows + width - 1) / width;
     // A panel whose rows are consecutive in the tensor is copied along them, the loop over the
     // depth outside the loop over the panels: the block's rows are read in order at each depth,
@@ -837,11 +928,15 @@ class Gemm {
           for (std::int64_t i = w; i < pack_width; ++i) d[i] = 0;
         }
       }
+    const std::vector<char> done =
+        across ? pack_across(src, row, rows, col, depth, width, pack_width, dst, along)
+               : std::vector<char>{};
     for (std::int64_t q = 0; q < panels; ++q) {
       if (along[static_cast<std::size_t>(q)]) continue;
       const std::int64_t r0 = q * width, w = std::min(width, rows - r0);
       T* panel = dst + q * pack_width * depth;
       for (std::int64_t i = 0; i < w; ++i) {
+        if (!done.empty() && done[static_cast<std::size_t>(r0 + i)]) continue;
         const T* s = src + row[r0 + i];
         const T* next = src + row[std::min(rows - 1, r0 + i + kRowsAhead)];
         for (std::int64_t p = 0; p < depth; ++p) {
@@ -1109,6 +1204,37 @@ void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std
     p.kc = k.kc;
   }
   p.mc = std::max(group, k.mc * k.kc / p.kc / k.mr * k.mr);
+}
+
+// The rows packed at once (Contraction::span). Where the rows follow the output and their operand
+// runs at unit stride along another of their indices, a line of the operand holds the same row of
+// up to eight panels, `apart` rows from each other: in TCCG case 21 (aebf,fdec->abcd, rows c and
+// d, d fastest), the 8 values of c on a line lie 72 rows apart. A block of MC rows (128 there)
+// holds fewer than two of them, so each line came from memory once for each block it served, one
+// element at a time. The rows of a line's worth of them (576 there) are packed at once instead,
+// each line read whole (Gemm::pack_across), into a buffer of up to kSpanBytes (2.2 MB there) that
+// the blocks then take their turns from. Packing
+// time in case 21, one thread, from the processor's cycle counter around the packing calls
+// (diagnosis, not kept): about 420 ms a run element by element, 320-350 ms with pack_across on
+// each block alone (runs of two values of c), 85 ms by spans. `einsumdb run ... --transform
+// tensor_gemm --repeat 1`, one thread, pairs of processes alternating with the build without
+// either, time over time (min / median / max), five pairs: case 21 0.93 / 0.93 / 1.01, case 28
+// (eafb,fdec->abcd) 0.95 / 0.96 / 0.98. No other TCCG contraction has such rows.
+constexpr std::int64_t kSpanBytes = std::int64_t{4} << 20;
+template <typename T>
+std::int64_t packing_span(const MicroKernel<T>& k, const Contraction& p, std::int64_t a_bytes) {
+  constexpr std::int64_t line = 64 / sizeof(T);
+  if (!kStreams || !std::is_same_v<T, double> || k.mr % line || a_bytes <= kCachedBytes ||
+      p.M < 2 || std::any_of(p.row_lines.begin(), p.row_lines.end(), [](char g) { return g; }))
+    return 0;
+  const std::int64_t* am = p.am.data();
+  const std::int64_t apart = std::find(am, am + p.M, am[0] + 1) - am;
+  if (apart == p.M) return 0;
+  const std::int64_t span = line * apart;
+  if (apart < k.mr || span % k.mr || span <= p.mc ||
+      span * p.kc * static_cast<std::int64_t>(sizeof(T)) > kSpanBytes)
+    return 0;
+  return span;
 }
 
 // ---- Streamed rows
@@ -1711,6 +1837,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
   if (large) p.row_lines = line_groups(p.cm, k.mr, line);
   // A block of rows holds at least one line group (Gemm::block_end).
   block_sizes(k, p, large, p.row_lines.empty() ? k.mr : line * k.mr);
+  p.span = packing_span(k, p, bytes(*x.tensor));
   p.stream = large && p.K <= p.kc;
   p.stream_all = stream_all;  // (one pass, an output beyond the cache: p.stream)
   p.fetch_ahead = fetch_ahead;
@@ -1727,7 +1854,8 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
   const Gemm<T> gemm(p, x.tensor->data<T>(), y.tensor->data<T>(), z.data<T>());
   // Packing space per thread: MC × KC of A and NC × KC of B at most, in micro-panels.
   const std::int64_t kc = std::min(p.kc, p.K);
-  const std::int64_t a_elems = (std::min(p.mc, p.M) + k.mr) / k.mr * k.packmr * kc;
+  const std::int64_t a_elems =
+      (std::min(std::max(p.mc, p.span), p.M) + k.mr) / k.mr * k.packmr * kc;
   const std::int64_t b_elems = (std::min(k.nc, p.N) + k.nr) / k.nr * k.packnr * kc;
   const bool over_batch = nb >= threads;
   const std::int64_t t =

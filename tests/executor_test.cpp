@@ -709,6 +709,29 @@ TEST(Strategies, TensorGemmComputesLineGroupsWhole) {
   expect_tensor_gemm_agrees(bound, ref, "eafb,fdec->abcd");
 }
 
+// Where the rows follow the output (d, over several passes of the summed elements) and their
+// operand runs along another of their indices (fdec along c), a line of the operand holds the
+// same row of eight panels, and tensor_gemm packs the rows of a line's worth of panels at once,
+// each line transposed in registers into up to eight of them (Gemm::pack_across, packing_span).
+// TCCG case 28's shape with the operand and the output over 8 MB: c = 16, lines whole, and c =
+// 13, lines that start at a different value of c in each row and hold the last values of c of one
+// value of e and the first of the next; spans of 960 and 1,152 rows; 1 and 2 threads. Checked
+// against ttgt's result (the operands transposed for OpenBLAS's GEMM, itself checked against the
+// reference loops by EveryCandidateAgreesWithTheReference): the loops take a minute here.
+TEST(Strategies, TensorGemmPacksTheRunsOfALineOfTheOperandTogether) {
+  for (const auto& [c_len, d_len] : {std::pair{16, 120}, {13, 144}}) {
+    const BatchedEinsum e =
+        binary_spec("eafb,fdec->abcd",
+                    {{'a', 24}, {'b', 24}, {'c', c_len}, {'d', d_len}, {'e', 24}, {'f', 24}});
+    const Arrays arrays = random_arrays(e, 29);
+    const Bound bound(e, arrays);
+    ASSERT_GT(arrays.at("B").bytes(), 8u << 20);
+    const Results ref = execute(bound, "ttgt", nlohmann::json::object());
+    ASSERT_GT(ref.at(0).bytes(), 8u << 20);
+    expect_tensor_gemm_agrees(bound, ref, "c = " + std::to_string(c_len));
+  }
+}
+
 // The output follows its own order, not tiles of the operand's and its own unit-stride indices,
 // where the operand runs at unit stride along a summed index (TCCG case 26, aefb,fdce->abcd: fdce
 // along e), whose packing reads whole lines in any order of the rows, and where the summed
