@@ -822,10 +822,12 @@ class Gemm {
   // matters, read again from memory each time (packing_span). Returns which rows it packed: none
   // but for doubles with AVX-512 and a panel width of whole runs, and only runs that share their
   // lines with at least one other.
-  static std::vector<char> pack_across(const T* src, const std::int64_t* row, std::int64_t rows,
-                                       const std::int64_t* col, std::int64_t depth,
-                                       std::int64_t width, std::int64_t pack_width, T* dst,
-                                       const std::vector<char>& along) {
+  static std::vector<char> pack_across(
+      [[maybe_unused]] const T* src, [[maybe_unused]] const std::int64_t* row,
+      [[maybe_unused]] std::int64_t rows, [[maybe_unused]] const std::int64_t* col,
+      [[maybe_unused]] std::int64_t depth, [[maybe_unused]] std::int64_t width,
+      [[maybe_unused]] std::int64_t pack_width, [[maybe_unused]] T* dst,
+      [[maybe_unused]] const std::vector<char>& along) {
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<T, double>) {
       constexpr std::int64_t run = 8;
@@ -879,7 +881,7 @@ class Gemm {
           __m512d v[run];
           for (std::int64_t i = 0; i < run; ++i) {
             __builtin_prefetch(ahead + line[i]);
-            v[i] = _mm512_maskz_loadu_pd(present, s + line[i]);
+            v[i] = Lanes<double>::load(present, s + line[i]);
           }
           transpose8(v);
           for (std::int64_t j = 0; j < run; ++j)
@@ -889,8 +891,6 @@ class Gemm {
       return done;
     }
 #endif
-    (void)src, (void)row, (void)rows, (void)col, (void)depth, (void)width, (void)pack_width,
-        (void)dst, (void)along;
     return {};
   }
 
@@ -1215,8 +1215,9 @@ void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std
 // each line read whole (Gemm::pack_across), into a buffer of up to kSpanBytes (2.2 MB there) that
 // the blocks then take their turns from. Packing
 // time in case 21, one thread, from the processor's cycle counter around the packing calls
-// (diagnosis, not kept): about 420 ms a run element by element, 320-350 ms with pack_across on
-// each block alone (runs of two values of c), 85 ms by spans. `einsumdb run ... --transform
+// (diagnosis, not kept; one or two runs of each, no spread): about 420 ms a run element by
+// element, 320-350 ms with pack_across on each block alone (runs of two values of c), 83 and 106
+// ms by spans. `einsumdb run ... --transform
 // tensor_gemm --repeat 1`, one thread, pairs of processes alternating with the build without
 // either, time over time (min / median / max), five pairs: case 21 0.93 / 0.93 / 1.01, case 28
 // (eafb,fdec->abcd) 0.95 / 0.96 / 0.98. No other TCCG contraction has such rows.
