@@ -1216,11 +1216,11 @@ void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std
 // the blocks then take their turns from. Packing A in case 21, `einsumdb run ... --transform
 // tensor_gemm --param threads=1 --repeat 1`, the processor's cycle counter around the packing calls
 // (a diagnostic build, not kept), three processes each (min / median / max): 93.2 / 96.0 / 96.2 ms
-// a run by spans, 446.9 / 470.2 / 491.9 ms element by element; pack_across on each block alone
-// (runs of two values of c) took 320-350 ms in two runs, no faster per element than the gather.
-// The same command, pairs of processes alternating with the build without either, time over time
-// (min / median / max), five pairs: case 21 0.93 / 0.93 / 1.01, case 28 (eafb,fdec->abcd) 0.95 /
-// 0.96 / 0.98. No other TCCG contraction has such rows.
+// a run by spans, 446.9 / 470.2 / 491.9 ms element by element. (Spans replaced a first design
+// that ran pack_across on each block alone, on runs of two values of c.) The same command, pairs
+// of processes alternating with the build without either, time over time (min / median / max),
+// five pairs: case 21 0.93 / 0.93 / 1.01, case 28 (eafb,fdec->abcd) 0.95 / 0.96 / 0.98. No other
+// TCCG contraction has such rows.
 constexpr std::int64_t kSpanBytes = std::int64_t{4} << 20;
 template <typename T>
 std::int64_t packing_span(const MicroKernel<T>& k, const Contraction& p, std::int64_t a_bytes) {
