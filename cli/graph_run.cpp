@@ -3,9 +3,12 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <sstream>
 
 #include "einsumdb/canon/canonicalize.hpp"
@@ -58,6 +61,16 @@ std::string bytes_text(double b) {
   return buf;
 }
 
+// The kernel column: the transform every rank ran, or each rank's when they differ.
+std::string kernel_text(const StepReport& s) {
+  if (s.kernels_agree()) return s.kernel.transform.strategy + " (" + s.kernel.source + ")";
+  std::string text = "differs by rank:";
+  for (std::size_t r = 0; r < s.kernels.size(); ++r)
+    text += " " + std::to_string(r) + ": " + s.kernels[r].transform.strategy + " (" +
+            s.kernels[r].source + ")" + (r + 1 < s.kernels.size() ? ";" : "");
+  return text;
+}
+
 ChooseKernel kernel_chooser(const DbArgs& db) {
   auto store = std::make_shared<std::optional<Store>>();
   try {
@@ -72,19 +85,41 @@ ChooseKernel kernel_chooser(const DbArgs& db) {
   };
 }
 
-int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSession& mpi) {
-  const bool root = mpi.rank() == 0;
-  // Everything that can be refused is checked here, by every rank alike, before any message.
+// Everything a rank needs before the job's first message; built by every rank alike, and any
+// rank's refusal is agreed on before anything runs.
+struct PreparedJob {
+  EinGraph graph;
   PlanFile pf;
   std::string plan_source;
+  DistributedOptions options;
+};
+
+PreparedJob prepare_job(const GraphRunArgs& args, const MpiSession& mpi) {
+  PreparedJob job;
+  auto graph = read_graph_argument(args.spec);
+  if (!graph) {
+    std::error_code ec;
+    const std::string path =
+        args.spec.size() > 1 && args.spec[0] == '@' ? args.spec.substr(1) : args.spec;
+    if (args.spec.find_first_not_of(" \t\r\n") != std::string::npos &&
+        args.spec[args.spec.find_first_not_of(" \t\r\n")] != '{' &&
+        !std::filesystem::exists(path, ec))
+      throw SpecError("no graph file '" + path + "' here (every rank reads the graph)");
+    throw SpecError("'" + args.spec +
+                    "' is not a graph of einsums (JSON with \"inputs\" and \"nodes\", or a file "
+                    "of it); under mpirun, einsumdb run takes a graph");
+  }
+  job.graph = std::move(*graph);
+  const EinGraph& g = job.graph;
+  PlanFile& pf = job.pf;
   if (!args.plan.empty()) {
     const auto j = parse_json(read_text(args.plan, "the plan file"), args.plan);
     try {
-      pf = read_plan(j, graph, mpi.size());
+      pf = read_plan(j, g, mpi.size());
     } catch (const SpecError& e) {
       throw SpecError(args.plan + ": " + e.what());
     }
-    plan_source = args.plan;
+    job.plan_source = args.plan;
   } else {
     const auto method = parse_plan_method(args.method);
     if (!method)
@@ -93,42 +128,119 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
     options.procs = mpi.size();
     options.method = *method;
     try {
-      pf.plan = make_plan(expand(graph), options);
+      pf.plan = make_plan(expand(g), options);
     } catch (const SpecError& e) {
       throw SpecError(std::string(e.what()) + " (this job has " + std::to_string(mpi.size()) +
                       " ranks; run it with mpirun -np 1, 2, 4, ...)");
     }
     pf.placement = place(pf.plan);
-    plan_source = "planned here";
+    job.plan_source = "planned here";
   }
   if (args.repeat < 1) throw SpecError("--repeat must be at least 1");
   if (args.threads < 0 || args.threads > 256) throw SpecError("--threads must be from 1 to 256");
   if (!(args.timeout > 0)) throw SpecError("--timeout must be positive");
-  DistributedOptions options;
+  DistributedOptions& options = job.options;
   options.repeat = args.repeat;
   options.timeout_s = args.timeout;
   options.overlap = args.overlap;
   options.gather = args.verify || !args.output.empty();
+  options.gather_inputs = args.verify;
   options.threads = args.threads > 0 ? args.threads : 1;
   options.inputs.seed = args.seed;
+  if (args.read_inputs == "root")
+    options.inputs.reader = InputReader::root;
+  else if (args.read_inputs != "owners")
+    throw SpecError("--read-inputs must be owners or root, got '" + args.read_inputs + "'");
   if (args.inputs.size() > 1)
     throw SpecError("--inputs: a graph reads its inputs from one directory (DIR/NAME.npy)");
+  for (const auto& name : args.generate) {
+    if (!g.inputs.count(name)) {
+      std::string known;
+      for (const auto& [n, t] : g.inputs) known += (known.empty() ? "" : ", ") + n;
+      throw SpecError("--generate: the graph has no input '" + name + "' (its inputs: " + known +
+                      ")");
+    }
+    options.inputs.generate.insert(name);
+  }
+  if (!args.generate.empty() && args.inputs.empty())
+    throw SpecError(
+        "--generate names inputs to generate beside --inputs DIR; without --inputs "
+        "every input is generated");
   if (!args.inputs.empty()) {
     options.inputs.dir = args.inputs[0];
-    if (!std::filesystem::is_directory(options.inputs.dir))
+    // The directory is needed on a rank that reads it: every rank when each reads its blocks,
+    // rank 0 alone when it reads them for all.
+    const bool reads = options.inputs.reader == InputReader::owners || mpi.rank() == 0;
+    if (reads && !std::filesystem::is_directory(options.inputs.dir))
       throw SpecError("--inputs: '" + options.inputs.dir +
-                      "' is not a directory (a graph reads DIR/NAME.npy for each input)");
+                      "' is not a directory here (a graph reads DIR/NAME.npy for each input)");
   }
-  options.choose = kernel_chooser(args.db);
+  if (mpi.rank() == 0) options.choose = kernel_chooser(args.db);
   options.trace = !args.trace.empty();
+  return job;
+}
+
+// Prints what the ranks refused (rank 0 does, once: a message every rank gave is printed without
+// the ranks) and returns the job's exit code; aborts the job when some rank never answered.
+int report_refusals(const JobRefused& e, const MpiSession& mpi) {
+  if (mpi.rank() == 0) {
+    std::map<std::string, std::vector<const Refusal*>> by_message;
+    std::vector<std::string> order;
+    for (const auto& r : e.refusals()) {
+      if (!by_message.count(r.message)) order.push_back(r.message);
+      by_message[r.message].push_back(&r);
+    }
+    for (const auto& message : order) {
+      const auto& rs = by_message[message];
+      std::string who;
+      if (static_cast<int>(rs.size()) < mpi.size()) {
+        std::string hosts;
+        for (const Refusal* r : rs) {
+          who += (who.empty() ? "" : ", ") + std::to_string(r->rank);
+          if (!r->host.empty() && hosts.find(r->host) == std::string::npos)
+            hosts += (hosts.empty() ? "" : ", ") + r->host;
+        }
+        who = (rs.size() == 1 ? "rank " : "ranks ") + who + " of " + std::to_string(mpi.size()) +
+              (hosts.empty() ? "" : " on " + hosts) + ": ";
+      }
+      std::cerr << "einsumdb: error: " << who << message << "\n";
+    }
+    std::cerr << std::flush;
+  }
+  if (!e.everyone_knows()) MPI_Abort(MPI_COMM_WORLD, e.code());
+  return e.code();
+}
+
+int run_on_ranks(const GraphRunArgs& args, const MpiSession& mpi) {
+  const bool root = mpi.rank() == 0;
+  // Everything that can be refused is checked here, by every rank, and agreed on before any
+  // other message: a rank whose host lacks a file is named, and every rank leaves.
+  std::optional<PreparedJob> job;
+  std::optional<Refusal> refusal;
+  try {
+    job = prepare_job(args, mpi);
+  } catch (const std::exception& e) {
+    refusal = refusal_of(MPI_COMM_WORLD, e);
+  }
+  try {
+    agree(Waiter(MPI_COMM_WORLD, args.timeout > 0 ? args.timeout : 300), refusal);
+  } catch (const JobRefused& e) {
+    return report_refusals(e, mpi);
+  }
+  const EinGraph& graph = job->graph;
+  const PlanFile& pf = job->pf;
+  const std::string& plan_source = job->plan_source;
+  const DistributedOptions& options = job->options;
 
   // From here on a failure on one rank must end every rank.
   DistributedReport report;
   try {
     report = run_distributed(pf.plan, pf.placement, MPI_COMM_WORLD, options);
+  } catch (const JobRefused& e) {
+    return report_refusals(e, mpi);
   } catch (const std::exception& e) {
-    std::cerr << "einsumdb: error: rank " << mpi.rank() << " of " << mpi.size() << ": " << e.what()
-              << "\n"
+    std::cerr << "einsumdb: error: rank " << mpi.rank() << " of " << mpi.size() << " on "
+              << host_name() << ": " << e.what() << "\n"
               << std::flush;
     MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
   }
@@ -173,7 +285,7 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
 
   // The measurements, beside the predictions, in the partitionings table.
   ojson recorded;
-  if (!args.no_record) {
+  if (!args.no_record && verified) {
     Store store = open_for_writing(args.db);
     RunInfo run;
     run.label = "distributed run P=" + std::to_string(plan.procs);
@@ -194,6 +306,11 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
       for (const auto& r : s.ranks)
         ranks.push_back(
             {{"seconds", r.seconds}, {"sent_bytes", r.sent}, {"received_bytes", r.received}});
+      ojson rank_kernels = ojson::array();
+      for (const auto& k : s.kernels)
+        rank_kernels.push_back({{"strategy", k.transform.strategy},
+                                {"params", k.transform.params},
+                                {"source", k.source}});
       steps.push_back({{"name", ps.name},
                        {"einsum", ps.einsum_string()},
                        {"inputs", ps.inputs},
@@ -205,6 +322,8 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
                         {{"strategy", s.kernel.transform.strategy},
                          {"params", s.kernel.transform.params},
                          {"source", s.kernel.source}}},
+                       {"kernels_agree", s.kernels_agree()},
+                       {"rank_kernels", rank_kernels},
                        {"ranks", ranks}});
     }
     ojson out = {{"procs", plan.procs},
@@ -237,7 +356,7 @@ int run_on_ranks(const GraphRunArgs& args, const EinGraph& graph, const MpiSessi
       rows.push_back({plan.graph.steps[v].name, plan.graph.steps[v].einsum_string(),
                       vector_text(plan.choice[v].d), format_seconds(s.seconds),
                       bytes_text(static_cast<double>(s.sent)), bytes_text(s.predicted_bytes),
-                      s.kernel.transform.strategy + " (" + s.kernel.source + ")"});
+                      kernel_text(s)});
     }
     print_table({"step", "einsum", "partition", "time", "sent", "predicted", "kernel"}, rows);
     std::cout << "total: median " << format_seconds(median) << " over " << args.repeat
@@ -294,16 +413,23 @@ std::optional<EinGraph> read_graph_argument(const std::string& spec) {
   }
 }
 
-int run_graph(const GraphRunArgs& args, const EinGraph& graph) {
+bool launched_as_one_of_several_ranks() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const char* v = std::getenv(name);
+    if (v && std::atoi(v) > 1) return true;
+  }
+  return false;
+}
+
+int run_graph(const GraphRunArgs& args) {
   MpiSession mpi;
   try {
-    return run_on_ranks(args, graph, mpi);
-  } catch (const SpecError& e) {
-    // Refused before any communication: every rank reaches the same verdict; one reports it.
-    if (mpi.rank() == 0) std::cerr << "einsumdb: error: " << e.what() << "\n";
-    return kExitUsage;
+    return run_on_ranks(args, mpi);
   } catch (const std::exception& e) {
-    std::cerr << "einsumdb: error: rank " << mpi.rank() << ": " << e.what() << "\n" << std::flush;
+    // After the run, on rank 0 (writing the outputs, the store): the other ranks are done.
+    std::cerr << "einsumdb: error: rank " << mpi.rank() << " on " << host_name() << ": " << e.what()
+              << "\n"
+              << std::flush;
     MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
     return kExitRuntime;
   }

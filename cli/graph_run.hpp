@@ -14,12 +14,15 @@
 namespace einsumdb::cli {
 
 struct GraphRunArgs {
+  std::string spec;  // the graph: inline JSON, a file, or @file (read by every rank)
   DbArgs db;
   OutputArgs out;
   std::string plan;  // PLAN.json; empty: plan for the job's ranks first
   std::string method = "eindecomp";
-  std::vector<std::string> inputs;  // one directory of NAME.npy
-  std::string output;               // directory for NAME.npy of each graph output
+  std::vector<std::string> inputs;     // one directory of NAME.npy
+  std::vector<std::string> generate;   // inputs generated from the seed beside --inputs
+  std::string read_inputs = "owners";  // owners: each rank reads its blocks; root: rank 0 ships
+  std::string output;                  // directory for NAME.npy of each graph output
   int repeat = 1;
   int threads = 0;
   std::uint64_t seed = 1;
@@ -36,7 +39,12 @@ struct GraphRunArgs {
 // is a graph with an error.
 std::optional<EinGraph> read_graph_argument(const std::string& spec);
 
-// Runs the graph under MPI (initializing and finalizing it). Returns the exit code.
-int run_graph(const GraphRunArgs& args, const EinGraph& graph);
+// Whether this process was started by mpirun as one of several ranks.
+bool launched_as_one_of_several_ranks();
+
+// Runs the graph args.spec under MPI (initializing and finalizing it): every rank reads the graph,
+// the plan and its inputs on its own host, and any rank's refusal is reported, naming the rank
+// and host, before anything runs. Returns the exit code.
+int run_graph(const GraphRunArgs& args);
 
 }  // namespace einsumdb::cli

@@ -42,10 +42,12 @@ struct RunArgs {
   bool no_overlap = false;
   std::string trace;
   bool no_record = false;
+  std::vector<std::string> generate;
+  std::string read_inputs = "owners";
   std::vector<std::string> bind;
 };
 
-int run_graph_command(const RunArgs& args, const EinGraph& graph) {
+int run_graph_command(const RunArgs& args) {
   if (!args.spec.flags.empty())
     throw SpecError(
         "--batch, --shape, --dtype, --join and --agg describe one einsum; a graph "
@@ -57,11 +59,14 @@ int run_graph_command(const RunArgs& args, const EinGraph& graph) {
   if (args.min_time > 0)
     throw SpecError("--min-time times one einsum; a graph's job runs --repeat times");
   GraphRunArgs g;
+  g.spec = args.spec.spec;
   g.db = args.db;
   g.out = args.out;
   g.plan = args.plan;
   g.method = args.method;
   g.inputs = args.inputs;
+  g.generate = args.generate;
+  g.read_inputs = args.read_inputs;
   g.output = args.output;
   g.repeat = args.repeat;
   g.threads = args.threads;
@@ -73,7 +78,7 @@ int run_graph_command(const RunArgs& args, const EinGraph& graph) {
   g.trace = args.trace;
   g.command_line =
       "einsumdb run " + args.spec.spec + (args.plan.empty() ? "" : " --plan " + args.plan);
-  return run_graph(g, graph);
+  return run_graph(g);
 }
 
 // The arrays the spec reads (a functional operand reads its expression's array).
@@ -147,7 +152,13 @@ Arrays load_inputs(const RunArgs& args, BatchedEinsum& e, const Functions& funct
 }
 
 int run_run(RunArgs& args) {
-  if (auto graph = read_graph_argument(args.spec.spec)) return run_graph_command(args, *graph);
+  // Under mpirun every rank reads the graph itself, so that a rank whose host lacks the file is
+  // named rather than left behind.
+  if (launched_as_one_of_several_ranks() || read_graph_argument(args.spec.spec))
+    return run_graph_command(args);
+  if (!args.generate.empty() || args.read_inputs != "owners")
+    throw SpecError(std::string(args.generate.empty() ? "--read-inputs" : "--generate") +
+                    " is for a graph of einsums; '" + args.spec.spec + "' is not a graph");
   if (!args.plan.empty() || !args.trace.empty())
     throw SpecError(std::string(args.plan.empty() ? "--trace" : "--plan") +
                     " is for a graph of einsums; '" + args.spec.spec +
@@ -292,9 +303,13 @@ Command add_run_command(CLI::App& app) {
       "  mpirun -np 4 einsumdb run graph.json --plan plan.json --verify\n"
       "  mpirun -np 2 einsumdb run graph.json --inputs data/ --output out/ --repeat 5 --json\n"
       "  A graph without --plan is planned first (EinDecomp for the job's ranks, or --method).\n"
-      "  Inputs are DIR/NAME.npy when present, else generated block by block from --seed;\n"
-      "  --output writes DIR/NAME.npy for each graph output. Each step's measured time and\n"
-      "  bytes are recorded beside the plan's prediction (einsumdb plan --cost measured).");
+      "  Every rank reads the graph (and --plan) on its own host. Without --inputs every input\n"
+      "  is generated block by block from --seed; with --inputs DIR each is DIR/NAME.npy, read\n"
+      "  on the host of each rank that owns a block of it (or only on rank 0's host with\n"
+      "  --read-inputs root), and a missing file is an error naming the rank and host unless\n"
+      "  --generate NAME asks for that input to be generated. --output writes DIR/NAME.npy for\n"
+      "  each graph output on rank 0's host. Each step's measured time and bytes are recorded\n"
+      "  beside the plan's prediction (einsumdb plan --cost measured), unless --verify fails.");
   add_spec_options(cmd, args->spec);
   add_db_option(cmd, args->db);
   add_output_options(cmd, args->out);
@@ -312,6 +327,13 @@ Command add_run_command(CLI::App& app) {
                   "NAME=FILE.npy (or FILE.npy named after its array) for each array; arrays "
                   "not given are generated from --seed. A graph: one DIR holding NAME.npy")
       ->take_all();
+  cmd->add_option("--generate", args->generate,
+                  "Graph with --inputs: generate these inputs from --seed instead of reading "
+                  "DIR/NAME.npy")
+      ->take_all();
+  cmd->add_option("--read-inputs", args->read_inputs,
+                  "Graph with --inputs: owners (default: each rank reads its blocks on its own "
+                  "host) or root (rank 0 reads DIR and sends every rank its blocks)");
   cmd->add_option("--output", args->output,
                   "Write the result to this .npy file (rows of a batch to FILE.0.npy, ...). A "
                   "graph: a DIR that receives NAME.npy for each graph output");

@@ -24,9 +24,32 @@ std::uint64_t name_hash(std::string_view name) {  // FNV-1a
 }  // namespace
 
 std::string InputSource::file_of(const std::string& name) const {
-  if (dir.empty()) return {};
-  const auto path = std::filesystem::path(dir) / (name + ".npy");
-  return std::filesystem::exists(path) ? path.string() : std::string();
+  if (generated(name)) return {};
+  return (std::filesystem::path(dir) / (name + ".npy")).string();
+}
+
+void check_input_file(const InputSource& src, const std::string& name, const EinGraph::Tensor& t) {
+  const std::string file = src.file_of(name);
+  if (file.empty()) return;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec))
+    throw SpecError("input '" + name + "': no file '" +
+                    std::filesystem::absolute(file, ec).string() +
+                    "' here (with --inputs DIR every input is read from DIR/NAME.npy on the host "
+                    "of each rank that reads it; --generate NAME generates it from the seed "
+                    "instead)");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw SpecError("input '" + name + "': cannot open '" + file + "'");
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::uint64_t>(in.tellg());
+  in.seekg(0);
+  const NpyHeader h = read_npy_header(in, size, file);
+  if (h.shape != t.shape)
+    throw SpecError(file + ": input '" + name + "' has shape " + shape_text(h.shape) +
+                    " in the file, but the graph says " + shape_text(t.shape));
+  if (h.dtype != t.dtype)
+    throw SpecError(file + ": input '" + name + "' is " + std::string(to_string(h.dtype)) +
+                    " in the file, but the graph says " + std::string(to_string(t.dtype)));
 }
 
 double input_value(std::uint64_t seed, std::string_view name, std::int64_t flat) {
@@ -38,18 +61,7 @@ double input_value(std::uint64_t seed, std::string_view name, std::int64_t flat)
 Tensor input_region(const InputSource& src, const std::string& name, const EinGraph::Tensor& t,
                     const Region& region) {
   if (const std::string file = src.file_of(name); !file.empty()) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw Error("cannot open '" + file + "'");
-    in.seekg(0, std::ios::end);
-    const auto size = static_cast<std::uint64_t>(in.tellg());
-    in.seekg(0);
-    const NpyHeader h = read_npy_header(in, size, file);
-    if (h.shape != t.shape)
-      throw SpecError(file + ": input '" + name + "' has shape " + shape_text(h.shape) +
-                      " in the file, but the graph says " + shape_text(t.shape));
-    if (h.dtype != t.dtype)
-      throw SpecError(file + ": input '" + name + "' is " + std::string(to_string(h.dtype)) +
-                      " in the file, but the graph says " + std::string(to_string(t.dtype)));
+    check_input_file(src, name, t);
     return read_npy_region(file, region.start, region.length);
   }
   Tensor out(t.dtype, region.length, Tensor::Uninitialized{});
@@ -97,13 +109,20 @@ BatchedEinsum node_einsum(const EinGraph& g, const EinGraph::Node& n) {
 
 std::map<std::string, Tensor> run_graph_locally(const EinGraph& g, const InputSource& src,
                                                 const ChooseKernel& choose, int threads) {
-  std::map<std::string, Tensor> tensors;
+  std::map<std::string, Tensor> inputs;
   for (const auto& [name, t] : g.inputs) {
     Region all;
     all.start.assign(t.shape.size(), 0);
     all.length = t.shape;
-    tensors.emplace(name, input_region(src, name, t, all));
+    inputs.emplace(name, input_region(src, name, t, all));
   }
+  return run_graph_locally(g, std::move(inputs), choose, threads);
+}
+
+std::map<std::string, Tensor> run_graph_locally(const EinGraph& g,
+                                                std::map<std::string, Tensor> inputs,
+                                                const ChooseKernel& choose, int threads) {
+  std::map<std::string, Tensor> tensors = std::move(inputs);
   for (const auto& n : g.nodes) {
     const BatchedEinsum e = node_einsum(g, n);
     Arrays arrays;

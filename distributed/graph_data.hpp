@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,12 +18,22 @@
 
 namespace einsumdb {
 
-// Where a graph's inputs come from: DIR/NAME.npy when `dir` is set and the file exists, else
-// values generated from `seed`.
+// Which ranks read a graph's input files.
+enum class InputReader {
+  owners,  // each rank reads the blocks it owns from DIR on its own host
+  root,    // rank 0 reads DIR on its host and sends every other rank its blocks
+};
+
+// Where a graph's inputs come from. Without `dir` every input is generated from `seed`; with it
+// every input is DIR/NAME.npy, and a missing file is an error, unless `generate` names the input.
 struct InputSource {
   std::string dir;
   std::uint64_t seed = 1;
-  // The file an input is read from, or "" when it is generated.
+  std::set<std::string> generate;  // generated from `seed` even though `dir` is set
+  InputReader reader = InputReader::owners;
+  // Whether input `name` is generated rather than read.
+  bool generated(const std::string& name) const { return dir.empty() || generate.count(name) > 0; }
+  // The file input `name` is read from, or "" when it is generated.
   std::string file_of(const std::string& name) const;
 };
 
@@ -31,7 +42,7 @@ struct InputSource {
 double input_value(std::uint64_t seed, std::string_view name, std::int64_t flat);
 
 // Elements `region` of input `name` (of `t`'s shape and dtype), read or generated. Throws
-// SpecError naming the file when it is not .npy, or its shape or dtype is not the graph's.
+// SpecError naming the file when it is missing, not .npy, or its shape or dtype is not the graph's.
 Tensor input_region(const InputSource& src, const std::string& name, const EinGraph::Tensor& t,
                     const Region& region);
 
@@ -52,8 +63,16 @@ Results execute_kernel(const Bound& bound, KernelChoice& choice, int threads,
 // by operand position, so a tensor read twice is bound twice.
 BatchedEinsum node_einsum(const EinGraph& g, const EinGraph::Node& n);
 
+// Checks that input `name`'s file holds `t`'s shape and dtype (nothing when it is generated);
+// throws SpecError naming the file otherwise.
+void check_input_file(const InputSource& src, const std::string& name, const EinGraph::Tensor& t);
+
 // Runs the graph in this process on the full inputs; returns every node's result.
 std::map<std::string, Tensor> run_graph_locally(const EinGraph& g, const InputSource& src,
+                                                const ChooseKernel& choose, int threads = 1);
+// The same on inputs already in memory (`inputs` holds every graph input whole).
+std::map<std::string, Tensor> run_graph_locally(const EinGraph& g,
+                                                std::map<std::string, Tensor> inputs,
                                                 const ChooseKernel& choose, int threads = 1);
 
 }  // namespace einsumdb

@@ -28,7 +28,13 @@ double graph_reduction_terms(const EinGraph& g) {
 
 GraphVerification verify_against_one_process(const EinGraph& graph, const DistributedReport& report,
                                              const DistributedOptions& options) {
-  const auto want = run_graph_locally(graph, options.inputs, options.choose, options.threads);
+  // The inputs the ranks ran on, gathered (they may live on other hosts than rank 0's), else
+  // read or generated here.
+  std::map<std::string, Tensor> inputs;
+  for (const auto& [name, t] : report.inputs) inputs.emplace(name, Tensor::view(t));
+  const auto want =
+      inputs.empty() ? run_graph_locally(graph, options.inputs, options.choose, options.threads)
+                     : run_graph_locally(graph, std::move(inputs), options.choose, options.threads);
   GraphVerification v;
   v.tolerance = tolerance(graph.tensor(graph.outputs.at(0)).dtype, graph_reduction_terms(graph));
   for (const auto& name : graph.outputs) {
@@ -52,10 +58,15 @@ std::size_t record_measured_run(Store& store, const Plan& plan, const Distribute
                  {{"strategy", s.kernel.transform.strategy},
                   {"params", s.kernel.transform.params},
                   {"source", s.kernel.source}}},
+                {"kernels_agree", s.kernels_agree()},
                 {"ranks", nlohmann::json::array()}};
-    for (const auto& r : s.ranks)
-      m.detail["ranks"].push_back(
-          {{"seconds", r.seconds}, {"sent", r.sent}, {"received", r.received}});
+    for (std::size_t k = 0; k < s.ranks.size(); ++k) {
+      const auto& r = s.ranks[k];
+      nlohmann::json rank = {{"seconds", r.seconds}, {"sent", r.sent}, {"received", r.received}};
+      if (k < s.kernels.size())
+        rank["strategy"] = s.kernels[k].transform.strategy, rank["source"] = s.kernels[k].source;
+      m.detail["ranks"].push_back(std::move(rank));
+    }
     steps.push_back(std::move(m));
   }
   return record_plan(store, plan, machine, run, &steps);

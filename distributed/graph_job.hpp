@@ -39,8 +39,8 @@ struct GraphVerification {
   std::map<std::string, double> per_output;  // each graph output's relative error
 };
 
-// The gathered outputs of `report` against the graph run in this process on the same inputs
-// with the same kernels.
+// The gathered outputs of `report` against the graph run in this process with the same kernels,
+// on the inputs the report gathered (DistributedOptions::gather_inputs), else on `options.inputs`.
 GraphVerification verify_against_one_process(const EinGraph& graph, const DistributedReport& report,
                                              const DistributedOptions& options);
 

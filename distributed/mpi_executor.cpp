@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include <sched.h>
@@ -121,35 +122,14 @@ class Runner {
  public:
   Runner(const Plan& plan, const Placement& placement, MPI_Comm comm,
          const DistributedOptions& options)
-      : plan_(plan), placement_(placement), comm_(comm), options_(options) {
+      : plan_(plan),
+        placement_(placement),
+        comm_(comm),
+        options_(options),
+        waiter_(comm, options.timeout_s) {
     MPI_Comm_rank(comm_, &me_);
     MPI_Comm_size(comm_, &procs_);
     EINSUMDB_ASSERT(procs_ == plan.procs, "the caller checks the number of ranks");
-    void* ub = nullptr;
-    int flag = 0;
-    MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &flag);
-    tag_ub_ = flag ? *static_cast<int*>(ub) : 32767;
-    if (4 * static_cast<std::int64_t>(plan.graph.steps.size() + plan.graph.outputs.size()) + 4 >
-        tag_ub_)
-      throw Error("the plan has more steps than this MPI's message tags can tell apart");
-    // More kernel threads on this node than it has cores: a waiting rank must give its core to
-    // one that computes instead of polling on it.
-    // The node's cores are those any of its ranks may run on (bound ranks see one each).
-    MPI_Comm node;
-    MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, me_, MPI_INFO_NULL, &node);
-    int local = 1;
-    MPI_Comm_size(node, &local);
-    cpu_set_t mine, all;
-    CPU_ZERO(&mine);
-    if (sched_getaffinity(0, sizeof mine, &mine) != 0)
-      for (unsigned c = 0; c < std::thread::hardware_concurrency() && c < CPU_SETSIZE; ++c)
-        CPU_SET(c, &mine);
-    MPI_Allreduce(&mine, &all, static_cast<int>(sizeof mine), MPI_BYTE, MPI_BOR, node);
-    MPI_Comm_free(&node);
-    ranks_share_cores_ =
-        static_cast<std::int64_t>(local) * std::max(1, options_.threads) > CPU_COUNT(&all);
-    overlap_ = options_.overlap == Overlap::on ||
-               (options_.overlap == Overlap::automatic && !ranks_share_cores_);
   }
 
   DistributedReport run();
@@ -170,7 +150,20 @@ class Runner {
     std::vector<std::int64_t> result_shape;
   };
 
-  void setup();
+  // What each rank sets up alone, before any message: the steps' transfers and kernels, this
+  // rank's input blocks (or, reading for every rank, rank 0's check of the files) and, on rank
+  // 0, the transforms of every rank's kernels (returned as JSON text; "" elsewhere).
+  std::string setup();
+  // The kernel of piece `q` of step `v`: the step's einsum on that piece's operand blocks.
+  BatchedEinsum kernel_of(int v, std::int64_t q) const;
+  // Rank 0: the transform of every (step, piece), chosen once per distinct kernel.
+  std::string choose_kernels() const;
+  // Takes this rank's kernels out of rank 0's choices.
+  void take_kernels(const std::string& choices);
+  // Rank 0 reads every input block that is not generated and sends it to its owner.
+  void ship_inputs();
+  // Whether this node's ranks × threads exceed its cores (then waiting ranks sleep).
+  bool ranks_share_cores();
   void run_once(std::vector<double>& step_seconds);
   // The step's kernel on this rank's operands; falls back to the default transform when the
   // chosen one is refused.
@@ -181,10 +174,15 @@ class Runner {
   // One transfer out of a block this rank owns: an MPI send, or a copy when it stays here.
   void send(std::size_t transfer);
   void aggregate(int step, Tensor& partial, Tensor* result);
-  void wait(std::vector<MPI_Request>& requests, const std::string& what);
+  void wait(std::vector<MPI_Request>& requests, const std::string& what) {
+    waiter_.wait(requests, what);
+  }
   void progress();
   int tag(int step, int kind) const { return 4 * step + kind; }
   const Tensor& owned(const std::string& tensor, std::int64_t block) const;
+  // Assembles the blocks of `relations` named in `names` whole on rank 0.
+  void gather_whole(const std::vector<std::string>& names, int first_tag,
+                    std::map<std::string, Tensor>& out, const std::string& what);
   void gather(DistributedReport& report);
   void collect(const std::vector<std::vector<double>>& runs, DistributedReport& report);
 
@@ -192,7 +190,8 @@ class Runner {
   const Placement& placement_;
   MPI_Comm comm_;
   const DistributedOptions& options_;
-  int me_ = 0, procs_ = 1, tag_ub_ = 32767;
+  Waiter waiter_;
+  int me_ = 0, procs_ = 1;
   bool ranks_share_cores_ = false;
   bool overlap_ = true;  // options_.overlap resolved
 
@@ -244,31 +243,6 @@ class Runner {
   nlohmann::json gather_trace();
 };
 
-void Runner::wait(std::vector<MPI_Request>& requests, const std::string& what) {
-  if (requests.empty()) return;
-  const auto deadline = Clock::now() + std::chrono::duration<double>(options_.timeout_s);
-  for (int spin = 0;; ++spin) {
-    int done = 0;
-    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
-    if (done) {
-      requests.clear();
-      return;
-    }
-    if (Clock::now() > deadline)
-      throw TimeoutError("rank " + std::to_string(me_) + ": no progress for " +
-                         std::to_string(options_.timeout_s) + " s while " + what +
-                         " (another rank failed or stopped?)");
-    // Polling is what moves messages along, so a rank with a core of its own polls; one that
-    // shares its core with a computing rank sleeps between polls (about 0.1 ms here), so that
-    // the core goes to the kernel it waits for (in the timelines of 4 ranks on 2 cores, a rank
-    // polling through a reduction ran beside kernels that had the core only half the time).
-    if (ranks_share_cores_ && spin > 100)
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    else if (spin > 1000)
-      std::this_thread::yield();
-  }
-}
-
 void Runner::progress() {
   if (sends_.empty()) return;
   int done = 0;
@@ -284,9 +258,13 @@ const Tensor& Runner::owned(const std::string& tensor, std::int64_t block) const
   return results_.at(tensor).at(block);
 }
 
-void Runner::setup() {
+std::string Runner::setup() {
   const auto& g = plan_.graph;
   const int S = static_cast<int>(g.steps.size());
+  // Tags 4 × (step, output, the inputs' shipment and gathering) + kind, below the agreement's.
+  if (4 * static_cast<std::int64_t>(g.steps.size() + g.outputs.size() + g.inputs.size()) + 8 >
+      first_reserved_tag(comm_))
+    throw Error("the plan has more steps than this MPI's message tags can tell apart");
   steps_.resize(static_cast<std::size_t>(S));
   into_.assign(static_cast<std::size_t>(S), {});
   from_.assign(static_cast<std::size_t>(S), {});
@@ -299,23 +277,7 @@ void Runner::setup() {
     st.piece = std::find(sp.rank.begin(), sp.rank.end(), me_) - sp.rank.begin();
     for (const auto& l : st.labels) st.regions.push_back(operand_region(s, sp, st.piece, l));
 
-    // The kernel: the step's einsum on this piece's blocks.
-    st.kernel.inputs = st.labels;
-    st.kernel.output = s.z;
-    st.kernel.join = s.join;
-    st.kernel.agg = s.agg;
-    std::vector<std::string> row;
-    for (std::size_t k = 0; k < st.labels.size(); ++k) {
-      const std::string name = k == 0 ? "X" : "Y";
-      ArrayInfo info;
-      info.dtype = s.dtype;
-      for (auto l : st.regions[k].length) info.shape.push_back(Length::of(l));
-      st.kernel.arrays[name] = info;
-      row.push_back(name);
-    }
-    st.kernel.batch = {row};
-    st.choice = options_.choose(st.kernel);
-    st.choice.transform.params["threads"] = options_.threads;
+    st.kernel = kernel_of(v, st.piece);
 
     // The aggregation group: pieces with this piece's result coordinates.
     const Relation& result = placement_.relations.at(s.name);
@@ -369,15 +331,155 @@ void Runner::setup() {
       st.in_place[k] = count == 1 && whole;
     }
   }
-  // The input blocks this rank owns: read or generated, once for every run.
+  // The input blocks this rank owns, once for every run: generated, or read here (unless rank 0
+  // reads them for every rank: then it checks the files now and sends the blocks once the ranks
+  // agree to go on).
+  const InputSource& src = options_.inputs;
   for (const auto& [name, t] : g.inputs) {
     const auto it = placement_.relations.find(name);
     if (it == placement_.relations.end()) continue;
     const Relation& r = it->second;
+    const bool shipped = !src.generated(name) && src.reader == InputReader::root;
+    if (shipped && me_ == 0) check_input_file(src, name, t);
+    if (shipped) continue;
     for (std::int64_t b = 0; b < r.blocking.blocks(); ++b)
       if (r.owner[static_cast<std::size_t>(b)] == me_)
-        inputs_[name].emplace(b, input_region(options_.inputs, name, t, r.blocking.region(b)));
+        inputs_[name].emplace(b, input_region(src, name, t, r.blocking.region(b)));
   }
+  return me_ == 0 ? choose_kernels() : std::string();
+}
+
+BatchedEinsum Runner::kernel_of(int v, std::int64_t q) const {
+  const PlanStep& s = plan_.graph.steps[static_cast<std::size_t>(v)];
+  const StepPlacement& sp = placement_.steps[static_cast<std::size_t>(v)];
+  BatchedEinsum kernel;
+  kernel.inputs = {s.x};
+  if (!s.y.empty()) kernel.inputs.push_back(s.y);
+  kernel.output = s.z;
+  kernel.join = s.join;
+  kernel.agg = s.agg;
+  std::vector<std::string> row;
+  for (std::size_t k = 0; k < kernel.inputs.size(); ++k) {
+    const std::string name = k == 0 ? "X" : "Y";
+    ArrayInfo info;
+    info.dtype = s.dtype;
+    for (auto l : operand_region(s, sp, q, kernel.inputs[k]).length)
+      info.shape.push_back(Length::of(l));
+    kernel.arrays[name] = info;
+    row.push_back(name);
+  }
+  kernel.batch = {row};
+  return kernel;
+}
+
+std::string Runner::choose_kernels() const {
+  // Pieces of one step mostly share one block shape, so a step asks the store once or twice.
+  std::map<std::string, nlohmann::json> chosen;
+  nlohmann::json all = nlohmann::json::array();
+  for (std::size_t v = 0; v < plan_.graph.steps.size(); ++v) {
+    nlohmann::json pieces = nlohmann::json::array();
+    for (std::int64_t q = 0; q < procs_; ++q) {
+      const BatchedEinsum kernel = kernel_of(static_cast<int>(v), q);
+      // Everything the choice depends on: pattern, operators, dtypes and shapes.
+      std::string key = kernel.einsum_string() + " " + std::string(to_string(kernel.join)) + "," +
+                        std::string(to_string(kernel.agg));
+      for (const auto& [name, info] : kernel.arrays) {
+        key += " " + name + ":" + std::string(to_string(info.dtype));
+        for (const Length& l : info.shape) key += "," + std::to_string(l.value);
+      }
+      auto it = chosen.find(key);
+      if (it == chosen.end()) {
+        const KernelChoice c = options_.choose(kernel);
+        it = chosen
+                 .emplace(key, nlohmann::json{{"strategy", c.transform.strategy},
+                                              {"params", c.transform.params},
+                                              {"source", c.source}})
+                 .first;
+      }
+      pieces.push_back(it->second);
+    }
+    all.push_back(std::move(pieces));
+  }
+  return all.dump();
+}
+
+void Runner::take_kernels(const std::string& choices) {
+  const auto all = nlohmann::json::parse(choices);
+  for (std::size_t v = 0; v < steps_.size(); ++v) {
+    StepState& st = steps_[v];
+    const auto& c = all.at(v).at(static_cast<std::size_t>(st.piece));
+    st.choice.transform.strategy = c.at("strategy").get<std::string>();
+    st.choice.transform.params = c.at("params");
+    st.choice.source = c.at("source").get<std::string>();
+    st.choice.transform.params["threads"] = options_.threads;
+  }
+}
+
+void Runner::ship_inputs() {
+  const InputSource& src = options_.inputs;
+  const int ship_tag =
+      tag(static_cast<int>(plan_.graph.steps.size() + plan_.graph.outputs.size()), 0);
+  for (const auto& [name, t] : plan_.graph.inputs) {
+    const auto it = placement_.relations.find(name);
+    if (it == placement_.relations.end() || src.generated(name) || src.reader != InputReader::root)
+      continue;
+    const Relation& r = it->second;
+    std::vector<MPI_Request> requests;
+    std::vector<Tensor> outgoing;
+    for (std::int64_t b = 0; b < r.blocking.blocks(); ++b) {
+      const int owner = r.owner[static_cast<std::size_t>(b)];
+      const Region region = r.blocking.region(b);
+      if (me_ == 0) {
+        Tensor block = input_region(src, name, t, region);
+        if (owner == 0) {
+          inputs_[name].emplace(b, std::move(block));
+          continue;
+        }
+        outgoing.push_back(std::move(block));
+        requests.emplace_back();
+        MPI_Isend(outgoing.back().raw(), as_int(outgoing.back().size(), "a block of"),
+                  element_type(t.dtype), owner, ship_tag, comm_, &requests.back());
+      } else if (owner == me_) {
+        Tensor& block = inputs_[name]
+                            .emplace(b, Tensor(t.dtype, region.length, Tensor::Uninitialized{}))
+                            .first->second;
+        requests.emplace_back();
+        MPI_Irecv(block.raw(), as_int(block.size(), "a block of"), element_type(t.dtype), 0,
+                  ship_tag, comm_, &requests.back());
+      }
+    }
+    wait(requests, "sending input '" + name + "' from rank 0 to the ranks that own its blocks");
+  }
+}
+
+bool Runner::ranks_share_cores() {
+  // The node's cores are those any of its ranks may run on (bound ranks see one each); ranks
+  // are on one node when they report one host name.
+  struct Record {
+    char host[MPI_MAX_PROCESSOR_NAME];
+    cpu_set_t cpus;
+  };
+  Record mine{};
+  const std::string host = host_name();
+  std::snprintf(mine.host, sizeof mine.host, "%s", host.c_str());
+  CPU_ZERO(&mine.cpus);
+  if (sched_getaffinity(0, sizeof mine.cpus, &mine.cpus) != 0)
+    for (unsigned c = 0; c < std::thread::hardware_concurrency() && c < CPU_SETSIZE; ++c)
+      CPU_SET(c, &mine.cpus);
+  std::vector<Record> all(static_cast<std::size_t>(procs_));
+  std::vector<MPI_Request> req(1);
+  MPI_Iallgather(&mine, static_cast<int>(sizeof mine), MPI_BYTE, all.data(),
+                 static_cast<int>(sizeof mine), MPI_BYTE, comm_, req.data());
+  wait(req, "learning which ranks share this node");
+  int local = 0;
+  cpu_set_t cores;
+  CPU_ZERO(&cores);
+  for (const Record& r : all) {
+    if (std::strncmp(r.host, mine.host, sizeof r.host) != 0) continue;
+    ++local;
+    CPU_OR(&cores, &cores, &r.cpus);
+  }
+  return static_cast<std::int64_t>(local) * std::max(1, options_.threads) > CPU_COUNT(&cores);
 }
 
 void Runner::post_receives(int v) {
@@ -475,8 +577,9 @@ Results Runner::run_kernel(int v, const Arrays& arrays) {
   StepState& st = steps_[static_cast<std::size_t>(v)];
   std::string refused;
   Results r = execute_kernel(Bound(st.kernel, arrays), st.choice, options_.threads, &refused);
-  if (!refused.empty() && me_ == 0)
-    std::cerr << "einsumdb: note: step '" << plan_.graph.steps[static_cast<std::size_t>(v)].name
+  if (!refused.empty())
+    std::cerr << "einsumdb: note: rank " << me_ << " on " << host_name() << ", step '"
+              << plan_.graph.steps[static_cast<std::size_t>(v)].name
               << "': the stored transform does not run here (" << refused
               << "); using the default\n";
   return r;
@@ -550,26 +653,26 @@ void Runner::run_once(std::vector<double>& step_seconds) {
   in_flight_.clear();
 }
 
-void Runner::gather(DistributedReport& report) {
-  const auto& g = plan_.graph;
+void Runner::gather_whole(const std::vector<std::string>& names, int first_tag,
+                          std::map<std::string, Tensor>& out, const std::string& what) {
   std::vector<MPI_Request> requests;
-  for (std::size_t o = 0; o < g.outputs.size(); ++o) {
-    const std::string& name = g.outputs[o];
+  for (std::size_t o = 0; o < names.size(); ++o) {
+    const std::string& name = names[o];
     const Relation& rel = placement_.relations.at(name);
-    const int v = g.producer(name);
-    const Dtype dtype = g.steps[static_cast<std::size_t>(v)].dtype;
-    const int gtag = tag(static_cast<int>(g.steps.size() + o), 3);
+    const int v = plan_.graph.producer(name);
+    const Dtype dtype = v < 0 ? plan_.graph.inputs.at(name).dtype
+                              : plan_.graph.steps[static_cast<std::size_t>(v)].dtype;
+    const int gtag = first_tag + 4 * static_cast<int>(o);
     Tensor* full = nullptr;
-    if (me_ == 0)
-      full = &report.outputs.emplace(name, Tensor(dtype, rel.blocking.shape)).first->second;
+    if (me_ == 0) full = &out.emplace(name, Tensor(dtype, rel.blocking.shape)).first->second;
     for (std::int64_t b = 0; b < rel.blocking.blocks(); ++b) {
       const int owner = rel.owner[static_cast<std::size_t>(b)];
       const Region box = rel.blocking.region(b);
       if (owner == me_ && me_ == 0) {
-        copy_box(results_.at(name).at(b), std::vector<std::int64_t>(box.start.size(), 0), *full,
-                 box.start, box.length);
+        copy_box(owned(name, b), std::vector<std::int64_t>(box.start.size(), 0), *full, box.start,
+                 box.length);
       } else if (owner == me_) {
-        const Tensor& data = results_.at(name).at(b);
+        const Tensor& data = owned(name, b);
         MPI_Request req;
         MPI_Isend(data.raw(), as_int(data.size(), "a block of"), element_type(dtype), 0, gtag,
                   comm_, &req);
@@ -583,7 +686,20 @@ void Runner::gather(DistributedReport& report) {
       }
     }
   }
-  wait(requests, "gathering the outputs on rank 0");
+  wait(requests, what);
+}
+
+void Runner::gather(DistributedReport& report) {
+  const auto& g = plan_.graph;
+  const int S = static_cast<int>(g.steps.size());
+  gather_whole(g.outputs, tag(S, 3), report.outputs, "gathering the outputs on rank 0");
+  if (!options_.gather_inputs) return;
+  // Tags 4 * (S + O) + 1 on: free (ship_inputs uses + 0), and the plan check leaves room.
+  std::vector<std::string> names;
+  for (const auto& [name, t] : g.inputs)
+    if (placement_.relations.count(name)) names.push_back(name);
+  gather_whole(names, tag(S + static_cast<int>(g.outputs.size()), 1), report.inputs,
+               "gathering the inputs on rank 0");
 }
 
 void Runner::collect(const std::vector<std::vector<double>>& runs, DistributedReport& report) {
@@ -598,6 +714,11 @@ void Runner::collect(const std::vector<std::vector<double>>& runs, DistributedRe
   MPI_Igather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
               static_cast<int>(mine.size()), MPI_DOUBLE, 0, comm_, req.data());
   wait(req, "collecting the measurements on rank 0");
+  // What each rank ran: a stored transform may have been refused on some ranks only.
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const auto& st : steps_)
+    kernels.push_back({st.choice.transform.strategy, st.choice.transform.params, st.choice.source});
+  const auto ran = gather_text(waiter_, kernels.dump(), "collecting the kernels on rank 0");
   if (me_ != 0) return;
   const std::size_t per = mine.size();
   report.seconds.assign(R, 0);
@@ -609,6 +730,14 @@ void Runner::collect(const std::vector<std::vector<double>>& runs, DistributedRe
     sr.predicted_bytes =
         (c.join + c.aggregation + c.repartition) * static_cast<double>(dtype_bytes(s.dtype));
     sr.kernel = steps_[v].choice;
+    for (const auto& text : ran) {
+      const auto k = nlohmann::json::parse(text).at(v);
+      KernelChoice choice;
+      choice.transform.strategy = k.at(0).get<std::string>();
+      choice.transform.params = k.at(1);
+      choice.source = k.at(2).get<std::string>();
+      sr.kernels.push_back(std::move(choice));
+    }
     std::vector<double> slowest(R, 0);
     for (int p = 0; p < procs_; ++p) {
       const double* row = all.data() + static_cast<std::size_t>(p) * per;
@@ -638,9 +767,24 @@ void Runner::collect(const std::vector<std::vector<double>>& runs, DistributedRe
 DistributedReport Runner::run() {
   DistributedReport report;
   const auto t0 = Clock::now();
-  setup();
+  // Set-up can fail on one rank alone (its host lacks an input, say): the ranks agree first, so
+  // that every rank learns of it and leaves instead of waiting for that rank's messages.
+  std::optional<Refusal> refusal;
+  std::string choices;
+  try {
+    choices = setup();
+  } catch (const std::exception& e) {
+    refusal = refusal_of(comm_, e);
+  }
+  agree(waiter_, refusal);
+  take_kernels(broadcast_text(waiter_, choices, "sharing rank 0's choice of kernels"));
+  ship_inputs();
   for (const auto& [name, t] : plan_.graph.inputs)
-    if (options_.inputs.file_of(name).empty()) report.generated.push_back(name);
+    if (options_.inputs.generated(name)) report.generated.push_back(name);
+  ranks_share_cores_ = ranks_share_cores();
+  waiter_ = Waiter(comm_, options_.timeout_s, ranks_share_cores_);
+  overlap_ = options_.overlap == Overlap::on ||
+             (options_.overlap == Overlap::automatic && !ranks_share_cores_);
   report.setup_seconds = since(t0);
   report.ranks_share_cores = ranks_share_cores_;
   report.overlap = overlap_;
@@ -654,7 +798,7 @@ DistributedReport Runner::run() {
     runs.emplace_back();
     run_once(runs.back());
   }
-  if (options_.gather) gather(report);
+  if (options_.gather || options_.gather_inputs) gather(report);
   collect(runs, report);
   if (options_.trace) report.trace = gather_trace();
   return report;
@@ -669,11 +813,19 @@ nlohmann::json Runner::gather_trace() {
                              static_cast<double>(e.run), e.start, e.end});
   int count = static_cast<int>(mine.size());
   std::vector<int> counts(static_cast<std::size_t>(procs_)), offsets(counts.size(), 0);
-  MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm_);
-  for (std::size_t r = 1; r < counts.size(); ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
-  std::vector<double> all(me_ == 0 ? static_cast<std::size_t>(offsets.back() + counts.back()) : 0);
-  MPI_Gatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE,
-              0, comm_);
+  std::vector<MPI_Request> req(1);
+  MPI_Igather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm_, req.data());
+  wait(req, "collecting the timelines on rank 0");
+  std::size_t total = static_cast<std::size_t>(counts[0]);
+  for (std::size_t r = 1; r < counts.size(); ++r) {
+    offsets[r] = offsets[r - 1] + counts[r - 1];
+    total += static_cast<std::size_t>(counts[r]);
+  }
+  std::vector<double> all(me_ == 0 ? total : 0);
+  std::vector<MPI_Request> reqv(1);
+  MPI_Igatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(),
+               MPI_DOUBLE, 0, comm_, reqv.data());
+  wait(reqv, "collecting the timelines on rank 0");
   if (me_ != 0) return nullptr;
   nlohmann::json events = nlohmann::json::array();
   events.push_back({{"name", "process_name"},
@@ -709,6 +861,14 @@ nlohmann::json Runner::gather_trace() {
 }
 
 }  // namespace
+
+bool StepReport::kernels_agree() const {
+  for (const auto& k : kernels)
+    if (k.transform.strategy != kernel.transform.strategy || k.source != kernel.source ||
+        k.transform.params != kernel.transform.params)
+      return false;
+  return true;
+}
 
 DistributedReport run_distributed(const Plan& plan, const Placement& placement, MPI_Comm comm,
                                   const DistributedOptions& options) {

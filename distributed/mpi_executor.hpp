@@ -17,9 +17,13 @@
 // rank's CPU moves the data, and on a shared core that time is taken from a kernel (measured in
 // scripts/bench_distributed.py: no overlap is then up to 5% faster, and never slower).
 //
-// Every wait polls with a deadline: a rank that stops answering ends the job with a TimeoutError
-// instead of a hang. A rank polls without pause when every rank on its node has cores of its own,
-// and sleeps between polls when they share cores (a polling rank slows the kernels it waits for).
+// Nothing waits without a deadline (collectives.hpp): a rank that stops answering ends the job
+// with a TimeoutError instead of a hang. Before any data moves, every rank sets up what it can
+// alone (its input blocks, rank 0 the kernels of every rank) and the ranks agree that each could;
+// a rank that could not is named, with its host, on every rank. The kernels are chosen once, on
+// rank 0 from its store, for every rank's blocks, so ranks never differ because their hosts'
+// stores do. A rank polls without pause when every rank on its node has cores of its own, and
+// sleeps between polls when they share cores (a polling rank slows the kernels it waits for).
 // Blocks, received operands and partial results come from the executor's recycled mappings
 // (executor/tensor.hpp), so a run after the first writes no memory it has not written before.
 #pragma once
@@ -34,15 +38,12 @@
 #include <mpi.h>
 
 #include "einsumdb/canon/error.hpp"
+#include "einsumdb/distributed/collectives.hpp"
 #include "einsumdb/distributed/graph_data.hpp"
 #include "einsumdb/planner/eindecomp.hpp"
 #include "einsumdb/planner/placement.hpp"
 
 namespace einsumdb {
-
-struct TimeoutError : Error {
-  using Error::Error;
-};
 
 enum class Overlap {
   automatic,  // overlap unless the node's ranks share cores
@@ -54,10 +55,11 @@ struct DistributedOptions {
   int repeat = 1;
   double timeout_s = 300;  // on every wait
   Overlap overlap = Overlap::automatic;
-  bool gather = false;  // gather the graph's outputs to rank 0
-  int threads = 1;      // per rank, for the kernels
+  bool gather = false;         // gather the graph's outputs to rank 0
+  bool gather_inputs = false;  // gather every input whole to rank 0 (to verify against)
+  int threads = 1;             // per rank, for the kernels
   InputSource inputs;
-  ChooseKernel choose;  // the transform of each step's kernel
+  ChooseKernel choose;  // the transform of each step's kernel; called on rank 0 only
   bool trace = false;   // record a timeline of every rank (DistributedReport::trace)
 };
 
@@ -68,17 +70,21 @@ struct RankStep {
 };
 
 struct StepReport {
-  std::vector<RankStep> ranks;  // per rank
-  double seconds = 0;           // median over the repeats of the slowest rank's time
-  std::int64_t sent = 0;        // bytes, all ranks, per run
-  double predicted_bytes = 0;   // the cost model's join + aggregation + repartition, in bytes
-  KernelChoice kernel;          // on rank 0
+  std::vector<RankStep> ranks;        // per rank
+  double seconds = 0;                 // median over the repeats of the slowest rank's time
+  std::int64_t sent = 0;              // bytes, all ranks, per run
+  double predicted_bytes = 0;         // the cost model's join + aggregation + repartition, in bytes
+  KernelChoice kernel;                // what rank 0 ran
+  std::vector<KernelChoice> kernels;  // what each rank ran (a stored transform may be refused)
+  // Whether every rank ran the same transform from the same source.
+  bool kernels_agree() const;
 };
 
 struct DistributedReport {
   std::vector<StepReport> steps;          // on rank 0
   std::vector<double> seconds;            // per run: the slowest rank's time
   std::map<std::string, Tensor> outputs;  // rank 0, with gather
+  std::map<std::string, Tensor> inputs;   // rank 0, with gather_inputs
   std::vector<std::string> generated;     // inputs generated from the seed
   double setup_seconds = 0;               // building or reading the input blocks
   // This node's ranks × threads exceed its cores, so waiting ranks sleep between polls.
@@ -92,8 +98,10 @@ struct DistributedReport {
 };
 
 // Runs `plan` on `comm` (its size must be plan.procs; the caller checks that first). Collective:
-// every rank calls it. Throws TimeoutError when a wait exceeds the time-out; the caller should
-// then abort the job.
+// every rank calls it. Throws JobRefused on every rank when some rank could not set up (an input
+// missing or malformed on its host, say): then every rank knows and may leave normally. Throws
+// TimeoutError when a wait exceeds the time-out, and any other Error on the rank where it arose;
+// the caller should then abort the job.
 DistributedReport run_distributed(const Plan& plan, const Placement& placement, MPI_Comm comm,
                                   const DistributedOptions& options);
 

@@ -139,6 +139,9 @@ std::optional<std::string> loop_over_gemm_rejects(const BatchedEinsum& e);
 std::optional<std::string> tensor_gemm_rejects(const BatchedEinsum& e);
 // The BLIS kernel set and double-precision micro-tile tensor_gemm uses, e.g. "skx 16x14".
 std::string tensor_gemm_kernel();
+// Whether tensor_gemm was built to write tiles with non-temporal stores around the cache
+// (AVX-512): where it was not, outputs larger than the cache are written like any other.
+bool tensor_gemm_streams();
 // How tensor_gemm, with its defaults, runs batch row `row`: "rows" or "lines" where it reads the
 // large operand in place through libxsmm (a product with few columns; its streamed rows, or its
 // streamed lines where the output's unit-stride index belongs to that operand: along another

@@ -1914,6 +1914,10 @@ std::string streamed_path(const BatchedEinsum& e, const std::vector<std::int64_t
 
 }  // namespace
 
+bool tensor_gemm_streams() {
+  return kStreams;
+}
+
 std::string tensor_gemm_kernel() {
   const auto& k = MicroKernel<double>::get();
   const BlisLibrary& blis = BlisLibrary::get();

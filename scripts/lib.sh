@@ -10,6 +10,7 @@ EINSUMDB_PACKAGES=(
   libopenmpi-dev openmpi-bin libscalapack-openmpi-dev
   chromium fonts-dejavu-core
   libpq-dev postgresql-15
+  iproute2 util-linux
 )
 
 # Installs the packages that are missing (apt-get, as root or through sudo).

@@ -49,14 +49,15 @@ std::vector<std::string> mpirun_argv(int np, const std::vector<std::string>& arg
   return argv;
 }
 
-// mpirun -np NP einsumdb ARGS, bounded by `limit` seconds (the test fails rather than hangs).
-CliResult mpirun(int np, const std::vector<std::string>& args, int limit = 300) {
+// Runs `argv` with the MPI environment, bounded by `limit` seconds (the test fails rather than
+// hangs).
+CliResult run_mpirun(const std::vector<std::string>& argv, int limit) {
   const std::string dir = ::testing::TempDir(), tag = std::to_string(getpid());
   const std::string err_path = dir + "/einsumdb_mpi_err_" + tag;
   std::string cmd = "env";
   for (const auto& e : kMpiEnv) cmd += " " + shell_quote(e);
   cmd += " timeout " + std::to_string(limit);
-  for (const auto& a : mpirun_argv(np, args)) cmd += " " + shell_quote(a);
+  for (const auto& a : argv) cmd += " " + shell_quote(a);
   cmd += " </dev/null 2>" + shell_quote(err_path);
   CliResult r;
   FILE* pipe = popen(cmd.c_str(), "r");
@@ -67,6 +68,24 @@ CliResult mpirun(int np, const std::vector<std::string>& args, int limit = 300) 
   std::ifstream err(err_path);
   r.err.assign(std::istreambuf_iterator<char>(err), {});
   return r;
+}
+
+// mpirun -np NP einsumdb ARGS, bounded by `limit` seconds.
+CliResult mpirun(int np, const std::vector<std::string>& args, int limit = 300) {
+  return run_mpirun(mpirun_argv(np, args), limit);
+}
+
+// One rank in each of `dirs` (its working directory), all running einsumdb ARGS: ranks that see
+// different files under the same relative paths, as ranks on hosts of their own do.
+CliResult mpirun_in(const std::vector<std::string>& dirs, const std::vector<std::string>& args,
+                    int limit = 120) {
+  std::vector<std::string> argv = {"mpirun", "--oversubscribe", "--allow-run-as-root"};
+  for (std::size_t k = 0; k < dirs.size(); ++k) {
+    if (k > 0) argv.push_back(":");
+    argv.insert(argv.end(), {"-np", "1", "-wdir", dirs[k], EINSUMDB_BIN});
+    argv.insert(argv.end(), args.begin(), args.end());
+  }
+  return run_mpirun(argv, limit);
 }
 
 nlohmann::json parse(const CliResult& r) {
@@ -162,7 +181,7 @@ TEST(Distributed, InputsFromNpyAndOutputsGatheredToNpy) {
   TempDir dir("mpi_npy");
   const std::string graph = dir.write("chain.json", kChain);
   std::filesystem::create_directories(dir.path("in"));
-  // Two inputs from files, the rest generated.
+  // Two inputs from files, the rest generated (asked for by name: a missing file is an error).
   for (const auto& [name, shape] : std::vector<std::pair<std::string, std::vector<std::int64_t>>>{
            {"A", {96, 80}}, {"E", {200, 64}}}) {
     Tensor t(Dtype::f64, shape);
@@ -170,9 +189,9 @@ TEST(Distributed, InputsFromNpyAndOutputsGatheredToNpy) {
     write_npy(dir.path("in/" + name + ".npy"), t);
   }
   for (int np : {1, 4}) {
-    const auto r =
-        mpirun(np, {"run", graph, "--inputs", dir.path("in"), "--output",
-                    dir.path("out" + std::to_string(np)), "--json", "--no-record", "--verify"});
+    const auto r = mpirun(
+        np, {"run", graph, "--inputs", dir.path("in"), "--generate", "B", "C", "D", "--output",
+             dir.path("out" + std::to_string(np)), "--json", "--no-record", "--verify"});
     ASSERT_EQ(r.code, 0) << r.err;
     const auto j = parse(r);
     EXPECT_EQ(j["generated_inputs"], nlohmann::json({"B", "C", "D"}));
@@ -186,8 +205,8 @@ TEST(Distributed, InputsFromNpyAndOutputsGatheredToNpy) {
   Tensor a(Dtype::f64, {96, 80});
   fill_random(a, 9);
   write_npy(dir.path("in/A.npy"), a);
-  ASSERT_EQ(mpirun(2, {"run", graph, "--inputs", dir.path("in"), "--output", dir.path("out9"),
-                       "--no-record"})
+  ASSERT_EQ(mpirun(2, {"run", graph, "--inputs", dir.path("in"), "--generate", "B", "C", "D",
+                       "--output", dir.path("out9"), "--no-record"})
                 .code,
             0);
   EXPECT_GT(max_relative_error(read_npy(dir.path("out9/Z.npy")), one), 1e-3);
@@ -359,7 +378,9 @@ TEST(Distributed, ACorruptInputEndsTheJobWithTheFileNamed) {
   write_npy(dir.path("in/B.npy"), b);
   std::filesystem::resize_file(dir.path("in/B.npy"), 4000);  // truncated
   const auto t0 = Clock::now();
-  const auto r = mpirun(4, {"run", graph, "--inputs", dir.path("in"), "--no-record"}, 120);
+  const std::vector<std::string> args = {
+      "run", graph, "--inputs", dir.path("in"), "--generate", "A", "C", "D", "E", "--no-record"};
+  const auto r = mpirun(4, args, 120);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.code, 124) << "timed out";
   EXPECT_NE(r.err.find("B.npy: truncated"), std::string::npos) << r.err;
@@ -367,11 +388,87 @@ TEST(Distributed, ACorruptInputEndsTheJobWithTheFileNamed) {
 
   Tensor wrong(Dtype::f64, {64, 80});
   write_npy(dir.path("in/B.npy"), wrong);
-  const auto s = mpirun(2, {"run", graph, "--inputs", dir.path("in"), "--no-record"}, 120);
+  const auto s = mpirun(2, args, 120);
   EXPECT_NE(s.code, 0);
   EXPECT_NE(s.err.find("has shape [64,80] in the file, but the graph says [80,64]"),
             std::string::npos)
       << s.err;
+}
+
+TEST(Distributed, WhatOneRankLacksIsRefusedNamingTheRankBeforeAnythingRuns) {
+  TempDir dir("mpi_per_rank_files");
+  // Rank 0's directory has the graph, the plan and every input; rank 1's only some of them.
+  const std::string r0 = dir.path("r0"), r1 = dir.path("r1");
+  for (const auto& d : {r0, r1}) std::filesystem::create_directories(d + "/in");
+  const nlohmann::json graph = nlohmann::json::parse(kChain);
+  for (const auto& d : {r0, r1}) std::ofstream(d + "/chain.json") << kChain;
+  for (const auto& [name, t] : graph["inputs"].items()) {
+    Tensor x(Dtype::f64, t["shape"].get<std::vector<std::int64_t>>());
+    for (std::int64_t k = 0; k < x.size(); ++k) x.set(k, 0.001 * static_cast<double>(k % 997));
+    write_npy(r0 + "/in/" + name + ".npy", x);
+    if (name != "E") write_npy(r1 + "/in/" + name + ".npy", x);
+  }
+  const auto t0 = Clock::now();
+  // Rank 1 lacks E: refused, never generated, whichever rank owns what.
+  auto r = mpirun_in({r0, r1}, {"run", "chain.json", "--inputs", "in", "--no-record"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("rank 1 of 2 on "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("input 'E': no file '" + r1 + "/in/E.npy'"), std::string::npos) << r.err;
+  // Asked for by name, it is generated; the rest are read on each rank.
+  r = mpirun_in({r0, r1}, {"run", "chain.json", "--inputs", "in", "--generate", "E", "--verify",
+                           "--json", "--no-record"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(parse(r)["generated_inputs"], nlohmann::json::array({"E"}));
+  // Read by rank 0 for every rank: rank 1 needs none of the files.
+  std::filesystem::remove_all(r1 + "/in");
+  r = mpirun_in({r0, r1}, {"run", "chain.json", "--inputs", "in", "--read-inputs", "root",
+                           "--verify", "--json", "--no-record"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(parse(r)["verify"]["ok"].get<bool>());
+  EXPECT_EQ(parse(r)["generated_inputs"], nlohmann::json::array());
+  r = mpirun_in({r0, r1}, {"run", "chain.json", "--inputs", "in", "--no-record"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("rank 1 of 2 on "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'in' is not a directory here"), std::string::npos) << r.err;
+  // A plan or a graph that one rank's directory lacks.
+  ASSERT_EQ(testing::run_cli({"plan", r0 + "/chain.json", "--procs", "2", "--output",
+                              r0 + "/plan.json", "--json"})
+                .code,
+            0);
+  r = mpirun_in({r0, r1}, {"run", "chain.json", "--plan", "plan.json", "--no-record"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("rank 1 of 2 on "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot read the plan file 'plan.json'"), std::string::npos) << r.err;
+  std::filesystem::remove(r1 + "/chain.json");
+  r = mpirun_in({r0, r1}, {"run", "chain.json", "--no-record"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("rank 1 of 2 on "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no graph file 'chain.json' here"), std::string::npos) << r.err;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 60) << "no refusal waits";
+}
+
+TEST(Distributed, EveryRankRunsRank0sChoiceOfKernelAndTheTableSaysWhatRan) {
+  TempDir dir("mpi_choice");
+  const std::string r0 = dir.path("r0"), r1 = dir.path("r1");
+  for (const auto& d : {r0, r1}) {
+    std::filesystem::create_directories(d);
+    std::ofstream(d + "/chain.json") << kChain;
+  }
+  // Only rank 0's store knows the data plan's AB kernel (a 48×80 by 80×64 product).
+  const auto t =
+      testing::run_cli({"tune", "xy,yz->xz", "--shape", "P=48x80", "Q=80x64", "--batch", "P,Q",
+                        "--strategies", "loop_nest,ttgt", "--min-reps", "1", "--min-time", "0",
+                        "--warmup", "1", "--json", "--db", r0 + "/db.sqlite"});
+  ASSERT_EQ(t.code, 0) << t.err;
+  const auto r = mpirun_in({r0, r1}, {"run", "chain.json", "--method", "data", "--json",
+                                      "--no-record", "--db", "db.sqlite"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto step = parse(r)["steps"][0];
+  EXPECT_EQ(step["name"], "AB");
+  EXPECT_TRUE(step["kernels_agree"].get<bool>()) << step.dump();
+  ASSERT_EQ(step["rank_kernels"].size(), 2u);
+  for (const auto& k : step["rank_kernels"]) EXPECT_EQ(k["source"], "best known") << step.dump();
+  EXPECT_FALSE(std::filesystem::exists(r1 + "/db.sqlite"));
 }
 
 // Starts mpirun in the background; returns its pid.
