@@ -78,6 +78,16 @@ std::size_t dtype_bytes(Dtype d) {
   return info(d).bytes;
 }
 
+Dtype promote_dtypes(Dtype a, Dtype b) {
+  const auto floating = [](Dtype d) {
+    return d == Dtype::f32 || d == Dtype::f64 || d == Dtype::c64 || d == Dtype::c128;
+  };
+  if (!floating(a) || !floating(b)) return dtype_rank(b) > dtype_rank(a) ? b : a;
+  const bool complex = a == Dtype::c64 || a == Dtype::c128 || b == Dtype::c64 || b == Dtype::c128;
+  const bool wide = a == Dtype::f64 || a == Dtype::c128 || b == Dtype::f64 || b == Dtype::c128;
+  return complex ? (wide ? Dtype::c128 : Dtype::c64) : (wide ? Dtype::f64 : Dtype::f32);
+}
+
 const std::vector<Dtype>& all_dtypes() {
   static const std::vector<Dtype> all = [] {
     std::vector<Dtype> v;
@@ -197,9 +207,9 @@ void validate(const BatchedEinsum& e) {
                         ")");
       for (std::size_t d = 0; d < shape.size(); ++d) {
         const Length& len = shape[d];
-        if (len.symbolic() ? !is_symbol(len.symbol) : len.value <= 0)
+        if (len.symbolic() ? !is_symbol(len.symbol) : len.value < 0)
           throw SpecError(at(name, d) + ": invalid length " + quote(to_string(len)) +
-                          "; expected a positive integer or a symbol such as 'Ne'");
+                          "; expected a length (0 or more) or a symbol such as 'Ne'");
         Seen& seen = index_length[static_cast<unsigned char>(idx[d])];
         if (!seen.length) {
           seen = {&len, &name, d};
@@ -217,7 +227,7 @@ void validate(const BatchedEinsum& e) {
     if (!used.count(name))
       throw SpecError("array " + quote(name) + " has a shape but is not used in any batch row");
     for (const auto& len : info.shape)
-      if (len.symbolic() ? !is_symbol(len.symbol) : len.value <= 0)
+      if (len.symbolic() ? !is_symbol(len.symbol) : len.value < 0)
         throw SpecError("array " + quote(name) + ": invalid length " + quote(to_string(len)));
   }
 }
@@ -287,6 +297,78 @@ BatchedEinsum bind_symbols(const BatchedEinsum& e, const Binding& b) {
       if (l.symbolic())
         if (const auto it = b.find(l.symbol); it != b.end()) l = Length::of(it->second);
   return out;
+}
+
+std::map<std::string, std::vector<std::size_t>> drop_broadcast_axes(BatchedEinsum& e) {
+  const std::size_t n = e.inputs.size();
+  // Per row: the (operand, axis) pairs that broadcast.
+  std::vector<std::vector<std::pair<std::size_t, std::size_t>>> rows;
+  for (const auto& row : e.batch) {
+    if (row.size() != n) return {};  // validate() reports it
+    // Per index: whether some operand of this row gives it a length other than 1.
+    bool wide[128] = {};
+    for (std::size_t k = 0; k < n; ++k) {
+      const auto it = e.arrays.find(row[k]);
+      if (it == e.arrays.end() || it->second.shape.size() != e.inputs[k].size()) return {};
+      for (std::size_t a = 0; a < e.inputs[k].size(); ++a) {
+        const Length& l = it->second.shape[a];
+        if (l.symbolic() || l.value != 1) wide[static_cast<unsigned char>(e.inputs[k][a])] = true;
+      }
+    }
+    std::vector<std::pair<std::size_t, std::size_t>> dropped;
+    for (std::size_t k = 0; k < n; ++k) {
+      const auto& shape = e.arrays.at(row[k]).shape;
+      for (std::size_t a = 0; a < e.inputs[k].size(); ++a)
+        if (!shape[a].symbolic() && shape[a].value == 1 &&
+            wide[static_cast<unsigned char>(e.inputs[k][a])])
+          dropped.emplace_back(k, a);
+    }
+    rows.push_back(std::move(dropped));
+  }
+  if (rows.empty() || rows[0].empty()) {
+    for (std::size_t r = 1; r < rows.size(); ++r)
+      if (!rows[r].empty())
+        throw SpecError("batch row " + std::to_string(r) + " broadcasts a size-1 axis (array '" +
+                        e.batch[r][rows[r][0].first] + "' axis " +
+                        std::to_string(rows[r][0].second) +
+                        ") that row 0 does not; the rows of a batch must broadcast alike");
+    return {};
+  }
+  for (std::size_t r = 1; r < rows.size(); ++r)
+    if (rows[r] != rows[0])
+      throw SpecError("batch rows 0 and " + std::to_string(r) +
+                      " broadcast different size-1 axes; the rows of a batch must broadcast alike");
+  // Each array loses the axes it broadcasts, the same ones wherever it is used.
+  std::map<std::string, std::vector<std::size_t>> axes;
+  for (const auto& row : e.batch)
+    for (std::size_t k = 0; k < n; ++k) {
+      std::vector<std::size_t> mine;
+      for (const auto& [op, a] : rows[0])
+        if (op == k) mine.push_back(a);
+      const auto [it, added] = axes.emplace(row[k], mine);
+      if (!added && it->second != mine)
+        throw SpecError("array '" + row[k] +
+                        "' is broadcast along a size-1 axis in one of its uses but not in "
+                        "another; give each use an array of its own");
+    }
+  for (std::size_t k = 0; k < n; ++k) {
+    std::string kept;
+    for (std::size_t a = 0; a < e.inputs[k].size(); ++a)
+      if (std::find(rows[0].begin(), rows[0].end(), std::make_pair(k, a)) == rows[0].end())
+        kept += e.inputs[k][a];
+    e.inputs[k] = kept;
+  }
+  for (auto it = axes.begin(); it != axes.end();) {
+    if (it->second.empty()) {
+      it = axes.erase(it);
+      continue;
+    }
+    auto& shape = e.arrays.at(it->first).shape;
+    for (std::size_t a = it->second.size(); a-- > 0;)
+      shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(it->second[a]));
+    ++it;
+  }
+  return axes;
 }
 
 }  // namespace einsumdb

@@ -29,6 +29,9 @@ std::string_view to_string(Dtype d);
 std::optional<Dtype> parse_dtype(std::string_view s);  // "f64", also "float64" and friends
 int dtype_rank(Dtype d);                               // the DtypeRank of the paper's appendix
 std::size_t dtype_bytes(Dtype d);
+// The dtype two operands compute in, numpy's promotion among f32, f64, c64 and c128 (f64 with
+// c64 is c128); for the other dtypes, the one of higher rank.
+Dtype promote_dtypes(Dtype a, Dtype b);
 const std::vector<Dtype>& all_dtypes();
 
 // ⊗: how the operands of one term are combined.
@@ -96,8 +99,18 @@ std::vector<std::string> symbols(const BatchedEinsum& e);
 // SpecError for a symbol that `e` does not have (listing the ones it has) or a length below 1.
 BatchedEinsum bind_symbols(const BatchedEinsum& e, const Binding& b);
 
-// Checks every soundness condition of Sec. 2.2 and 4 of the paper; throws SpecError.
+// Checks every soundness condition of Sec. 2.2 and 4 of the paper; throws SpecError. Lengths
+// may be 0 (numpy's empty axes: an empty result, or sums of nothing).
 void validate(const BatchedEinsum& e);
+
+// numpy's broadcasting of size-1 axes: an operand axis of length 1 whose index has another length
+// in the row is dropped, from the operand's indices and from its array's shape. The array's one
+// value along it is repeated along the index, which is what the einsum without that axis says,
+// so "ij,ij->j" over (10,2) and (1,2) becomes "ij,j->j" over (10,2) and (2): one key for both
+// spellings, a different one from two (10,2) arrays. Returns the original axes each array lost.
+// Throws SpecError when the rows of a batch broadcast differently, or an array broadcasts in one
+// use and not in another.
+std::map<std::string, std::vector<std::size_t>> drop_broadcast_axes(BatchedEinsum& e);
 
 // The spec JSON of DESIGN.md: {"einsum", "batch", "shapes", "dtypes", "ops"}. Keys in a fixed
 // order; a symbolic length is written as a string.

@@ -49,9 +49,9 @@ Length parse_length_text(std::string_view text, const std::string& where) {
   if (text[0] >= '0' && text[0] <= '9') {
     std::int64_t v = 0;
     const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || ptr != text.data() + text.size() || v <= 0)
+    if (ec != std::errc() || ptr != text.data() + text.size() || v < 0)
       throw SpecError(where + ": invalid axis length '" + std::string(text) +
-                      "'; expected a positive integer or a symbol such as 'Ne'");
+                      "'; expected a length (0 or more) or a symbol such as 'Ne'");
     return Length::of(v);
   }
   return Length::named(std::string(text));  // validate() checks the symbol's spelling
@@ -100,12 +100,24 @@ void set_ops(BatchedEinsum& e, const std::string& join, const std::string& agg,
 
 }  // namespace
 
+bool EinsumPattern::has_ellipsis() const {
+  return output_ellipsis >= 0 ||
+         std::any_of(ellipsis.begin(), ellipsis.end(), [](int at) { return at >= 0; });
+}
+
 EinsumPattern parse_einsum_pattern(std::string_view text) {
   EinsumPattern p;
   const std::string quoted = "einsum '" + std::string(text) + "'";
   std::string current;
+  int current_ellipsis = -1;
   bool in_output = false;
   bool explicit_output = false;
+  auto end_input = [&] {
+    p.inputs.push_back(std::move(current));
+    p.ellipsis.push_back(current_ellipsis);
+    current.clear();
+    current_ellipsis = -1;
+  };
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == ' ' || c == '\t') continue;
@@ -115,39 +127,148 @@ EinsumPattern parse_einsum_pattern(std::string_view text) {
       if (in_output)
         throw SpecError(quoted + ": unexpected ',' at " + col(i) +
                         " after '->'; the output is one index list");
-      p.inputs.push_back(std::move(current));
-      current.clear();
+      end_input();
     } else if (c == '-') {
       if (i + 1 >= text.size() || text[i + 1] != '>')
         throw SpecError(quoted + ": '-' at " + col(i) + " must be followed by '>'");
       if (in_output) throw SpecError(quoted + ": second '->' at " + col(i));
-      p.inputs.push_back(std::move(current));
-      current.clear();
+      end_input();
       in_output = explicit_output = true;
       ++i;
     } else if (c == '.') {
-      throw SpecError(quoted + ": broadcasting ellipsis at " + col(i) +
-                      " is not supported; name every axis");
+      if (text.substr(i, 3) != "...")
+        throw SpecError(quoted + ": '.' at " + col(i) +
+                        " is not part of an ellipsis '...'; expected three periods");
+      if (current_ellipsis >= 0)
+        throw SpecError(quoted + ": a second ellipsis '...' at " + col(i) +
+                        " in one operand; each may have one");
+      current_ellipsis = static_cast<int>(current.size());
+      i += 2;
     } else {
       throw SpecError(quoted + ": unexpected character " + describe(c) + " at " + col(i) +
-                      "; expected an index letter (a-z, A-Z), ',' or '->'");
+                      "; expected an index letter (a-z, A-Z), '...', ',' or '->'");
     }
   }
+  p.explicit_output = explicit_output;
   if (explicit_output) {
     p.output = std::move(current);
+    p.output_ellipsis = current_ellipsis;
   } else {
     if (text.find_first_not_of(" \t") == std::string_view::npos)
       throw SpecError("einsum string is empty; expected e.g. 'ij,j->i'");
-    p.inputs.push_back(std::move(current));
-    // numpy's implicit output: indices that appear exactly once, in ASCII order.
+    end_input();
+    // numpy's implicit output: indices that appear exactly once, in ASCII order (after the
+    // ellipsis's axes, which expand_ellipsis puts first).
     int count[128] = {};
     for (const auto& in : p.inputs)
       for (char c : in) ++count[static_cast<unsigned char>(c)];
     for (int c = 0; c < 128; ++c)
       if (count[c] == 1) p.output += static_cast<char>(c);
+    if (p.has_ellipsis()) p.output_ellipsis = 0;
   }
   return p;
 }
+
+EinsumPattern expand_ellipsis(const EinsumPattern& p, const std::vector<std::size_t>& ranks,
+                              std::string_view text) {
+  const std::string quoted = "einsum '" + std::string(text) + "'";
+  if (ranks.size() != p.inputs.size())
+    throw SpecError(quoted + " has " + std::to_string(p.inputs.size()) + " operand(s); " +
+                    std::to_string(ranks.size()) + " were given");
+  std::vector<std::size_t> extra(p.inputs.size(), 0);
+  std::size_t most = 0;
+  for (std::size_t k = 0; k < p.inputs.size(); ++k) {
+    const std::size_t letters = p.inputs[k].size();
+    const bool ellipsis = k < p.ellipsis.size() && p.ellipsis[k] >= 0;
+    if (ranks[k] < letters)
+      throw SpecError(quoted + ": the subscripts '" + p.inputs[k] + "' of operand " +
+                      std::to_string(k) + " name " + std::to_string(letters) + " axes but it has " +
+                      std::to_string(ranks[k]) +
+                      " (einstein sum subscripts string contains too many subscripts for "
+                      "operand " +
+                      std::to_string(k) + ")");
+    if (ranks[k] > letters && !ellipsis)
+      throw SpecError(quoted + ": operand " + std::to_string(k) + " has " +
+                      std::to_string(ranks[k]) + " axes but its subscripts '" + p.inputs[k] +
+                      "' name " + std::to_string(letters) +
+                      " (operand has more dimensions than subscripts given in einstein sum, but "
+                      "no '...' ellipsis provided to broadcast the extra dimensions)");
+    extra[k] = ranks[k] - letters;
+    most = std::max(most, extra[k]);
+  }
+  if (!p.has_ellipsis()) return p;
+  // Letters no operand and not the output uses, for the ellipses' axes.
+  bool used[128] = {};
+  for (const auto& in : p.inputs)
+    for (char c : in) used[static_cast<unsigned char>(c)] = true;
+  for (char c : p.output) used[static_cast<unsigned char>(c)] = true;
+  std::string fresh;
+  for (const char* range : {"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz"})
+    for (const char* c = range; *c && fresh.size() < most; ++c)
+      if (!used[static_cast<unsigned char>(*c)]) fresh += *c;
+  if (fresh.size() < most)
+    throw SpecError(quoted + ": the ellipsis stands for " + std::to_string(most) +
+                    " axes, more than the letters left unused (52 in all)");
+  EinsumPattern out;
+  out.explicit_output = true;
+  for (std::size_t k = 0; k < p.inputs.size(); ++k) {
+    std::string in = p.inputs[k];
+    if (p.ellipsis[k] >= 0)
+      in.insert(static_cast<std::size_t>(p.ellipsis[k]), fresh.substr(most - extra[k]));
+    out.inputs.push_back(std::move(in));
+    out.ellipsis.push_back(-1);
+  }
+  out.output = p.output;
+  if (p.output_ellipsis >= 0) {
+    out.output.insert(static_cast<std::size_t>(p.output_ellipsis), fresh);
+  } else if (most > 0) {
+    throw SpecError(quoted + ": the output has no '...' but the operands' ellipses stand for " +
+                    std::to_string(most) +
+                    " axes (output has more dimensions than subscripts given in einstein sum, "
+                    "but no '...' ellipsis provided to broadcast the extra dimensions)");
+  }
+  return out;
+}
+
+namespace {
+
+// The einsum of `pattern` over `e`'s arrays: "..." expanded for the ranks of the first row's
+// arrays (every row's must be the same), then numpy's broadcasting of size-1 axes.
+void take_pattern(BatchedEinsum& e, const EinsumPattern& pattern, std::string_view text) {
+  if (!pattern.has_ellipsis()) {
+    e.inputs = pattern.inputs;
+    e.output = pattern.output;
+  } else {
+    if (e.batch.empty() || e.batch[0].size() != pattern.inputs.size()) {
+      e.inputs = pattern.inputs;  // validate() says what is wrong with the rows
+      e.output = pattern.output;
+      return;
+    }
+    std::vector<std::size_t> ranks;
+    for (std::size_t k = 0; k < pattern.inputs.size(); ++k) {
+      const auto it = e.arrays.find(e.batch[0][k]);
+      if (it == e.arrays.end())
+        throw SpecError("array '" + e.batch[0][k] + "' (batch row 0, operand " + std::to_string(k) +
+                        ") has no shape; give it one");
+      ranks.push_back(it->second.shape.size());
+      for (std::size_t r = 1; r < e.batch.size(); ++r) {
+        const auto other = e.arrays.find(e.batch[r][k]);
+        if (other != e.arrays.end() && other->second.shape.size() != ranks.back())
+          throw SpecError("operand " + std::to_string(k) + " has rank " +
+                          std::to_string(ranks.back()) + " in batch row 0 ('" + e.batch[0][k] +
+                          "') but " + std::to_string(other->second.shape.size()) + " in row " +
+                          std::to_string(r) + " ('" + e.batch[r][k] +
+                          "'); one '...' stands for the same axes in every row");
+      }
+    }
+    const EinsumPattern full = expand_ellipsis(pattern, ranks, text);
+    e.inputs = full.inputs;
+    e.output = full.output;
+  }
+  drop_broadcast_axes(e);
+}
+
+}  // namespace
 
 void check_json_depth(const json& j, std::string_view what, std::size_t max_depth) {
   std::vector<std::pair<const json*, std::size_t>> stack{{&j, 1}};
@@ -177,9 +298,9 @@ BatchedEinsum parse_spec_json(const json& j) {
   if (!einsum.is_string())
     throw SpecError("spec JSON: 'einsum' must be a string such as \"ij,j->i\", got " +
                     type_name(einsum));
-  auto pattern = parse_einsum_pattern(einsum.get<std::string>());
-  e.inputs = std::move(pattern.inputs);
-  e.output = std::move(pattern.output);
+  const auto pattern = parse_einsum_pattern(einsum.get<std::string>());
+  e.inputs = pattern.inputs;
+  e.output = pattern.output;
 
   const json& batch = require(j, "batch");
   if (!batch.is_array())
@@ -227,8 +348,8 @@ BatchedEinsum parse_spec_json(const json& j) {
             v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
           throw SpecError(axis + ": axis length is too large");
         const auto len = v.get<std::int64_t>();
-        if (len <= 0)
-          throw SpecError(axis + ": axis length must be positive, got " + std::to_string(len));
+        if (len < 0)
+          throw SpecError(axis + ": axis length must be 0 or more, got " + std::to_string(len));
         info.shape.push_back(Length::of(len));
       } else if (v.is_string()) {
         info.shape.push_back(parse_length_text(v.get<std::string>(), axis));
@@ -260,6 +381,7 @@ BatchedEinsum parse_spec_json(const json& j) {
     }
     set_ops(e, join, agg, "spec JSON: ops.");
   }
+  take_pattern(e, pattern, einsum.get<std::string>());
   validate(e);
   return e;
 }
@@ -276,9 +398,9 @@ BatchedEinsum parse_spec_text(std::string_view json_text) {
 
 BatchedEinsum parse_spec_flags(std::string_view einsum, const SpecFlags& flags) {
   BatchedEinsum e;
-  auto pattern = parse_einsum_pattern(einsum);
-  e.inputs = std::move(pattern.inputs);
-  e.output = std::move(pattern.output);
+  const auto pattern = parse_einsum_pattern(einsum);
+  e.inputs = pattern.inputs;
+  e.output = pattern.output;
 
   if (flags.batch.empty()) {
     std::vector<std::string> row;
@@ -339,6 +461,7 @@ BatchedEinsum parse_spec_flags(std::string_view einsum, const SpecFlags& flags) 
     it->second.dtype = *parse_dtype(s.substr(eq + 1));
   }
   set_ops(e, flags.join, flags.agg, "--");
+  take_pattern(e, pattern, einsum);
   validate(e);
   return e;
 }

@@ -15,12 +15,28 @@
 namespace einsumdb {
 
 // "ij,j->i". Without "->" the output follows numpy's implicit rule: the indices that appear
-// exactly once, in ASCII order. Spaces are ignored. Throws SpecError naming the column.
+// exactly once, in ASCII order. Spaces are ignored. "..." stands for the axes an operand has
+// beyond its letters (numpy's broadcasting ellipsis); such a pattern is completed by
+// expand_ellipsis once the operands' ranks are known. Throws SpecError naming the column.
 struct EinsumPattern {
-  std::vector<std::string> inputs;
+  std::vector<std::string> inputs;  // letters only: where "..." stood is in `ellipsis`
   std::string output;
+  std::vector<int> ellipsis;    // per input: the position of "..." among its letters, or -1
+  int output_ellipsis = -1;     // the same for the output
+  bool explicit_output = true;  // "->" was given (else the output is numpy's implicit one)
+
+  bool has_ellipsis() const;
 };
 EinsumPattern parse_einsum_pattern(std::string_view text);
+
+// `p` with every "..." replaced by letters for the axes of operand k beyond its letters
+// (ranks[k] of them in all), as numpy reads it: the ellipses' axes align at their right ends and
+// broadcast against each other; each takes a letter no operand uses, in the order A-Z, a-z; the
+// output's "..." (or, with an implicit output, its start) holds them all. Throws SpecError (naming
+// `text`, the subscripts) for an operand with more axes than letters and no "...", fewer axes
+// than letters, or an explicit output without "..." where the ellipses hold axes.
+EinsumPattern expand_ellipsis(const EinsumPattern& p, const std::vector<std::size_t>& ranks,
+                              std::string_view text);
 
 // The spec JSON: {"einsum": "ij,j->i", "batch": [["A","B"],["A","C"]],
 //   "shapes": {"A": [96, 4], "B": [4], "C": ["Ne"]}, "dtypes": {"A": "f64", ...} | "dtype": "f64",

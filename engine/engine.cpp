@@ -15,6 +15,14 @@
 namespace einsumdb {
 namespace {
 
+std::size_t operands_count(const BatchedEinsum& e) {
+  return e.inputs.size();
+}
+
+// A numpy-style call's operands by the names of the prepared einsum's arrays.
+std::map<std::string, TensorRef> named_operands(const Prepared& p,
+                                                const std::vector<TensorRef>& operands);
+
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string s = "(";
   for (std::size_t a = 0; a < shape.size(); ++a) s += (a ? ", " : "") + std::to_string(shape[a]);
@@ -118,6 +126,61 @@ std::string operand_name(std::size_t k) {
   return "T" + std::to_string(k);
 }
 
+// numpy's broadcasting rule in the caller's terms: every index has one length among the operands
+// that give it a length other than 1. Throws SpecError naming the operands and axes (and, for the
+// axes "..." stands for, the ellipsis) before the model, whose arrays the caller never named.
+void check_broadcast(std::string_view subscripts, const EinsumPattern& expanded,
+                     const std::vector<TensorRef>& operands) {
+  const EinsumPattern given = parse_einsum_pattern(subscripts);
+  auto where = [&](std::size_t k, std::size_t a) {
+    std::string w = "operand " + std::to_string(k) + " axis " + std::to_string(a);
+    const int at = given.ellipsis[k];
+    const std::size_t extra = expanded.inputs[k].size() - given.inputs[k].size();
+    if (at >= 0 && a >= static_cast<std::size_t>(at) && a < static_cast<std::size_t>(at) + extra)
+      w += " (under '...')";
+    return w;
+  };
+  std::map<char, std::pair<std::size_t, std::size_t>> first;  // index -> (operand, axis)
+  for (std::size_t k = 0; k < operands.size(); ++k)
+    for (std::size_t a = 0; a < expanded.inputs[k].size(); ++a) {
+      const std::int64_t n = operands[k].shape[a];
+      if (n == 1) continue;
+      const char c = expanded.inputs[k][a];
+      const auto [it, added] = first.emplace(c, std::make_pair(k, a));
+      if (added) continue;
+      const auto [k0, a0] = it->second;
+      const std::int64_t n0 = operands[k0].shape[a0];
+      if (n0 == n) continue;
+      const bool fresh = given.inputs[k].find(c) == std::string::npos;
+      throw SpecError(
+          "einsum '" + std::string(subscripts) + "': operands could not be broadcast together: " +
+          (fresh ? std::string("an axis under '...'") : "index '" + std::string(1, c) + "'") +
+          " has length " + std::to_string(n0) + " at " + where(k0, a0) + " but length " +
+          std::to_string(n) + " at " + where(k, a) + " (lengths must be equal, or 1 to broadcast)");
+    }
+}
+
+// `t` without `axes` (each of length 1): the same elements, a view.
+TensorRef drop_axes(const TensorRef& t, const std::vector<std::size_t>& axes,
+                    const std::string& what) {
+  TensorRef out;
+  out.dtype = t.dtype;
+  out.data = t.data;
+  const auto strides = strides_of(t);
+  for (std::size_t a = 0; a < t.shape.size(); ++a) {
+    if (std::find(axes.begin(), axes.end(), a) != axes.end()) {
+      if (t.shape[a] != 1)
+        throw SpecError(what + " axis " + std::to_string(a) + " has length " +
+                        std::to_string(t.shape[a]) +
+                        "; the einsum was prepared for a broadcast axis of length 1");
+      continue;
+    }
+    out.shape.push_back(t.shape[a]);
+    out.strides.push_back(strides[a]);
+  }
+  return out;
+}
+
 }  // namespace
 
 bool TensorRef::row_major() const {
@@ -130,8 +193,73 @@ bool TensorRef::row_major() const {
   return true;
 }
 
-Prepared::Prepared(BatchedEinsum e, Choice choice)
-    : einsum_(std::move(e)), choice_(std::move(choice)) {}
+Prepared::Prepared(BatchedEinsum e, Choice choice, DroppedAxes dropped)
+    : einsum_(std::move(e)), choice_(std::move(choice)), dropped_(std::move(dropped)) {
+  dtype_ = result_dtype(einsum_, 0);
+  bool concrete = true;
+  for (const auto& [c, l] : einsum_.index_lengths()) concrete = concrete && !l.symbolic();
+  if (concrete) {
+    const auto lengths = einsum_.index_lengths();
+    for (char c : einsum_.output) shape_.push_back(lengths.at(c).value);
+  }
+  if (choice_.candidate.strategy != "direct" || DirectLoops::rejects(einsum_)) return;
+  direct_.emplace(einsum_);
+  for (const auto& name : einsum_.batch[0]) {
+    const auto& info = einsum_.arrays.at(name);
+    const auto drop = dropped_.find(name);
+    const std::size_t rank = info.shape.size() + (drop == dropped_.end() ? 0 : drop->second.size());
+    std::vector<bool> mask(rank, false);
+    if (drop != dropped_.end())
+      for (auto a : drop->second) mask[a] = true;
+    std::vector<std::int64_t> shape;
+    for (std::size_t a = 0, kept = 0; a < rank; ++a)
+      shape.push_back(mask[a] ? 1 : info.shape[kept++].value);
+    dropped_axes_.push_back(std::move(mask));
+    operand_shapes_.push_back(std::move(shape));
+  }
+}
+
+void Prepared::run_direct(const std::vector<TensorRef>& operands, const TensorRef& out) const {
+  EINSUMDB_ASSERT(direct_, "run_direct on a prepared einsum that is not direct");
+  const std::size_t n = operands_count(einsum_);
+  if (operands.size() != n)
+    throw SpecError("the einsum has " + std::to_string(n) + " operand(s); " +
+                    std::to_string(operands.size()) + " were given");
+  const void* data[DirectLoops::kMaxOperands];
+  std::int64_t strides[DirectLoops::kMaxOperands][DirectLoops::kMaxIndices];
+  const std::int64_t* stride_of[DirectLoops::kMaxOperands];
+  for (std::size_t k = 0; k < n; ++k) {
+    const TensorRef& t = operands[k];
+    if (t.dtype != dtype_)
+      throw SpecError("operand " + std::to_string(k) + " has dtype " +
+                      std::string(to_string(t.dtype)) + "; the einsum was prepared for " +
+                      std::string(to_string(dtype_)));
+    if (t.shape != operand_shapes_[k])
+      throw SpecError("operand " + std::to_string(k) + " has shape " + shape_text(t.shape) +
+                      "; the einsum was prepared for " + shape_text(operand_shapes_[k]));
+    if (!t.data && !t.shape.empty() &&
+        std::find(t.shape.begin(), t.shape.end(), 0) == t.shape.end())
+      throw SpecError("operand " + std::to_string(k) + " has no data (null pointer)");
+    data[k] = t.data;
+    // The strides of the kept axes, in order (row-major where the caller gave none).
+    std::size_t at = 0;
+    for (std::size_t a = 0; a < t.shape.size(); ++a) at += dropped_axes_[k][a] ? 0 : 1;
+    std::int64_t row_major = 1;
+    for (std::size_t a = t.shape.size(); a-- > 0;) {
+      const std::int64_t s = t.strides.empty() ? row_major : t.strides[a];
+      row_major *= t.shape[a];
+      if (!dropped_axes_[k][a]) strides[k][--at] = s;
+    }
+    stride_of[k] = strides[k];
+  }
+  if (out.shape != shape_)
+    throw SpecError("output 0 has shape " + shape_text(out.shape) + "; the result has shape " +
+                    shape_text(shape_));
+  if (out.dtype != dtype_)
+    throw SpecError("output 0 has dtype " + std::string(to_string(out.dtype)) + "; the result is " +
+                    std::string(to_string(dtype_)));
+  direct_->run(data, stride_of, out.data, out.strides.empty() ? nullptr : out.strides.data());
+}
 
 Results Prepared::run(const std::map<std::string, TensorRef>& inputs,
                       const Candidate* instead) const {
@@ -141,9 +269,15 @@ Results Prepared::run(const std::map<std::string, TensorRef>& inputs,
   for (const auto& [name, info] : einsum_.arrays) {
     const auto it = inputs.find(name);
     if (it == inputs.end()) throw SpecError("no data for array '" + name + "'");
-    const TensorRef& ref = it->second;
     const std::string what = "array '" + name + "'";
-    check_ref(ref, what);
+    check_ref(it->second, what);
+    const TensorRef* given = &it->second;
+    TensorRef squeezed;
+    if (const auto drop = dropped_.find(name); drop != dropped_.end()) {
+      squeezed = drop_axes(*given, drop->second, what);
+      given = &squeezed;
+    }
+    const TensorRef& ref = *given;
     if (ref.dtype != info.dtype)
       throw SpecError(what + " has dtype " + std::string(to_string(ref.dtype)) +
                       "; the einsum was prepared for " + std::string(to_string(info.dtype)));
@@ -184,7 +318,8 @@ struct Engine::Impl {
     return it == cache.end() ? nullptr : it->second;
   }
 
-  std::shared_ptr<const Prepared> prepare(const std::string& key, BatchedEinsum e) {
+  std::shared_ptr<const Prepared> prepare(const std::string& key, BatchedEinsum e,
+                                          DroppedAxes dropped) {
     Choice choice;
     {
       std::lock_guard lock(store_mutex);
@@ -198,7 +333,8 @@ struct Engine::Impl {
       choice = choose_transform(store ? &*store : nullptr, e, this_machine().fingerprint(), o);
       if (!store) choice.reason = "no database at " + path;
     }
-    auto prepared = std::make_shared<const Prepared>(std::move(e), std::move(choice));
+    auto prepared =
+        std::make_shared<const Prepared>(std::move(e), std::move(choice), std::move(dropped));
     std::unique_lock lock(cache_mutex);
     if (cache.size() >= options.max_prepared) cache.clear();
     return cache.emplace(key, std::move(prepared)).first->second;
@@ -215,8 +351,10 @@ Engine::~Engine() = default;
 std::shared_ptr<const Prepared> Engine::prepare(const BatchedEinsum& e) {
   std::string key = spec_key(e);
   if (auto p = impl_->lookup(key)) return p;
-  validate(e);
-  return impl_->prepare(key, e);
+  BatchedEinsum broadcast = e;
+  DroppedAxes dropped = drop_broadcast_axes(broadcast);
+  validate(broadcast);
+  return impl_->prepare(key, std::move(broadcast), std::move(dropped));
 }
 
 std::shared_ptr<const Prepared> Engine::prepare(std::string_view subscripts,
@@ -233,25 +371,36 @@ std::shared_ptr<const Prepared> Engine::prepare(std::string_view subscripts,
   }
   if (auto p = impl_->lookup(key)) return p;
 
-  const EinsumPattern pattern = parse_einsum_pattern(subscripts);
-  if (pattern.inputs.size() != operands.size())
-    throw SpecError("einsum '" + std::string(subscripts) + "' has " +
-                    std::to_string(pattern.inputs.size()) + " operand(s); " +
-                    std::to_string(operands.size()) + " were given");
+  std::vector<std::size_t> ranks;
+  for (const auto& t : operands) ranks.push_back(t.shape.size());
+  const EinsumPattern pattern =
+      expand_ellipsis(parse_einsum_pattern(subscripts), ranks, subscripts);
   std::vector<std::pair<std::string, ArrayInfo>> described;
   for (std::size_t k = 0; k < operands.size(); ++k) {
-    if (operands[k].shape.size() != pattern.inputs[k].size())
-      throw SpecError("operand " + std::to_string(k) + " has " +
-                      std::to_string(operands[k].shape.size()) + " axes but its subscripts '" +
-                      pattern.inputs[k] + "' have " + std::to_string(pattern.inputs[k].size()));
     ArrayInfo info;
     info.dtype = operands[k].dtype;
     for (auto l : operands[k].shape) info.shape.push_back(Length::of(l));
-    described.emplace_back(operand_name(alias[k]), std::move(info));
+    described.emplace_back(operand_name(k), std::move(info));
   }
+  check_broadcast(subscripts, pattern, operands);
   BatchedEinsum e = one_row_einsum(pattern.inputs, pattern.output, described);
+  DroppedAxes dropped = drop_broadcast_axes(e);
+  // An operand passed again (the same memory) is the earlier one's array, unless broadcasting
+  // dropped other axes of it in the two uses (then they are two arrays of one buffer).
+  auto& row = e.batch[0];
+  for (std::size_t k = 0; k < operands.size(); ++k) {
+    if (alias[k] == k) continue;
+    const std::string mine = operand_name(k), theirs = operand_name(alias[k]);
+    const auto a = dropped.find(mine), b = dropped.find(theirs);
+    const bool same = (a == dropped.end() && b == dropped.end()) ||
+                      (a != dropped.end() && b != dropped.end() && a->second == b->second);
+    if (!same) continue;
+    row[k] = theirs;
+    e.arrays.erase(mine);
+    dropped.erase(mine);
+  }
   validate(e);
-  return impl_->prepare(key, std::move(e));
+  return impl_->prepare(key, std::move(e), std::move(dropped));
 }
 
 namespace {
@@ -268,16 +417,31 @@ std::map<std::string, TensorRef> named_operands(const Prepared& p,
 
 }  // namespace
 
-Tensor Engine::einsum(std::string_view subscripts, const std::vector<TensorRef>& operands) {
-  const auto p = prepare(subscripts, operands);
-  Results r = p->run(named_operands(*p, operands));
+Tensor Prepared::run_call(const std::vector<TensorRef>& operands) const {
+  if (direct()) {
+    Tensor out(dtype_, shape_, Tensor::Uninitialized{});
+    run_direct(operands, {out.dtype(), out.raw(), out.shape(), {}});
+    return out;
+  }
+  Results r = run(named_operands(*this, operands));
   return std::move(r[0]);
+}
+
+void Prepared::run_call(const std::vector<TensorRef>& operands, const TensorRef& out) const {
+  if (direct()) {
+    check_ref(out, "output 0");
+    return run_direct(operands, out);
+  }
+  run(named_operands(*this, operands), {out});
+}
+
+Tensor Engine::einsum(std::string_view subscripts, const std::vector<TensorRef>& operands) {
+  return prepare(subscripts, operands)->run_call(operands);
 }
 
 void Engine::einsum(std::string_view subscripts, const std::vector<TensorRef>& operands,
                     const TensorRef& out) {
-  const auto p = prepare(subscripts, operands);
-  p->run(named_operands(*p, operands), {out});
+  prepare(subscripts, operands)->run_call(operands, out);
 }
 
 Results Engine::einsum(const BatchedEinsum& e, const std::map<std::string, TensorRef>& inputs) {

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "einsumdb/canon/model.hpp"
 #include "einsumdb/db/machine.hpp"
 #include "einsumdb/engine/choose.hpp"
+#include "einsumdb/executor/direct.hpp"
 #include "einsumdb/executor/execute.hpp"
 #include "einsumdb/executor/tensor.hpp"
 
@@ -55,15 +57,22 @@ struct EngineOptions {
   std::size_t max_prepared = 4096;  // cached executions; the cache is emptied when full
 };
 
+// Axes of the caller's arrays that numpy's broadcasting drops (drop_broadcast_axes): per array,
+// its original axes of length 1 that the einsum does not index.
+using DroppedAxes = std::map<std::string, std::vector<std::size_t>>;
+
 // One workload, its transform chosen: immutable, cheap to run again.
 class Prepared {
  public:
-  Prepared(BatchedEinsum e, Choice choice);
+  // `dropped`: the size-1 axes of the caller's arrays that `e` broadcasts and so no longer has;
+  // run() takes arrays with them and drops them (a view, no copy).
+  Prepared(BatchedEinsum e, Choice choice, DroppedAxes dropped = {});
 
   const BatchedEinsum& einsum() const { return einsum_; }
   const Choice& choice() const { return choice_; }
 
-  // Runs on `inputs` (one per array name of the einsum) and returns one result per batch row.
+  // Runs on `inputs` (one per array name of the einsum, with the shapes the caller described)
+  // and returns one result per batch row.
   // Throws SpecError naming the array and axis for a missing array, a shape or dtype that
   // differs from the einsum's, or a null pointer. `instead`, when given, is run in place of the
   // chosen transform (parameters in the einsum's names; SpecError when it does not apply).
@@ -74,9 +83,32 @@ class Prepared {
   void run(const std::map<std::string, TensorRef>& inputs, const std::vector<TensorRef>& outputs,
            const Candidate* instead = nullptr) const;
 
+  // A numpy-style call's operands, in the einsum's operand order (a prepare(subscripts, ...)
+  // execution): its result, or written into `out` (nullptr: returned).
+  Tensor run_call(const std::vector<TensorRef>& operands) const;
+  void run_call(const std::vector<TensorRef>& operands, const TensorRef& out) const;
+
+  // Whether the transform is the direct loops (a small one-row workload), which run_direct runs
+  // on the operands as they lie with nothing built per call.
+  bool direct() const { return direct_.has_value(); }
+  // The result's shape and dtype (row 0).
+  const std::vector<std::int64_t>& shape() const { return shape_; }
+  Dtype dtype() const { return dtype_; }
+  // The direct loops on the operands in the einsum's operand order (with the shapes the caller
+  // described, broadcast axes included), into `out` (shape() and dtype(); any strides). Requires
+  // direct(); throws SpecError for an operand of another dtype or shape.
+  void run_direct(const std::vector<TensorRef>& operands, const TensorRef& out) const;
+
  private:
   BatchedEinsum einsum_;
   Choice choice_;
+  DroppedAxes dropped_;
+  std::optional<DirectLoops> direct_;
+  std::vector<std::int64_t> shape_;
+  Dtype dtype_ = Dtype::f64;
+  // Per operand: its axes as the caller gives them, and which of them broadcasting dropped.
+  std::vector<std::vector<bool>> dropped_axes_;
+  std::vector<std::vector<std::int64_t>> operand_shapes_;
 };
 
 class Engine {
@@ -94,8 +126,9 @@ class Engine {
   std::shared_ptr<const Prepared> prepare(const BatchedEinsum& e);
   // The same for a numpy-style call: "ik,kj->ij" over operands in order (one batch row; arrays
   // named T0, T1, ...; operands over the same memory with the same shape and strides are one
-  // array). Only the operands' dtypes, shapes and aliasing matter; data may be null (no aliasing
-  // then), which describes shapes for a later Prepared::run.
+  // array), with numpy's "..." and broadcasting of size-1 axes, and axes of length 0. Only the
+  // operands' dtypes, shapes and aliasing matter; data may be null (no aliasing then), which
+  // describes shapes for a later Prepared::run.
   std::shared_ptr<const Prepared> prepare(std::string_view subscripts,
                                           const std::vector<TensorRef>& operands);
 

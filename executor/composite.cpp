@@ -74,7 +74,7 @@ std::optional<std::string> batch_fused_rejects(const BatchedEinsum& e) {
                  " has arrays of different shapes or dtypes in "
                  "different rows ('" +
                  e.batch[0][k] + "', '" + row[k] + "')";
-  return kernels::mixed_dtypes(e, "batch_fused");
+  return kernels::mixed_dtypes(e, "batch_fused", true);
 }
 
 BatchedEinsum batch_fused_einsum(const BatchedEinsum& e) {
@@ -152,12 +152,11 @@ Results run_batch_fused(const Bound& bound, const nlohmann::json& params) {
     Tensor stacked(dtype, shape, Tensor::Uninitialized{});
     for (std::size_t r = 0; r < e.batch.size(); ++r) {
       const auto op = bound.operand(r, k);
-      if (dtype == Dtype::f32)
-        kernels::pack<float>(op, e.inputs[k], e.inputs[k], len,
-                             stacked.data<float>() + static_cast<std::int64_t>(r) * block);
-      else
-        kernels::pack<double>(op, e.inputs[k], e.inputs[k], len,
-                              stacked.data<double>() + static_cast<std::int64_t>(r) * block);
+      with_element_type(dtype, [&](auto zero) {
+        using T = decltype(zero);
+        kernels::pack<T>(op, e.inputs[k], e.inputs[k], len,
+                         stacked.data<T>() + static_cast<std::int64_t>(r) * block);
+      });
     }
     arrays.emplace(name, std::move(stacked));
   }
@@ -194,7 +193,7 @@ std::optional<std::string> contraction_tree_rejects(const BatchedEinsum& e) {
   if (!semiring(e))
     return std::string(to_string(e.join)) + "/" + std::string(to_string(e.agg)) +
            " cannot be evaluated pairwise (mul/sum, add/max, add/min, max/max, min/min can)";
-  return kernels::mixed_dtypes(e, "contraction_tree");
+  return kernels::mixed_dtypes(e, "contraction_tree", true);
 }
 
 std::string contraction_step_result(const std::string& a, const std::string& b,
@@ -538,9 +537,9 @@ Results run_contraction_tree(const Bound& bound, const nlohmann::json& params) {
     if (tile < bound.length(c)) {
       Results out;
       for (std::size_t row = 0; row < e.batch.size(); ++row)
-        out.push_back(result_dtype(e, row) == Dtype::f32
-                          ? tiled_row<float>(bound, row, tree, c, tile, threads)
-                          : tiled_row<double>(bound, row, tree, c, tile, threads));
+        out.push_back(with_element_type(result_dtype(e, row), [&](auto zero) {
+          return tiled_row<decltype(zero)>(bound, row, tree, c, tile, threads);
+        }));
       return out;
     }
   }
@@ -577,7 +576,11 @@ Results run_contraction_tree(const Bound& bound, const nlohmann::json& params) {
       s.arrays.emplace(names[a], info_of(a));
       s.arrays.emplace(names[b], info_of(b));
       const Bound sb(s, arrays, functions);
-      const char* strategy = gemm_pays(s, len) ? "ttgt" : "loop_nest";
+      // loop_nest computes in real numbers: a complex step goes to ttgt, or where that cannot
+      // take it (an index summed within one operand), to the reference.
+      const bool complex = is_complex(result_dtype(s, 0));
+      const char* strategy = !complex ? (gemm_pays(s, len) ? "ttgt" : "loop_nest")
+                                      : (ttgt_rejects(s) ? "reference" : "ttgt");
       Tensor t = std::move(execute(sb, strategy, nlohmann::json{{"threads", threads}}).at(0));
       names[n + k] = "~t" + std::to_string(k);
       arrays.emplace(names[n + k], std::move(t));
@@ -595,7 +598,10 @@ Results run_contraction_tree(const Bound& bound, const nlohmann::json& params) {
     s.batch = {{names[last]}};
     s.arrays.emplace(names[last], info_of(last));
     const Bound sb(s, arrays, functions);
-    out.push_back(std::move(run_loop_nest(sb, nlohmann::json{{"threads", threads}}).at(0)));
+    out.push_back(std::move((is_complex(result_dtype(s, 0))
+                                 ? run_reference(sb)
+                                 : run_loop_nest(sb, nlohmann::json{{"threads", threads}}))
+                                .at(0)));
   }
   return out;
 }

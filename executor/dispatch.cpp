@@ -7,9 +7,15 @@
 namespace einsumdb {
 
 Candidate default_candidate(const BatchedEinsum& e) {
-  const Strategy* best = nullptr;  // the reference applies to everything, with the last priority
+  // The reference applies to everything the model allows, with the last priority.
+  const Strategy* best = nullptr;
   for (const auto& s : builtin_strategies())
     if ((!best || s.priority < best->priority) && !s.rejects(e)) best = &s;
+  if (!best) {
+    const auto why = find_strategy("reference")->rejects(e);
+    throw SpecError("no strategy computes " + e.einsum_string() + ": " +
+                    why.value_or("every strategy refuses it"));
+  }
   return {best->name, nlohmann::json::object()};
 }
 

@@ -47,8 +47,12 @@ using Arrays = std::map<std::string, Tensor>;
 std::map<char, std::int64_t> bind_lengths(const BatchedEinsum& e, const Arrays& arrays,
                                           const Functions& functions = {});
 
-// The dtype of a row's result: the highest-ranked dtype of its operands.
+// The dtype of a row's result: its operands' dtypes promoted as numpy does (promote_dtypes).
 Dtype result_dtype(const BatchedEinsum& e, std::size_t row);
+
+// Why an einsum with complex arrays cannot be computed: a ⊗ other than mul, add and sub, or a ⊕
+// other than sum (complex numbers have no order). nullopt: it can (or nothing is complex).
+std::optional<std::string> complex_rejects(const BatchedEinsum& e);
 
 // An einsum with its data bound: what a strategy runs on. Holds references; the einsum, the
 // arrays and the functions must outlive it.
@@ -121,7 +125,8 @@ Results execute(const Bound& bound, std::string_view strategy,
 // The reference results. With `magnitudes`, also the scale of each row for verification: the
 // largest, over the row's output elements, of the sum (the maximum, for ⊕ = max/min) of the
 // terms' absolute sizes. A result that cancels to nearly zero is judged against the size of
-// what was summed, not against its own size.
+// what was summed, not against its own size. Complex rows are computed in complex<double>.
+// Throws SpecError for what complex_rejects refuses.
 Results run_reference(const Bound& bound, std::vector<double>* magnitudes = nullptr);
 
 // The largest relative error of `got` against the reference `want` over the rows, relative to

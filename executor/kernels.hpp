@@ -181,10 +181,17 @@ bool gemv(std::int64_t rows, std::int64_t cols, View<T> mat, const T* x, std::in
   const auto R = static_cast<blasint>(rows), C = static_cast<blasint>(cols);
   const auto L = static_cast<blasint>(ld), IX = static_cast<blasint>(incx),
              IY = static_cast<blasint>(incy);
-  if constexpr (std::is_same_v<T, double>)
+  if constexpr (std::is_same_v<T, double>) {
     cblas_dgemv(order, CblasNoTrans, R, C, 1.0, mat.p, L, x, IX, accumulate ? 1.0 : 0.0, y, IY);
-  else
+  } else if constexpr (std::is_same_v<T, float>) {
     cblas_sgemv(order, CblasNoTrans, R, C, 1.0f, mat.p, L, x, IX, accumulate ? 1.0f : 0.0f, y, IY);
+  } else {  // complex: the scalars go by address
+    const T one(1), beta(accumulate ? 1 : 0);
+    if constexpr (std::is_same_v<T, std::complex<double>>)
+      cblas_zgemv(order, CblasNoTrans, R, C, &one, mat.p, L, x, IX, &beta, y, IY);
+    else
+      cblas_cgemv(order, CblasNoTrans, R, C, &one, mat.p, L, x, IX, &beta, y, IY);
+  }
   return true;
 }
 
@@ -197,6 +204,7 @@ template <typename T>
 bool small_gemm_view(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, CBLAS_TRANSPOSE ta,
                      std::int64_t lda, View<T> b, CBLAS_TRANSPOSE tb, std::int64_t ldb, T* c,
                      std::int64_t ldc, bool accumulate) {
+  if constexpr (is_complex_v<T>) return false;  // libxsmm's kernels are real
   if (k > kSmallGemmMax || (n > kSmallGemmMax && m > kSmallGemmMax) ||
       openblas_get_num_threads() != 1)
     return false;
@@ -238,10 +246,17 @@ void gemm(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, View<T> b, 
              K = static_cast<blasint>(k), LDA = static_cast<blasint>(x.lda),
              LDB = static_cast<blasint>(x.ldb), LDC = static_cast<blasint>(x.c_rs);
   const T beta = accumulate ? T(1) : T(0);
-  if constexpr (std::is_same_v<T, double>)
+  if constexpr (std::is_same_v<T, double>) {
     cblas_dgemm(CblasRowMajor, x.ta, x.tb, M, N, K, 1.0, x.a.p, LDA, x.b.p, LDB, beta, c, LDC);
-  else
+  } else if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, x.ta, x.tb, M, N, K, 1.0f, x.a.p, LDA, x.b.p, LDB, beta, c, LDC);
+  } else {  // complex: the scalars go by address; no conjugation (einsum multiplies as is)
+    const T one(1);
+    if constexpr (std::is_same_v<T, std::complex<double>>)
+      cblas_zgemm(CblasRowMajor, x.ta, x.tb, M, N, K, &one, x.a.p, LDA, x.b.p, LDB, &beta, c, LDC);
+    else
+      cblas_cgemm(CblasRowMajor, x.ta, x.tb, M, N, K, &one, x.a.p, LDA, x.b.p, LDB, &beta, c, LDC);
+  }
 }
 
 // For i < nb: gemm() on the views moved by i·a_step, i·b_step, i·c_step. Small products whose B
@@ -251,7 +266,7 @@ template <typename T>
 void gemm_batch(std::int64_t nb, std::int64_t m, std::int64_t n, std::int64_t k, View<T> a,
                 std::int64_t a_step, View<T> b, std::int64_t b_step, T* c, std::int64_t c_rs,
                 std::int64_t c_cs, std::int64_t c_step, bool accumulate) {
-  if (nb > 1 && m > 1 && n > 1 && k > 0 && openblas_get_num_threads() == 1) {
+  if (!is_complex_v<T> && nb > 1 && m > 1 && n > 1 && k > 0 && openblas_get_num_threads() == 1) {
     const BlasCall<T> x = blas_call(m, n, k, a, b, c_rs, c_cs);
     const std::int64_t as = x.exchanged ? b_step : a_step, bs = x.exchanged ? a_step : b_step;
     if (x.ok && x.tb == CblasNoTrans &&
@@ -282,6 +297,11 @@ void copy_strided(const T* src, const std::vector<std::int64_t>& shape_in,
   std::int64_t total = 1;
   for (auto len : shape_in) total *= len;
   if (total == 0) return;
+  if constexpr (is_complex_v<T>) {  // functions are of real numbers
+    if (f) throw SpecError("functional operands are real; this product computes in complex");
+    copy_layout(src, stride_in, dst, row_major_strides(shape_in), shape_in, sizeof(T));
+    return;
+  }
   // Trailing axes that are contiguous in src too are one run (a function is then evaluated over
   // whole rows of a block, not over each row of its last axis).
   std::vector<std::int64_t> shape = shape_in, stride = stride_in;
@@ -382,10 +402,13 @@ inline std::vector<std::int64_t> shape_of(const std::string& labels,
 
 // Why a GEMM-based strategy (`who`) cannot run `e`: not two operands under mul/sum, a diagonal,
 // an index summed within one operand, or mixed dtypes. nullopt: it can.
-std::optional<std::string> binary_product_rejects(const BatchedEinsum& e, std::string_view who);
+std::optional<std::string> binary_product_rejects(const BatchedEinsum& e, std::string_view who,
+                                                  bool complex_ok = false);
 
-// Whether every row's operands share one dtype (the fast strategies compute in one dtype).
-inline std::optional<std::string> mixed_dtypes(const BatchedEinsum& e, std::string_view who) {
+// Whether every row's operands share one dtype (the fast strategies compute in one dtype), one
+// the strategy computes in (complex ones only with `complex_ok`).
+inline std::optional<std::string> mixed_dtypes(const BatchedEinsum& e, std::string_view who,
+                                               bool complex_ok = false) {
   for (std::size_t r = 0; r < e.batch.size(); ++r)
     for (const auto& name : e.batch[r])
       if (e.arrays.at(name).dtype != e.arrays.at(e.batch[r][0]).dtype)
@@ -393,9 +416,9 @@ inline std::optional<std::string> mixed_dtypes(const BatchedEinsum& e, std::stri
                std::string(to_string(e.arrays.at(e.batch[r][0]).dtype)) + " and " +
                std::string(to_string(e.arrays.at(name).dtype));
   for (const auto& [name, info] : e.arrays)
-    if (!executable_dtype(info.dtype))
-      return std::string(who) + " computes in f32 and f64; array '" + name + "' is " +
-             std::string(to_string(info.dtype));
+    if (!executable_dtype(info.dtype) || (!complex_ok && is_complex(info.dtype)))
+      return std::string(who) + " computes in f32 and f64" + (complex_ok ? ", c64 and c128" : "") +
+             "; array '" + name + "' is " + std::string(to_string(info.dtype));
   return std::nullopt;
 }
 

@@ -12,6 +12,19 @@
 namespace einsumdb {
 namespace {
 
+const char* npy_code(Dtype d) {
+  switch (d) {
+    case Dtype::f32:
+      return "<f4";
+    case Dtype::c64:
+      return "<c8";
+    case Dtype::c128:
+      return "<c16";
+    default:
+      return "<f8";
+  }
+}
+
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr std::size_t kMagicLen = 6;
 
@@ -90,14 +103,21 @@ NpyHeader read_npy_header(std::istream& in, std::uint64_t file_size, const std::
 
   const std::string descr = header_value(header, "descr", path);
   Dtype dtype;
-  if (descr == "'<f8'" || descr == "\"<f8\"")
+  const auto is = [&](const char* code) {
+    return descr == std::string("'") + code + "'" || descr == std::string("\"") + code + "\"";
+  };
+  if (is("<f8"))
     dtype = Dtype::f64;
-  else if (descr == "'<f4'" || descr == "\"<f4\"")
+  else if (is("<f4"))
     dtype = Dtype::f32;
+  else if (is("<c8"))
+    dtype = Dtype::c64;
+  else if (is("<c16"))
+    dtype = Dtype::c128;
   else
     throw SpecError(path + ": dtype " + descr +
-                    " is not supported; the executor reads little-endian float32 and float64 "
-                    "('<f4', '<f8')");
+                    " is not supported; the executor reads little-endian float32, float64, "
+                    "complex64 and complex128 ('<f4', '<f8', '<c8', '<c16')");
   const std::string order = header_value(header, "fortran_order", path);
   if (order != "False" && order != "True") throw SpecError(path + ": bad fortran_order " + order);
   const bool fortran = order == "True";
@@ -238,7 +258,7 @@ void write_npy(const std::string& path, const Tensor& t) {
   else if (t.rank() > 1)
     shape.erase(shape.size() - 2);
   shape += ")";
-  std::string header = std::string("{'descr': '") + (t.dtype() == Dtype::f32 ? "<f4" : "<f8") +
+  std::string header = std::string("{'descr': '") + npy_code(t.dtype()) +
                        "', 'fortran_order': False, 'shape': " + shape + ", }";
   const bool v2 = header.size() + 12 > 65535;
   const std::size_t prefix = kMagicLen + 2 + (v2 ? 4 : 2);

@@ -403,6 +403,11 @@ void copy_axes(const T* src, T* dst, std::vector<Axis> axes, std::size_t whole_b
   });
 }
 
+// A complex128 element's bits.
+struct Bytes16 {
+  std::uint64_t lo, hi;
+};
+
 }  // namespace
 
 void copy_layout(const void* src, const std::vector<std::int64_t>& src_strides, void* dst,
@@ -425,6 +430,8 @@ void copy_layout(const void* src, const std::vector<std::int64_t>& src_strides, 
       return as(std::uint32_t{});
     case 8:
       return as(std::uint64_t{});
+    case 16:  // complex128
+      return as(Bytes16{});
     default:
       break;
   }

@@ -324,5 +324,7 @@ void Product<T>::run_outer(const T* a, const T* b, T* c, int threads) const {
 
 template class Product<float>;
 template class Product<double>;
+template class Product<std::complex<float>>;
+template class Product<std::complex<double>>;
 
 }  // namespace einsumdb::kernels

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <limits>
 
 #include "einsumdb/executor/execute.hpp"
@@ -27,6 +28,19 @@ double join(JoinOp op, double a, double b) {
   return 0;
 }
 
+// The complex join: ⊗ among mul, add and sub (the others compare or take magnitudes, which
+// complex numbers do not have; complex_rejects refuses them).
+std::complex<double> join(JoinOp op, std::complex<double> a, std::complex<double> b) {
+  switch (op) {
+    case JoinOp::add:
+      return a + b;
+    case JoinOp::sub:
+      return a - b;
+    default:
+      return a * b;
+  }
+}
+
 double identity(AggOp op) {
   switch (op) {
     case AggOp::sum:
@@ -37,6 +51,10 @@ double identity(AggOp op) {
       return std::numeric_limits<double>::infinity();
   }
   return 0;
+}
+
+std::complex<double> combine(AggOp, std::complex<double> acc, std::complex<double> v) {
+  return acc + v;  // sum: the only ⊕ of complex numbers
 }
 
 double combine(AggOp op, double acc, double v) {
@@ -110,8 +128,7 @@ std::map<char, std::int64_t> bind_lengths(const BatchedEinsum& e, const Arrays& 
 
 Dtype result_dtype(const BatchedEinsum& e, std::size_t row) {
   Dtype d = e.arrays.at(e.batch[row][0]).dtype;
-  for (const auto& name : e.batch[row])
-    if (dtype_rank(e.arrays.at(name).dtype) > dtype_rank(d)) d = e.arrays.at(name).dtype;
+  for (const auto& name : e.batch[row]) d = promote_dtypes(d, e.arrays.at(name).dtype);
   return d;
 }
 
@@ -135,77 +152,121 @@ Bound::Operand Bound::operand(std::size_t row, std::size_t k) const {
   return {find_array(*arrays_, extra_, name), nullptr};
 }
 
-Results run_reference(const Bound& bound, std::vector<double>* magnitudes) {
+namespace {
+
+// One row of the reference: every term in order, accumulated in V (double, or complex<double>
+// where any operand is complex).
+template <typename V>
+Tensor reference_row(const Bound& bound, std::size_t r, std::vector<double>* magnitudes) {
   const BatchedEinsum& e = bound.einsum();
   const auto& lengths = bound.lengths();
   std::string labels;
   for (const auto& [l, len] : lengths) labels += l;
   const std::size_t n = labels.size(), ops = e.inputs.size();
-  Results out;
-  for (std::size_t r = 0; r < e.batch.size(); ++r) {
-    std::vector<std::int64_t> shape;
-    for (char l : e.output) shape.push_back(lengths.at(l));
-    Tensor z(result_dtype(e, r), shape);
-    // Per label: its length and its stride in each operand and in the output (repeated labels
-    // within one operand add their strides: a diagonal).
-    std::vector<std::int64_t> len(n);
-    std::vector<std::vector<std::int64_t>> stride(ops + 1, std::vector<std::int64_t>(n, 0));
-    std::vector<Bound::Operand> in(ops);
-    for (std::size_t i = 0; i < n; ++i) len[i] = lengths.at(labels[i]);
-    for (std::size_t k = 0; k <= ops; ++k) {
-      const std::string& idx = k < ops ? e.inputs[k] : e.output;
-      if (k < ops) in[k] = bound.operand(r, k);
-      const Tensor* t = k < ops ? in[k].tensor : &z;
-      const auto s = t->strides();
-      for (std::size_t a = 0; a < idx.size(); ++a) stride[k][labels.find(idx[a])] += s[a];
-    }
-    std::vector<double> acc(static_cast<std::size_t>(z.size()), identity(e.agg));
-    std::vector<double> mag(magnitudes ? static_cast<std::size_t>(z.size()) : 0, 0.0);
-    const bool empty = std::any_of(len.begin(), len.end(), [](std::int64_t v) { return v == 0; });
-    std::vector<std::int64_t> counter(n, 0), offset(ops + 1, 0);
-    for (bool done = empty; !done;) {
-      auto read = [&](std::size_t k) {
+  std::vector<std::int64_t> shape;
+  for (char l : e.output) shape.push_back(lengths.at(l));
+  Tensor z(result_dtype(e, r), shape);
+  // Per label: its length and its stride in each operand and in the output (repeated labels
+  // within one operand add their strides: a diagonal).
+  std::vector<std::int64_t> len(n);
+  std::vector<std::vector<std::int64_t>> stride(ops + 1, std::vector<std::int64_t>(n, 0));
+  std::vector<Bound::Operand> in(ops);
+  for (std::size_t i = 0; i < n; ++i) len[i] = lengths.at(labels[i]);
+  for (std::size_t k = 0; k <= ops; ++k) {
+    const std::string& idx = k < ops ? e.inputs[k] : e.output;
+    if (k < ops) in[k] = bound.operand(r, k);
+    const Tensor* t = k < ops ? in[k].tensor : &z;
+    const auto s = t->strides();
+    for (std::size_t a = 0; a < idx.size(); ++a) stride[k][labels.find(idx[a])] += s[a];
+  }
+  std::vector<V> acc(static_cast<std::size_t>(z.size()), V(identity(e.agg)));
+  std::vector<double> mag(magnitudes ? static_cast<std::size_t>(z.size()) : 0, 0.0);
+  const bool empty = std::any_of(len.begin(), len.end(), [](std::int64_t v) { return v == 0; });
+  std::vector<std::int64_t> counter(n, 0), offset(ops + 1, 0);
+  for (bool done = empty; !done;) {
+    auto read = [&](std::size_t k) -> V {
+      if constexpr (std::is_same_v<V, double>) {
         const double x = in[k].tensor->at(offset[k]);
         return in[k].function ? (*in[k].function)(x) : x;
-      };
-      double v = read(0), m = std::abs(v);
-      for (std::size_t k = 1; k < ops; ++k) {
-        const double x = read(k);
-        v = join(e.join, v, x);
-        // The size of the numbers a rounding error is relative to.
-        m = e.join == JoinOp::mul                            ? m * std::abs(x)
-            : e.join == JoinOp::max || e.join == JoinOp::min ? std::max(m, std::abs(x))
-                                                             : m + std::abs(x);
+      } else {
+        return in[k].tensor->at_complex(offset[k]);  // functions are refused for complex
       }
-      if (e.join == JoinOp::sqdiff) m *= m;
-      auto& a = acc[static_cast<std::size_t>(offset[ops])];
-      a = combine(e.agg, a, v);
-      if (magnitudes) {
-        auto& b = mag[static_cast<std::size_t>(offset[ops])];
-        b = e.agg == AggOp::sum ? b + m : std::max(b, m);
-      }
-      // Odometer, last label fastest.
-      for (std::size_t i = n;;) {
-        if (i == 0) {
-          done = true;
-          break;
-        }
-        --i;
-        ++counter[i];
-        for (std::size_t k = 0; k <= ops; ++k) offset[k] += stride[k][i];
-        if (counter[i] < len[i]) break;
-        for (std::size_t k = 0; k <= ops; ++k) offset[k] -= stride[k][i] * len[i];
-        counter[i] = 0;
-      }
+    };
+    V v = read(0);
+    double m = std::abs(v);
+    for (std::size_t k = 1; k < ops; ++k) {
+      const V x = read(k);
+      v = join(e.join, v, x);
+      // The size of the numbers a rounding error is relative to.
+      m = e.join == JoinOp::mul                            ? m * std::abs(x)
+          : e.join == JoinOp::max || e.join == JoinOp::min ? std::max(m, std::abs(x))
+                                                           : m + std::abs(x);
     }
-    for (std::int64_t k = 0; k < z.size(); ++k) z.set(k, acc[static_cast<std::size_t>(k)]);
+    if (e.join == JoinOp::sqdiff) m *= m;
+    auto& a = acc[static_cast<std::size_t>(offset[ops])];
+    a = combine(e.agg, a, v);
     if (magnitudes) {
-      double largest = 0;
-      for (double b : mag)
-        if (std::isfinite(b)) largest = std::max(largest, b);
-      magnitudes->push_back(largest);
+      auto& b = mag[static_cast<std::size_t>(offset[ops])];
+      b = e.agg == AggOp::sum ? b + m : std::max(b, m);
     }
-    out.push_back(std::move(z));
+    // Odometer, last label fastest.
+    for (std::size_t i = n;;) {
+      if (i == 0) {
+        done = true;
+        break;
+      }
+      --i;
+      ++counter[i];
+      for (std::size_t k = 0; k <= ops; ++k) offset[k] += stride[k][i];
+      if (counter[i] < len[i]) break;
+      for (std::size_t k = 0; k <= ops; ++k) offset[k] -= stride[k][i] * len[i];
+      counter[i] = 0;
+    }
+  }
+  for (std::int64_t k = 0; k < z.size(); ++k) {
+    if constexpr (std::is_same_v<V, double>)
+      z.set(k, acc[static_cast<std::size_t>(k)]);
+    else
+      z.set_complex(k, acc[static_cast<std::size_t>(k)]);
+  }
+  if (magnitudes) {
+    double largest = 0;
+    for (double b : mag)
+      if (std::isfinite(b)) largest = std::max(largest, b);
+    magnitudes->push_back(largest);
+  }
+  return z;
+}
+
+}  // namespace
+
+std::optional<std::string> complex_rejects(const BatchedEinsum& e) {
+  bool any = false;
+  for (const auto& [name, info] : e.arrays) any = any || is_complex(info.dtype);
+  if (!any) return std::nullopt;
+  if (e.join != JoinOp::mul && e.join != JoinOp::add && e.join != JoinOp::sub)
+    return "complex numbers have no order or magnitude to " + std::string(to_string(e.join)) +
+           " by; their join is mul, add or sub";
+  if (e.agg != AggOp::sum)
+    return "complex numbers have no order to " + std::string(to_string(e.agg)) +
+           " by; their aggregation is sum";
+  return std::nullopt;
+}
+
+Results run_reference(const Bound& bound, std::vector<double>* magnitudes) {
+  const BatchedEinsum& e = bound.einsum();
+  if (const auto why = complex_rejects(e)) throw SpecError(*why);
+  Results out;
+  for (std::size_t r = 0; r < e.batch.size(); ++r) {
+    if (is_complex(result_dtype(e, r))) {
+      for (std::size_t k = 0; k < e.inputs.size(); ++k)
+        if (bound.operand(r, k).function)
+          throw SpecError("functional operands are real; this einsum computes in " +
+                          std::string(to_string(result_dtype(e, r))));
+      out.push_back(reference_row<std::complex<double>>(bound, r, magnitudes));
+    } else {
+      out.push_back(reference_row<double>(bound, r, magnitudes));
+    }
   }
   return out;
 }

@@ -1,7 +1,9 @@
 // The strategy registry and the parameter spellings the strategies share.
 #include <algorithm>
 #include <limits>
+#include <optional>
 
+#include "einsumdb/executor/direct.hpp"
 #include "einsumdb/executor/kernels.hpp"
 
 namespace einsumdb {
@@ -64,15 +66,37 @@ int read_threads(const nlohmann::json& params, std::string_view strategy) {
   return it->get<int>();
 }
 
+namespace {
+
+Results run_direct(const Bound& bound, const nlohmann::json& params) {
+  check_param_keys(params, "direct", {"threads"});
+  const BatchedEinsum& e = bound.einsum();
+  const DirectLoops plan(e);
+  const void* data[DirectLoops::kMaxOperands];
+  for (std::size_t k = 0; k < e.inputs.size(); ++k) {
+    const auto op = bound.operand(0, k);
+    if (op.function)
+      throw SpecError("direct reads operands as they lie; a functional operand goes to loop_nest");
+    data[k] = op.tensor->raw();
+  }
+  Results out;
+  out.emplace_back(plan.dtype(), plan.shape(), Tensor::Uninitialized{});
+  plan.run(data, nullptr, out[0].raw());
+  return out;
+}
+
+}  // namespace
+
 const std::vector<Strategy>& builtin_strategies() {
   static const std::vector<Strategy> strategies{
-      {"reference", "plain loop nest in double precision (the oracle)",
-       [](const BatchedEinsum&) { return std::optional<std::string>(); },
+      {"reference", "plain loop nest in double precision (the oracle)", complex_rejects,
        [](const Bound& b, const nlohmann::json& params) {
          check_param_keys(params, "reference", {"threads"});
          return run_reference(b);
        },
        nullptr, 1000},
+      {"direct", "one loop nest over the operands as they lie, no set-up (tiny workloads)",
+       DirectLoops::rejects, run_direct, nullptr, 1},
       {"loop_nest", "loop order, up to two blocked indices, vectorized innermost loop",
        loop_nest_rejects,
        [](const Bound& b, const nlohmann::json& p) { return run_loop_nest(b, p); }, loop_nest_space,
@@ -121,11 +145,38 @@ double verification_error(const Results& got, const Results& want,
   return worst;
 }
 
+namespace {
+
+// The results of an einsum with an axis of length 0: nothing to compute. An output with such an
+// axis is empty; otherwise every element aggregates no terms and holds ⊕'s identity (0 for sum,
+// as numpy's sums of nothing).
+std::optional<Results> empty_results(const Bound& bound) {
+  const auto& len = bound.lengths();
+  if (std::none_of(len.begin(), len.end(), [](const auto& l) { return l.second == 0; }))
+    return std::nullopt;
+  const BatchedEinsum& e = bound.einsum();
+  Results out;
+  for (std::size_t r = 0; r < e.batch.size(); ++r) {
+    std::vector<std::int64_t> shape;
+    for (char c : e.output) shape.push_back(len.at(c));
+    Tensor z(result_dtype(e, r), shape);  // zeros
+    if (e.agg != AggOp::sum)
+      for (std::int64_t k = 0; k < z.size(); ++k)
+        z.set(k, e.agg == AggOp::max ? -std::numeric_limits<double>::infinity()
+                                     : std::numeric_limits<double>::infinity());
+    out.push_back(std::move(z));
+  }
+  return out;
+}
+
+}  // namespace
+
 Results execute(const Bound& bound, std::string_view strategy, const nlohmann::json& params) {
   const Strategy* s = find_strategy(strategy);
   if (!s) {
     throw SpecError("unknown strategy '" + std::string(strategy) + "'; known: " + strategy_names());
   }
+  if (auto empty = empty_results(bound)) return std::move(*empty);
   if (const auto why = s->rejects(bound.einsum()))
     throw SpecError(s->name + " does not apply to " + bound.einsum().einsum_string() + ": " + *why);
   return s->run(bound, params);

@@ -49,7 +49,11 @@ Tensor Tensor::slice(const Tensor& t, std::int64_t offset, std::vector<std::int6
 }
 
 bool executable_dtype(Dtype d) {
-  return d == Dtype::f32 || d == Dtype::f64;
+  return d == Dtype::f32 || d == Dtype::f64 || d == Dtype::c64 || d == Dtype::c128;
+}
+
+bool is_complex(Dtype d) {
+  return d == Dtype::c64 || d == Dtype::c128;
 }
 
 namespace {
@@ -214,7 +218,8 @@ Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape, Uninitialized)
 Tensor::Tensor(Dtype dtype, std::vector<std::int64_t> shape, bool zero)
     : dtype_(dtype), shape_(std::move(shape)), size_(1) {
   if (!executable_dtype(dtype))
-    throw SpecError("the executor computes in f32 and f64; got " + std::string(to_string(dtype)));
+    throw SpecError("the executor computes in f32, f64, c64 and c128; got " +
+                    std::string(to_string(dtype)));
   for (std::size_t a = 0; a < shape_.size(); ++a) {
     if (shape_[a] < 0) throw SpecError("axis " + std::to_string(a) + " has a negative length");
     if (shape_[a] > 0 && size_ > std::numeric_limits<std::int64_t>::max() / shape_[a])
@@ -242,50 +247,117 @@ std::vector<std::int64_t> Tensor::strides() const {
 }
 
 double Tensor::at(std::int64_t k) const {
-  return dtype_ == Dtype::f32 ? static_cast<double>(data<float>()[k]) : data<double>()[k];
+  switch (dtype_) {
+    case Dtype::f32:
+      return static_cast<double>(data<float>()[k]);
+    case Dtype::c64:
+      return static_cast<double>(data<std::complex<float>>()[k].real());
+    case Dtype::c128:
+      return data<std::complex<double>>()[k].real();
+    default:
+      return data<double>()[k];
+  }
 }
 
 void Tensor::set(std::int64_t k, double v) {
-  if (dtype_ == Dtype::f32)
-    data<float>()[k] = static_cast<float>(v);
-  else
-    data<double>()[k] = v;
+  switch (dtype_) {
+    case Dtype::f32:
+      data<float>()[k] = static_cast<float>(v);
+      break;
+    case Dtype::c64:
+      data<std::complex<float>>()[k].real(static_cast<float>(v));
+      break;
+    case Dtype::c128:
+      data<std::complex<double>>()[k].real(v);
+      break;
+    default:
+      data<double>()[k] = v;
+  }
+}
+
+std::complex<double> Tensor::at_complex(std::int64_t k) const {
+  switch (dtype_) {
+    case Dtype::c64:
+      return std::complex<double>(data<std::complex<float>>()[k]);
+    case Dtype::c128:
+      return data<std::complex<double>>()[k];
+    default:
+      return at(k);
+  }
+}
+
+void Tensor::set_complex(std::int64_t k, std::complex<double> v) {
+  switch (dtype_) {
+    case Dtype::c64:
+      data<std::complex<float>>()[k] = std::complex<float>(v);
+      break;
+    case Dtype::c128:
+      data<std::complex<double>>()[k] = v;
+      break;
+    default:
+      set(k, v.real());
+  }
 }
 
 double max_relative_error(const Tensor& a, const Tensor& reference, double scale_at_least) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   if (a.shape() != reference.shape()) return kInf;
   double scale = 0, diff = 0;
-  for (std::int64_t k = 0; k < a.size(); ++k) {
-    const double x = a.at(k), r = reference.at(k);
-    if (std::isnan(x) != std::isnan(r)) return kInf;
-    if (std::isnan(r)) continue;
-    if (std::isinf(r) || std::isinf(x)) {
-      if (x != r) return kInf;
-      continue;
+  if (is_complex(a.dtype()) || is_complex(reference.dtype())) {
+    for (std::int64_t k = 0; k < a.size(); ++k) {
+      const std::complex<double> x = a.at_complex(k), r = reference.at_complex(k);
+      const bool xn = std::isnan(x.real()) || std::isnan(x.imag()),
+                 rn = std::isnan(r.real()) || std::isnan(r.imag());
+      if (xn != rn) return kInf;
+      if (rn) continue;
+      if (!std::isfinite(std::abs(r)) || !std::isfinite(std::abs(x))) {
+        if (x != r) return kInf;
+        continue;
+      }
+      scale = std::max(scale, std::abs(r));
+      diff = std::max(diff, std::abs(x - r));
     }
-    scale = std::max(scale, std::abs(r));
-    diff = std::max(diff, std::abs(x - r));
+  } else {
+    for (std::int64_t k = 0; k < a.size(); ++k) {
+      const double x = a.at(k), r = reference.at(k);
+      if (std::isnan(x) != std::isnan(r)) return kInf;
+      if (std::isnan(r)) continue;
+      if (std::isinf(r) || std::isinf(x)) {
+        if (x != r) return kInf;
+        continue;
+      }
+      scale = std::max(scale, std::abs(r));
+      diff = std::max(diff, std::abs(x - r));
+    }
   }
   scale = std::max(scale, std::isfinite(scale_at_least) ? scale_at_least : 0.0);
   return diff / std::max(scale, std::numeric_limits<double>::min());
 }
 
 double tolerance(Dtype d, double terms) {
-  const double eps = d == Dtype::f32 ? 6e-8 : 1.1e-16;
+  // A complex product of two terms adds two real products: the terms count twice.
+  if (is_complex(d)) terms *= 2;
+  const double eps = d == Dtype::f32 || d == Dtype::c64 ? 6e-8 : 1.1e-16;
   return std::max(1e3, 16 * std::sqrt(std::max(terms, 1.0))) * eps * 8;
 }
 
 void fill_random(Tensor& t, std::uint64_t seed) {
   std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-  for (std::int64_t k = 0; k < t.size(); ++k) {
-    // splitmix64
+  auto next = [&x] {  // splitmix64
     std::uint64_t z = (x += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
-    t.set(k, static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
+    return static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0;
+  };
+  if (is_complex(t.dtype())) {
+    for (std::int64_t k = 0; k < t.size(); ++k) {
+      const double re = next();
+      t.set_complex(k, {re, next()});
+    }
+    return;
   }
+  for (std::int64_t k = 0; k < t.size(); ++k) t.set(k, next());
 }
 
 }  // namespace einsumdb

@@ -1,4 +1,5 @@
-// Dense tensors in memory: row-major, f32 or f64 elements. A tensor owns its elements (64-byte
+// Dense tensors in memory: row-major, f32, f64, c64 or c128 elements (std::complex<float>,
+// std::complex<double>). A tensor owns its elements (64-byte
 // aligned, freed with the last tensor that shares them) or borrows them (a view of another
 // tensor, or of a caller's memory through borrow()). Tensors are values of one thread at a time;
 // reading one tensor from several threads at once is safe.
@@ -9,10 +10,12 @@
 // every run write pages they have written before (tensor.cpp has the measurements).
 #pragma once
 
+#include <complex>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "einsumdb/canon/error.hpp"
@@ -20,10 +23,47 @@
 
 namespace einsumdb {
 
+// The element types the executor computes in, and their dtypes.
+template <typename T>
+inline constexpr bool is_complex_v = false;
+template <typename T>
+inline constexpr bool is_complex_v<std::complex<T>> = true;
+template <typename T>
+constexpr Dtype dtype_of() {
+  if constexpr (std::is_same_v<T, float>)
+    return Dtype::f32;
+  else if constexpr (std::is_same_v<T, double>)
+    return Dtype::f64;
+  else if constexpr (std::is_same_v<T, std::complex<float>>)
+    return Dtype::c64;
+  else {
+    static_assert(std::is_same_v<T, std::complex<double>>, "not an element type of the executor");
+    return Dtype::c128;
+  }
+}
+
+// Calls f with a value of the element type of `d` (f32, f64, c64, c128): f(0.0f), f(0.0), ...
+template <typename F>
+decltype(auto) with_element_type(Dtype d, F&& f) {
+  switch (d) {
+    case Dtype::f32:
+      return f(0.0f);
+    case Dtype::c64:
+      return f(std::complex<float>{});
+    case Dtype::c128:
+      return f(std::complex<double>{});
+    default:
+      return f(0.0);
+  }
+}
+
+bool is_complex(Dtype d);
+
 class Tensor {
  public:
   Tensor() = default;
-  // Zero-filled. Throws SpecError for a dtype the executor does not compute in (f32, f64).
+  // Zero-filled. Throws SpecError for a dtype the executor does not compute in (f32, f64, c64,
+  // c128).
   Tensor(Dtype dtype, std::vector<std::int64_t> shape);
   // Elements left unset, for a tensor that is written in full right away.
   struct Uninitialized {};
@@ -64,15 +104,18 @@ class Tensor {
   }
   void* raw() { return data_.get(); }
   const void* raw() const { return data_.get(); }
-  // Element k (row-major) as double, whatever the dtype.
+  // Element k (row-major) as double, whatever the dtype (a complex element's real part).
   double at(std::int64_t k) const;
   void set(std::int64_t k, double v);
+  // The same as a complex number (a real element's imaginary part is 0; setting a real element
+  // keeps the real part).
+  std::complex<double> at_complex(std::int64_t k) const;
+  void set_complex(std::int64_t k, std::complex<double> v);
 
  private:
   template <typename T>
   void check() const {
-    constexpr Dtype want = sizeof(T) == 4 ? Dtype::f32 : Dtype::f64;
-    EINSUMDB_ASSERT(dtype_ == want, "tensor accessed with the wrong element type");
+    EINSUMDB_ASSERT(dtype_ == dtype_of<T>(), "tensor accessed with the wrong element type");
   }
   // The elements: owned (freed with the last tensor that shares them) or borrowed (a view).
   // Tensors are move-only; sharing happens only through slice().
@@ -109,7 +152,7 @@ double max_relative_error(const Tensor& a, const Tensor& reference, double scale
 // `terms` terms per output element.
 double tolerance(Dtype d, double terms);
 
-// Deterministic pseudo-random values in [-1, 1) from a seed.
+// Deterministic pseudo-random values in [-1, 1) from a seed (real and imaginary parts alike).
 void fill_random(Tensor& t, std::uint64_t seed);
 
 }  // namespace einsumdb

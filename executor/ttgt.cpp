@@ -49,7 +49,8 @@ GemmGroups gemm_groups(const std::string& x, const std::string& y, const std::st
 
 namespace kernels {
 
-std::optional<std::string> binary_product_rejects(const BatchedEinsum& e, std::string_view who) {
+std::optional<std::string> binary_product_rejects(const BatchedEinsum& e, std::string_view who,
+                                                  bool complex_ok) {
   if (e.inputs.size() != 2)
     return std::string(who) + " contracts two operands; this einsum has " +
            std::to_string(e.inputs.size());
@@ -67,7 +68,7 @@ std::optional<std::string> binary_product_rejects(const BatchedEinsum& e, std::s
                std::to_string(k) + " alone";
     }
   }
-  return kernels::mixed_dtypes(e, who);
+  return kernels::mixed_dtypes(e, who, complex_ok);
 }
 
 }  // namespace kernels
@@ -184,7 +185,7 @@ GemmGroups ttgt_groups(const BatchedEinsum& e) {
 }
 
 std::optional<std::string> ttgt_rejects(const BatchedEinsum& e) {
-  return kernels::binary_product_rejects(e, "ttgt");
+  return kernels::binary_product_rejects(e, "ttgt", true);
 }
 
 Results run_ttgt(const Bound& bound, const nlohmann::json& params) {
@@ -202,14 +203,15 @@ Results run_ttgt(const Bound& bound, const nlohmann::json& params) {
   g.k = group_param(params, "k", g.k, g.k, "ttgt");
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r)
-    out.push_back(result_dtype(e, r) == Dtype::f32 ? ttgt_row<float>(bound, r, g, threads)
-                                                   : ttgt_row<double>(bound, r, g, threads));
+    out.push_back(with_element_type(result_dtype(e, r), [&](auto zero) {
+      return ttgt_row<decltype(zero)>(bound, r, g, threads);
+    }));
   return out;
 }
 
 std::vector<std::array<std::string, 3>> loop_over_gemm_choices(const BatchedEinsum& e) {
   std::vector<std::array<std::string, 3>> out;
-  if (kernels::binary_product_rejects(e, "loop_over_gemm")) return out;
+  if (kernels::binary_product_rejects(e, "loop_over_gemm", true)) return out;
   const GemmGroups g = gemm_groups(e);
   const std::string &x = e.inputs[0], &y = e.inputs[1], &z = e.output;
   const std::vector<std::string> all{x, y, z};
@@ -229,7 +231,7 @@ std::vector<std::array<std::string, 3>> loop_over_gemm_choices(const BatchedEins
 }
 
 std::optional<std::string> loop_over_gemm_rejects(const BatchedEinsum& e) {
-  if (auto why = kernels::binary_product_rejects(e, "loop_over_gemm")) return why;
+  if (auto why = kernels::binary_product_rejects(e, "loop_over_gemm", true)) return why;
   if (loop_over_gemm_choices(e).empty())
     return "no index groups form matrices the BLAS can read in place (each operand and the "
            "output needs a group ending at its last axis)";
@@ -328,9 +330,9 @@ Results run_loop_over_gemm(const Bound& bound, const nlohmann::json& params) {
   }
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r)
-    out.push_back(result_dtype(e, r) == Dtype::f32
-                      ? loop_over_gemm_row<float>(bound, r, pick[0], pick[1], pick[2], threads)
-                      : loop_over_gemm_row<double>(bound, r, pick[0], pick[1], pick[2], threads));
+    out.push_back(with_element_type(result_dtype(e, r), [&](auto zero) {
+      return loop_over_gemm_row<decltype(zero)>(bound, r, pick[0], pick[1], pick[2], threads);
+    }));
   return out;
 }
 

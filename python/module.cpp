@@ -77,8 +77,11 @@ Dtype dtype_of(const py::array& a, const Name& what) {
   const auto size = a.dtype().itemsize();
   if (kind == 'f' && size == 8) return Dtype::f64;
   if (kind == 'f' && size == 4) return Dtype::f32;
+  if (kind == 'c' && size == 16) return Dtype::c128;
+  if (kind == 'c' && size == 8) return Dtype::c64;
   throw py::type_error(what() + " has dtype " + std::string(py::str(a.dtype())) +
-                       "; einsumdb computes in float32 and float64 (convert it with .astype)");
+                       "; einsumdb computes natively in float32, float64, complex64 and "
+                       "complex128 (convert it with .astype)");
 }
 
 // A view of a numpy array; nullopt when its strides are not whole elements (the caller then
@@ -103,8 +106,10 @@ py::array to_numpy(Tensor t) {
   auto* owned = new Tensor(std::move(t));
   py::capsule free(owned, [](void* p) { delete static_cast<Tensor*>(p); });
   std::vector<py::ssize_t> shape(owned->shape().begin(), owned->shape().end());
-  if (owned->dtype() == Dtype::f64) return py::array_t<double>(shape, owned->data<double>(), free);
-  return py::array_t<float>(shape, owned->data<float>(), free);
+  return with_element_type(owned->dtype(), [&](auto zero) -> py::array {
+    using T = decltype(zero);
+    return py::array_t<T>(shape, owned->data<T>(), free);
+  });
 }
 
 // Any array-like as an ndarray the engine reads in place: float32/float64 in native byte order
@@ -114,14 +119,15 @@ template <typename Name>
 py::array readable(const py::handle& obj, const Name& what) {
   py::array a = py::array::ensure(obj);
   if (!a) throw py::type_error(what() + " is not an array");
-  const char kind = a.dtype().kind();
+  const Dtype dtype = dtype_of(a, what);  // throws, naming it, for a dtype not computed in
   const auto size = a.itemsize();
-  if (kind != 'f' || (size != 4 && size != 8)) dtype_of(a, what);  // throws, naming it
   bool fine = a.dtype().byteorder() != '>';
   for (py::ssize_t k = 0; fine && k < a.ndim(); ++k) fine = a.strides(k) % size == 0;
   if (fine) return a;
-  if (size == 8) return py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
-  return py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
+  return with_element_type(dtype, [&](auto zero) -> py::array {
+    using T = decltype(zero);
+    return py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(a);
+  });
 }
 
 std::vector<TensorRef> refs_of(const std::vector<py::array>& operands) {
@@ -167,11 +173,125 @@ py::object run_chosen(Engine& engine, const std::string& subscripts,
   return to_numpy(std::move(r[0]));
 }
 
-// einsumdb.einsum(subscripts, *operands, out=None, db=None, threads=0), all in C++: a repeated
-// small call pays no Python layer.
+// The core on operands of one dtype the executor computes in: the result as a new array (0-d for
+// a full contraction), or written into `out` (of the result's shape and dtype).
+py::object native_einsum(const std::string& subscripts, const std::vector<py::array>& operands,
+                         const py::object& out, const std::string& db, int threads,
+                         const std::optional<Candidate>& chosen, const py::object& params) {
+  const auto refs = refs_of(operands);
+  Engine& engine = engine_for(db, threads);
+  if (!params.is_none() && !chosen) throw SpecError("params= goes with transform=NAME");
+  if (chosen) return run_chosen(engine, subscripts, refs, *chosen, params, out, threads);
+  const auto p = engine.prepare(subscripts, refs);
+  if (p->direct()) {  // a small workload: its loops on the arrays as they lie, no GIL release
+    py::array result;
+    if (out.is_none())
+      result = with_element_type(p->dtype(), [&](auto zero) -> py::array {
+        return py::array_t<decltype(zero)>(
+            std::vector<py::ssize_t>(p->shape().begin(), p->shape().end()));
+      });
+    else
+      result = out.cast<py::array>();
+    if (!result.writeable()) throw py::value_error("out is read-only");
+    p->run_direct(refs, ref_of(result, [] { return std::string("out"); }));
+    return result;
+  }
+  if (!out.is_none()) {
+    auto o = out.cast<py::array>();
+    if (!o.writeable()) throw py::value_error("out is read-only");
+    const TensorRef oref = ref_of(o, [] { return std::string("out"); });
+    {
+      py::gil_scoped_release release;
+      p->run_call(refs, oref);
+    }
+    return out;
+  }
+  Tensor t;
+  {
+    py::gil_scoped_release release;
+    t = p->run_call(refs);
+  }
+  return to_numpy(std::move(t));
+}
+
+// numpy.ndarray, exactly (a subclass goes the full way: numpy returns a plain ndarray for it).
+bool plain_ndarray(const py::handle& h) {
+  static const py::handle type = py::object(py::module_::import("numpy").attr("ndarray")).release();
+  return Py_TYPE(h.ptr()) == reinterpret_cast<PyTypeObject*>(type.ptr());
+}
+
+// Whether the executor computes in an array's dtype as it lies (native byte order).
+bool native_dtype(const py::array& a) {
+  const char kind = a.dtype().kind();
+  const auto size = a.itemsize();
+  return ((kind == 'f' && (size == 4 || size == 8)) ||
+          (kind == 'c' && (size == 8 || size == 16))) &&
+         a.dtype().byteorder() != '>';
+}
+
+// einsumdb.einsum(subscripts, *operands, **kwargs): numpy.einsum's whole call. The common call
+// (subscripts and arrays of one float32, float64, complex64 or complex128 dtype; out=, if given,
+// of that dtype; optimize= a bool or a name) runs here, in C++, so that a repeated small call pays
+// no Python layer; every other call goes to einsumdb._numpy_einsum.einsum, which gives numpy's
+// behaviour for the rest of the contract (sublists, dtype=, casting=, order=, explicit paths,
+// mixed and other dtypes).
+// The subscripts of numpy's interleaved form (op0, sublist0, op1, sublist1, ..., [sublistout]),
+// and its operands; nullopt where a sublist is anything but integers in [0, 52) and Ellipsis
+// (the full path then raises numpy's error). numpy's letters: 0-25 are 'A'-'Z', 26-51 'a'-'z'.
+std::optional<std::string> sublist_subscripts(const py::args& args, std::vector<py::handle>& ops) {
+  static const py::handle ellipsis = py::ellipsis().release();
+  auto term = [&](const py::handle& list, std::string& out) {
+    if (!py::isinstance<py::list>(list) && !py::isinstance<py::tuple>(list)) return false;
+    for (const auto& item : py::reinterpret_borrow<py::sequence>(list)) {
+      if (item.ptr() == ellipsis.ptr()) {
+        out += "...";
+        continue;
+      }
+      if (!PyLong_Check(item.ptr())) return false;
+      const long v = PyLong_AsLong(item.ptr());
+      if (v < 0 || v >= 52) return false;
+      out += static_cast<char>(v < 26 ? 'A' + v : 'a' + (v - 26));
+    }
+    return true;
+  };
+  std::string text;
+  const std::size_t n = args.size();
+  for (std::size_t k = 0; k + 1 < n; k += 2) {
+    if (k) text += ',';
+    ops.push_back(args[k]);
+    if (!term(args[k + 1], text)) return std::nullopt;
+  }
+  if (n % 2 == 1) {
+    text += "->";
+    if (!term(args[n - 1], text)) return std::nullopt;
+  }
+  return text;
+}
+
+// einsumdb.einsum(subscripts, *operands, **kwargs): numpy.einsum's whole call. The common call
+// (subscripts or sublists, and arrays of float32, float64, complex64 and complex128, promoted to
+// one of them as numpy promotes; out=, if given, of that dtype; optimize= a bool or a name) runs
+// here, in C++, so that a repeated small call pays no Python layer; every other call goes to
+// einsumdb._numpy_einsum.einsum, which gives numpy's behaviour for the rest of the contract
+// (dtype=, casting=, order=, explicit paths, other dtypes, one operand's views, errors).
 py::object einsum_call(const py::args& args, const py::kwargs& kwargs) {
-  if (args.size() < 1) throw py::type_error("einsum() needs the subscripts");
-  const std::string subscripts = args[0].cast<std::string>();
+  static const py::handle full =
+      py::object(py::module_::import("einsumdb._numpy_einsum").attr("einsum")).release();
+  auto slow = [&] { return full(*args, **kwargs); };
+  if (args.size() < 2) return slow();
+  std::string subscripts;
+  std::vector<py::handle> given;
+  if (py::isinstance<py::str>(args[0])) {
+    subscripts = args[0].cast<std::string>();
+    for (std::size_t k = 1; k < args.size(); ++k) given.push_back(args[k]);
+  } else if (auto text = sublist_subscripts(args, given)) {
+    subscripts = std::move(*text);
+  } else {
+    return slow();
+  }
+  // One operand (a transposition, a diagonal, a reduction) is numpy's business as often as
+  // einsumdb's: the full path decides.
+  if (given.size() < 2) return slow();
   py::object out = py::none();
   std::string db;
   int threads = 0;
@@ -179,52 +299,69 @@ py::object einsum_call(const py::args& args, const py::kwargs& kwargs) {
   py::object params = py::none();
   for (const auto& [key, value] : kwargs) {
     const std::string k = key.cast<std::string>();
-    if (k == "out")
+    if (k == "out") {
       out = py::reinterpret_borrow<py::object>(value);
-    else if (k == "transform")
+    } else if (k == "optimize") {
+      // einsumdb orders the contraction itself; an explicit path (or a name numpy must check)
+      // goes the full way.
+      if (!(value.is_none() || py::isinstance<py::bool_>(value) ||
+            (py::isinstance<py::str>(value) &&
+             (value.cast<std::string>() == "greedy" || value.cast<std::string>() == "optimal"))))
+        return slow();
+    } else if (k == "transform") {
       chosen = Candidate{value.cast<std::string>(), json::object()};
-    else if (k == "params")
+    } else if (k == "params") {
       params = py::reinterpret_borrow<py::object>(value);
-    else if (k == "optimize" || k == "casting")
-      continue;  // numpy.einsum's: einsumdb chooses the contraction order from its store
-    else if (k == "order") {
-      const std::string o = py::str(value);
-      if (o != "K" && o != "C" && o != "A")
-        throw py::value_error("order='" + o + "': einsumdb returns C-contiguous results");
-    } else if (k == "dtype") {
-      if (!value.is_none())
-        throw py::type_error("dtype=: einsumdb computes in its operands' dtype; convert them");
-    } else if (k == "db")
+    } else if (k == "db") {
       db = value.is_none() ? "" : py::str(value).cast<std::string>();
-    else if (k == "threads")
+    } else if (k == "threads") {
       threads = value.cast<int>();
-    else
-      throw py::type_error("einsum() got an unexpected keyword argument '" + k + "'");
+    } else {
+      return slow();  // dtype=, casting=, order=, or a keyword numpy refuses
+    }
   }
   std::vector<py::array> operands;
-  operands.reserve(args.size() - 1);
-  for (std::size_t k = 1; k < args.size(); ++k)
-    operands.push_back(readable(args[k], [k] { return "operand " + std::to_string(k - 1); }));
-  const auto refs = refs_of(operands);
-  Engine& engine = engine_for(db, threads);
-  if (!params.is_none() && !chosen) throw SpecError("params= goes with transform=NAME");
-  if (chosen) return run_chosen(engine, subscripts, refs, *chosen, params, out, threads);
-  if (!out.is_none()) {
-    auto o = out.cast<py::array>();
-    if (!o.writeable()) throw py::value_error("out is read-only");
-    const TensorRef oref = ref_of(o, [] { return std::string("out"); });
-    {
-      py::gil_scoped_release release;
-      engine.einsum(subscripts, refs, oref);
-    }
-    return out;
+  operands.reserve(given.size());
+  std::optional<Dtype> common;
+  bool mixed = false;
+  for (const auto& h : given) {
+    if (!plain_ndarray(h)) return slow();
+    operands.push_back(py::reinterpret_borrow<py::array>(h));
+    if (!native_dtype(operands.back())) return slow();
+    const Dtype d = dtype_of(operands.back(), [] { return std::string(); });
+    mixed = mixed || (common && d != *common);
+    common = common ? promote_dtypes(*common, d) : d;
   }
-  Tensor t;
-  {
-    py::gil_scoped_release release;
-    t = engine.einsum(subscripts, refs);
+  if (mixed) {  // numpy casts each operand to the common dtype first
+    const py::dtype target =
+        with_element_type(*common, [](auto zero) { return py::dtype::of<decltype(zero)>(); });
+    for (auto& a : operands)
+      if (!a.dtype().is(target)) a = a.attr("astype")(target);
   }
-  return to_numpy(std::move(t));
+  if (!out.is_none() &&
+      (!plain_ndarray(out) || !out.cast<py::array>().dtype().is(operands.front().dtype())))
+    return slow();
+  for (auto& a : operands) a = readable(a, [] { return std::string("an operand"); });
+  py::object r = native_einsum(subscripts, operands, out, db, threads, chosen, params);
+  if (!out.is_none()) return r;
+  // A full contraction is a numpy scalar, as numpy returns it.
+  if (py::detail::array_proxy(r.ptr())->nd == 0) return r[py::tuple()];
+  return r;
+}
+
+// einsumdb._einsumdb.einsum_native(subscripts, operands, out, db, threads, transform, params):
+// the core for einsumdb._numpy_einsum (operands already of one native dtype).
+py::object einsum_native(const std::string& subscripts, const py::list& operand_list,
+                         const py::object& out, const py::object& db, int threads,
+                         const py::object& transform, const py::object& params) {
+  std::vector<py::array> operands;
+  for (std::size_t k = 0; k < operand_list.size(); ++k)
+    operands.push_back(readable(operand_list[k], [k] { return "operand " + std::to_string(k); }));
+  std::optional<Candidate> chosen;
+  if (!transform.is_none()) chosen = Candidate{transform.cast<std::string>(), json::object()};
+  return native_einsum(subscripts, operands, out,
+                       db.is_none() ? "" : py::str(db).cast<std::string>(), threads, chosen,
+                       params);
 }
 
 // Rows of operands: equal Python objects are one array.
@@ -300,6 +437,17 @@ class PyPrepared {
       throw SpecError("this expression takes " + std::to_string(operands_) + " operand(s); " +
                       std::to_string(operands.size()) + " were given");
     const auto refs = refs_of(operands);
+    if (p_->direct()) {  // a small workload: its loops on the arrays as they lie
+      py::array result = !out.is_none()
+                             ? out.cast<py::array>()
+                             : with_element_type(p_->dtype(), [&](auto zero) -> py::array {
+                                 return py::array_t<decltype(zero)>(std::vector<py::ssize_t>(
+                                     p_->shape().begin(), p_->shape().end()));
+                               });
+      if (!result.writeable()) throw py::value_error("out is read-only");
+      p_->run_direct(refs, ref_of(result, [] { return std::string("out"); }));
+      return result;
+    }
     std::map<std::string, TensorRef> inputs;
     const auto& row = p_->einsum().batch[0];
     for (std::size_t k = 0; k < refs.size(); ++k) inputs.emplace(row[k], refs[k]);
@@ -581,19 +729,28 @@ PYBIND11_MODULE(_einsumdb, m) {
   });
 
   m.def("einsum", &einsum_call,
-        "einsum(subscripts, *operands, out=None, db=None, threads=0, transform=None, params=None)"
+        "einsum(subscripts, *operands, out=None, dtype=None, order='K', casting='safe',\n"
+        "       optimize=False, db=None, threads=0, transform=None, params=None)\n"
+        "einsum(op0, sublist0, op1, sublist1, ..., [sublistout], **kwargs)"
         "\n\n"
-        "Evaluates the Einstein summation `subscripts` on `operands`, like numpy.einsum.\n\n"
+        "Evaluates the Einstein summation `subscripts` on `operands`: numpy.einsum's call and\n"
+        "result (numpy 1.24's contract: ellipsis and broadcasting, empty axes, the sublist form,\n"
+        "dtype=, casting=, order=, optimize=, out=, a numpy scalar for a full contraction).\n\n"
         "Runs the fastest verified transform this machine's store knows for the workload (the\n"
-        "nearest measured size when this one was never measured), else a default. C-contiguous\n"
-        "float32/float64 operands are read in place; other strides are copied first. The result\n"
-        "is a new C-contiguous array, or is written into `out` (any strides; its shape and dtype\n"
-        "must be the result's). `db` names the store; `threads` (> 0) overrides the transform's\n"
+        "nearest measured size when this one was never measured), else a default. It computes\n"
+        "natively in float32, float64, complex64 and complex128 (and mixed operands promote to\n"
+        "one of those as numpy's do); other computation dtypes (integers, bool, float16,\n"
+        "longdouble) are numpy.einsum's own. C-contiguous operands are read in place; other\n"
+        "strides are copied first. The result is a new C-contiguous array (or in order=), or is\n"
+        "written into `out`. `db` names the store; `threads` (> 0) overrides the transform's\n"
         "thread count. `transform` runs that strategy instead (einsumdb.strategies()), with\n"
         "`params` in these subscripts' letters as in `einsumdb run --param` (order='ikj').\n"
-        "numpy.einsum's optimize= and casting= are accepted and ignored (the store chooses the\n"
-        "contraction order). Raises SpecError for subscripts, shapes or parameters that do not\n"
-        "fit, TypeError for an operand of another dtype.");
+        "optimize=True, 'greedy' or 'optimal' lets einsumdb order the contraction (the store's\n"
+        "choice); an explicit path ['einsum_path', (0, 1), ...] is checked as numpy checks it and\n"
+        "followed. Raises the exceptions numpy raises for bad calls (ValueError for subscripts\n"
+        "and shapes, TypeError for dtypes and casts); SpecError is a ValueError.");
+  m.def("einsum_native", &einsum_native, py::arg("subscripts"), py::arg("operands"), py::arg("out"),
+        py::arg("db"), py::arg("threads"), py::arg("transform"), py::arg("params"));
   m.def("batched_einsum", &batched_einsum, py::arg("subscripts"), py::arg("rows"), py::arg("db"),
         py::arg("threads"));
   m.def("prepare", &prepare, py::arg("subscripts"), py::arg("shapes"), py::arg("dtypes"),

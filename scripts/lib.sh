@@ -7,6 +7,7 @@ EINSUMDB_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev sqlite3 libopenblas-dev
   python3-numpy libxtensor-dev libxsmm-dev libblis-serial-dev
   python3-dev python3-pybind11 pybind11-dev python3-pytest python3-tqdm
+  python3-pip python3-setuptools python3-wheel
   libopenmpi-dev openmpi-bin libscalapack-openmpi-dev
   chromium fonts-dejavu-core
   libpq-dev postgresql-15
@@ -40,6 +41,15 @@ google_benchmark_json() {
 build_release() {
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEINSUMDB_WERROR=ON >/dev/null
   cmake --build build -j "$(nproc)"
+}
+
+# Installs the Python package for the system Python the way a user does (pip, with Debian's
+# setuptools and no build isolation), from the CMake tree build_release made (nothing is compiled
+# again). Debian marks its Python as externally managed, so pip needs --break-system-packages to
+# install into /usr/local.
+install_python_package() {
+  EINSUMDB_BUILD_DIR="$PWD/build" /usr/bin/python3 -m pip install --quiet --no-build-isolation \
+    --no-deps --break-system-packages --root-user-action=ignore .
 }
 
 # A PostgreSQL cluster of its own for a benchmark: start_postgres DIR PORT creates it in DIR

@@ -13,6 +13,21 @@ install_deps
 build_release
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600
 
+# The Python package as a user installs it: pip install ., then the pytest suite against the
+# installed package (run from outside the tree, so that nothing else is imported), then pip
+# uninstall removes it and the package is installed again for what follows.
+install_python_package
+repo=$PWD
+(cd "$(mktemp -d)" && EINSUMDB_EXPECT_INSTALLED=1 EINSUMDB_BIN="$repo/build/bin/einsumdb" \
+  /usr/bin/python3 -m pytest -q -p no:cacheprovider "$repo/python/tests")
+/usr/bin/python3 -m pip uninstall --quiet -y --break-system-packages --root-user-action=ignore einsumdb
+if (cd / && /usr/bin/python3 -c 'import einsumdb' 2>/dev/null); then
+  echo "einsumdb: pip uninstall left the package importable" >&2
+  exit 1
+fi
+install_python_package
+echo "einsumdb: the Python package installs with pip, passes its tests installed, and uninstalls"
+
 # The installed package: the example builds against the install alone, through CMake's
 # find_package and through pkg-config, and runs.
 pfx=$(mktemp -d)

@@ -2,6 +2,8 @@
 // names what is wrong and where.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
 
@@ -20,6 +22,50 @@ TEST(ParsePattern, ExplicitAndImplicit) {
   EXPECT_EQ(p.inputs, (std::vector<std::string>{"ij", ""}));
   p = parse_einsum_pattern("ij,ji->");
   EXPECT_EQ(p.output, "");
+}
+
+// numpy's broadcasting forms, read with the operands' shapes: "..." expands to fresh letters
+// (A, B, ... unless used) aligned at the right, implicit outputs put its axes first, size-1 axes
+// that broadcast are dropped from their operand and array, and lengths of 0 are accepted.
+struct Expanded {
+  const char* einsum;
+  std::vector<std::string> shapes;
+  const char* expect;                 // the einsum after expansion and broadcasting
+  std::vector<std::string> squeezed;  // "NAME=shape" of arrays that lost axes
+};
+
+TEST(ParseSpec, EllipsisBroadcastingAndEmptyAxes) {
+  const std::vector<Expanded> cases = {
+      {"...ij,...jk->...ik", {"A=5x3x4", "B=5x4x2"}, "Aij,Ajk->Aik", {}},
+      {"...ij,...jk", {"A=5x3x4", "B=4x2"}, "Aij,jk->Aik", {}},                 // implicit, aligned
+      {"...ij,...jk", {"A=5x1x3x4", "B=7x4x2"}, "Aij,Bjk->ABik", {"A=5x3x4"}},  // size 1 drops
+      {"i...,i...->...", {"A=3x2x4", "B=3x1x4"}, "iAB,iB->AB", {"B=3x4"}},
+      {"...->...", {"A="}, "->", {}},                        // a scalar's ellipsis is empty
+      {"A...,...->...A", {"A=2x3", "B=3"}, "AB,B->BA", {}},  // 'A' taken: the next letter
+      {"ij,ij->j", {"A=10x2", "B=1x2"}, "ij,j->j", {"B=2"}},
+      {"ij,ij->ij", {"A=1x2", "B=1x2"}, "ij,ij->ij", {}},  // all of length 1: no broadcast
+      {"ij,jk->ik", {"A=0x3", "B=3x2"}, "ij,jk->ik", {}},
+      {"ij,jk->ik", {"A=2x0", "B=0x2"}, "ij,jk->ik", {}},
+  };
+  for (const auto& c : cases) {
+    SpecFlags flags;
+    flags.shapes = c.shapes;
+    const auto e = parse_spec_flags(c.einsum, flags);
+    EXPECT_EQ(e.einsum_string(), c.expect) << c.einsum;
+    for (const auto& sq : c.squeezed) {  // "NAME=LxL..."
+      const std::string name = sq.substr(0, sq.find('='));
+      std::vector<Length> want;
+      std::stringstream dims(sq.substr(sq.find('=') + 1));
+      for (std::string d; std::getline(dims, d, 'x');) want.push_back(Length::of(std::stoll(d)));
+      EXPECT_EQ(e.arrays.at(name).shape, want) << c.einsum << " " << sq;
+    }
+  }
+  // The JSON reader expands alike.
+  const auto j = parse_spec_text(
+      R"({"einsum":"...ij,...jk->...ik","batch":[["X","Y"]],"shapes":{"X":[5,1,3,4],"Y":[7,4,2]}})");
+  EXPECT_EQ(j.einsum_string(), "Aij,Bjk->ABik");
+  EXPECT_EQ(j.arrays.at("X").shape,
+            (std::vector<Length>{Length::of(5), Length::of(3), Length::of(4)}));
 }
 
 TEST(ParseSpec, FlagsAndJsonAgree) {
@@ -96,14 +142,16 @@ const BadSpec kBadSpecs[] = {
   {"lone_dash", "", "ij,j-i", {"A=2x2", "B=2"}, "'-' at column 5 must be followed by '>'"},
   {"two_arrows", "", "ij->i->j", {"A=2x2"}, "second '->' at column 6"},
   {"comma_in_output", "", "ij,j->i,j", {"A=2x2", "B=2"}, "unexpected ',' at column 8"},
-  {"ellipsis", "", "...ij->ij", {"A=2x2"}, "ellipsis at column 1"},
+  {"ellipsis_axes_not_in_output", "", "...ij->ij", {"A=3x2x2"}, "the output has no '...'"},
+  {"two_ellipses", "", "...i...->i", {"A=2"}, "a second ellipsis '...' at column 5"},
+  {"lone_period", "", "i.j->ij", {"A=2x2"}, "'.' at column 2 is not part of an ellipsis"},
   {"empty", "", "", {}, "einsum string is empty"},
   {"rank_mismatch", "", "ij,j->i", {"A=2x2x2", "B=2"}, "array 'A' has rank 3 but operand 0 ('ij') indexes it with 2 indices"},
   {"length_mismatch", "", "ij,j->i", {"A=2x3", "B=2"}, "index 'j' has length 3 at array 'A' axis 1 but length 2 at array 'B' axis 0"},
   {"output_not_in_input", "", "ij,j->k", {"A=2x2", "B=2"}, "output index 'k' does not appear in any input operand"},
   {"output_repeated", "", "ij,j->ii", {"A=2x2", "B=2"}, "index 'i' appears more than once"},
   {"missing_shape", "", "ij,j->i", {"A=2x2"}, "array 'B' (batch row 0, operand 1) has no shape"},
-  {"zero_length", "", "ij->i", {"A=0x2"}, "invalid axis length '0'"},
+  {"negative_length_text", "", "ij->i", {"A=-1x2"}, "invalid length '-1'"},
   {"bad_length", "", "ij->i", {"A=2xq!"}, "axis 1: invalid length 'q!'"},
   {"unused_array", "", "ij->i", {"A=2x2", "Z=3"}, "array 'Z' has a shape but is not used"},
   {"row_too_short", R"({"einsum":"ij,j->i","batch":[["A","B"],["A"]],"shapes":{"A":[2,2],"B":[2]}})", "", {}, "batch row 1 has 1 arrays; expected 2"},
@@ -112,7 +160,7 @@ const BadSpec kBadSpecs[] = {
   {"missing_key", R"({"einsum":"ij->i","shapes":{"A":[2,2]}})", "", {}, "missing key 'batch'"},
   {"bad_dtype", R"({"einsum":"ij->i","batch":[["A"]],"shapes":{"A":[2,2]},"dtype":"f63"})", "", {}, "unknown dtype 'f63'"},
   {"dtype_without_shape", R"({"einsum":"ij->i","batch":[["A"]],"shapes":{"A":[2,2]},"dtypes":{"B":"f32"}})", "", {}, "dtypes.B: array 'B' has no shape"},
-  {"negative_length", R"({"einsum":"ij->i","batch":[["A"]],"shapes":{"A":[2,-1]}})", "", {}, "shapes.A[1]: axis length must be positive"},
+  {"negative_length", R"({"einsum":"ij->i","batch":[["A"]],"shapes":{"A":[2,-1]}})", "", {}, "shapes.A[1]: axis length must be 0 or more"},
   {"float_length", R"({"einsum":"ij->i","batch":[["A"]],"shapes":{"A":[2,2.5]}})", "", {}, "shapes.A[1]: expected a positive integer or a symbol string, got number"},
   {"name_not_string", R"({"einsum":"ij->i","batch":[["A", 3]],"shapes":{"A":[2,2]}})", "", {}, "batch[0][1]: expected an array name, got number"},
   {"bad_join", R"({"einsum":"ij->i","batch":[["A"]],"shapes":{"A":[2,2]},"ops":{"join":"pow"}})", "", {}, "join: unknown operator 'pow'"},

@@ -173,6 +173,45 @@ TEST_F(EngineTest, ABatchWhoseRowsShareAnOperand) {
   EXPECT_DOUBLE_EQ(r[1].at(6), rv[6]);
 }
 
+// numpy's forms on caller memory: "..." over a batch that broadcasts (a size-1 axis against a
+// longer one, the shorter operand's ellipsis aligned at the right), an operand passed twice whose
+// uses broadcast differently, and an axis of length 0.
+TEST_F(EngineTest, EllipsisBroadcastingAndEmptyAxes) {
+  Engine engine(options());
+  // A[2,1,3,4] and B[5,4,2]: batch (2,5), each point a 3×4 by 4×2 product.
+  auto a = random_values(2 * 1 * 3 * 4, 1), b = random_values(5 * 4 * 2, 2);
+  const Tensor c = engine.einsum("...ij,...jk->...ik", {ref(a, {2, 1, 3, 4}), ref(b, {5, 4, 2})});
+  ASSERT_EQ(c.shape(), (std::vector<std::int64_t>{2, 5, 3, 2}));
+  for (int p = 0; p < 2; ++p)
+    for (int q = 0; q < 5; ++q) {
+      const auto want = matmul(
+          3, 2, 4, [&](int i, int k) { return a[(p * 3 + i) * 4 + k]; },
+          [&](int k, int j) { return b[(q * 4 + k) * 2 + j]; });
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 2; ++j)
+          EXPECT_NEAR(c.data<double>()[((p * 5 + q) * 3 + i) * 2 + j], want[i * 2 + j], 1e-12);
+    }
+  // The same memory as "ij" over (1,5) and as "jk": j is 5 in the first use and broadcasts in the
+  // second.
+  auto v = random_values(5, 3);
+  const Tensor s = engine.einsum("ij,jk->ik", {ref(v, {1, 5}), ref(v, {1, 5})});
+  ASSERT_EQ(s.shape(), (std::vector<std::int64_t>{1, 5}));
+  double total = 0;
+  for (double x : v) total += x;
+  for (int k = 0; k < 5; ++k) EXPECT_NEAR(s.data<double>()[k], total * v[k], 1e-12);
+  // Empty: a (0,3) by (3,2) product is (0,2); a (2,0) by (0,2) one sums nothing.
+  std::vector<double> none;
+  auto m = random_values(6, 4);
+  EXPECT_EQ(engine.einsum("ij,jk->ik", {ref(none, {0, 3}), ref(m, {3, 2})}).shape(),
+            (std::vector<std::int64_t>{0, 2}));
+  const Tensor z = engine.einsum("ij,jk->ik", {ref(none, {2, 0}), ref(none, {0, 2})});
+  ASSERT_EQ(z.size(), 4);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(z.data<double>()[k], 0.0);
+  // Mismatched lengths that are not 1 stay an error naming them.
+  auto w = random_values(6, 5);
+  EXPECT_THROW(engine.einsum("ij,ij->j", {ref(m, {3, 2}), ref(w, {2, 3})}), SpecError);
+}
+
 TEST_F(EngineTest, BadInputIsRefusedWithItsName) {
   Engine engine(options());
   auto a = random_values(6, 1), b = random_values(6, 2);
@@ -190,7 +229,7 @@ TEST_F(EngineTest, BadInputIsRefusedWithItsName) {
       {[&] {
          engine.einsum("ik,kj->ij", {ref(a, {6}), ref(b, {3, 2})}, ref(c, {2, 2}));
        },
-       "operand 0 has 1 axes but its subscripts 'ik' have 2"},
+       "the subscripts 'ik' of operand 0 name 2 axes but it has 1"},
       {[&] {
          engine.einsum("ik,kj->ij", {ref(a, {2, 3}), ref(b, {2, 3})}, ref(c, {2, 2}));
        },

@@ -1,9 +1,14 @@
 """einsumdb: tensor contractions that remember how to run fast.
 
-``einsumdb.einsum`` is a drop-in for ``numpy.einsum`` that runs each contraction with the fastest
-verified transform this machine's performance store knows for it (measured under any spelling of
-the same computation: other index letters, array names or operand order), or a default when the
-store knows none. ``einsumdb.tune`` measures and records; ``einsumdb.Store`` inspects the store;
+``einsumdb.einsum`` is a drop-in for ``numpy.einsum`` (its whole call: ellipsis and broadcasting,
+the sublist form, ``dtype=``, ``casting=``, ``order=``, ``optimize=``, ``out=``) that runs each
+contraction with the fastest verified transform this machine's performance store knows for it
+(measured under any spelling of the same computation: other index letters, array names or
+operand order), or a default when the store knows none. It computes natively in float32, float64,
+complex64 and complex128; other computation dtypes are numpy.einsum's own (see NATIVE_DTYPES).
+``einsumdb.tensordot`` and ``einsumdb.transpose`` complete opt_einsum's backend protocol:
+``opt_einsum.contract(..., backend="einsumdb")`` runs opt_einsum's path with einsumdb's pairwise
+contractions. ``einsumdb.tune`` measures and records; ``einsumdb.Store`` inspects the store;
 ``einsumdb.canonicalize`` shows the canonical key; ``einsumdb.plan`` partitions a graph of
 einsums over P processes.
 
@@ -14,6 +19,7 @@ the GIL is released while kernels, tuning and planning run.
 """
 
 import json as _json
+import operator as _operator
 import sys as _sys
 
 import numpy as _np
@@ -21,8 +27,9 @@ import numpy as _np
 from . import _einsumdb
 
 __all__ = [
-    "Error", "SpecError", "DatabaseError", "einsum", "batched_einsum", "contract_expression",
-    "Expression", "canonicalize", "Store", "tune", "plan", "machine", "strategies",
+    "Error", "SpecError", "DatabaseError", "einsum", "tensordot", "transpose", "batched_einsum",
+    "contract_expression", "Expression", "canonicalize", "Store", "tune", "plan", "machine",
+    "strategies", "NATIVE_DTYPES",
 ]
 
 #: Every error einsumdb raises (a bad spec, an unreadable store, ...).
@@ -32,15 +39,17 @@ SpecError = _einsumdb.SpecError
 #: The store could not be read or written.
 DatabaseError = _einsumdb.DatabaseError
 
-_FLOAT = (_np.float32, _np.float64)
+from ._numpy_einsum import NATIVE_DTYPES  # noqa: E402
+
+_FLOAT = tuple(d.type for d in NATIVE_DTYPES)
 
 
 def _operand(x, what):
-    """x as an ndarray einsumdb can read: float32/float64, strides in whole elements."""
+    """x as an ndarray einsumdb can read: a native dtype, strides in whole elements."""
     a = _np.asarray(x)
     if a.dtype.type not in _FLOAT:
-        raise TypeError(f"{what} has dtype {a.dtype}; einsumdb computes in float32 and float64 "
-                        f"(convert it with .astype(numpy.float64))")
+        raise TypeError(f"{what} has dtype {a.dtype}; einsumdb computes natively in float32, "
+                        f"float64, complex64 and complex128 (convert it with .astype)")
     if any(s % a.itemsize for s in a.strides) or not a.dtype.isnative:
         a = _np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
     return a
@@ -50,9 +59,52 @@ def _db(db):
     return "" if db is None else str(db)
 
 
-#: einsum(subscripts, *operands, out=None, db=None, threads=0, transform=None, params=None):
-#: numpy.einsum, remembered (see its docstring). Implemented in C++ so that a repeated small call pays no Python layer.
+#: einsum(subscripts, *operands, out=None, dtype=None, order='K', casting='safe', optimize=False,
+#: db=None, threads=0, transform=None, params=None): numpy.einsum, remembered (see its docstring).
+#: The common call is implemented in C++ so that a repeated small call pays no Python layer.
 einsum = _einsumdb.einsum
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def tensordot(a, b, axes=2):
+    """numpy.tensordot's call, contracted by einsumdb: ``axes`` is N (the last N axes of ``a``
+    with the first N of ``b``) or a pair of axis lists; the result's axes are ``a``'s free axes,
+    then ``b``'s."""
+    a, b = _np.asarray(a), _np.asarray(b)
+    try:
+        n = _operator.index(axes)
+        xa, xb = list(range(a.ndim - n, a.ndim)), list(range(n))
+        if n < 0:
+            raise ValueError("negative dimensions are not allowed")
+    except TypeError:
+        xa, xb = axes
+        xa = [xa] if _np.ndim(xa) == 0 else list(xa)
+        xb = [xb] if _np.ndim(xb) == 0 else list(xb)
+    if len(xa) != len(xb):
+        raise ValueError("shape-mismatch for sum")
+    xa = [x % a.ndim if a.ndim else x for x in xa]
+    xb = [x % b.ndim if b.ndim else x for x in xb]
+    for i, j in zip(xa, xb):
+        if a.shape[i] != b.shape[j]:
+            raise ValueError("shape-mismatch for sum")
+    if a.ndim + b.ndim - len(xa) > len(_LETTERS):
+        raise ValueError("tensordot: more axes than einsum's 52 letters")
+    sa = list(_LETTERS[:a.ndim])
+    sb = [None] * b.ndim
+    for i, j in zip(xa, xb):
+        sb[j] = sa[i]
+    free = iter(_LETTERS[a.ndim:])
+    sb = [c if c is not None else next(free) for c in sb]
+    out = [sa[i] for i in range(a.ndim) if i not in xa] + [sb[j] for j in range(b.ndim)
+                                                           if j not in xb]
+    return einsum("".join(sa) + "," + "".join(sb) + "->" + "".join(out), a, b)
+
+
+def transpose(a, axes=None):
+    """numpy.transpose: a view with the axes permuted (no data moves, so nothing for einsumdb to
+    compute; the contraction that reads it takes its strides)."""
+    return _np.transpose(a, axes)
 
 
 def batched_einsum(subscripts, rows, db=None, threads=0):
@@ -100,11 +152,14 @@ def contract_expression(subscripts, *shapes, dtype="float64", db=None, threads=0
     one per operand."""
     dtypes = dtype if isinstance(dtype, (list, tuple)) else [dtype] * len(shapes)
     names = []
+    codes = {_np.dtype(_np.float32): "f32", _np.dtype(_np.float64): "f64",
+             _np.dtype(_np.complex64): "c64", _np.dtype(_np.complex128): "c128"}
     for k, d in enumerate(dtypes):
         t = _np.dtype(d)
-        if t.type not in _FLOAT:
-            raise TypeError(f"operand {k} has dtype {t}; einsumdb computes in float32 and float64")
-        names.append("f64" if t == _np.float64 else "f32")
+        if t not in codes:
+            raise TypeError(f"operand {k} has dtype {t}; einsumdb computes natively in float32, "
+                            "float64, complex64 and complex128")
+        names.append(codes[t])
     prepared = _einsumdb.prepare(subscripts, [list(map(int, s)) for s in shapes], names,
                                  _db(db), int(threads))
     return Expression(prepared, subscripts)
