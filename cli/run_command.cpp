@@ -114,7 +114,26 @@ Arrays load_inputs(const RunArgs& args, BatchedEinsum& e, const Functions& funct
                       "' (its arrays: " + known + "); write NAME=FILE.npy");
     }
     if (arrays.count(name)) throw SpecError("--inputs: array '" + name + "' is given twice");
-    arrays.emplace(name, read_npy(path));
+    Tensor t = read_npy(path);
+    // A size-1 axis that broadcasting dropped from the array (drop_broadcast_axes): the file
+    // holds it, the einsum does not. The same elements, without it.
+    if (const auto it = e.arrays.find(name);
+        it != e.arrays.end() && it->second.shape.size() < t.rank()) {
+      std::vector<std::int64_t> kept;
+      for (auto l : t.shape())
+        if (l != 1) kept.push_back(l);
+      std::vector<std::int64_t> want;
+      bool concrete = true;
+      for (const auto& l : it->second.shape) {
+        concrete = concrete && !l.symbolic();
+        want.push_back(l.value);
+      }
+      std::vector<std::int64_t> want_kept;
+      for (auto l : want)
+        if (l != 1) want_kept.push_back(l);
+      if (concrete && kept == want_kept) t = Tensor::slice(t, 0, want);
+    }
+    arrays.emplace(name, std::move(t));
   }
   // Symbols take their lengths from the data (a shape that disagrees is refused by Bound).
   Binding from_data;

@@ -429,7 +429,9 @@ int run_campaign(TuneArgs& args, const std::string& command_line) {
                {"status", "failed"},
                {"error", e.what()}};
         store_error = e.what();
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {
+        // Any other failure of this workload (a strategy's bug, memory) fails it alone: the
+        // other ranks wait for this one's rows, so it must not leave the loop.
         row = {{"line", item.line},
                {"einsum", item.e.einsum_string()},
                {"status", "failed"},

@@ -533,7 +533,9 @@ Results run_contraction_tree(const Bound& bound, const nlohmann::json& params) {
   const auto& layout = tree.layout;
   const std::size_t n = e.inputs.size();
   if (params.contains("tile")) {
-    const auto [c, tile] = read_tile(e, tree, params["tile"]);
+    const auto tiled = read_tile(e, tree, params["tile"]);
+    const char c = tiled.first;
+    const std::int64_t tile = tiled.second;
     if (tile < bound.length(c)) {
       Results out;
       for (std::size_t row = 0; row < e.batch.size(); ++row)

@@ -73,11 +73,21 @@ Results run_direct(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum& e = bound.einsum();
   const DirectLoops plan(e);
   const void* data[DirectLoops::kMaxOperands];
+  std::vector<Tensor> evaluated;  // functional operands, applied once (a few elements)
+  evaluated.reserve(e.inputs.size());
   for (std::size_t k = 0; k < e.inputs.size(); ++k) {
     const auto op = bound.operand(0, k);
-    if (op.function)
-      throw SpecError("direct reads operands as they lie; a functional operand goes to loop_nest");
     data[k] = op.tensor->raw();
+    if (!op.function) continue;
+    if (is_complex(op.tensor->dtype()))
+      throw SpecError("functional operands are real; this einsum computes in complex");
+    Tensor& t =
+        evaluated.emplace_back(op.tensor->dtype(), op.tensor->shape(), Tensor::Uninitialized{});
+    if (t.dtype() == Dtype::f32)
+      op.function->apply(op.tensor->data<float>(), 1, t.data<float>(), t.size());
+    else
+      op.function->apply(op.tensor->data<double>(), 1, t.data<double>(), t.size());
+    data[k] = t.raw();
   }
   Results out;
   out.emplace_back(plan.dtype(), plan.shape(), Tensor::Uninitialized{});

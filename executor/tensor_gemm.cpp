@@ -1926,7 +1926,15 @@ std::string tensor_gemm_kernel() {
 }
 
 std::optional<std::string> tensor_gemm_rejects(const BatchedEinsum& e) {
-  return kernels::binary_product_rejects(e, "tensor_gemm");
+  if (auto why = kernels::binary_product_rejects(e, "tensor_gemm")) return why;
+  // Dot products (every output index in both operands): no rows or columns to tile. A dot
+  // product reads each element once; here both operands would be packed into panels first and
+  // run through tiles of one row and one column, MR·NR times the work the result needs.
+  const GemmGroups g = gemm_groups(e);
+  if (g.m.empty() && g.n.empty())
+    return "tensor_gemm tiles rows and columns; this is a dot product per output element (no "
+           "index is in the output and one operand only)";
+  return std::nullopt;
 }
 
 std::string tensor_gemm_path(const Bound& bound, std::size_t row) {

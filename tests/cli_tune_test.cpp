@@ -102,6 +102,61 @@ TEST_F(CliTune, TuneBestRunRoundTripOnARenamedSpelling) {
             0);
 }
 
+// numpy's forms from the command line: "..." and a size-1 axis that broadcasts, with .npy inputs
+// as numpy holds them (the broadcast axis included), complex128 data, and an axis of length 0;
+// each checked against numpy.einsum on the same files.
+TEST_F(CliTune, EllipsisBroadcastingComplexAndEmptyAxesRunAsNumpy) {
+  ASSERT_EQ(python("rng = np.random.default_rng(5)\n"
+                   "np.save('" +
+                   dir_.path("A.npy") +
+                   "', rng.standard_normal((6, 1, 3, 4)))\n"
+                   "np.save('" +
+                   dir_.path("B.npy") +
+                   "', rng.standard_normal((5, 4, 2)))\n"
+                   "np.save('" +
+                   dir_.path("C.npy") +
+                   "', rng.standard_normal((3, 4)) + "
+                   "1j * rng.standard_normal((3, 4)))\n"
+                   "np.save('" +
+                   dir_.path("D.npy") +
+                   "', rng.standard_normal((4, 2)) - "
+                   "1j * rng.standard_normal((4, 2)))\n"),
+            0);
+  auto r = run({"run", "...ij,...jk->...ik", "--shape", "A=6x1x3x4", "B=5x4x2", "--inputs",
+                dir_.path("A.npy"), dir_.path("B.npy"), "--output", dir_.path("Z.npy"), "--verify",
+                "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(json::parse(r.out)["verified"].get<bool>());
+  EXPECT_EQ(python("Z = np.load('" + dir_.path("Z.npy") +
+                   "')\n"
+                   "W = np.einsum('...ij,...jk->...ik', np.load('" +
+                   dir_.path("A.npy") + "'), np.load('" + dir_.path("B.npy") +
+                   "'))\n"
+                   "assert Z.shape == W.shape == (6, 5, 3, 2), (Z.shape, W.shape)\n"
+                   "assert np.allclose(Z, W, rtol=1e-12)\n"),
+            0);
+  r = run({"run", "ij,jk->ik", "--shape", "C=3x4", "D=4x2", "--batch", "C,D", "--dtype", "c128",
+           "--inputs", dir_.path("C.npy"), dir_.path("D.npy"), "--output", dir_.path("Y.npy"),
+           "--verify", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(
+      python("Y = np.load('" + dir_.path("Y.npy") +
+             "')\n"
+             "assert Y.dtype == np.complex128\n"
+             "assert np.allclose(Y, np.load('" +
+             dir_.path("C.npy") + "') @ np.load('" + dir_.path("D.npy") + "'), rtol=1e-12)\n"),
+      0);
+  r = run({"run", "ij,jk->ik", "--shape", "A=2x0", "B=0x3", "--verify", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // The broadcast spelling and the one without the size-1 axis are one computation, one key.
+  const auto k1 = run_cli({"canon", "ij,ij->j", "--shape", "A=10x2", "B=1x2"});
+  const auto k2 = run_cli({"canon", "ij,j->j", "--shape", "A=10x2", "B=2"});
+  const auto k3 = run_cli({"canon", "ij,ij->j", "--shape", "A=10x2", "B=10x2"});
+  ASSERT_EQ(k1.code, 0) << k1.err;
+  EXPECT_EQ(json::parse(k1.out)["key"], json::parse(k2.out)["key"]);
+  EXPECT_NE(json::parse(k1.out)["key"], json::parse(k3.out)["key"]);
+}
+
 TEST_F(CliTune, ASymbolicWorkloadTunedOnceServesEveryLength) {
   // A DG-FEM style operator: Ne elements, each u_e = Σ_k M[i,k] v_e[k]; Ne known at run time.
   const std::string symbolic =

@@ -128,7 +128,7 @@ std::vector<Candidate> candidates(const BatchedEinsum& e,
     const bool builtin = find_strategy(name) == s;
     for (int t : options.threads) {
       if (t < 1) throw SpecError("--threads: " + std::to_string(t) + " is not a thread count");
-      for (auto p : builtin ? s->space(e, lengths) : std::vector<nlohmann::json>{{}}) {
+      for (auto p : builtin && s->space ? s->space(e, lengths) : std::vector<nlohmann::json>{{}}) {
         if (!p.is_object()) p = nlohmann::json::object();
         if (builtin) p["threads"] = t;
         out.push_back({name, p});
