@@ -67,6 +67,8 @@ def main():
     p.add_argument("--after", nargs="+", required=True)
     p.add_argument("--before", nargs="*", default=[])
     p.add_argument("--machine", default="")
+    p.add_argument("--before-label", default="the previous build",
+                   help="what the --before files measured, e.g. a commit")
     p.add_argument("-o", "--output", default="docs/performance/python.md")
     a = p.parse_args()
     after = [json.loads(pathlib.Path(f).read_text()) for f in a.after]
@@ -80,8 +82,9 @@ def main():
         lines += [f"Machine: {a.machine}", ""]
     lines += ["Command: `" + after[0].get("command", "scripts/bench_python.py") + "`", ""]
     if before:
-        lines += ["The *before* columns are the same benchmark importing the module of the "
-                  "previous build (`--module`): `" + before[0].get("command", "") + "`.", ""]
+        lines += ["The *before* columns are the same benchmark, in runs alternating with these, "
+                  f"importing the module of {a.before_label} (`--module`): `"
+                  + before[0].get("command", "") + "`.", ""]
     lines += table("1. A repeated small matrix product", "overhead", "n", after, before, "µs", 1e6,
                    "The per-call time of `einsumdb.einsum('ik,kj->ij', A, B)` on n×n operands "
                    "against `numpy.einsum`: what a call costs beyond its arithmetic.")
