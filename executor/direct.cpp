@@ -7,6 +7,7 @@
 
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/executor/execute.hpp"
+#include "einsumdb/executor/scalar_ops.hpp"
 #include "einsumdb/executor/tensor.hpp"
 
 namespace einsumdb {
@@ -16,50 +17,6 @@ namespace {
 // complex<float>.
 template <typename T>
 using Wide = std::conditional_t<is_complex_v<T>, std::complex<double>, double>;
-
-template <typename V>
-V joined(JoinOp op, V a, V b) {
-  if constexpr (std::is_same_v<V, double>) {
-    switch (op) {
-      case JoinOp::mul:
-        return a * b;
-      case JoinOp::add:
-        return a + b;
-      case JoinOp::sub:
-        return a - b;
-      case JoinOp::sqdiff:
-        return (a - b) * (a - b);
-      case JoinOp::absdiff:
-        return std::abs(a - b);
-      case JoinOp::max:
-        return std::max(a, b);
-      case JoinOp::min:
-        return std::min(a, b);
-    }
-    return a;
-  } else {  // complex: mul, add and sub only (rejects says so)
-    return op == JoinOp::add ? a + b : op == JoinOp::sub ? a - b : a * b;
-  }
-}
-
-template <typename V>
-V aggregated(AggOp op, V acc, V v) {
-  if constexpr (std::is_same_v<V, double>) {
-    return op == AggOp::sum ? acc + v : op == AggOp::max ? std::max(acc, v) : std::min(acc, v);
-  } else {
-    return acc + v;
-  }
-}
-
-template <typename V>
-V identity_of(AggOp op) {
-  if constexpr (std::is_same_v<V, double>)
-    return op == AggOp::sum   ? 0.0
-           : op == AggOp::max ? -std::numeric_limits<double>::infinity()
-                              : std::numeric_limits<double>::infinity();
-  else
-    return V(0);
-}
 
 }  // namespace
 
@@ -155,7 +112,7 @@ void DirectLoops::run_typed(const void* const* data, const std::int64_t* const* 
         std::array<std::int64_t, kMaxIndices> c{};
         std::int64_t at = 0;
         for (std::int64_t p = 0; p < row_major; ++p) {
-          out[at] = T(identity_of<V>(agg_));
+          out[at] = T(V(kernels::identity(agg_)));
           for (std::size_t a = kept_; a-- > 0;) {
             at += out_step[a];
             if (++c[a] < length_[a]) break;
@@ -178,7 +135,7 @@ void DirectLoops::run_typed(const void* const* data, const std::int64_t* const* 
   std::int64_t at = 0;
   for (;;) {
     // One output element: every point of the summed indices.
-    V acc = identity_of<V>(agg_);
+    V acc = V(kernels::identity(agg_));
     std::array<std::int64_t, kMaxOperands> o = offset;
     for (bool more = true; more;) {
       if (product && ops == 2) {
@@ -190,9 +147,9 @@ void DirectLoops::run_typed(const void* const* data, const std::int64_t* const* 
           V v = V(in[0][o[0] + j * inner_step[0]]);
           for (std::size_t k = 1; k < ops; ++k) {
             const V x = V(in[k][o[k] + j * inner_step[k]]);
-            v = product ? v * x : joined(join_, v, x);
+            v = product ? v * x : kernels::join(join_, v, x);
           }
-          acc = aggregated(agg_, acc, v);
+          acc = kernels::combine(agg_, acc, v);
         }
       }
       more = false;

@@ -4,70 +4,14 @@
 #include <limits>
 
 #include "einsumdb/executor/execute.hpp"
+#include "einsumdb/executor/scalar_ops.hpp"
 
 namespace einsumdb {
 namespace {
 
-double join(JoinOp op, double a, double b) {
-  switch (op) {
-    case JoinOp::mul:
-      return a * b;
-    case JoinOp::add:
-      return a + b;
-    case JoinOp::sub:
-      return a - b;
-    case JoinOp::sqdiff:
-      return (a - b) * (a - b);
-    case JoinOp::absdiff:
-      return std::abs(a - b);
-    case JoinOp::max:
-      return std::max(a, b);
-    case JoinOp::min:
-      return std::min(a, b);
-  }
-  return 0;
-}
-
-// The complex join: ⊗ among mul, add and sub (the others compare or take magnitudes, which
-// complex numbers do not have; complex_rejects refuses them).
-std::complex<double> join(JoinOp op, std::complex<double> a, std::complex<double> b) {
-  switch (op) {
-    case JoinOp::add:
-      return a + b;
-    case JoinOp::sub:
-      return a - b;
-    default:
-      return a * b;
-  }
-}
-
-double identity(AggOp op) {
-  switch (op) {
-    case AggOp::sum:
-      return 0;
-    case AggOp::max:
-      return -std::numeric_limits<double>::infinity();
-    case AggOp::min:
-      return std::numeric_limits<double>::infinity();
-  }
-  return 0;
-}
-
-std::complex<double> combine(AggOp, std::complex<double> acc, std::complex<double> v) {
-  return acc + v;  // sum: the only ⊕ of complex numbers
-}
-
-double combine(AggOp op, double acc, double v) {
-  switch (op) {
-    case AggOp::sum:
-      return acc + v;
-    case AggOp::max:
-      return std::max(acc, v);
-    case AggOp::min:
-      return std::min(acc, v);
-  }
-  return acc;
-}
+using kernels::combine;
+using kernels::identity;
+using kernels::join;
 
 }  // namespace
 
