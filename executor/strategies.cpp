@@ -95,10 +95,43 @@ Results run_direct(const Bound& bound, const nlohmann::json& params) {
   return out;
 }
 
+// The results of an einsum with an axis of length 0: nothing to compute. An output with such an
+// axis is empty; otherwise every element aggregates no terms and holds ⊕'s identity (0 for sum,
+// as numpy's sums of nothing).
+std::optional<Results> empty_results(const Bound& bound) {
+  const auto& len = bound.lengths();
+  if (std::none_of(len.begin(), len.end(), [](const auto& l) { return l.second == 0; }))
+    return std::nullopt;
+  const BatchedEinsum& e = bound.einsum();
+  Results out;
+  for (std::size_t r = 0; r < e.batch.size(); ++r) {
+    std::vector<std::int64_t> shape;
+    for (char c : e.output) shape.push_back(len.at(c));
+    Tensor z(result_dtype(e, r), shape);  // zeros
+    if (e.agg != AggOp::sum)
+      for (std::int64_t k = 0; k < z.size(); ++k)
+        z.set(k, e.agg == AggOp::max ? -std::numeric_limits<double>::infinity()
+                                     : std::numeric_limits<double>::infinity());
+    out.push_back(std::move(z));
+  }
+  return out;
+}
+
+// Every strategy's run, answering an einsum with an axis of length 0 itself (nothing to compute,
+// and no strategy need handle the empty case).
+std::vector<Strategy> with_empty_axes(std::vector<Strategy> strategies) {
+  for (auto& s : strategies)
+    s.run = [run = std::move(s.run)](const Bound& b, const nlohmann::json& params) {
+      if (auto empty = empty_results(b)) return std::move(*empty);
+      return run(b, params);
+    };
+  return strategies;
+}
+
 }  // namespace
 
 const std::vector<Strategy>& builtin_strategies() {
-  static const std::vector<Strategy> strategies{
+  static const std::vector<Strategy> strategies = with_empty_axes({
       {"reference", "plain loop nest in double precision (the oracle)", complex_rejects,
        [](const Bound& b, const nlohmann::json& params) {
          check_param_keys(params, "reference", {"threads"});
@@ -129,7 +162,7 @@ const std::vector<Strategy>& builtin_strategies() {
        contraction_tree_rejects,
        [](const Bound& b, const nlohmann::json& p) { return run_contraction_tree(b, p); },
        contraction_tree_space, 30},
-  };
+  });
   return strategies;
 }
 
@@ -155,38 +188,11 @@ double verification_error(const Results& got, const Results& want,
   return worst;
 }
 
-namespace {
-
-// The results of an einsum with an axis of length 0: nothing to compute. An output with such an
-// axis is empty; otherwise every element aggregates no terms and holds ⊕'s identity (0 for sum,
-// as numpy's sums of nothing).
-std::optional<Results> empty_results(const Bound& bound) {
-  const auto& len = bound.lengths();
-  if (std::none_of(len.begin(), len.end(), [](const auto& l) { return l.second == 0; }))
-    return std::nullopt;
-  const BatchedEinsum& e = bound.einsum();
-  Results out;
-  for (std::size_t r = 0; r < e.batch.size(); ++r) {
-    std::vector<std::int64_t> shape;
-    for (char c : e.output) shape.push_back(len.at(c));
-    Tensor z(result_dtype(e, r), shape);  // zeros
-    if (e.agg != AggOp::sum)
-      for (std::int64_t k = 0; k < z.size(); ++k)
-        z.set(k, e.agg == AggOp::max ? -std::numeric_limits<double>::infinity()
-                                     : std::numeric_limits<double>::infinity());
-    out.push_back(std::move(z));
-  }
-  return out;
-}
-
-}  // namespace
-
 Results execute(const Bound& bound, std::string_view strategy, const nlohmann::json& params) {
   const Strategy* s = find_strategy(strategy);
   if (!s) {
     throw SpecError("unknown strategy '" + std::string(strategy) + "'; known: " + strategy_names());
   }
-  if (auto empty = empty_results(bound)) return std::move(*empty);
   if (const auto why = s->rejects(bound.einsum()))
     throw SpecError(s->name + " does not apply to " + bound.einsum().einsum_string() + ": " + *why);
   return s->run(bound, params);
