@@ -238,6 +238,12 @@ Row measurement_row(Store::Impl& impl, std::int64_t run, std::int64_t workload,
   return r;
 }
 
+// A verified measurement changes its group's fact.
+void note_fact(Store::Impl& impl, const Row& r) {
+  if (r.status == "ok" && r.max_rel_err)
+    impl.pending_facts.insert({r.workload, r.machine, r.transform});
+}
+
 }  // namespace
 
 bool Store::record(RunId run_key, WorkloadId workload_key, MachineId machine_key,
@@ -251,7 +257,9 @@ bool Store::record(RunId run_key, WorkloadId workload_key, MachineId machine_key
                            "DO NOTHING");
     bind_row(ins, 0, row);
     ins.run();
-    return impl_->conn.changes() == 1;
+    const bool inserted = impl_->conn.changes() == 1;
+    if (inserted) note_fact(*impl_, row);
+    return inserted;
   });
 }
 
@@ -294,6 +302,7 @@ Store::RunResult Store::record_run(
         check_measurement(m);
         rows.push_back(
             measurement_row(*impl_, r.run, id_value(workload_id(*canonical)), id_value(mid), m));
+        note_fact(*impl_, rows.back());  // a duplicate's fact is recomputed unchanged
         if (rows.size() == kGroup) flush();
       }
       flush();
@@ -399,87 +408,139 @@ std::vector<Fact> Store::top_k(const std::string& workload_hash, const std::stri
   return top_k(workload_hash, std::vector<std::string>{machine}, k);
 }
 
-std::vector<Fact> Store::top_k(const std::string& workload_hash,
-                               const std::vector<std::string>& machines, std::size_t k) {
-  std::string key;
-  struct Group {
-    Fact fact;
-    std::vector<double> medians, costs, flops;  // cost: seconds per FLOP, or seconds
-    double best_cost = 0;
-    std::set<std::string> bindings;
-    std::string origin;
+namespace {
+
+// Highest rate first (for a concrete workload: fastest median); facts without a known work
+// (none are recorded so any more) after those with one. Ties broken by strategy, parameters and
+// machine, so answers are deterministic.
+struct Ranked {
+  Fact fact;
+  bool rated;
+  double cost;
+};
+
+void rank(std::vector<Ranked>& ranked, std::size_t k) {
+  auto rate_order = [](const Ranked& a, const Ranked& b) {
+    if (a.rated != b.rated) return a.rated;
+    return a.cost < b.cost;
   };
-  std::map<std::pair<std::int64_t, std::size_t>, Group> groups;  // (transform, machine index)
+  std::sort(ranked.begin(), ranked.end(), rate_order);
+  // Only facts of equal rate need the tie-break, which compares the parameters' texts.
+  for (auto first = ranked.begin(); first != ranked.end();) {
+    const auto last = std::upper_bound(first, ranked.end(), *first, rate_order);
+    if (last - first > 1) {
+      std::vector<std::pair<std::string, Ranked*>> texts;
+      for (auto it = first; it != last; ++it)
+        texts.emplace_back(it->fact.transform.params_text(), &*it);
+      std::sort(texts.begin(), texts.end(), [](const auto& a, const auto& b) {
+        const Fact &fa = a.second->fact, &fb = b.second->fact;
+        if (fa.transform.name != fb.transform.name) return fa.transform.name < fb.transform.name;
+        if (a.first != b.first) return a.first < b.first;
+        return fa.machine < fb.machine;
+      });
+      std::vector<Ranked> sorted;
+      for (auto& [text, r] : texts) sorted.push_back(std::move(*r));
+      std::move(sorted.begin(), sorted.end(), first);
+    }
+    if (k && static_cast<std::size_t>(last - ranked.begin()) >= k) break;
+    first = last;
+  }
+  if (k && ranked.size() > k) ranked.resize(k);
+}
+
+std::vector<Fact> facts_of(std::vector<Ranked>& ranked, std::size_t k) {
+  rank(ranked, k);
+  std::vector<Fact> facts;
+  facts.reserve(ranked.size());
+  for (auto& r : ranked) facts.push_back(std::move(r.fact));
+  return facts;
+}
+
+}  // namespace
+
+std::vector<Fact> Store::top_k(const std::string& workload_hash,
+                               const std::vector<std::string>& machines, std::size_t k,
+                               const std::string& workload_key) {
+  std::vector<Ranked> ranked;
+  std::string key = workload_key;
+  for (const auto& machine : machines) {
+    const auto mid = find_machine(machine);
+    if (!mid) continue;
+      // One statement (one round trip to a server): the workload's facts in rank order, read
+      // until the k-th and those of its rate (the tie-break is not in the order). Given the key,
+      // the workload is found in the index of hashes alone.
+#define EINSUMDB_FACT_COLUMNS                                                                   \
+  "f.transform_id, f.unrated, f.cost, f.median_s, f.min_s, f.flops, f.gflops, f.measurements, " \
+  "f.repetitions, f.bindings, f.origin"
+    auto s = key.empty()
+                 ? impl_->stmt("SELECT " EINSUMDB_FACT_COLUMNS
+                               ", w.key FROM workloads w JOIN facts f ON f.workload_id = w.id "
+                               "WHERE w.hash = ? AND f.machine_id = ? ORDER BY f.unrated, f.cost")
+                 : impl_->stmt("SELECT " EINSUMDB_FACT_COLUMNS
+                               " FROM facts f WHERE f.workload_id = (SELECT id FROM workloads "
+                               "WHERE hash = ?) AND f.machine_id = ? ORDER BY f.unrated, f.cost");
+#undef EINSUMDB_FACT_COLUMNS
+    s.bind(1, workload_hash).bind(2, id_value(*mid));
+    std::size_t taken = 0;
+    bool last_rated = false;
+    double last_cost = 0;
+    while (s.step()) {
+      const bool rated = s.column_int(1) == 0;
+      const double cost = s.column_double(2);
+      if (k && taken >= k && (rated != last_rated || cost != last_cost)) break;
+      FactRow row;
+      row.median_s = s.column_double(3);
+      row.min_s = s.column_double(4);
+      row.flops = s.column_optional_double(5);
+      row.gflops = s.column_optional_double(6);
+      row.measurements = s.column_int(7);
+      row.repetitions = s.column_int(8);
+      if (!s.is_null(9)) row.bindings = s.column_text(9);
+      if (!s.is_null(10)) row.origin = s.column_text(10);
+      if (key.empty()) key = s.column_text(11);
+      Fact f = fact_from_row(row);
+      f.transform = impl_->transform(s.column_int(0));
+      f.workload_hash = workload_hash;
+      f.workload_key = key;
+      f.machine = machine;
+      ranked.push_back({std::move(f), rated, cost});
+      ++taken;
+      last_rated = rated;
+      last_cost = cost;
+    }
+  }
+  return facts_of(ranked, k);
+}
+
+std::vector<Fact> Store::top_k_measured(const std::string& workload_hash,
+                                        const std::vector<std::string>& machines, std::size_t k) {
+  std::string key;
+  std::map<std::pair<std::int64_t, std::size_t>, FactSummariser> groups;  // (transform, machine)
   for (std::size_t mi = 0; mi < machines.size(); ++mi) {
     const auto mid = find_machine(machines[mi]);
     if (!mid) continue;
-    // One statement (one round trip to a server): the workload's verified measurements.
     auto s = impl_->stmt(
         "SELECT m.transform_id, m.median_s, m.min_s, m.repetitions, m.flops, m.binding, m.origin, "
         "w.key FROM workloads w JOIN measurements m ON m.workload_id = w.id WHERE w.hash = ? AND "
-        "m.machine_id = ? AND m.status = 'ok' AND m.max_rel_err IS NOT NULL");
+        "m.machine_id = ? AND m.status = 'ok' AND m.max_rel_err IS NOT NULL ORDER BY "
+        "m.transform_id, m.digest");
     s.bind(1, workload_hash).bind(2, id_value(*mid));
     while (s.step()) {
       if (key.empty()) key = s.column_text(7);
-      auto& g = groups[{s.column_int(0), mi}];
-      const double median_s = s.column_double(1), min_s = s.column_double(2);
-      const auto flops = s.column_optional_double(4);
-      const bool rated = flops && *flops > 0;
-      const double cost = rated ? median_s / *flops : median_s;
-      if (g.medians.empty() || min_s < g.fact.min_s) g.fact.min_s = min_s;
-      if (g.medians.empty() || cost < g.best_cost) {
-        g.best_cost = cost;
-        g.origin = s.is_null(6) ? std::string() : s.column_text(6);
-      }
-      g.medians.push_back(median_s);
-      g.costs.push_back(cost);
-      if (rated) g.flops.push_back(*flops);
-      if (!s.is_null(5)) g.bindings.insert(s.column_text(5));
-      g.fact.repetitions += static_cast<int>(s.column_int(3));
+      groups[{s.column_int(0), mi}].add(s, 1);
     }
   }
-  struct Ranked {
-    Fact fact;
-    bool rated;
-    double cost;
-  };
   std::vector<Ranked> ranked;
-  for (auto& [id, g] : groups) {
-    Fact& f = g.fact;
+  for (const auto& [id, g] : groups) {
+    const FactRow row = g.finish();
+    Fact f = fact_from_row(row);
     f.transform = impl_->transform(id.first);
     f.workload_hash = workload_hash;
     f.workload_key = key;
     f.machine = machines[id.second];
-    f.measurements = static_cast<int>(g.medians.size());
-    f.median_s = median(g.medians);
-    const bool rated = g.flops.size() == g.medians.size();
-    const double cost = median(g.costs);
-    if (rated) {
-      f.flops = median(g.flops);
-      if (cost > 0) f.gflops = 1e-9 / cost;
-    }
-    for (const auto& b : g.bindings) f.bindings.push_back(json::parse(b).get<Binding>());
-    if (!g.origin.empty()) f.origin = json::parse(g.origin);
-    ranked.push_back({std::move(f), rated, cost});
+    ranked.push_back({std::move(f), row.rated, row.cost});
   }
-  // Highest rate first (for a concrete workload: fastest median); measurements without a known
-  // work (none are recorded so any more) after those with one. Ties broken by strategy,
-  // parameters and machine, so answers are deterministic.
-  std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
-    if (a.rated != b.rated) return a.rated;
-    if (a.cost != b.cost) return a.cost < b.cost;
-    if (a.fact.transform.name != b.fact.transform.name)
-      return a.fact.transform.name < b.fact.transform.name;
-    if (a.fact.transform.params_text() != b.fact.transform.params_text())
-      return a.fact.transform.params_text() < b.fact.transform.params_text();
-    return a.fact.machine < b.fact.machine;
-  });
-  std::vector<Fact> facts;
-  for (auto& r : ranked) {
-    if (k && facts.size() == k) break;
-    facts.push_back(std::move(r.fact));
-  }
-  return facts;
+  return facts_of(ranked, k);
 }
 
 std::vector<Store::SymbolicWorkload> Store::symbolic_workloads(

@@ -98,7 +98,7 @@ std::vector<Answer> top_k_for(Store& store, const Canonical& query,
                               bool nearest) {
   std::vector<Answer> answers;
   const NameMap to_user = to_input_names(query.sigma);
-  for (Fact& f : store.top_k(query.hash, machines, k))
+  for (Fact& f : store.top_k(query.hash, machines, k, query.key))
     answers.push_back(answer_for(std::move(f), to_user, query));
   if (!answers.empty()) return answers;
 
@@ -155,6 +155,20 @@ std::optional<Answer> best_for(Store& store, const Canonical& query, const std::
   auto answers = top_k_for(store, query, machine, 1, nearest);
   if (answers.empty()) return std::nullopt;
   return std::move(answers.front());
+}
+
+std::vector<std::optional<Answer>> best_many(Store& store, const std::vector<Canonical>& queries,
+                                             const std::string& machine, bool nearest) {
+  return store.reading([&] {
+    std::vector<std::optional<Answer>> answers;
+    answers.reserve(queries.size());
+    const std::vector<std::string> machines{machine};
+    for (const Canonical& q : queries) {
+      auto top = top_k_for(store, q, machines, 1, nearest);
+      answers.push_back(top.empty() ? std::nullopt : std::optional(std::move(top.front())));
+    }
+    return answers;
+  });
 }
 
 Measurement to_canonical(const Canonical& c, Measurement m) {

@@ -47,6 +47,10 @@ std::vector<Answer> top_k_for(Store& store, const Canonical& query, const std::s
                               std::size_t k, bool nearest = true);
 std::optional<Answer> best_for(Store& store, const Canonical& query, const std::string& machine,
                                bool nearest = true);
+// best_for() of every query, in one read transaction (one snapshot of the store): the answers a
+// framework asks for many shapes at once, in the order of `queries`.
+std::vector<std::optional<Answer>> best_many(Store& store, const std::vector<Canonical>& queries,
+                                             const std::string& machine, bool nearest = true);
 
 // How a symbolic workload (a canonical form with symbols) becomes the concrete `query`: the
 // binding of its symbols, and its canonical names -> the query's input names. nullopt when no

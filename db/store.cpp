@@ -162,12 +162,39 @@ CREATE UNIQUE INDEX measurements_by_workload ON measurements(
 )sql");
 }
 
+// Version 4: facts, one row per transform of a workload on a machine with the summary of its
+// verified measurements (facts.cpp keeps them), so that a retrieval reads a workload's few facts,
+// stored side by side, and ranks them in SQL instead of aggregating its measurements. Ordered by
+// their key alone: an index in rank order would be a second B-tree to write per measurement, and
+// a workload has a handful of facts to sort. Built from the measurements already stored.
+constexpr const char* kSchemaV4 = R"sql(
+CREATE TABLE facts(
+  workload_id INTEGER NOT NULL REFERENCES workloads(id),
+  machine_id INTEGER NOT NULL REFERENCES machines(id),
+  unrated INTEGER NOT NULL,
+  cost REAL NOT NULL,
+  transform_id INTEGER NOT NULL REFERENCES transforms(id),
+  median_s REAL NOT NULL,
+  min_s REAL NOT NULL,
+  flops REAL,
+  gflops REAL,
+  measurements INTEGER NOT NULL,
+  repetitions INTEGER NOT NULL,
+  bindings TEXT,
+  origin TEXT,
+  PRIMARY KEY(workload_id, machine_id, transform_id)) WITHOUT ROWID;
+)sql";
+
 // Migrations: kMigrations[v] brings a database from version v to v + 1.
 using Migration = void (*)(sql::Connection&);
 constexpr Migration kMigrations[] = {
     [](sql::Connection& c) { c.exec(kSchemaV1); },
     [](sql::Connection& c) { c.exec(kSchemaV2); },
     migrate_to_v3,
+    [](sql::Connection& c) {
+      c.exec(kSchemaV4);
+      store_detail::build_facts(c);
+    },
 };
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 
@@ -255,6 +282,25 @@ CREATE TABLE rooflines(
   bandwidth_gbs DOUBLE PRECISION NOT NULL,
   measured_at TEXT NOT NULL,
   UNIQUE(machine_id, dtype));
+)sql";
+
+// Version 4 on a server (see kSchemaV4); a version 3 server store is migrated to it.
+constexpr const char* kPostgresV4 = R"sql(
+CREATE TABLE facts(
+  workload_id BIGINT NOT NULL,
+  machine_id BIGINT NOT NULL,
+  unrated BIGINT NOT NULL,
+  cost DOUBLE PRECISION NOT NULL,
+  transform_id BIGINT NOT NULL,
+  median_s DOUBLE PRECISION NOT NULL,
+  min_s DOUBLE PRECISION NOT NULL,
+  flops DOUBLE PRECISION,
+  gflops DOUBLE PRECISION,
+  measurements BIGINT NOT NULL,
+  repetitions BIGINT NOT NULL,
+  bindings TEXT,
+  origin TEXT,
+  PRIMARY KEY(workload_id, machine_id, transform_id));
 )sql";
 
 constexpr std::array<std::string_view, 4> kStatusNames{"ok", "invalid", "failed", "timeout"};
@@ -390,14 +436,24 @@ sql::Connection open_postgres(const std::string& uri, const Store::Options& opti
                             ", newer than this einsumdb supports (" +
                             std::to_string(Store::kSchemaVersion) +
                             "); upgrade einsumdb to use it");
-      if (v < Store::kSchemaVersion)
+      if (v == 3 && options.read_only)
+        throw DatabaseError("PostgreSQL database '" + name +
+                            "' has schema version 3 and needs a migration; open it for writing "
+                            "once");
+      if (v == 3) {
+        conn.exec(kPostgresV4);
+        store_detail::build_facts(conn);
+        conn.exec("UPDATE einsumdb_meta SET value = '4' WHERE key = 'schema_version'");
+      } else if (v < Store::kSchemaVersion) {
         throw DatabaseError("PostgreSQL database '" + name + "' has schema version " + *version +
                             ", which no einsumdb wrote on a server");
+      }
     } else if (options.read_only) {
       throw sql::NoStoreError("PostgreSQL database '" + name +
                               "' is empty: no einsumdb store there yet");
     } else {
       conn.exec(kPostgresSchema);
+      conn.exec(kPostgresV4);
       conn.exec(("INSERT INTO einsumdb_meta VALUES ('application_id', '" +
                  std::to_string(Store::kApplicationId) + "'), ('schema_version', '" +
                  std::to_string(Store::kSchemaVersion) + "')")
@@ -506,9 +562,25 @@ Store::Transaction::~Transaction() {
 }
 
 void Store::Transaction::commit() {
+  store_detail::refresh_facts(*store_.impl_);
   tx_->commit();
   --store_.impl_->transaction_depth;
   done_ = true;
+}
+
+Store::ReadTransaction::ReadTransaction(Store& store) : store_(store) {
+  if (store_.impl_->transaction_depth > 0 || store_.impl_->reading) return;
+  auto& c = store_.impl_->conn;
+  c.exec(c.dialect() == sql::Dialect::postgres ? "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+                                               : "BEGIN");
+  store_.impl_->reading = open_ = true;
+}
+
+Store::ReadTransaction::~ReadTransaction() {
+  if (!open_) return;
+  store_.impl_->reading = false;
+  // Nothing was written: ending it either way is the same, and rollback cannot throw.
+  store_.impl_->conn.rollback();
 }
 
 MachineId Store::machine_id(const Machine& m) {
@@ -689,6 +761,7 @@ ojson Store::check() {
                            " name a missing " + parent + " row (" + column + ")");
     }
   }
+  for (auto& p : store_detail::check_facts(c)) problems.push_back(std::move(p));
   std::int64_t workloads = 0;
   {
     sql::Statement s(c, "SELECT hash, key, spec FROM workloads");

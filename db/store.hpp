@@ -122,6 +122,8 @@ struct Fact {
   int repetitions = 0;            // timed repetitions behind them
   std::vector<Binding> bindings;  // the distinct bindings timed (canonical symbols); none: concrete
   nlohmann::json origin;          // the origin of its fastest measurement (null: measured here)
+
+  bool operator==(const Fact&) const = default;
 };
 
 // "N0=100000,N1=8" (empty for an empty binding).
@@ -167,7 +169,7 @@ class Store {
   Store& operator=(Store&&) noexcept;
   ~Store();
 
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
   static constexpr std::int64_t kApplicationId = 0x45534442;  // "ESDB", PRAGMA application_id
   int schema_version();
   const std::string& path() const;
@@ -207,6 +209,18 @@ class Store {
     std::unique_ptr<sql::Transaction> tx_;  // rolls back unless committed
     bool done_ = false;
   };
+  // A read transaction (see reading()); inside a write transaction it does nothing.
+  class ReadTransaction {
+   public:
+    explicit ReadTransaction(Store& store);
+    ReadTransaction(const ReadTransaction&) = delete;
+    ReadTransaction& operator=(const ReadTransaction&) = delete;
+    ~ReadTransaction();
+
+   private:
+    Store& store_;
+    bool open_ = false;
+  };
 
   // --- reading
   std::optional<MachineId> find_machine(const std::string& fingerprint);
@@ -225,9 +239,22 @@ class Store {
   // rate (see Fact). With several machines, a transform measured on two is two facts.
   std::vector<Fact> top_k(const std::string& workload_hash, const std::string& machine,
                           std::size_t k);
+  // `workload_key`, when the caller knows it (the key of workload_hash), saves reading it.
   std::vector<Fact> top_k(const std::string& workload_hash,
-                          const std::vector<std::string>& machines, std::size_t k);
+                          const std::vector<std::string>& machines, std::size_t k,
+                          const std::string& workload_key = {});
   std::optional<Fact> best(const std::string& workload_hash, const std::string& machine);
+  // top_k() computed from the measurements themselves instead of the facts the store keeps
+  // for them: the same answer, slower (check() and the tests compare the two).
+  std::vector<Fact> top_k_measured(const std::string& workload_hash,
+                                   const std::vector<std::string>& machines, std::size_t k);
+  // Runs `f` in one read transaction: every query in it sees one snapshot of the store, and
+  // SQLite takes its read lock once instead of once per statement.
+  template <class F>
+  auto reading(F&& f) {
+    ReadTransaction tx(*this);
+    return f();
+  }
   // The symbolic workloads of a structure (an axis of symbolic length) with a verified
   // measurement on one of the machines: candidates for generalising a concrete workload.
   struct SymbolicWorkload {
@@ -269,7 +296,8 @@ class Store {
   // SpecError naming the line on bad input, in which case nothing is imported.
   ImportResult import_jsonl(std::istream& in, const std::string& source_name);
 
-  // integrity_check, foreign keys, schema, and every workload's key against its hash and spec.
+  // integrity_check, foreign keys, schema, every fact against its measurements, and every
+  // workload's key against its hash and spec.
   nlohmann::ordered_json check();
 
   // --- partitionings (written by the planner and the distributed executor)

@@ -9,9 +9,11 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "einsumdb/canon/parse.hpp"
 #include "einsumdb/db/sql.hpp"
@@ -22,11 +24,62 @@
 #endif
 
 namespace einsumdb {
+namespace store_detail {
+
+// A fact's group: (workload id, machine id, transform id).
+using FactKey = std::array<std::int64_t, 3>;
+// A row of the facts table (see facts.cpp): the summary of a group's verified measurements.
+struct FactRow {
+  bool rated = false;  // every measurement knows its work
+  double cost = 0;     // median seconds per FLOP when rated, else median seconds
+  double median_s = 0, min_s = 0;
+  std::optional<double> flops, gflops;
+  std::int64_t measurements = 0, repetitions = 0;
+  std::string bindings;  // JSON array of the distinct bindings, in text order; empty: none
+  std::string origin;    // JSON of the origin of the cheapest measurement; empty: measured here
+};
+// Accumulates a group's verified measurements (in digest order) into its FactRow.
+class FactSummariser {
+ public:
+  void add(double median_s, double min_s, std::int64_t repetitions, std::optional<double> flops,
+           const std::string* binding, const std::string* origin);
+  // Columns col ... col + 5: median_s, min_s, repetitions, flops, binding, origin.
+  template <class S>
+  void add(const S& s, int col) {
+    const bool has_binding = !s.is_null(col + 4), has_origin = !s.is_null(col + 5);
+    const std::string binding = has_binding ? s.column_text(col + 4) : std::string();
+    const std::string origin = has_origin ? s.column_text(col + 5) : std::string();
+    add(s.column_double(col), s.column_double(col + 1), s.column_int(col + 2),
+        s.column_optional_double(col + 3), has_binding ? &binding : nullptr,
+        has_origin ? &origin : nullptr);
+  }
+  FactRow finish() const;
+
+ private:
+  std::vector<double> medians_, costs_, flops_;
+  double min_s_ = 0, best_cost_ = 0;
+  std::int64_t repetitions_ = 0;
+  std::set<std::string> bindings_;
+  std::string origin_;
+};
+// Recomputes the facts of impl.pending_facts from their measurements (and clears it).
+void refresh_facts(Store::Impl& impl);
+// Recomputes the whole facts table (migrations).
+void build_facts(sql::Connection& conn);
+// What in the facts table differs from its measurements (check()).
+std::vector<std::string> check_facts(sql::Connection& conn);
+// A fact's numbers as a Fact (transform, workload and machine left to the caller).
+Fact fact_from_row(const FactRow& row);
+// Groups are refreshed in chunks of 1, 2, 4, ... 2^(kFactChunks - 1).
+inline constexpr std::size_t kFactChunks = 7;
+
+}  // namespace store_detail
 
 struct Store::Impl {
   sql::Connection conn;
   bool read_only;
   int transaction_depth = 0;
+  bool reading = false;  // a ReadTransaction is open (a write in it fails to begin)
   // Ids cached for speed; cleared whenever a transaction rolls back.
   std::map<std::string, std::int64_t> machine_ids;
   std::map<std::int64_t, std::string> machine_fingerprints;
@@ -47,6 +100,10 @@ struct Store::Impl {
   std::unordered_map<const char*, std::unique_ptr<sql::Statement>> statements;
   // A server's multi-row measurement inserts (record_run): a full group, and the last one.
   std::unique_ptr<sql::Statement> multi_insert, partial_insert;
+  // Groups whose facts the open transaction changed, refreshed before it commits, and the
+  // statements that refresh them (one per chunk size).
+  std::set<store_detail::FactKey> pending_facts;
+  std::array<std::unique_ptr<sql::Statement>, store_detail::kFactChunks> fact_reads, fact_writes;
 
   Impl(sql::Connection c, bool ro) : conn(std::move(c)), read_only(ro) {}
 
@@ -65,6 +122,7 @@ struct Store::Impl {
     transform_ids.clear();
     transforms_by_id.clear();
     known_runs.clear();
+    pending_facts.clear();
   }
 
   const WorkloadInfo& workload(std::int64_t id) {
@@ -135,6 +193,7 @@ struct Store::Impl {
     ++transaction_depth;
     try {
       auto result = f();
+      store_detail::refresh_facts(*this);
       --transaction_depth;
       tx.commit();
       return result;

@@ -522,6 +522,41 @@ class PyStore {
     return out.dump();
   }
 
+  // The best answer of each spec (null where none), canonicalized together and read in one
+  // transaction of one open store.
+  std::string best_many(const std::vector<std::string>& spec_jsons, bool exact,
+                        const std::string& machine) {
+    std::vector<BatchedEinsum> specs;
+    specs.reserve(spec_jsons.size());
+    for (std::size_t i = 0; i < spec_jsons.size(); ++i) {
+      try {
+        specs.push_back(parse_spec_text(spec_jsons[i]));
+      } catch (const SpecError& e) {
+        throw SpecError("spec " + std::to_string(i) + ": " + e.what());
+      }
+    }
+    py::gil_scoped_release release;
+    ojson out = ojson::array();
+    auto store = open_store_for_reading(path_);
+    if (!store) {
+      for (std::size_t i = 0; i < specs.size(); ++i) out.push_back(nullptr);
+      return out.dump();
+    }
+    std::vector<Canonical> queries;
+    queries.reserve(specs.size());
+    for (const auto& e : specs) queries.push_back(canonicalize(e));
+    const std::vector<std::string> machines = machine.empty()
+                                                  ? std::vector{this_machine().fingerprint()}
+                                                  : store->machines_matching(machine);
+    store->reading([&] {
+      for (const auto& q : queries) {
+        const auto answers = top_k_for(*store, q, machines, 1, !exact);
+        out.push_back(answers.empty() ? ojson(nullptr) : to_json(answers.front()));
+      }
+    });
+    return out.dump();
+  }
+
   std::string show(const std::string& spec_or_hash) {
     std::string hash = spec_or_hash;
     const bool hex = is_hash_prefix(hash);
@@ -775,6 +810,7 @@ PYBIND11_MODULE(_einsumdb, m) {
       .def(py::init<const std::string&>(), py::arg("path"))
       .def_property_readonly("path", &PyStore::path)
       .def("top_k", &PyStore::top_k)
+      .def("best_many", &PyStore::best_many)
       .def("show", &PyStore::show)
       .def("list", &PyStore::list)
       .def("stats", &PyStore::stats)

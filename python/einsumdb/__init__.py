@@ -221,6 +221,13 @@ class Store:
         answers = self.top_k(spec, 1, exact, machine, shapes, batch, dtype)
         return answers[0] if answers else None
 
+    def best_many(self, specs, exact=False, machine=None):
+        """``best`` of many specs at once (spec JSON, dicts or text), in their order: ``None``
+        where nothing is known. One open store and one read transaction for them all: what a
+        framework asking for many shapes at once should call."""
+        texts = [_spec(s) for s in specs]
+        return _json.loads(self._s.best_many(texts, bool(exact), machine or ""))
+
     def show(self, spec_or_hash, shapes=None, batch=None, dtype=None):
         """Every measurement of one workload (spec, hash, or the hash's 12-digit prefix), all
         machines."""

@@ -121,6 +121,17 @@ def test_a_transform_tuned_from_the_cli_is_used_under_other_names(db, cli):
     best = einsumdb.Store(db).best("rq,pr->pq", shapes={"X": (40, 56), "Y": (48, 40)})
     assert best["transform"] == winner["strategy"]
     assert not best["approximate"]
+    # Many shapes at once: the answers one by one, None where nothing is known.
+    store = einsumdb.Store(db)
+    specs = [{"einsum": "rq,pr->pq", "batch": [["X", "Y"]],
+              "shapes": {"X": [40, 56], "Y": [48, 40]}}, spec,
+             json.dumps({"einsum": "ab,bc->ac", "batch": [["P", "Q"]],
+                         "shapes": {"P": [3, 5], "Q": [5, 2]}, "dtype": "float32"})]
+    many = store.best_many(specs, exact=True)
+    assert many[0] == best and many[1] == store.best(spec)
+    assert many[2] is None
+    with pytest.raises(einsumdb.SpecError, match="spec 1"):
+        store.best_many([spec, {"einsum": "ij->"}])
 
 
 def test_a_chosen_transform_with_cli_style_params(db):

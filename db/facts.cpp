@@ -1,0 +1,262 @@
+// Facts: one row per transform of a workload on a machine, summarising its verified
+// measurements (see Fact), kept by the store as measurements arrive so that a retrieval reads a
+// workload's few facts in rank order instead of aggregating its measurements.
+//
+// A fact is recomputed from all of its group's measurements, never updated incrementally: the
+// median of medians needs them all, and recomputing makes a fact exactly what aggregating the
+// measurements at query time gives (top_k_measured, which check() and the tests compare with).
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/db/store_impl.hpp"
+
+namespace einsumdb::store_detail {
+namespace {
+
+using json = nlohmann::json;
+
+// The columns a fact is computed from, after the group's ids; verified measurements only, in
+// digest order (the index's), so that ties for the origin resolve alike everywhere.
+constexpr const char* kGroupColumns =
+    "m.median_s, m.min_s, m.repetitions, m.flops, m.binding, m.origin";
+constexpr const char* kVerified = "m.status = 'ok' AND m.max_rel_err IS NOT NULL";
+
+constexpr const char* kFactColumns =
+    "workload_id, machine_id, transform_id, unrated, cost, median_s, min_s, flops, gflops, "
+    "measurements, repetitions, bindings, origin";
+constexpr int kFactParameters = 13;
+
+// "SELECT ... FROM (VALUES (w, m, t), ...) JOIN measurements": the rows of `groups` groups.
+std::string group_rows_sql(std::size_t groups) {
+  std::string text = "WITH g(w, mc, t) AS (VALUES ";
+  for (std::size_t i = 0; i < groups; ++i)
+    text +=
+        std::string(i ? ", " : "") + "(CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT))";
+  return text + ") SELECT g.w, g.mc, g.t, " + kGroupColumns +
+         " FROM g JOIN measurements m ON m.workload_id = g.w AND m.machine_id = g.mc AND "
+         "m.transform_id = g.t WHERE " +
+         kVerified + " ORDER BY g.w, g.mc, g.t, m.digest";
+}
+
+std::string upsert_sql(std::size_t facts) {
+  std::string row = "(";
+  for (int k = 0; k < kFactParameters; ++k) row += k ? ", ?" : "?";
+  row += ")";
+  std::string text = std::string("INSERT INTO facts(") + kFactColumns + ") VALUES";
+  for (std::size_t i = 0; i < facts; ++i) text += (i ? ", " : " ") + row;
+  return text +
+         " ON CONFLICT(workload_id, machine_id, transform_id) DO UPDATE SET unrated = "
+         "excluded.unrated, cost = excluded.cost, median_s = excluded.median_s, min_s = "
+         "excluded.min_s, flops = excluded.flops, gflops = excluded.gflops, measurements = "
+         "excluded.measurements, repetitions = excluded.repetitions, bindings = "
+         "excluded.bindings, origin = excluded.origin";
+}
+
+template <class S>
+void bind_fact(S& s, int base, const FactKey& key, const FactRow& f) {
+  s.bind(base + 1, key[0]).bind(base + 2, key[1]).bind(base + 3, key[2]);
+  s.bind(base + 4, static_cast<std::int64_t>(!f.rated)).bind(base + 5, f.cost);
+  s.bind(base + 6, f.median_s).bind(base + 7, f.min_s).bind(base + 8, f.flops);
+  s.bind(base + 9, f.gflops).bind(base + 10, static_cast<std::int64_t>(f.measurements));
+  s.bind(base + 11, static_cast<std::int64_t>(f.repetitions));
+  if (f.bindings.empty())
+    s.bind_null(base + 12);
+  else
+    s.bind(base + 12, f.bindings);
+  if (f.origin.empty())
+    s.bind_null(base + 13);
+  else
+    s.bind(base + 13, f.origin);
+}
+
+// Reads group rows (ids in columns 0-2, kGroupColumns after) into summaries.
+template <class S>
+void summarise_rows(S& s, std::map<FactKey, FactRow>& out) {
+  FactKey current{-1, -1, -1};
+  FactSummariser acc;
+  auto flush = [&] {
+    if (current[0] >= 0) out[current] = acc.finish();
+    acc = {};
+  };
+  while (s.step()) {
+    const FactKey key{s.column_int(0), s.column_int(1), s.column_int(2)};
+    if (key != current) flush(), current = key;
+    acc.add(s, 3);
+  }
+  flush();
+}
+
+}  // namespace
+
+void FactSummariser::add(double median_s, double min_s, std::int64_t repetitions,
+                         std::optional<double> flops, const std::string* binding,
+                         const std::string* origin) {
+  const bool rated = flops && *flops > 0;
+  const double cost = rated ? median_s / *flops : median_s;
+  if (medians_.empty() || min_s < min_s_) min_s_ = min_s;
+  if (medians_.empty() || cost < best_cost_) {
+    best_cost_ = cost;
+    origin_ = origin ? *origin : std::string();
+  }
+  medians_.push_back(median_s);
+  costs_.push_back(cost);
+  if (rated) flops_.push_back(*flops);
+  if (binding) bindings_.insert(*binding);
+  repetitions_ += repetitions;
+}
+
+FactRow FactSummariser::finish() const {
+  FactRow f;
+  f.measurements = static_cast<std::int64_t>(medians_.size());
+  f.repetitions = repetitions_;
+  f.median_s = median(medians_);
+  f.min_s = min_s_;
+  f.rated = !medians_.empty() && flops_.size() == medians_.size();
+  f.cost = median(costs_);
+  if (f.rated) {
+    f.flops = median(flops_);
+    if (f.cost > 0) f.gflops = 1e-9 / f.cost;
+  }
+  if (!bindings_.empty()) {
+    f.bindings = "[";
+    for (const auto& b : bindings_) f.bindings += (f.bindings.size() > 1 ? "," : "") + b;
+    f.bindings += "]";
+  }
+  f.origin = origin_;
+  return f;
+}
+
+Fact fact_from_row(const FactRow& row) {
+  Fact f;
+  f.median_s = row.median_s;
+  f.min_s = row.min_s;
+  f.flops = row.flops;
+  f.gflops = row.gflops;
+  f.measurements = static_cast<int>(row.measurements);
+  f.repetitions = static_cast<int>(row.repetitions);
+  if (!row.bindings.empty())
+    for (const auto& b : json::parse(row.bindings)) f.bindings.push_back(b.get<Binding>());
+  if (!row.origin.empty()) f.origin = json::parse(row.origin);
+  return f;
+}
+
+void refresh_facts(Store::Impl& impl) {
+  if (impl.pending_facts.empty()) return;
+  const std::vector<FactKey> keys(impl.pending_facts.begin(), impl.pending_facts.end());
+  impl.pending_facts.clear();
+  if (impl.conn.dialect() == sql::Dialect::sqlite) {
+    // In process, a group at a time: its rows straight from the index, nothing to sort.
+    for (const FactKey& key : keys) {
+      FactSummariser acc;
+      {
+        auto s = impl.stmt(
+            "SELECT m.median_s, m.min_s, m.repetitions, m.flops, m.binding, m.origin FROM "
+            "measurements m WHERE m.workload_id = ? AND m.machine_id = ? AND m.status = 'ok' AND "
+            "m.transform_id = ? AND m.max_rel_err IS NOT NULL ORDER BY m.digest");
+        s.bind(1, key[0]).bind(2, key[1]).bind(3, key[2]);
+        bool any = false;
+        while (s.step()) acc.add(s, 0), any = true;
+        if (!any) continue;
+      }
+      auto& write = impl.fact_writes[0];
+      if (!write) write = std::make_unique<sql::Statement>(impl.conn, upsert_sql(1));
+      sql::Use u(*write);
+      bind_fact(u, 0, key, acc.finish());
+      u.run();
+    }
+    return;
+  }
+  // A server answers each statement over the network: groups go in chunks of a power of two
+  // (one statement reads a chunk's measurements, one writes its facts), so that a connection
+  // prepares at most kFactChunks statements of each kind however many groups it refreshes.
+  for (std::size_t done = 0; done < keys.size();) {
+    std::size_t level = kFactChunks - 1;
+    while ((std::size_t{1} << level) > keys.size() - done) --level;
+    const std::size_t n = std::size_t{1} << level;
+    auto& read = impl.fact_reads[level];
+    if (!read) read = std::make_unique<sql::Statement>(impl.conn, group_rows_sql(n));
+    std::map<FactKey, FactRow> facts;
+    {
+      sql::Use s(*read);
+      for (std::size_t i = 0; i < n; ++i)
+        for (int c = 0; c < 3; ++c)
+          s.bind(static_cast<int>(3 * i) + c + 1, keys[done + i][static_cast<std::size_t>(c)]);
+      summarise_rows(s, facts);
+    }
+    // A group without a verified measurement has no fact (none is ever taken away, so this
+    // only guards against a caller naming a group that was not recorded).
+    std::vector<std::pair<FactKey, FactRow>> rows(facts.begin(), facts.end());
+    for (std::size_t k = 0; k < rows.size();) {
+      std::size_t w = kFactChunks - 1;
+      while ((std::size_t{1} << w) > rows.size() - k) --w;
+      const std::size_t m = std::size_t{1} << w;
+      auto& write = impl.fact_writes[w];
+      if (!write) write = std::make_unique<sql::Statement>(impl.conn, upsert_sql(m));
+      sql::Use u(*write);
+      for (std::size_t i = 0; i < m; ++i)
+        bind_fact(u, static_cast<int>(i) * kFactParameters, rows[k + i].first, rows[k + i].second);
+      u.run();
+      k += m;
+    }
+    done += n;
+  }
+}
+
+void build_facts(sql::Connection& conn) {
+  conn.exec("DELETE FROM facts");
+  std::map<FactKey, FactRow> facts;
+  {
+    sql::Statement s(conn, std::string("SELECT m.workload_id, m.machine_id, m.transform_id, ") +
+                               kGroupColumns + " FROM measurements m WHERE " + kVerified +
+                               " ORDER BY m.workload_id, m.machine_id, m.transform_id, m.digest");
+    summarise_rows(s, facts);
+  }
+  sql::Statement ins(conn, upsert_sql(1));
+  for (const auto& [key, row] : facts) {
+    ins.reset();
+    bind_fact(ins, 0, key, row);
+    ins.run();
+  }
+}
+
+std::vector<std::string> check_facts(sql::Connection& conn) {
+  std::map<FactKey, FactRow> expected;
+  {
+    sql::Statement s(conn, std::string("SELECT m.workload_id, m.machine_id, m.transform_id, ") +
+                               kGroupColumns + " FROM measurements m WHERE " + kVerified +
+                               " ORDER BY m.workload_id, m.machine_id, m.transform_id, m.digest");
+    summarise_rows(s, expected);
+  }
+  std::vector<std::string> problems;
+  auto name = [](const FactKey& k) {
+    return "fact (workload " + std::to_string(k[0]) + ", machine " + std::to_string(k[1]) +
+           ", transform " + std::to_string(k[2]) + ")";
+  };
+  sql::Statement s(conn, std::string("SELECT ") + kFactColumns + " FROM facts");
+  std::set<FactKey> seen;
+  while (s.step()) {
+    const FactKey key{s.column_int(0), s.column_int(1), s.column_int(2)};
+    seen.insert(key);
+    const auto it = expected.find(key);
+    if (it == expected.end()) {
+      problems.push_back(name(key) + " has no verified measurement");
+      continue;
+    }
+    const FactRow& e = it->second;
+    const bool same = s.column_int(3) == static_cast<std::int64_t>(!e.rated) &&
+                      s.column_double(4) == e.cost && s.column_double(5) == e.median_s &&
+                      s.column_double(6) == e.min_s && s.column_optional_double(7) == e.flops &&
+                      s.column_optional_double(8) == e.gflops &&
+                      s.column_int(9) == e.measurements && s.column_int(10) == e.repetitions &&
+                      (s.is_null(11) ? std::string() : s.column_text(11)) == e.bindings &&
+                      (s.is_null(12) ? std::string() : s.column_text(12)) == e.origin;
+    if (!same) problems.push_back(name(key) + " differs from its measurements");
+  }
+  for (const auto& [key, row] : expected)
+    if (!seen.count(key)) problems.push_back(name(key) + " is missing for its measurements");
+  return problems;
+}
+
+}  // namespace einsumdb::store_detail

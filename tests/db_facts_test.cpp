@@ -1,0 +1,125 @@
+// The facts the store keeps (one summary per transform of a workload on a machine) answer
+// exactly as aggregating the measurements at query time does: on a randomized store with ties,
+// symbolic workloads, several machines, failed and duplicate measurements, recorded in runs and
+// one by one; and best_many() answers as best_for() one query at a time.
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "einsumdb/canon/parse.hpp"
+#include "einsumdb/db/retrieve.hpp"
+#include "einsumdb/db/store.hpp"
+#include "einsumdb/tests/support/temp_dir.hpp"
+
+namespace einsumdb {
+namespace {
+
+using json = nlohmann::json;
+
+Machine machine(const std::string& cpu) {
+  Machine m;
+  m.cpu_model = cpu;
+  m.cores = 2;
+  m.isa = "avx2 fma";
+  m.blas = "OpenBLAS 0.3.21";
+  return m;
+}
+
+// A product of random lengths; every fourth workload symbolic in its first length.
+BatchedEinsum random_spec(std::mt19937_64& rng, std::size_t w) {
+  auto len = [&] { return Length::of(static_cast<std::int64_t>(2 + rng() % 6)); };
+  BatchedEinsum e;
+  e.inputs = {"ik", "kj"};
+  e.output = "ij";
+  const Length i = w % 4 == 3 ? Length::named("Ni") : len();
+  e.arrays["A"] = {{i, len()}, w % 2 ? Dtype::f32 : Dtype::f64};
+  e.arrays["B"] = {{e.arrays["A"].shape[1], len()}, e.arrays["A"].dtype};
+  e.batch = {{"A", "B"}};
+  return e;
+}
+
+class FactsTest : public ::testing::Test {
+ protected:
+  testing::TempDir dir_{"facts"};
+};
+
+TEST_F(FactsTest, FactsAnswerAsTheMeasurementsDo) {
+  std::mt19937_64 rng(7);
+  Store store = Store::open(dir_.path("facts.sqlite"));
+  const Machine ma = machine("CPU A"), mb = machine("CPU B");
+  std::vector<Canonical> workloads;
+  for (std::size_t w = 0; w < 120; ++w) workloads.push_back(canonicalize(random_spec(rng, w)));
+  // Few distinct times, so that transforms tie on their medians.
+  const double times[] = {1e-3, 2e-3, 3e-3};
+  auto measurement = [&](const Canonical& c) {
+    Measurement m;
+    m.transform = {"strategy" + std::to_string(rng() % 3),
+                   {{"tile", 8 << (rng() % 3)}, {"inner", {{"index", "i"}}}}};
+    for (std::size_t r = 0, n = 1 + rng() % 3; r < n; ++r) m.seconds.push_back(times[rng() % 3]);
+    const auto roll = rng() % 10;
+    m.status = roll == 0 ? Outcome::failed : roll == 1 ? Outcome::invalid : Outcome::ok;
+    if (m.status != Outcome::failed) m.max_rel_err = 1e-15;
+    if (m.status == Outcome::invalid) m.max_rel_err = 1.0;
+    if (!symbols(c.form).empty()) m.binding = {{"Ni", static_cast<std::int64_t>(2 + rng() % 3)}};
+    if (rng() % 5 == 0) m.origin = {{"source", "test"}, {"n", static_cast<int>(rng() % 4)}};
+    return to_canonical(c, std::move(m));
+  };
+  // Runs of measurements (some repeated: duplicates add nothing) ...
+  for (int run = 0; run < 6; ++run) {
+    std::vector<std::pair<const Canonical*, Measurement>> batch;
+    for (int i = 0; i < 150; ++i) {
+      const Canonical& c = workloads[rng() % workloads.size()];
+      batch.emplace_back(&c, measurement(c));
+      if (i % 10 == 0) batch.push_back(batch.back());
+    }
+    store.record_run({"run", "test", "", ""}, run % 2 ? mb : ma, batch);
+  }
+  // ... and measurements one at a time, outside any run's transaction.
+  const RunId single = store.begin_run({"single", "test", "", ""}, store.machine_id(ma));
+  for (int i = 0; i < 100; ++i) {
+    const Canonical& c = workloads[rng() % workloads.size()];
+    store.record(single, store.workload_id(c), store.machine_id(ma), measurement(c));
+  }
+  // A run of nothing new is rolled back whole, the facts it touched with it.
+  {
+    const Canonical& c = workloads[0];
+    const Measurement m = measurement(c);
+    store.record_run({"first", "test", "", ""}, ma, {{&c, m}});
+    EXPECT_EQ(store.record_run({"again", "test", "", ""}, ma, {{&c, m}}).inserted, 0u);
+  }
+
+  const auto check = store.check();
+  EXPECT_TRUE(check["ok"].get<bool>()) << check.dump(1);
+  const std::vector<std::vector<std::string>> machine_sets = {
+      {ma.fingerprint()}, {mb.fingerprint()}, {ma.fingerprint(), mb.fingerprint()}};
+  std::size_t answered = 0, tied = 0;
+  for (const auto& c : workloads) {
+    for (const auto& machines : machine_sets) {
+      for (std::size_t k : {0, 1, 2}) {
+        const auto kept = store.top_k(c.hash, machines, k);
+        const auto measured = store.top_k_measured(c.hash, machines, k);
+        ASSERT_EQ(kept, measured) << c.key << " k " << k << " on " << machines.size();
+        answered += !kept.empty();
+        if (k == 0)
+          for (std::size_t i = 1; i < kept.size(); ++i)
+            tied += kept[i].gflops == kept[i - 1].gflops;
+      }
+    }
+  }
+  EXPECT_GT(answered, 200u);
+  EXPECT_GT(tied, 10u);  // the tie-break was exercised
+
+  // best_many: one snapshot, the answers best_for gives one by one.
+  const auto many = best_many(store, workloads, ma.fingerprint());
+  ASSERT_EQ(many.size(), workloads.size());
+  for (std::size_t i = 0; i < workloads.size(); ++i) {
+    const auto one = best_for(store, workloads[i], ma.fingerprint());
+    ASSERT_EQ(many[i].has_value(), one.has_value()) << i;
+    if (one) {
+      EXPECT_EQ(to_json(*many[i]), to_json(*one)) << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace einsumdb
