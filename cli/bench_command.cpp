@@ -128,7 +128,7 @@ struct DbBenchArgs {
   std::size_t measurements = 1000000;
   std::size_t batch = 10000;
   std::size_t queries = 2000;
-  std::size_t nearest_queries = 20;
+  std::size_t nearest_queries = 200;
   bool keep = false;
   bool reuse = false;
 };
@@ -169,6 +169,17 @@ BatchedEinsum bench_spec(std::size_t w) {
       break;
   }
   e.batch = {{"A", "B"}};
+  return e;
+}
+
+// A matrix-vector product of n rows and l columns; n symbolic ("N") when not given.
+BatchedEinsum bench_symbolic_spec(std::int64_t l, std::optional<std::int64_t> n) {
+  BatchedEinsum e;
+  e.inputs = {"ij", "j"};
+  e.output = "i";
+  e.arrays["A"] = {{n ? Length::of(*n) : Length::named("N"), Length::of(l)}, Dtype::f64};
+  e.arrays["x"] = {{Length::of(l)}, Dtype::f64};
+  e.batch = {{"A", "x"}};
   return e;
 }
 
@@ -235,6 +246,25 @@ int run_db_bench(const DbBenchArgs& args) {
       std::cerr << "\rbench db: recorded " << std::min(args.measurements, start + args.batch) << "/"
                 << args.measurements << std::flush;
   }
+  // Symbolic workloads (Feinsum's kind of fact): a matrix-vector product of N rows for each of
+  // 30 column counts, measured at two lengths of N.
+  if (!args.reuse) {
+    std::vector<Canonical> symbolic;
+    for (std::int64_t l = 2; l < 32; ++l)
+      symbolic.push_back(canonicalize(bench_symbolic_spec(l, {})));
+    std::vector<std::pair<const Canonical*, Measurement>> run;
+    for (const auto& c : symbolic) {
+      for (std::int64_t n : {128, 1024}) {
+        Measurement m;
+        m.transform = {"strategy" + std::to_string(n % 3), nlohmann::json::object()};
+        m.seconds = {1e-9 * static_cast<double>(n * 100)};
+        m.max_rel_err = 1e-15;
+        m.binding = {{"N", n}};
+        run.emplace_back(&c, to_canonical(c, std::move(m)));
+      }
+    }
+    store.record_run({"bench symbolic", "einsumdb bench db", "", ""}, machine, run);
+  }
   // Baseline: one transaction per measurement, on a sample.
   const std::size_t single = args.reuse ? 0 : std::min<std::size_t>(2000, args.measurements);
   double single_seconds = 0;
@@ -279,6 +309,17 @@ int run_db_bench(const DbBenchArgs& args) {
     const auto a = best_for(store, canonicalize(e), fingerprint);
     nearest_us.push_back(seconds_since(t) * 1e6);
     nearest_found += a && a->match == Match::nearest;
+  }
+  // Concrete sizes of the symbolic workloads: answered by the one whose column count they have.
+  std::vector<double> symbolic_us;
+  std::size_t symbolic_found = 0;
+  for (std::size_t q = 0; q < args.nearest_queries; ++q) {
+    const BatchedEinsum e = bench_symbolic_spec(2 + static_cast<std::int64_t>(rng() % 30),
+                                                2 + static_cast<std::int64_t>(rng() % 5000));
+    const auto t = clock::now();
+    const auto a = best_for(store, canonicalize(e), fingerprint);
+    symbolic_us.push_back(seconds_since(t) * 1e6);
+    symbolic_found += a && a->match == Match::symbolic;
   }
   // best_many: a framework's batch of shapes, canonical forms known, one read transaction.
   std::vector<Canonical> batch;
@@ -335,13 +376,18 @@ int run_db_bench(const DbBenchArgs& args) {
   }
   out["facts_compared"] = compared;
   out["facts_equal_to_measurements"] = equal;
+  if (!symbolic_us.empty()) {
+    out["symbolic_found"] = symbolic_found;
+    out["symbolic_median_us"] = median(symbolic_us);
+    out["symbolic_p90_us"] = percentile(symbolic_us, 0.9);
+  }
   out["best_many_per_second"] = static_cast<double>(args.queries) / many_seconds;
   out["best_many_from_specs_per_second"] = static_cast<double>(args.queries) / many_spec_seconds;
   std::cout << out.dump(2) << '\n';
   if (!args.keep && args.db.empty())
     for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
-  const bool sound =
-      found == 4 * args.queries && nearest_found == args.nearest_queries && equal == compared;
+  const bool sound = found == 4 * args.queries && nearest_found == args.nearest_queries &&
+                     symbolic_found == args.nearest_queries && equal == compared;
   return sound ? kExitOk : kExitRuntime;
 }
 
@@ -380,7 +426,8 @@ Command add_bench_command(CLI::App& app) {
   db->add_option("--batch", db_args->batch, "Measurements per transaction (default 10000)");
   db->add_option("--queries", db_args->queries, "best() queries to time (default 2000)");
   db->add_option("--nearest-queries", db_args->nearest_queries,
-                 "Queries of unmeasured sizes, answered by the nearest size (default 20)");
+                 "Queries of unmeasured sizes, answered by the nearest size, and of sizes of "
+                 "symbolic workloads (default 200 of each)");
   db->add_flag("--keep", db_args->keep, "Keep the temporary database");
   db->add_flag("--reuse", db_args->reuse,
                "Time best() on the store --db already holds (one this benchmark filled with the "

@@ -1,11 +1,14 @@
 // Facts: one row per transform of a workload on a machine, summarising its verified
 // measurements (see Fact), kept by the store as measurements arrive so that a retrieval reads a
-// workload's few facts in rank order instead of aggregating its measurements.
+// workload's few facts in rank order instead of aggregating its measurements. And sizes: the
+// R*Tree in which nearest() finds the measured size nearest to a query's without reading every
+// workload of its structure.
 //
 // A fact is recomputed from all of its group's measurements, never updated incrementally: the
 // median of medians needs them all, and recomputing makes a fact exactly what aggregating the
 // measurements at query time gives (top_k_measured, which check() and the tests compare with).
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -52,6 +55,19 @@ std::string upsert_sql(std::size_t facts) {
          "excluded.min_s, flops = excluded.flops, gflops = excluded.gflops, measurements = "
          "excluded.measurements, repetitions = excluded.repetitions, bindings = "
          "excluded.bindings, origin = excluded.origin";
+}
+
+// Takes the lock of `facts` facts' rows (creating a placeholder where there is none yet): a
+// server runs writers side by side, and two that read one group's measurements at once would
+// each write a fact that misses the other's. The second waits here until the first commits, and
+// then reads both.
+std::string lock_sql(std::size_t facts) {
+  std::string text = std::string("INSERT INTO facts(") + kFactColumns + ") VALUES";
+  for (std::size_t i = 0; i < facts; ++i)
+    text += std::string(i ? ", " : " ") + "(?, ?, ?, 1, 0, 0, 0, NULL, NULL, 0, 0, NULL, NULL)";
+  return text +
+         " ON CONFLICT(workload_id, machine_id, transform_id) DO UPDATE SET measurements = "
+         "facts.measurements";
 }
 
 template <class S>
@@ -175,6 +191,15 @@ void refresh_facts(Store::Impl& impl) {
     std::size_t level = kFactChunks - 1;
     while ((std::size_t{1} << level) > keys.size() - done) --level;
     const std::size_t n = std::size_t{1} << level;
+    auto& lock = impl.fact_locks[level];
+    if (!lock) lock = std::make_unique<sql::Statement>(impl.conn, lock_sql(n));
+    {
+      sql::Use l(*lock);
+      for (std::size_t i = 0; i < n; ++i)
+        for (int c = 0; c < 3; ++c)
+          l.bind(static_cast<int>(3 * i) + c + 1, keys[done + i][static_cast<std::size_t>(c)]);
+      l.run();
+    }
     auto& read = impl.fact_reads[level];
     if (!read) read = std::make_unique<sql::Statement>(impl.conn, group_rows_sql(n));
     std::map<FactKey, FactRow> facts;
@@ -185,8 +210,8 @@ void refresh_facts(Store::Impl& impl) {
           s.bind(static_cast<int>(3 * i) + c + 1, keys[done + i][static_cast<std::size_t>(c)]);
       summarise_rows(s, facts);
     }
-    // A group without a verified measurement has no fact (none is ever taken away, so this
-    // only guards against a caller naming a group that was not recorded).
+    // Every group named has a verified measurement (note_fact), so every placeholder is
+    // overwritten here.
     std::vector<std::pair<FactKey, FactRow>> rows(facts.begin(), facts.end());
     for (std::size_t k = 0; k < rows.size();) {
       std::size_t w = kFactChunks - 1;
@@ -201,6 +226,41 @@ void refresh_facts(Store::Impl& impl) {
       k += m;
     }
     done += n;
+  }
+}
+
+const char* const kInsertSize = "INSERT INTO sizes VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+SizePoint size_point(const std::string& structure_hash, const std::vector<Length>& lengths) {
+  SizePoint p;
+  p.structure = static_cast<double>(std::stoul(structure_hash.substr(0, 6), nullptr, 16));
+  for (std::size_t k = 0; k < std::min(kSizeAxes - 1, lengths.size()); ++k)
+    p.x[k] = std::log(static_cast<double>(lengths[k].value));
+  // The last coordinate holds the axes from kSizeAxes - 1 on, as the sum of their logarithms
+  // over the square root of their number: by Cauchy-Schwarz two workloads differ there by at
+  // most the distance over those axes, so a box around the query still holds every workload
+  // within its radius, and a workload varying only in its last axes is not beyond pruning.
+  if (lengths.size() >= kSizeAxes) {
+    double sum = 0;
+    for (std::size_t k = kSizeAxes - 1; k < lengths.size(); ++k)
+      sum += std::log(static_cast<double>(lengths[k].value));
+    p.x[kSizeAxes - 1] = sum / std::sqrt(static_cast<double>(lengths.size() - (kSizeAxes - 1)));
+  }
+  return p;
+}
+
+void build_sizes(sql::Connection& conn) {
+  conn.exec("DELETE FROM sizes");
+  sql::Statement ins(conn, kInsertSize);
+  sql::Statement s(conn,
+                   "SELECT id, structure_hash, structure_lengths FROM workloads WHERE symbols = 0");
+  while (s.step()) {
+    std::vector<Length> lengths;
+    for (const auto& l : json::parse(s.column_text(2)))
+      lengths.push_back(Length::of(l.get<std::int64_t>()));
+    ins.reset();
+    bind_size(ins, s.column_int(0), size_point(s.column_text(1), lengths));
+    ins.run();
   }
 }
 

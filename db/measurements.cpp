@@ -576,33 +576,127 @@ std::optional<Store::Nearest> Store::nearest(const Canonical& query, const std::
 
 std::optional<Store::Nearest> Store::nearest(const Canonical& query,
                                              const std::vector<std::string>& machines) {
+  return nearest(query, machines, true);
+}
+
+std::optional<Store::Nearest> Store::nearest_scanned(const Canonical& query,
+                                                     const std::vector<std::string>& machines) {
+  return nearest(query, machines, false);
+}
+
+std::optional<Store::Nearest> Store::nearest(const Canonical& query,
+                                             const std::vector<std::string>& machines,
+                                             bool use_sizes) {
   std::optional<std::tuple<double, std::string, std::string>> found;  // distance, hash, map
+  // Offers a candidate (hash, structure lengths as JSON text, structure map): nearest first,
+  // then the smallest hash. Returns its distance (infinite for another number of axes).
+  auto offer = [&](const std::string& hash, const std::string& lengths_text,
+                   const std::string& map_text) {
+    const json lengths = json::parse(lengths_text);
+    if (lengths.size() != query.structure_lengths.size())
+      return std::numeric_limits<double>::infinity();
+    double d2 = 0;
+    for (std::size_t k = 0; k < lengths.size(); ++k) {
+      const Length& q = query.structure_lengths[k];
+      const bool symbolic = lengths[k].is_string();
+      if (symbolic != q.symbolic()) {
+        d2 += 1.0;  // a symbol against a number: a fixed penalty of one e-fold
+      } else if (!symbolic) {
+        const double r = std::log(static_cast<double>(q.value) / lengths[k].get<double>());
+        d2 += r * r;
+      }
+    }
+    const double d = std::sqrt(d2);
+    if (!found || d < std::get<0>(*found) ||
+        (d == std::get<0>(*found) && hash < std::get<1>(*found)))
+      found = std::make_tuple(d, hash, map_text);
+    return d;
+  };
+  const bool concrete = std::none_of(query.structure_lengths.begin(), query.structure_lengths.end(),
+                                     [](const Length& l) { return l.symbolic(); });
   for (const auto& machine : machines) {
-    auto s = impl_->stmt(
-        "SELECT w.hash, w.structure_lengths, w.structure_map FROM workloads w "
-        "WHERE w.structure_hash = ? AND w.hash <> ? AND EXISTS (SELECT 1 FROM measurements m "
-        "JOIN machines mc ON mc.id = m.machine_id WHERE m.workload_id = w.id AND "
-        "mc.fingerprint = ? AND m.status = 'ok')");
-    s.bind(1, query.structure_hash).bind(2, query.hash).bind(3, machine);
-    while (s.step()) {
-      const json lengths = json::parse(s.column_text(1));
-      if (lengths.size() != query.structure_lengths.size()) continue;
-      double d2 = 0;
-      for (std::size_t k = 0; k < lengths.size(); ++k) {
-        const Length& q = query.structure_lengths[k];
-        const bool symbolic = lengths[k].is_string();
-        if (symbolic != q.symbolic()) {
-          d2 += 1.0;  // a symbol against a number: a fixed penalty of one e-fold
-        } else if (!symbolic) {
-          const double r = std::log(static_cast<double>(q.value) / lengths[k].get<double>());
-          d2 += r * r;
+    const auto mid = find_machine(machine);
+    if (!mid) continue;
+    if (!use_sizes || !concrete || impl_->conn.dialect() != sql::Dialect::sqlite) {
+      // Every measured workload of the structure.
+      auto s = impl_->stmt(
+          "SELECT w.hash, w.structure_lengths, w.structure_map FROM workloads w WHERE "
+          "w.structure_hash = ? AND w.hash <> ? AND EXISTS (SELECT 1 FROM facts f WHERE "
+          "f.workload_id = w.id AND f.machine_id = ?)");
+      s.bind(1, query.structure_hash).bind(2, query.hash).bind(3, id_value(*mid));
+      while (s.step()) offer(s.column_text(0), s.column_text(1), s.column_text(2));
+      continue;
+    }
+    // The symbolic workloads of the structure (few; each an e-fold away per symbol) ...
+    {
+      auto s = impl_->stmt(
+          "SELECT w.hash, w.structure_lengths, w.structure_map FROM workloads w WHERE "
+          "w.structure_hash = ? AND w.symbols > 0 AND EXISTS (SELECT 1 FROM facts f WHERE "
+          "f.workload_id = w.id AND f.machine_id = ?)");
+      s.bind(1, query.structure_hash).bind(2, id_value(*mid));
+      while (s.step()) offer(s.column_text(0), s.column_text(1), s.column_text(2));
+    }
+    // ... then the concrete ones in boxes of growing radius r around the query's point in the
+    // sizes R*Tree. A workload outside the box is farther than r on some axis, so once the
+    // nearest found is within r no other can be nearer (or as near with a smaller hash). The
+    // tree's bounds of a workload give a lower bound of its distance, and only those that may
+    // still beat the nearest found are read whole, nearest bound first.
+    const SizePoint q = size_point(query.structure_hash, query.structure_lengths);
+    struct Candidate {
+      double bound;
+      std::int64_t id;
+    };
+    std::vector<Candidate> pool;
+    std::set<std::int64_t> seen;
+    auto best = [&] {
+      return found ? std::get<0>(*found) : std::numeric_limits<double>::infinity();
+    };
+    // The first radius holds a few workloads of a dense structure; while the box holds none, it
+    // doubles; once one is found, one more box of its distance holds every nearer one.
+    for (double r = 1.0 / 16;; r = found ? std::max(best(), 2 * r) : 2 * r) {
+      {
+        auto s = impl_->stmt(
+            "SELECT z.workload_id, z.x0_lo, z.x0_hi, z.x1_lo, z.x1_hi, z.x2_lo, z.x2_hi, z.x3_lo, "
+            "z.x3_hi FROM sizes z WHERE z.structure_lo <= ?1 AND z.structure_hi >= ?1 AND "
+            "z.x0_lo <= ?3 AND z.x0_hi >= ?2 AND z.x1_lo <= ?5 AND z.x1_hi >= ?4 AND z.x2_lo <= ?7 "
+            "AND z.x2_hi >= ?6 AND z.x3_lo <= ?9 AND z.x3_hi >= ?8 AND EXISTS (SELECT 1 FROM "
+            "facts f WHERE f.workload_id = z.workload_id AND f.machine_id = ?10)");
+        // The box a little wider than r: the distance takes the logarithm of a ratio, the
+        // point holds differences of logarithms, and these may differ in the last bits.
+        const double wide = r * (1 + 1e-9);
+        s.bind(1, q.structure);
+        for (std::size_t k = 0; k < kSizeAxes; ++k)
+          s.bind(static_cast<int>(2 + 2 * k), q.x[k] - wide)
+              .bind(static_cast<int>(3 + 2 * k), q.x[k] + wide);
+        s.bind(10, id_value(*mid));
+        while (s.step()) {
+          if (!seen.insert(s.column_int(0)).second) continue;
+          double d2 = 0;
+          for (std::size_t k = 0; k < kSizeAxes; ++k) {
+            const double lo = s.column_double(static_cast<int>(1 + 2 * k)),
+                         hi = s.column_double(static_cast<int>(2 + 2 * k));
+            const double gap = std::max({0.0, lo - q.x[k], q.x[k] - hi});
+            d2 += gap * gap;
+          }
+          pool.push_back({std::sqrt(d2) * (1 - 1e-9), s.column_int(0)});
         }
       }
-      const double d = std::sqrt(d2);
-      const std::string hash = s.column_text(0);
-      if (!found || d < std::get<0>(*found) ||
-          (d == std::get<0>(*found) && hash < std::get<1>(*found)))
-        found = std::make_tuple(d, hash, s.column_text(2));
+      std::sort(pool.begin(), pool.end(),
+                [](const Candidate& a, const Candidate& b) { return a.bound < b.bound; });
+      std::size_t read = 0;
+      for (; read < pool.size() && pool[read].bound <= std::min(r, best()); ++read) {
+        auto w = impl_->stmt(
+            "SELECT hash, structure_hash, structure_lengths, structure_map FROM workloads WHERE "
+            "id = ?");
+        w.bind(1, pool[read].id);
+        // Another structure may share the tree's structure number; the query's own workload
+        // is not its own nearest size.
+        if (w.step() && w.column_text(1) == query.structure_hash && w.column_text(0) != query.hash)
+          offer(w.column_text(0), w.column_text(2), w.column_text(3));
+      }
+      pool.erase(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(read));
+      // Lengths are below 2^63, so a radius of 64 e-folds holds every workload.
+      if (best() <= r || r >= 64) break;
     }
   }
   if (!found) return std::nullopt;

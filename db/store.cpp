@@ -166,7 +166,8 @@ CREATE UNIQUE INDEX measurements_by_workload ON measurements(
 // verified measurements (facts.cpp keeps them), so that a retrieval reads a workload's few facts,
 // stored side by side, and ranks them in SQL instead of aggregating its measurements. Ordered by
 // their key alone: an index in rank order would be a second B-tree to write per measurement, and
-// a workload has a handful of facts to sort. Built from the measurements already stored.
+// a workload has a handful of facts to sort. And sizes, every concrete workload as a point of an
+// R*Tree (see SizePoint) for the nearest size. Built from what is stored.
 constexpr const char* kSchemaV4 = R"sql(
 CREATE TABLE facts(
   workload_id INTEGER NOT NULL REFERENCES workloads(id),
@@ -183,6 +184,8 @@ CREATE TABLE facts(
   bindings TEXT,
   origin TEXT,
   PRIMARY KEY(workload_id, machine_id, transform_id)) WITHOUT ROWID;
+CREATE VIRTUAL TABLE sizes USING rtree(workload_id, structure_lo, structure_hi, x0_lo, x0_hi,
+  x1_lo, x1_hi, x2_lo, x2_hi, x3_lo, x3_hi);
 )sql";
 
 // Migrations: kMigrations[v] brings a database from version v to v + 1.
@@ -194,6 +197,7 @@ constexpr Migration kMigrations[] = {
     [](sql::Connection& c) {
       c.exec(kSchemaV4);
       store_detail::build_facts(c);
+      store_detail::build_sizes(c);
     },
 };
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
@@ -641,6 +645,11 @@ WorkloadId Store::workload_id(const Canonical& c) {
     std::int64_t id = 0;
     if (ins.step()) {
       id = ins.column_int(0);
+      if (symbol_names.empty() && impl_->conn.dialect() == sql::Dialect::sqlite) {
+        auto size = impl_->stmt(kInsertSize);
+        bind_size(size, id, size_point(c.structure_hash, c.structure_lengths));
+        size.run();
+      }
     } else {  // stored already (by another process, perhaps): check its key
       auto sel = impl_->stmt("SELECT id, key FROM workloads WHERE hash = ?");
       sel.bind(1, c.hash);

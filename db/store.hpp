@@ -273,6 +273,10 @@ class Store {
   };
   std::optional<Nearest> nearest(const Canonical& query, const std::string& machine);
   std::optional<Nearest> nearest(const Canonical& query, const std::vector<std::string>& machines);
+  // nearest() by reading every measured workload of the structure (what a server store does):
+  // the same answer, slower (the tests compare the two).
+  std::optional<Nearest> nearest_scanned(const Canonical& query,
+                                         const std::vector<std::string>& machines);
 
   std::vector<WorkloadSummary> list(const ListFilter& filter);
   // Every measurement of a workload (all machines, all statuses), as export rows: per machine,
@@ -357,6 +361,8 @@ class Store {
 
  private:
   explicit Store(std::unique_ptr<Impl> impl);
+  std::optional<Nearest> nearest(const Canonical& query, const std::vector<std::string>& machines,
+                                 bool use_sizes);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -70,6 +70,27 @@ void build_facts(sql::Connection& conn);
 std::vector<std::string> check_facts(sql::Connection& conn);
 // A fact's numbers as a Fact (transform, workload and machine left to the caller).
 Fact fact_from_row(const FactRow& row);
+// A concrete workload as a point of the sizes R*Tree (SQLite), where nearest() looks for the
+// measured size nearest to a query's: its structure as a number (the first 24 bits of the
+// structure hash, exact in the tree's 32-bit coordinates; two structures may share it) and the
+// natural logarithms of its structure lengths (0 for axes it does not have; the axes beyond the
+// tree's combined into its last coordinate, see size_point()).
+inline constexpr std::size_t kSizeAxes = 4;
+struct SizePoint {
+  double structure = 0;
+  std::array<double, kSizeAxes> x{};
+};
+SizePoint size_point(const std::string& structure_hash, const std::vector<Length>& lengths);
+// "INSERT INTO sizes ..." for one workload (11 parameters: id, then each axis' bounds).
+extern const char* const kInsertSize;
+template <class S>
+void bind_size(S& s, std::int64_t workload_id, const SizePoint& p) {
+  s.bind(1, workload_id).bind(2, p.structure).bind(3, p.structure);
+  for (std::size_t k = 0; k < kSizeAxes; ++k)
+    s.bind(static_cast<int>(4 + 2 * k), p.x[k]).bind(static_cast<int>(5 + 2 * k), p.x[k]);
+}
+// Puts every concrete workload into the sizes tree (migrations).
+void build_sizes(sql::Connection& conn);
 // Groups are refreshed in chunks of 1, 2, 4, ... 2^(kFactChunks - 1).
 inline constexpr std::size_t kFactChunks = 7;
 
@@ -103,7 +124,8 @@ struct Store::Impl {
   // Groups whose facts the open transaction changed, refreshed before it commits, and the
   // statements that refresh them (one per chunk size).
   std::set<store_detail::FactKey> pending_facts;
-  std::array<std::unique_ptr<sql::Statement>, store_detail::kFactChunks> fact_reads, fact_writes;
+  std::array<std::unique_ptr<sql::Statement>, store_detail::kFactChunks> fact_locks, fact_reads,
+      fact_writes;
 
   Impl(sql::Connection c, bool ro) : conn(std::move(c)), read_only(ro) {}
 

@@ -122,15 +122,16 @@ TEST(Cli, BenchOptionsRun) {
   EXPECT_EQ(j["labeling"], "nauty-dense-digraph");
   EXPECT_EQ(j["twin_rows"], false);
   r = run({"bench", "db", "--workloads", "40", "--measurements", "400", "--batch", "100",
-           "--queries", "20"});
+           "--queries", "20", "--nearest-queries", "20"});
   ASSERT_EQ(r.code, 0) << r.err;
   j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["asked"], 80);
   EXPECT_EQ(j["answered"], 80);
   EXPECT_EQ(j["nearest_found"], 20);
+  EXPECT_EQ(j["symbolic_found"], 20);
   EXPECT_EQ(j["facts_compared"], 20);
   EXPECT_EQ(j["facts_equal_to_measurements"], 20);
-  EXPECT_EQ(j["workloads"], 40);
+  EXPECT_EQ(j["workloads"], 40 + 30);  // and the 30 symbolic workloads
   EXPECT_GT(j["record_per_second_batched"].get<double>(), 0.0);
   EXPECT_FALSE(std::filesystem::exists(j["db"].get<std::string>()));  // temporary file removed
 }

@@ -1,7 +1,8 @@
 // The facts the store keeps (one summary per transform of a workload on a machine) answer
 // exactly as aggregating the measurements at query time does: on a randomized store with ties,
 // symbolic workloads, several machines, failed and duplicate measurements, recorded in runs and
-// one by one; and best_many() answers as best_for() one query at a time.
+// one by one; best_many() answers as best_for() one query at a time; and the sizes tree finds
+// the nearest measured size that reading every workload of the structure finds.
 #include <random>
 
 #include <gtest/gtest.h>
@@ -119,6 +120,73 @@ TEST_F(FactsTest, FactsAnswerAsTheMeasurementsDo) {
       EXPECT_EQ(to_json(*many[i]), to_json(*one)) << i;
     }
   }
+}
+
+// A contraction of six indices (more axes than the sizes tree holds) with random lengths.
+BatchedEinsum six_axes(std::mt19937_64& rng) {
+  auto len = [&] { return Length::of(static_cast<std::int64_t>(2 + rng() % 5)); };
+  BatchedEinsum e;
+  e.inputs = {"abcf", "fde"};
+  e.output = "abcde";
+  e.arrays["A"] = {{len(), len(), len(), len()}, Dtype::f64};
+  e.arrays["B"] = {{e.arrays["A"].shape[3], len(), len()}, Dtype::f64};
+  e.batch = {{"A", "B"}};
+  return e;
+}
+
+TEST_F(FactsTest, TheSizesTreeFindsTheNearestSizeAsAScanDoes) {
+  std::mt19937_64 rng(11);
+  Store store = Store::open(dir_.path("sizes.sqlite"));
+  const Machine ma = machine("CPU A"), mb = machine("CPU B");
+  auto record = [&](const BatchedEinsum& e, const Machine& m) {
+    const Canonical c = canonicalize(e);
+    Measurement x;
+    x.transform = {"ttgt", json::object()};
+    x.seconds = {1e-3 * static_cast<double>(1 + rng() % 5)};
+    x.max_rel_err = 1e-15;
+    if (!symbols(c.form).empty()) x.binding = {{"Ni", 4}};
+    store.record_run({"run", "test", "", ""}, m, {{&c, to_canonical(c, x)}});
+  };
+  // Products (some symbolic), six-index contractions, on either machine or both; and workloads
+  // with only a failed measurement (no fact: never an answer).
+  for (std::size_t w = 0; w < 300; ++w) {
+    const BatchedEinsum e = w % 3 == 2 ? six_axes(rng) : random_spec(rng, w);
+    const auto which = rng() % 4;
+    if (which == 3) {
+      const Canonical c = canonicalize(e);
+      Measurement failed;
+      failed.transform = {"ttgt", json::object()};
+      failed.status = Outcome::failed;
+      store.record_run({"failed", "test", "", ""}, ma, {{&c, to_canonical(c, failed)}});
+      continue;
+    }
+    if (which != 1) record(e, ma);
+    if (which != 0) record(e, mb);
+  }
+  std::size_t found = 0;
+  for (int q = 0; q < 300; ++q) {
+    // Sizes like the stored ones (some measured: the nearest is then another) and, every fifth,
+    // twice as large, farther than the first radius the tree tries.
+    BatchedEinsum e =
+        q % 3 == 2 ? six_axes(rng) : random_spec(rng, static_cast<std::size_t>(q * 4));
+    if (q % 5 == 0)
+      for (auto& [name, info] : e.arrays)
+        for (auto& l : info.shape)
+          if (!l.symbolic()) l = Length::of(l.value * 2);
+    const Canonical c = canonicalize(e);
+    for (const auto& machines : std::vector<std::vector<std::string>>{
+             {ma.fingerprint()}, {mb.fingerprint()}, {ma.fingerprint(), mb.fingerprint()}}) {
+      const auto tree = store.nearest(c, machines), scan = store.nearest_scanned(c, machines);
+      ASSERT_EQ(tree.has_value(), scan.has_value()) << c.key;
+      if (!tree) continue;
+      ++found;
+      EXPECT_EQ(tree->fact, scan->fact) << c.key;
+      EXPECT_EQ(tree->distance, scan->distance) << c.key;
+      EXPECT_EQ(tree->to_structure.index, scan->to_structure.index) << c.key;
+      EXPECT_EQ(tree->to_structure.array, scan->to_structure.array) << c.key;
+    }
+  }
+  EXPECT_GT(found, 500u);
 }
 
 }  // namespace
