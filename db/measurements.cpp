@@ -544,20 +544,36 @@ std::vector<Fact> Store::top_k_measured(const std::string& workload_hash,
 }
 
 std::vector<Store::SymbolicWorkload> Store::symbolic_workloads(
-    const std::string& structure_hash, const std::vector<std::string>& machines) {
+    const std::string& structure_hash, const std::vector<std::string>& machines,
+    const std::vector<Length>& lengths) {
+  std::multiset<std::int64_t> have;
+  for (const auto& l : lengths) have.insert(l.value);
+  // Whether the numbers of a workload's structure lengths (JSON: numbers and symbols) are all
+  // among `lengths`, as many times: read before the spec, which costs far more to parse.
+  auto may_become = [&](const std::string& structure_lengths) {
+    if (lengths.empty()) return true;
+    auto left = have;
+    for (const auto& l : json::parse(structure_lengths)) {
+      if (!l.is_number_integer()) continue;
+      const auto it = left.find(l.get<std::int64_t>());
+      if (it == left.end()) return false;
+      left.erase(it);
+    }
+    return true;
+  };
   std::vector<SymbolicWorkload> out;
   std::set<std::string> seen;
   for (const auto& machine : machines) {
     const auto mid = find_machine(machine);
     if (!mid) continue;
     auto s = impl_->stmt(
-        "SELECT w.hash, w.key, w.spec FROM workloads w WHERE w.structure_hash = ? AND w.symbols > "
-        "0 AND EXISTS (SELECT 1 FROM measurements m WHERE m.workload_id = w.id AND m.machine_id = "
-        "? AND m.status = 'ok') ORDER BY w.hash");
+        "SELECT w.hash, w.key, w.structure_lengths, w.spec FROM workloads w WHERE "
+        "w.structure_hash = ? AND w.symbols > 0 AND EXISTS (SELECT 1 FROM facts f WHERE "
+        "f.workload_id = w.id AND f.machine_id = ?) ORDER BY w.hash");
     s.bind(1, structure_hash).bind(2, id_value(*mid));
     while (s.step())
-      if (seen.insert(s.column_text(0)).second)
-        out.push_back({s.column_text(0), s.column_text(1), parse_spec_text(s.column_text(2))});
+      if (may_become(s.column_text(2)) && seen.insert(s.column_text(0)).second)
+        out.push_back({s.column_text(0), s.column_text(1), parse_spec_text(s.column_text(3))});
   }
   std::sort(out.begin(), out.end(),
             [](const SymbolicWorkload& a, const SymbolicWorkload& b) { return a.hash < b.hash; });

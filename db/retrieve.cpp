@@ -121,7 +121,8 @@ std::vector<Answer> top_k_for(Store& store, const Canonical& query,
       double gflops;
     };
     std::vector<Ranked> general;
-    for (const auto& w : store.symbolic_workloads(query.structure_hash, machines)) {
+    for (const auto& w :
+         store.symbolic_workloads(query.structure_hash, machines, query.structure_lengths)) {
       const auto g = generalises(w.form, query);
       if (!g) continue;
       for (Fact& f : store.top_k(w.hash, machines, k)) {

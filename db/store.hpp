@@ -256,13 +256,16 @@ class Store {
     return f();
   }
   // The symbolic workloads of a structure (an axis of symbolic length) with a verified
-  // measurement on one of the machines: candidates for generalising a concrete workload.
+  // measurement on one of the machines: candidates for generalising a concrete workload. Given
+  // that workload's structure lengths, only those whose numbers are all among them (binding a
+  // symbol cannot change a number).
   struct SymbolicWorkload {
     std::string hash, key;
     BatchedEinsum form;  // canonical
   };
   std::vector<SymbolicWorkload> symbolic_workloads(const std::string& structure_hash,
-                                                   const std::vector<std::string>& machines);
+                                                   const std::vector<std::string>& machines,
+                                                   const std::vector<Length>& lengths = {});
   // For a workload never measured: the measured workload of the same structure whose axis
   // lengths are nearest in log-ratio distance, and its best fact. `translation` receives the
   // map from that workload's canonical names to its structure names.

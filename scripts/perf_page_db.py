@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Makes docs/performance/db.md from the JSON files scripts/bench_db.py wrote: every figure of
+"""Makes docs/performance/db.md from the JSON files scripts/bench_db_runs.py wrote: every figure of
 `einsumdb bench db` as min / median / max over the runs, per store (SQLite, PostgreSQL), for the
 build measured (label "after") and, where present, an earlier build (label "before") beside it.
 
@@ -79,7 +79,7 @@ def main():
     lines = [
         "# Retrieval and recording in the store",
         "",
-        "Made by `scripts/perf_page_db.py` from the files `scripts/bench_db.py` wrote "
+        "Made by `scripts/perf_page_db.py` from the files `scripts/bench_db_runs.py` wrote "
         f"(`{data}/db-*.json`). Machine: {first['machine']}, {first['cores']} cores. Each figure "
         "is min / median / max over the runs; each run fills a fresh store with the benchmark's "
         "100,000 workloads and 1,000,000 measurements, then asks.",

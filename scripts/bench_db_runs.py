@@ -6,7 +6,7 @@ directory, 127.0.0.1, stopped and removed at the end); writes each run's JSON, w
 and machine, to OUT/db-LABEL-sqlite-N.json and OUT/db-LABEL-postgres-N.json.
 scripts/perf_page_db.py makes docs/performance/db.md from those files.
 
-Usage: bench_db.py [--bin build/bin/einsumdb] [--label after] [--runs 3] [--postgres]
+Usage: bench_db_runs.py [--bin build/bin/einsumdb] [--label after] [--runs 3] [--postgres]
                    [--out docs/performance/data] [--workloads 100000] [--measurements 1000000]
 """
 import argparse
@@ -35,7 +35,7 @@ class Server:
     def __init__(self):
         dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
         if not dirs:
-            raise SystemExit("bench_db.py: PostgreSQL is not installed (scripts/lib.sh installs "
+            raise SystemExit("bench_db_runs.py: PostgreSQL is not installed (scripts/lib.sh installs "
                              "postgresql-15 from Debian)")
         self.bindir = dirs[0]
         self.root = tempfile.mkdtemp(prefix="einsumdb-bench-pg-")
@@ -76,7 +76,7 @@ def run(binary, db, args):
         command += ["--db", db]
     r = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     if r.returncode != 0:
-        raise SystemExit(f"bench_db.py: {' '.join(command)} failed ({r.returncode}):\n{r.stderr}")
+        raise SystemExit(f"bench_db_runs.py: {' '.join(command)} failed ({r.returncode}):\n{r.stderr}")
     result = json.loads(r.stdout)
     shown = [c if not c.startswith("postgresql://") else "postgresql://einsum@127.0.0.1/DB"
              for c in command]
