@@ -10,7 +10,6 @@ Usage: bench_db_runs.py [--bin build/bin/einsumdb] [--label after] [--runs 3] [-
                    [--out docs/performance/data] [--workloads 100000] [--measurements 1000000]
 """
 import argparse
-import glob
 import json
 import os
 import pathlib
@@ -29,31 +28,20 @@ def cpu_model():
 
 
 class Server:
-    """A PostgreSQL cluster of its own (trust authentication on 127.0.0.1 and a socket in its
-    directory), run as the postgres user when this runs as root."""
+    """A PostgreSQL cluster of its own, started and stopped by scripts/lib.sh (trust
+    authentication on 127.0.0.1, a socket in its directory)."""
 
     def __init__(self):
-        dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
-        if not dirs:
-            raise SystemExit("bench_db_runs.py: PostgreSQL is not installed (scripts/lib.sh installs "
-                             "postgresql-15 from Debian)")
-        self.bindir = dirs[0]
         self.root = tempfile.mkdtemp(prefix="einsumdb-bench-pg-")
-        self.data = os.path.join(self.root, "data")
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        self.as_user = []
-        if os.geteuid() == 0:
-            shutil.chown(self.root, "postgres")
-            self.as_user = ["runuser", "-u", "postgres", "--"]
-        self.pg("initdb", "-D", self.data, "-U", "einsum", "--auth=trust", "-E", "UTF8")
-        self.pg("pg_ctl", "-D", self.data, "-l", os.path.join(self.root, "log"), "-w", "-o",
-                f"-k {self.root} -c listen_addresses=127.0.0.1 -p {self.port}", "start")
+        self.lib("start_postgres")
 
-    def pg(self, tool, *args):
-        subprocess.run(self.as_user + [os.path.join(self.bindir, tool), *args], check=True,
-                       capture_output=True, text=True, cwd=self.root, timeout=120)
+    def lib(self, function):
+        lib = pathlib.Path(__file__).resolve().parent / "lib.sh"
+        subprocess.run(["bash", "-c", f'source "{lib}" && {function} "$0" "$1"', self.root,
+                        str(self.port)], check=True, timeout=120)
 
     def createdb(self, name):
         subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", self.uri("postgres"), "-c",
@@ -64,8 +52,7 @@ class Server:
         return f"postgresql://einsum@127.0.0.1:{self.port}/{db}"
 
     def close(self):
-        subprocess.run(self.as_user + [os.path.join(self.bindir, "pg_ctl"), "-D", self.data,
-                                       "-m", "immediate", "-w", "stop"], capture_output=True)
+        self.lib("stop_postgres")
         shutil.rmtree(self.root, ignore_errors=True)
 
 
