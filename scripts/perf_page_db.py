@@ -43,15 +43,14 @@ def load(data, label, store):
     return runs
 
 
-def section(store, title, after, before):
+def section(store, title, after, before, before_name):
     if not after:
         return []
     lines = [f"## {title}", "", f"Command: `{after[0]['command']}`, {len(after)} runs"
-             + (f" (and {len(before)} of the earlier build, `{before[0]['command']}`)"
-                if before else "") + ".", ""]
+             + (f", and {len(before)} of {before_name} in the same session" if before else "") + ".", ""]
     head = "| figure | this build (min / median / max) |"
     if before:
-        head += " earlier build (min / median / max) | earlier / this (median) |"
+        head += f" {before_name} (min / median / max) | gain of this build (median; above 1: better) |"
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
     for key, name, fmt in FIGURES:
         a = [r["result"][key] for r in after if key in r["result"]]
@@ -61,7 +60,12 @@ def section(store, title, after, before):
         if before:
             b = [r["result"][key] for r in before if key in r["result"]]
             cells.append(spread(b, fmt) if b else "not measured")
-            cells.append("%.2f" % (statistics.median(b) / statistics.median(a)) if b else "—")
+            # Above 1: this build is better (faster, or more per second).
+            gain = None
+            if b:
+                ma, mb = statistics.median(a), statistics.median(b)
+                gain = ma / mb if "per_second" in key else mb / ma
+            cells.append("%.2f" % gain if gain else "—")
         lines.append("| " + " | ".join(cells) + " |")
     return lines + [""]
 
@@ -70,6 +74,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="docs/performance/data")
     p.add_argument("-o", "--output", default="docs/performance/db.md")
+    p.add_argument("--before-name", default="the earlier build",
+                   help="what the files labelled before measured (a commit, say)")
     args = p.parse_args()
     data = pathlib.Path(args.data)
     sqlite_after, sqlite_before = load(data, "after", "sqlite"), load(data, "before", "sqlite")
@@ -97,10 +103,14 @@ def main():
         "(canonicalization alone, the same code in every run, spans the range in its row): "
         "*best() / canonicalization*, two medians taken in the same run, query by query "
         "interleaved, is the figure that compares builds best.",
+        f"- The earlier build, {args.before_name}, ran the same benchmark in the same session "
+        "(on SQLite alternating with this one); it had no figures for the lookup alone, the nearest size, "
+        "symbolic workloads or best_many.",
         "",
     ]
-    lines += section("sqlite", "SQLite (the default store)", sqlite_after, sqlite_before)
-    lines += section("postgres", "PostgreSQL on 127.0.0.1", pg_after, pg_before)
+    lines += section("sqlite", "SQLite (the default store)", sqlite_after, sqlite_before,
+                     args.before_name)
+    lines += section("postgres", "PostgreSQL on 127.0.0.1", pg_after, pg_before, args.before_name)
     pathlib.Path(args.output).write_text("\n".join(lines))
     print(args.output)
 
