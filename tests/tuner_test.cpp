@@ -544,11 +544,14 @@ TEST(Tuner, FarSlowerCandidatesAreRecordedAsTimeouts) {
 }
 
 // A first run slowed by a one-time cost (as libxsmm's code generation for a new shape) is not
-// taken for the candidate's speed: it is timed when its second run is fast.
+// taken for the candidate's speed: it is timed when its second run is fast. The product is large
+// enough (one to two milliseconds) that a loaded machine's pause in the second run does not make
+// it ten times slower than ttgt's, as it did a 64x64 product's (tens of microseconds); the first
+// run's 200 ms stay far beyond ten times that.
 TEST(Tuner, AOneTimeCostInTheFirstRunIsNoTimeout) {
   testing::TempDir dir("tuner");
   Store store = Store::open(dir.path("db.sqlite"));
-  const BatchedEinsum e = product("64x64", "64x64");
+  const BatchedEinsum e = product("256x256", "256x256");
   auto calls = std::make_shared<int>(0);
   Strategy warming{"warming", "ttgt after a slow first call",
                    [](const BatchedEinsum& x) { return ttgt_rejects(x); },
