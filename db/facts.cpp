@@ -187,17 +187,24 @@ void refresh_facts(Store::Impl& impl) {
   // A server answers each statement over the network: groups go in chunks of a power of two
   // (one statement reads a chunk's measurements, one writes its facts), so that a connection
   // prepares at most kFactChunks statements of each kind however many groups it refreshes.
-  for (std::size_t done = 0; done < keys.size();) {
+  // The largest chunk of at most `left` groups, as its level (log2 of its size).
+  auto level_for = [](std::size_t left) {
     std::size_t level = kFactChunks - 1;
-    while ((std::size_t{1} << level) > keys.size() - done) --level;
-    const std::size_t n = std::size_t{1} << level;
+    while ((std::size_t{1} << level) > left) --level;
+    return level;
+  };
+  auto bind_keys = [&](sql::Use& s, std::size_t first, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t c = 0; c < 3; ++c)
+        s.bind(static_cast<int>(3 * i + c + 1), keys[first + i][c]);
+  };
+  for (std::size_t done = 0; done < keys.size();) {
+    const std::size_t level = level_for(keys.size() - done), n = std::size_t{1} << level;
     auto& lock = impl.fact_locks[level];
     if (!lock) lock = std::make_unique<sql::Statement>(impl.conn, lock_sql(n));
     {
       sql::Use l(*lock);
-      for (std::size_t i = 0; i < n; ++i)
-        for (int c = 0; c < 3; ++c)
-          l.bind(static_cast<int>(3 * i) + c + 1, keys[done + i][static_cast<std::size_t>(c)]);
+      bind_keys(l, done, n);
       l.run();
     }
     auto& read = impl.fact_reads[level];
@@ -205,18 +212,14 @@ void refresh_facts(Store::Impl& impl) {
     std::map<FactKey, FactRow> facts;
     {
       sql::Use s(*read);
-      for (std::size_t i = 0; i < n; ++i)
-        for (int c = 0; c < 3; ++c)
-          s.bind(static_cast<int>(3 * i) + c + 1, keys[done + i][static_cast<std::size_t>(c)]);
+      bind_keys(s, done, n);
       summarise_rows(s, facts);
     }
     // Every group named has a verified measurement (note_fact), so every placeholder is
     // overwritten here.
     std::vector<std::pair<FactKey, FactRow>> rows(facts.begin(), facts.end());
     for (std::size_t k = 0; k < rows.size();) {
-      std::size_t w = kFactChunks - 1;
-      while ((std::size_t{1} << w) > rows.size() - k) --w;
-      const std::size_t m = std::size_t{1} << w;
+      const std::size_t w = level_for(rows.size() - k), m = std::size_t{1} << w;
       auto& write = impl.fact_writes[w];
       if (!write) write = std::make_unique<sql::Statement>(impl.conn, upsert_sql(m));
       sql::Use u(*write);

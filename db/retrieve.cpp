@@ -53,19 +53,6 @@ std::string_view to_string(Match m) {
 std::optional<Generalisation> generalises(const BatchedEinsum& symbolic, const Canonical& query) {
   const auto names = symbols(symbolic);
   if (names.empty() || !symbols(query.form).empty()) return std::nullopt;
-  // A binding only gives the symbols lengths: the numbers already there must be among the
-  // query's (as many times), or no binding makes the two one computation. This rules most
-  // workloads of the structure out before anything is canonicalized.
-  {
-    std::multiset<std::int64_t> have;
-    for (const auto& [index, l] : query.form.index_lengths()) have.insert(l.value);
-    for (const auto& [index, l] : symbolic.index_lengths()) {
-      if (l.symbolic()) continue;
-      const auto it = have.find(l.value);
-      if (it == have.end()) return std::nullopt;
-      have.erase(it);
-    }
-  }
   std::optional<Generalisation> found;
   auto attempt = [&](const Binding& b) {
     const Canonical bound = canonicalize(bind_symbols(symbolic, b), {.structure = false});

@@ -4,6 +4,7 @@
 // one by one; best_many() answers as best_for() one query at a time; and the sizes tree finds
 // the nearest measured size that reading every workload of the structure finds.
 #include <random>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -28,7 +29,9 @@ Machine machine(const std::string& cpu) {
 
 // A product of random lengths; every fourth workload symbolic in its first length.
 BatchedEinsum random_spec(std::mt19937_64& rng, std::size_t w) {
-  auto len = [&] { return Length::of(static_cast<std::int64_t>(2 + rng() % 6)); };
+  auto len = [&] {
+    return Length::of(static_cast<std::int64_t>(2 + rng() % 6));
+  };  // f32 when w is odd
   BatchedEinsum e;
   e.inputs = {"ik", "kj"};
   e.output = "ij";
@@ -163,12 +166,12 @@ TEST_F(FactsTest, TheSizesTreeFindsTheNearestSizeAsAScanDoes) {
     if (which != 1) record(e, ma);
     if (which != 0) record(e, mb);
   }
-  std::size_t found = 0;
+  std::size_t found = 0, symbolic_ruled_out = 0;
   for (int q = 0; q < 300; ++q) {
     // Sizes like the stored ones (some measured: the nearest is then another) and, every fifth,
     // twice as large, farther than the first radius the tree tries.
     BatchedEinsum e =
-        q % 3 == 2 ? six_axes(rng) : random_spec(rng, static_cast<std::size_t>(q * 4));
+        q % 3 == 2 ? six_axes(rng) : random_spec(rng, static_cast<std::size_t>(q * 4 + 1));
     if (q % 5 == 0)
       for (auto& [name, info] : e.arrays)
         for (auto& l : info.shape)
@@ -176,6 +179,18 @@ TEST_F(FactsTest, TheSizesTreeFindsTheNearestSizeAsAScanDoes) {
     const Canonical c = canonicalize(e);
     for (const auto& machines : std::vector<std::vector<std::string>>{
              {ma.fingerprint()}, {mb.fingerprint()}, {ma.fingerprint(), mb.fingerprint()}}) {
+      // The symbolic candidates given the query's lengths: those that may become it, and no
+      // workload left out that does.
+      const auto all = store.symbolic_workloads(c.structure_hash, machines);
+      const auto some = store.symbolic_workloads(c.structure_hash, machines, c.structure_lengths);
+      std::set<std::string> kept;
+      for (const auto& w : some) kept.insert(w.hash);
+      for (const auto& w : all) {
+        if (!kept.count(w.hash)) {
+          EXPECT_FALSE(generalises(w.form, c)) << w.key << " for " << c.key;
+        }
+      }
+      symbolic_ruled_out += all.size() - some.size();
       const auto tree = store.nearest(c, machines), scan = store.nearest_scanned(c, machines);
       ASSERT_EQ(tree.has_value(), scan.has_value()) << c.key;
       if (!tree) continue;
@@ -187,6 +202,7 @@ TEST_F(FactsTest, TheSizesTreeFindsTheNearestSizeAsAScanDoes) {
     }
   }
   EXPECT_GT(found, 500u);
+  EXPECT_GT(symbolic_ruled_out, 0u);
 }
 
 }  // namespace
