@@ -474,6 +474,9 @@ struct ReportArgs {
 
 int run_report(const ReportArgs& args) {
   if (args.options.max_points < 1) throw SpecError("--max-points must be at least 1");
+  if (args.options.max_rows < 1) throw SpecError("--max-rows must be at least 1");
+  ReportOptions options = args.options;
+  options.this_machine = this_machine().fingerprint();
   auto store = open_for_reading(args.db);
   if (!store) throw DatabaseError("no database at " + resolve_db_path(args.db));
   // Written beside its final name and renamed: a reader never sees half a page.
@@ -483,7 +486,7 @@ int run_report(const ReportArgs& args) {
     std::ofstream file(partial, std::ios::binary | std::ios::trunc);
     if (!file) throw Error("cannot write '" + partial + "'");
     try {
-      r = write_report(*store, file, args.options);
+      r = write_report(*store, file, options);
     } catch (...) {
       file.close();
       std::filesystem::remove(partial);
@@ -500,14 +503,26 @@ int run_report(const ReportArgs& args) {
                 {"machines", r.machines},
                 {"points", r.points},
                 {"points_drawn", r.points_drawn},
+                {"devices", r.devices},
+                {"devices_drawn", r.devices_drawn},
+                {"strategies", r.strategies},
+                {"index_rows", r.index_rows},
+                {"compared", r.compared},
+                {"compared_differ", r.compared_differ},
+                {"slowdowns", r.slowdowns},
                 {"workloads", r.workloads},
                 {"partitionings", r.partitionings}});
   } else {
-    std::cout << "wrote " << where << " (" << r.machines << " machine(s), " << r.points_drawn
-              << " of " << r.points << " roofline point(s) drawn, " << r.workloads
-              << " workload(s), " << r.partitionings << " partitioning(s); "
-              << format_number(static_cast<double>(r.bytes) / 1e6, 2) << " MB)\n"
-              << "open it in a browser: file://" << where << "\n";
+    std::cout << "wrote " << where << " (" << r.machines << " machine(s) as " << r.devices
+              << " device(s), " << r.points_drawn << " of " << r.points
+              << " roofline point(s) drawn, " << r.strategies << " strategy distribution(s), "
+              << r.slowdowns << " fact(s) slower than before, " << r.workloads << " workload(s), "
+              << r.partitionings << " partitioning(s); "
+              << format_number(static_cast<double>(r.bytes) / 1e6, 2) << " MB)\n";
+    if (!args.options.compare.empty())
+      std::cout << "two machines side by side: " << r.compared << " workload(s) on both, the "
+                << "winner differs on " << r.compared_differ << "\n";
+    std::cout << "open it in a browser: file://" << where << "\n";
   }
   return kExitOk;
 }
@@ -664,11 +679,21 @@ std::vector<std::pair<CLI::App*, Command>> add_db_commands(CLI::App& app) {
                    "Workloads to show in detail (hashes or their 12-digit prefixes; default: "
                    "the 12 most measured)")
       ->take_all();
+  report
+      ->add_option("--compare", report_args->options.compare,
+                   "Two machines (fingerprint prefixes or model=NAME, each naming one) whose "
+                   "winners and rates to set side by side")
+      ->expected(2);
   report->add_option("--max-points", report_args->options.max_points,
-                     "Roofline points drawn per machine (default 2000; the rest are sampled)");
+                     "Roofline points drawn per device (default 2000; the rest are sampled)");
+  report->add_option("--max-rows", report_args->options.max_rows,
+                     "Rows of the index and of the comparison (default 2000)");
   report->footer(
-      "The page needs no network and no script; open it in any browser. Every name from the\n"
-      "database is escaped. Hover a point or a candidate for its einsum, transform and figures.");
+      "The page needs no network; open it in any browser. Its filter bar (search, machine,\n"
+      "strategy, dtype) and sortable tables use an inline script; without script it shows\n"
+      "everything. The filters' state is kept in the address: page.html#q=TEXT&m=MACHINE&\n"
+      "s=STRATEGY&off=f32. Every name from the database is escaped. Hover a point or a\n"
+      "candidate for its figures.");
   out.emplace_back(report, [report_args] { return run_report(*report_args); });
 
   auto check_args = std::make_shared<SimpleArgs>();

@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <ctime>
 #include <istream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <thread>
@@ -802,21 +804,40 @@ ojson export_row(sql::Statement& s) {
 
 }  // namespace store_detail
 
+namespace {
+
+// Per group (workload and machine, and the strategy when `per_strategy`), the verified
+// measurement of highest rate. Grouped on the measurements alone, then joined: one pass over
+// the measurements. SQLite takes the other columns of a group from the row of its max();
+// PostgreSQL says DISTINCT ON.
+std::string best_point_query(sql::Dialect dialect, bool per_strategy) {
+  const std::string group =
+      std::string("m.workload_id, m.machine_id") + (per_strategy ? ", t.strategy" : "");
+  const std::string from =
+      " FROM measurements m JOIN machines mc ON mc.id = m.machine_id JOIN transforms t ON t.id = "
+      "m.transform_id WHERE m.status = 'ok' AND m.gflops IS NOT NULL AND " EINSUMDB_FILTER_TERMS;
+  if (dialect == sql::Dialect::sqlite)
+    return "SELECT m.workload_id, m.machine_id, m.transform_id, max(m.gflops) AS g, m.flops, "
+           "m.bytes_moved, m.binding" +
+           from + " GROUP BY " + group;
+  return "SELECT DISTINCT ON (" + group +
+         ") m.workload_id, m.machine_id, m.transform_id, m.gflops AS g, m.flops, m.bytes_moved, "
+         "m.binding" +
+         from + " ORDER BY " + group + ", m.gflops DESC";
+}
+
+}  // namespace
+
 std::vector<Store::BestPoint> Store::best_points(const ListFilter& f) {
-  // Grouped on the measurements alone, then joined: one pass over the measurements. SQLite
-  // takes the other columns of a group from the row of its max(); PostgreSQL says DISTINCT ON.
-  const bool sqlite = impl_->conn.dialect() == sql::Dialect::sqlite;
-  const std::string best =
-      sqlite ? "SELECT m.workload_id, m.machine_id, m.transform_id, max(m.gflops) AS g, m.flops, "
-               "m.bytes_moved, m.binding FROM measurements m JOIN machines mc ON mc.id = "
-               "m.machine_id JOIN transforms t ON t.id = m.transform_id WHERE m.status = 'ok' AND "
-               "m.gflops IS NOT NULL AND " EINSUMDB_FILTER_TERMS
-               " GROUP BY m.workload_id, m.machine_id"
-             : "SELECT DISTINCT ON (m.workload_id, m.machine_id) m.workload_id, m.machine_id, "
-               "m.transform_id, m.gflops AS g, m.flops, m.bytes_moved, m.binding FROM "
-               "measurements m JOIN machines mc ON mc.id = m.machine_id JOIN transforms t ON t.id "
-               "= m.transform_id WHERE m.status = 'ok' AND m.gflops IS NOT NULL AND "
-               "" EINSUMDB_FILTER_TERMS " ORDER BY m.workload_id, m.machine_id, m.gflops DESC";
+  return best_points_grouped(f, false);
+}
+
+std::vector<Store::BestPoint> Store::strategy_points(const ListFilter& f) {
+  return best_points_grouped(f, true);
+}
+
+std::vector<Store::BestPoint> Store::best_points_grouped(const ListFilter& f, bool per_strategy) {
+  const std::string best = best_point_query(impl_->conn.dialect(), per_strategy);
   sql::Statement s(impl_->conn,
                    "SELECT w.hash, w.key, mc.fingerprint, t.strategy, t.params, b.g, b.flops, "
                    "b.bytes_moved, b.binding FROM (" +
@@ -830,6 +851,87 @@ std::vector<Store::BestPoint> Store::best_points(const ListFilter& f) {
     out.push_back({s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3),
                    s.column_text(4), s.column_double(5), s.column_optional_double(6),
                    s.column_optional_double(7), s.is_null(8) ? std::string() : s.column_text(8)});
+  return out;
+}
+
+std::vector<Store::RateChange> Store::slowdowns(const ListFilter& f) {
+  // One pass over the verified measurements in the order of their index (workload, machine,
+  // then transform): each (workload, machine, transform) is a run of rows, of which the latest
+  // two by recorded_at are kept. A window function would sort all of them by time instead,
+  // several times slower on a large store.
+  struct Row {
+    std::int64_t workload, machine, transform, run;
+    std::string at;
+    double median, min;
+  };
+  struct Change {
+    Row before, after;
+    double ratio;
+  };
+  sql::Statement s(impl_->conn,
+                   "SELECT m.workload_id, m.machine_id, m.transform_id, m.run_id, m.recorded_at, "
+                   "m.median_s, m.min_s FROM measurements m JOIN machines mc ON mc.id = "
+                   "m.machine_id JOIN transforms t ON t.id = m.transform_id WHERE m.status = 'ok' "
+                   "AND m.median_s IS NOT NULL AND m.min_s IS NOT NULL AND " EINSUMDB_FILTER_TERMS
+                   " ORDER BY m.workload_id, m.machine_id, m.transform_id");
+  bind_filter(s, f, false);
+  const std::size_t limit = f.limit ? f.limit : std::numeric_limits<std::size_t>::max();
+  auto slower = [](const Change& a, const Change& b) { return a.ratio > b.ratio; };
+  std::vector<Change> kept;  // a heap of the most slowed, the least slowed on top
+  std::optional<Row> latest, previous;
+  auto close_group = [&] {
+    if (!latest || !previous) return;
+    const Row &b = *previous, &a = *latest;
+    if (a.median - b.median > (a.median - a.min) + (b.median - b.min) + 0.01 * b.median) {
+      kept.push_back({b, a, a.median / b.median});
+      std::push_heap(kept.begin(), kept.end(), slower);
+      if (kept.size() > limit) {
+        std::pop_heap(kept.begin(), kept.end(), slower);
+        kept.pop_back();
+      }
+    }
+  };
+  auto later = [](const Row& x, const Row& y) { return x.at > y.at; };
+  while (s.step()) {
+    Row r{s.column_int(0),  s.column_int(1),    s.column_int(2),   s.column_int(3),
+          s.column_text(4), s.column_double(5), s.column_double(6)};
+    if (latest && (r.workload != latest->workload || r.machine != latest->machine ||
+                   r.transform != latest->transform)) {
+      close_group();
+      latest.reset(), previous.reset();
+    }
+    if (!latest || later(r, *latest)) {
+      previous = std::move(latest);
+      latest = std::move(r);
+    } else if (!previous || later(r, *previous)) {
+      previous = std::move(r);
+    }
+  }
+  close_group();
+  std::sort(kept.begin(), kept.end(), slower);
+
+  sql::Statement names(impl_->conn,
+                       "SELECT w.hash, w.key, mc.fingerprint, t.strategy, t.params FROM workloads "
+                       "w, machines mc, transforms t WHERE w.id = ?1 AND mc.id = ?2 AND t.id = ?3");
+  sql::Statement label(impl_->conn, "SELECT label FROM runs WHERE id = ?1");
+  auto run_label = [&](std::int64_t run) {
+    label.reset();
+    label.bind(1, run);
+    return label.step() ? label.column_text(0) : std::string();
+  };
+  std::vector<RateChange> out;
+  for (const auto& c : kept) {
+    names.reset();
+    names.bind(1, c.after.workload).bind(2, c.after.machine).bind(3, c.after.transform);
+    if (!names.step()) continue;
+    RateChange r;
+    r.workload_hash = names.column_text(0), r.workload_key = names.column_text(1);
+    r.machine = names.column_text(2), r.strategy = names.column_text(3);
+    r.params = names.column_text(4);
+    r.before = {run_label(c.before.run), c.before.at, c.before.median, c.before.min};
+    r.after = {run_label(c.after.run), c.after.at, c.after.median, c.after.min};
+    out.push_back(std::move(r));
+  }
   return out;
 }
 

@@ -346,6 +346,22 @@ class Store {
     std::string binding;  // JSON text; empty: none
   };
   std::vector<BestPoint> best_points(const ListFilter& filter);
+  // The same per workload, machine and strategy: every strategy's best point (how far each
+  // strategy is from the roof, not only where it wins).
+  std::vector<BestPoint> strategy_points(const ListFilter& filter);
+  // Facts that got slower: per workload, machine and transform, its latest verified measurement
+  // against the one before it, where the median grew by more than the two spreads (median −
+  // fastest repetition of each) and 1 %. Slowest-grown first; filtered like list(), `limit`
+  // caps the rows (0: all).
+  struct RateChange {
+    struct Side {
+      std::string run_label, recorded_at;
+      double median_s = 0, min_s = 0;
+    };
+    std::string workload_hash, workload_key, machine, strategy, params;
+    Side before, after;
+  };
+  std::vector<RateChange> slowdowns(const ListFilter& filter);
   // The hashes of the workloads with the most measurements under the filter, most first.
   std::vector<std::string> most_measured(const ListFilter& filter, std::size_t k);
 
@@ -366,6 +382,7 @@ class Store {
   explicit Store(std::unique_ptr<Impl> impl);
   std::optional<Nearest> nearest(const Canonical& query, const std::vector<std::string>& machines,
                                  bool use_sizes);
+  std::vector<BestPoint> best_points_grouped(const ListFilter& filter, bool per_strategy);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -6,7 +6,9 @@
 #     same file (a baseline that reads every table once);
 #   - loads the page in headless Chromium (--dump-dom) against an empty page (the browser's own
 #     start-up), when chromium is installed.
-# Prints min / median / max and the ratios. Usage: scripts/bench_report.sh [WORKLOADS] [MEASUREMENTS]
+# Prints min / median / max and the ratios, and writes them as JSON to $OUT when it is set (the
+# performance page docs/performance/report.md is made from such files by
+# scripts/perf_page_report.py). Usage: [OUT=FILE] scripts/bench_report.sh [WORKLOADS] [MEASUREMENTS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -21,10 +23,11 @@ echo "filling $dir/db.sqlite: $workloads workloads, $measurements measurements .
 "$bin" bench db --db "$dir/db.sqlite" --workloads "$workloads" --measurements "$measurements" \
   >/dev/null
 echo '<!DOCTYPE html><html><body></body></html>' > "$dir/empty.html"
-timed() {  # timed OUT CMD...: wall seconds and peak RSS (kB) of CMD appended to OUT.times
+timed() {  # timed OUT CMD...: wall seconds and peak RSS (kB) of CMD appended to OUT.times, its
+           # output in OUT.out
   local out=$1
   shift
-  /usr/bin/time -f "%e %M" -o "$dir/t" "$@" >/dev/null 2>&1
+  /usr/bin/time -f "%e %M" -o "$dir/t" "$@" >"$out.out" 2>/dev/null
   cat "$dir/t" >> "$out.times"
 }
 for i in 1 2 3; do
@@ -36,9 +39,10 @@ for i in 1 2 3; do
     timed "$dir/empty" chromium "${flags[@]}" --dump-dom "file://$dir/empty.html"
   fi
 done
-python3 - "$dir" "$(stat -c %s "$dir/report.html")" "$(stat -c %s "$dir/db.sqlite")" <<'PY'
-import os, statistics, sys
-d, page_bytes, db_bytes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+python3 - "$dir" "$(stat -c %s "$dir/report.html")" "$(stat -c %s "$dir/db.sqlite")" \
+  "${OUT:-}" "$workloads" "$measurements" "$(lscpu | sed -n 's/^Model name: *//p')" <<'PY'
+import json, os, statistics, sys
+d, page_bytes, db_bytes, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 def read(name):
     path = os.path.join(d, name + ".times")
     if not os.path.exists(path):
@@ -58,4 +62,14 @@ if page:
           f"extra {spread([a - b for a, b in zip(page[0], empty[0])])} s")
 else:
     print("chromium is not installed: page load not measured")
+if out:
+    summary = json.load(open(os.path.join(d, "report.out")))
+    json.dump({"command": "scripts/bench_report.sh " + sys.argv[5] + " " + sys.argv[6],
+               "cpu": sys.argv[7], "cores": os.cpu_count(), "workloads": int(sys.argv[5]),
+               "measurements": int(sys.argv[6]), "store_bytes": db_bytes,
+               "page_bytes": page_bytes, "page": summary,
+               "report_s": rep[0], "report_peak_rss_kib": rep[1], "stats_s": stats[0],
+               "chromium_page_s": page[0] if page else None,
+               "chromium_empty_s": empty[0] if page else None}, open(out, "w"), indent=1)
+    print("written", out)
 PY

@@ -121,5 +121,7 @@ $bin best '{"einsum":"qvr,pqr,qv->vp","batch":[["u2","M","J"],["u0","M","J"],["u
   "shapes":{"M":[35,4,15],"J":[4,"elements"],"u0":[4,"elements",15],"u1":[4,"elements",15],
   "u2":[4,"elements",15],"u3":[4,"elements",15]}}' --machine model=NVIDIA_TITAN_V --db "$db" --table
 echo
-echo "== The database as pictures: rooflines, every candidate, the chain's partitionings"
-$bin report --db "$db" -o "${db%.sqlite}-report.html" --table
+echo "== The database as pictures: this machine's roofline first, Feinsum's GPU as one device of"
+echo "   nine drivers, strategies against the roof, two of its drivers side by side (550.163.01"
+echo "   against 470.256.02: their fingerprints' prefixes), every candidate, the partitionings"
+$bin report --db "$db" -o "${db%.sqlite}-report.html" --compare 2a432c64 84eda244 --table

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -179,6 +180,25 @@ def test_every_command_runs_on_the_server(server, tmp_path):
     assert r.returncode == 0, r.stderr
     assert int(server.sql("commands", "SELECT count(*) FROM partitionings WHERE "
                                       "measured_seconds IS NOT NULL")) == 2
+
+
+def test_the_report_reads_the_server(server, tmp_path):
+    db = server.createdb("report")
+    # A fact measured in two runs, three times slower in the second; a tune for the roofline.
+    for label, t in (("first", 1e-4), ("second", 3e-4)):
+        line = {"spec": spec(40, 16, 24), "run": label, "max_rel_err": 1e-15,
+                "transform": {"name": "loop_nest", "params": {"block": 4}},
+                "seconds": [t, t * 1.01, t * 1.02]}
+        cli("record", "--file", write_lines(tmp_path / f"{label}.jsonl", [line]), db=db)
+    cli("tune", "ij,jk->ik", "--shape", "A=32x32", "B=32x32", "--min-time", "0.01",
+        "--min-reps", "3", "--warmup", "1", "--json", db=db)
+    page = str(tmp_path / "report.html")
+    summary = json.loads(cli("report", "-o", page, "--json", db=db).stdout)
+    assert summary["slowdowns"] == 1 and summary["points"] == 2
+    assert summary["strategies"] >= 1 and summary["devices_drawn"] == 1
+    text = open(page, encoding="utf-8").read()
+    ET.fromstring(text)  # well-formed
+    assert "second" in text and PASSWORD not in text
 
 
 def test_eight_concurrent_writers(server, tmp_path):
