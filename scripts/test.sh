@@ -43,8 +43,11 @@ rm -rf "$pfx"
 echo "einsumdb: the installed package builds and runs the example"
 
 if [ "${EINSUMDB_SKIP_SANITIZE:-0}" != 1 ]; then
+  # What the tests run, sanitized: not the benchmarks (the Release build above compiles them, and
+  # no test runs them) nor the Python module (its tests ran above against the Release build).
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEINSUMDB_SANITIZE=ON \
-    -DEINSUMDB_WERROR=ON -DCMAKE_CXX_COMPILER=clang++ -DEINSUMDB_PYTHON=OFF >/dev/null
+    -DEINSUMDB_WERROR=ON -DCMAKE_CXX_COMPILER=clang++ -DEINSUMDB_PYTHON=OFF \
+    -DEINSUMDB_BENCHMARKS=OFF >/dev/null
   cmake --build build-asan -j "$(nproc)"
   # intercept_tls_get_addr=0: the leak check does not follow the dynamic TLS of libraries loaded
   # at run time (BLIS). With it, clang 14's LeakSanitizer read a garbage range there at exit now
