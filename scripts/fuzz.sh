@@ -7,17 +7,34 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 [ "$seconds" -gt 0 ] || exit 0
+# Line tables suffice for the sanitizers' reports (see scripts/test.sh).
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEINSUMDB_FUZZ=ON \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j "$(nproc)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# target:corpus directory
+# The targets run side by side, a process each (target:corpus directory); each one's log is
+# shown when it ends, and any failure fails the script.
+pids=()
 for pair in spec_fuzz:tests/fuzz/corpus executor_fuzz:tests/fuzz/executor_corpus; do
   target=${pair%%:*}
   mkdir -p "$work/$target"
   cp "${pair#*:}"/* "$work/$target"/
   build-fuzz/bin/$target "$work/$target" -max_total_time="$seconds" -timeout=5 -max_len=1024 \
-    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | tail -n 12
-  echo "einsumdb: fuzzing $target for ${seconds}s found nothing"
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=build-fuzz/ >"$work/$target.log" 2>&1 &
+  pids+=("$!:$target")
 done
+failed=0
+for entry in "${pids[@]}"; do
+  target=${entry#*:}
+  if wait "${entry%%:*}"; then
+    tail -n 12 "$work/$target.log"
+    echo "einsumdb: fuzzing $target for ${seconds}s found nothing"
+  else
+    tail -n 60 "$work/$target.log"
+    echo "einsumdb: fuzzing $target failed (its input is in build-fuzz/)" >&2
+    failed=1
+  fi
+done
+exit "$failed"

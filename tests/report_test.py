@@ -278,6 +278,12 @@ def test_two_machines_side_by_side_the_differing_winner_first(store, tmp_path):
     assert all(r.get("class") == "same" for r in rows[1:])
     first = rows[0].findall(XHTML + "td")
     assert "loop_nest" in text_of(first[1]) and "ttgt" in text_of(first[3])
+    if CHROMIUM:  # and as the browser builds it
+        out = dom(tmp_path, "file://" + page)
+        table = out[out.index('id="compare"'):]
+        table = table[:table.index("</table>")]
+        assert table.count('<tr class="differs"') == 1 and table.count('<tr class="same"') == 7
+        assert '<span class="name diff">ttgt</span>' in table
     # Machines named wrongly are refused with what was wrong.
     for args, said in [(["zzzz", new[:8]], "machine 'zzzz'"),
                        ([old, old], "names the same machine twice"),
@@ -398,8 +404,18 @@ def test_filters_and_sorting_follow_the_address(store, tmp_path):
 def test_chromium_renders_it(store, tmp_path):
     db, page, _ = store
     out = dom(tmp_path, "file://" + page)
-    # What the browser built: every point, no element from a name, the names as text.
+    # What the browser built: every point, no element from a name, the names as text; the
+    # device sections in their order, the strategies' box plots, the slower fact, the index.
     assert out.count('class="pt ') == 23
+    assert out.count('<section class="device"') == 2 and out.count("<details>") == 1
+    sections = out.split('<section class="device"')[1:]
+    assert "this machine" in sections[0][:sections[0].index("</h3>")]
+    assert "Accel &lt;i&gt;X" in sections[1][:sections[1].index("</h3>")]
+    assert re.search(r'id="strategies".*?<rect class="quart"', out, re.S)
+    slow = out[out.index('id="slowdowns"'):]
+    assert slow[:slow.index("</table>")].count("<tr") == 2  # the head and the one fact
+    index = out[out.index('id="index"'):]
+    assert index[:index.index("</table>")].count("<tr") == 22
     assert "<img" not in out and "<b>" not in out and "<i>X" not in out
     assert "&lt;b&gt;bold&lt;/b&gt;&amp;co" in out
     shot = str(tmp_path / "page.png")
