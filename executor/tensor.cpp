@@ -246,19 +246,6 @@ std::vector<std::int64_t> Tensor::strides() const {
   return s;
 }
 
-double Tensor::at(std::int64_t k) const {
-  switch (dtype_) {
-    case Dtype::f32:
-      return static_cast<double>(data<float>()[k]);
-    case Dtype::c64:
-      return static_cast<double>(data<std::complex<float>>()[k].real());
-    case Dtype::c128:
-      return data<std::complex<double>>()[k].real();
-    default:
-      return data<double>()[k];
-  }
-}
-
 void Tensor::set(std::int64_t k, double v) {
   switch (dtype_) {
     case Dtype::f32:
@@ -272,17 +259,6 @@ void Tensor::set(std::int64_t k, double v) {
       break;
     default:
       data<double>()[k] = v;
-  }
-}
-
-std::complex<double> Tensor::at_complex(std::int64_t k) const {
-  switch (dtype_) {
-    case Dtype::c64:
-      return std::complex<double>(data<std::complex<float>>()[k]);
-    case Dtype::c128:
-      return data<std::complex<double>>()[k];
-    default:
-      return at(k);
   }
 }
 
