@@ -85,7 +85,7 @@ std::size_t device_section(std::ostream& out, const Device& d,
     const auto med =
         fr == fractions_of.end() ? std::vector<double>{} : quantiles(fr->second, {0.5});
     out << "<tr" << filter_attrs("", short_fp(m->fingerprint), "") << "><td>"
-        << html_escape(m->blas) << "</td><td><code>" << short_fp(m->fingerprint)
+        << html_escape(m->blas) << "</td><td class=\"k\"><code>" << short_fp(m->fingerprint)
         << "</code></td><td class=\"n\">" << m->cores << "</td><td class=\"n\">"
         << points_of[m->fingerprint] << "</td><td class=\"n\">"
         << (med.empty() ? std::string("-") : percent(med[0])) << "</td><td>";
