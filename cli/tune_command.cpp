@@ -180,7 +180,7 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
   auto fraction = [&](const TuneResult& r) -> std::optional<double> {
     if (r.status != Outcome::ok || !flops || !bytes || !(r.median_s > 0)) return std::nullopt;
     const int threads = r.candidate.params.value("threads", 1);
-    return *flops / r.median_s * 1e-9 / roofline_gflops(roof, *flops, *bytes, threads);
+    return *flops / r.median_s * 1e-9 / roof.attainable_gflops(*flops, *bytes, threads);
   };
   if (json) {
     ojson out = {{"workload", {{"hash", report.workload_hash}, {"key", report.workload_key}}},

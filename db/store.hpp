@@ -371,6 +371,14 @@ class Store {
     double peak_gflops = 0;    // per core, from a measured GEMM on one thread
     double bandwidth_gbs = 0;  // from a measured stream (one thread)
     std::string measured_at;   // ISO 8601 UTC; empty: now
+    // The attainable rate of `flops` over `bytes` moved on `threads` cores: min(threads ×
+    // peak, flops / bytes × bandwidth); the compute peak when bytes are unknown (≤ 0).
+    double attainable_gflops(double flops, double bytes, int threads = 1) const {
+      const double compute = peak_gflops * (threads > 1 ? threads : 1);
+      if (bytes <= 0) return compute;
+      const double memory = flops / bytes * bandwidth_gbs;
+      return memory < compute ? memory : compute;
+    }
   };
   // Replaces the machine's roofline for the dtype. Throws SpecError for non-positive figures.
   void record_roofline(MachineId machine, const Roofline& r);

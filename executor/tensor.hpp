@@ -105,8 +105,8 @@ class Tensor {
   void* raw() { return data_.get(); }
   const void* raw() const { return data_.get(); }
   // Element k (row-major) as double, whatever the dtype (a complex element's real part).
-  // Inline: the reference and the error measures read every element through it, and a call
-  // per element made the reference several times slower.
+  // Inline: the reference and the error measures read every element through it, so that a
+  // call and a type check per element do not dominate them.
   double at(std::int64_t k) const {
     switch (dtype_) {
       case Dtype::f32:

@@ -15,7 +15,7 @@ using json = nlohmann::json;
 double fraction_of_roof(const Roofs& roofs, const std::string& dtype, double ai, double gflops) {
   const auto r = roofs.find(roof_dtype(dtype));
   if (r == roofs.end() || !(r->second.peak_gflops > 0) || !(r->second.bandwidth_gbs > 0)) return -1;
-  return gflops / std::min(r->second.peak_gflops, ai * r->second.bandwidth_gbs);
+  return gflops / r->second.attainable_gflops(ai, 1);  // ai FLOPs over one byte
 }
 
 }  // namespace

@@ -313,6 +313,20 @@ def test_feinsum_s_device_is_one_section_of_nine_drivers_after_this_machine(tmp_
     assert all(text_of(r.find(XHTML + "td")).startswith("NVIDIA Corporation-") for r in drivers)
 
 
+def test_the_index_is_capped_and_says_what_it_left_out(store, tmp_path):
+    db, _, _ = store
+    page = str(tmp_path / "capped.html")
+    summary = json.loads(cli("report", "-o", page, "--max-rows", "3", "--json", db=db))
+    assert summary["index_rows"] == 3 and summary["points"] == 21
+    text, root = parse(page)
+    assert "The first 3 of 21" in text
+    table = [t for t in root.iter(XHTML + "table") if t.get("id") == "index"][0]
+    assert len(table.find(XHTML + "tbody").findall(XHTML + "tr")) == 3
+    r = subprocess.run([EINSUMDB, "report", "--db", db, "-o", page + ".x", "--max-rows", "0"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "--max-rows must be at least 1" in r.stderr
+
+
 def test_a_bad_machine_or_workload_is_named(store):
     db, page, _ = store
     r = subprocess.run([EINSUMDB, "report", "--db", db, "-o", page + ".x", "--machine",

@@ -642,8 +642,8 @@ TEST(Roofline, IsMeasuredOnceAndStoredWithTheMachine) {
   EXPECT_EQ(again->peak_gflops, r.peak_gflops);
   EXPECT_EQ(machine_roofline(store, m, Dtype::f64).measured_at, again->measured_at);
   // Compute-bound below the ridge point, bandwidth-bound above it.
-  EXPECT_EQ(roofline_gflops(r, 1e12, 1, 1), r.peak_gflops);
-  EXPECT_DOUBLE_EQ(roofline_gflops(r, 1, 1e9, 1), 1e-9 * r.bandwidth_gbs);
+  EXPECT_EQ(r.attainable_gflops(1e12, 1, 1), r.peak_gflops);
+  EXPECT_DOUBLE_EQ(r.attainable_gflops(1, 1e9, 1), 1e-9 * r.bandwidth_gbs);
 }
 
 }  // namespace

@@ -92,10 +92,4 @@ Store::Roofline machine_roofline(Store& store, const Machine& machine, Dtype dty
   return r;
 }
 
-double roofline_gflops(const Store::Roofline& r, double flops, double bytes, int threads) {
-  const double compute = r.peak_gflops * std::max(threads, 1);
-  if (bytes <= 0) return compute;
-  return std::min(compute, flops / bytes * r.bandwidth_gbs);
-}
-
 }  // namespace einsumdb

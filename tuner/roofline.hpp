@@ -1,7 +1,7 @@
 // The machine's roofline, measured: peak FLOP/s of one core from an OpenBLAS GEMM on one
 // thread (best of six), and memory bandwidth from the better of a STREAM triad and a read-only
-// stream over arrays far larger than the caches. A workload's roofline on t threads is min(t ×
-// peak, FLOPs / footprint × bandwidth).
+// stream over arrays far larger than the caches. A workload's attainable rate on t threads is
+// Store::Roofline::attainable_gflops: min(t × peak, FLOPs / footprint × bandwidth).
 #pragma once
 
 #include <optional>
@@ -17,8 +17,5 @@ Store::Roofline measure_roofline(Dtype dtype);
 
 // The stored roofline of this machine for the dtype, measured and stored first if absent.
 Store::Roofline machine_roofline(Store& store, const Machine& machine, Dtype dtype);
-
-// The attainable GFLOP/s of a workload of `flops` over `bytes` on `threads` cores.
-double roofline_gflops(const Store::Roofline& r, double flops, double bytes, int threads);
 
 }  // namespace einsumdb
