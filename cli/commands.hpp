@@ -25,7 +25,7 @@ Command add_bench_plan_command(CLI::App& bench);
 // runner.
 std::vector<std::pair<CLI::App*, Command>> add_db_commands(CLI::App& app);
 
-// Exit codes of DESIGN.md.
+// Exit codes of the CLI (docs/design.md).
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitRuntime = 1;
 inline constexpr int kExitUsage = 2;

@@ -1,11 +1,17 @@
 #include "einsumdb/cli/common.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 
@@ -134,6 +140,63 @@ std::string describe_params(const nlohmann::json& params) {
     out += (out.empty() ? "" : " ") + key + "=" + v;
   }
   return out;
+}
+
+std::string run_program(const std::vector<std::string>& argv) {
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0) throw Error("cannot make a pipe to run " + argv.at(0));
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    close(out[0]);
+    close(out[1]);
+    throw Error("cannot make a pipe to run " + argv.at(0));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  close(err[1]);
+  std::string text[2];
+  if (spawned == 0) {
+    // Both pipes drained together: a child that fills one while we wait on the other would block.
+    pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+    int open_pipes = 2;
+    while (open_pipes > 0) {
+      if (poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      for (int k = 0; k < 2; ++k) {
+        if (fds[k].fd < 0 || !(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        char buffer[65536];
+        const ssize_t n = read(fds[k].fd, buffer, sizeof buffer);
+        if (n > 0) {
+          text[k].append(buffer, static_cast<std::size_t>(n));
+        } else if (n == 0 || errno != EINTR) {
+          fds[k].fd = -1;
+          --open_pipes;
+        }
+      }
+    }
+  }
+  close(out[0]);
+  close(err[0]);
+  if (spawned != 0) throw Error("cannot run " + argv[0] + ": " + std::strerror(spawned));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw Error(argv[0] + " " + (argv.size() > 1 ? argv[1] : "") + " failed (" +
+                (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                                   : "signal " + std::to_string(WTERMSIG(status))) +
+                "): " + text[1].substr(0, 2000));
+  return text[0];
 }
 
 }  // namespace einsumdb::cli

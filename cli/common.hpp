@@ -46,4 +46,8 @@ void print_json(const nlohmann::ordered_json& j);
 // i:64, contraction paths as (ij,jk)(ik,kl), everything else as compact JSON.
 std::string describe_params(const nlohmann::json& params);
 
+// Runs argv[0] with the arguments that follow (no shell) and returns what it wrote to stdout;
+// throws Error with its stderr when it cannot start, or exits other than with 0.
+std::string run_program(const std::vector<std::string>& argv);
+
 }  // namespace einsumdb::cli

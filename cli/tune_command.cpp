@@ -17,6 +17,7 @@
 #include "einsumdb/cli/jsonl.hpp"
 #include "einsumdb/cli/spec_flags.hpp"
 #include "einsumdb/distributed/graph_job.hpp"
+#include "einsumdb/executor/dispatch.hpp"
 #include "einsumdb/tuner/roofline.hpp"
 #include "einsumdb/tuner/tuner.hpp"
 
@@ -49,6 +50,7 @@ struct TuneArgs {
   std::vector<std::string> bind;
   std::string file;     // --file: a campaign of workloads, one per line
   bool retune = false;  // --retune: tune a campaign's workloads already tuned here again
+  int standalone = 1;   // --standalone: rounds of the winner and the default in own processes
 };
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -107,6 +109,83 @@ TuneOptions tune_options(const TuneArgs& args, const std::string& command_line) 
 
 int run_campaign(TuneArgs& args, const std::string& command_line);
 
+// The median `einsumdb run` gives for candidate `c` of workload `e` (bound, with its arrays
+// generated from `seed`) in a process of its own: the time a user sees, on memory the process
+// has not used before. `repeat` runs (the first maps and writes the result's pages), and more
+// until they add up to a tenth of a second: a short workload's first runs in a process are its
+// slowest.
+double standalone_median(const BatchedEinsum& e, const Candidate& c, std::uint64_t seed,
+                         int repeat) {
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) throw Error("cannot find this program's path to run a candidate on its own");
+  exe[n] = 0;
+  std::vector<std::string> argv = {exe,
+                                   "run",
+                                   to_json(e).dump(),
+                                   "--transform",
+                                   c.strategy,
+                                   "--params",
+                                   c.params.dump(),
+                                   "--repeat",
+                                   std::to_string(repeat),
+                                   "--min-time",
+                                   "0.1",
+                                   "--seed",
+                                   std::to_string(seed),
+                                   "--json"};
+  const std::string out = run_program(argv);
+  try {
+    return nlohmann::json::parse(out).at("median_s").get<double>();
+  } catch (const nlohmann::json::exception&) {
+    throw Error("einsumdb run of " + c.strategy + " printed no time: " + out.substr(0, 200));
+  }
+}
+
+// The search's winner and the untuned default (the transform `run` takes for a workload the
+// store knows nothing of), each run `rounds` times in processes of their own, alternating:
+// their standalone medians, and how far each is from its median in the tune.
+ojson standalone_check(const BatchedEinsum& e, const TuneReport& report, std::uint64_t seed,
+                       int rounds) {
+  const TuneResult* best = report.best();
+  if (!best || rounds <= 0) return ojson();
+  auto without_threads = [](nlohmann::json p) {
+    p.erase("threads");
+    return p;
+  };
+  Candidate fallback = default_candidate(e);
+  const int threads = best->candidate.params.value("threads", 1);
+  fallback.params["threads"] = threads;
+  std::vector<std::pair<std::string, Candidate>> who = {{"winner", best->candidate}};
+  if (!(fallback.strategy == best->candidate.strategy &&
+        without_threads(fallback.params) == without_threads(best->candidate.params)))
+    who.push_back({"default", fallback});
+  std::vector<std::vector<double>> medians(who.size());
+  for (int round = 0; round < rounds; ++round)
+    for (std::size_t k = 0; k < who.size(); ++k)
+      medians[k].push_back(standalone_median(e, who[k].second, seed, 3));
+  ojson out = ojson::object();
+  for (std::size_t k = 0; k < who.size(); ++k) {
+    const Candidate& c = who[k].second;
+    ojson row = {{"strategy", c.strategy}, {"params", c.params}};
+    const double m = median(medians[k]);
+    row["standalone_median_s"] = m;
+    row["runs"] = medians[k];
+    for (const auto& r : report.results)
+      if (r.status == Outcome::ok && r.candidate.strategy == c.strategy &&
+          without_threads(r.candidate.params) == without_threads(c.params) &&
+          r.candidate.params.value("threads", 1) == threads) {
+        row["in_tune_median_s"] = r.median_s;
+        row["in_tune_over_standalone"] = r.median_s / m;
+      }
+    out[who[k].first] = row;
+  }
+  if (out.contains("default"))
+    out["winner_over_default"] = out["winner"]["standalone_median_s"].get<double>() /
+                                 out["default"]["standalone_median_s"].get<double>();
+  return out;
+}
+
 int run_tune(TuneArgs& args, const std::string& command_line) {
   if (!args.file.empty()) {
     if (!args.spec.spec.empty() || !args.bind.empty())
@@ -155,6 +234,20 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
   }
   std::signal(SIGINT, previous);
   if (show_progress) std::cerr << "\r\033[K";
+  // The store holds the run already: a check that cannot run is reported, not fatal.
+  ojson standalone;
+  if (!report.interrupted && args.standalone > 0) {
+    if (show_progress)
+      std::cerr << "running the winner and the default in processes of their own..." << std::flush;
+    try {
+      standalone = standalone_check(measured, report, args.seed, args.standalone);
+    } catch (const std::exception& err) {
+      standalone = {{"error", err.what()}};
+      std::cerr << (show_progress ? "\r\033[K" : "")
+                << "einsumdb: warning: the standalone check failed: " << err.what() << "\n";
+    }
+    if (show_progress) std::cerr << "\r\033[K";
+  }
   if (report.interrupted)
     std::cerr << "einsumdb: interrupted: " << report.results.size() << " of " << report.total
               << " candidates measured and recorded (run " << report.run << ")\n";
@@ -183,41 +276,20 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
     return *flops / r.median_s * 1e-9 / roof.attainable_gflops(*flops, *bytes, threads);
   };
   if (json) {
-    ojson out = {{"workload", {{"hash", report.workload_hash}, {"key", report.workload_key}}},
-                 {"run", report.run},
-                 {"machine", machine.fingerprint()},
-                 {"oracle", report.oracle},
-                 {"roofline",
-                  {{"dtype", roof.dtype},
-                   {"peak_gflops_per_core", roof.peak_gflops},
-                   {"bandwidth_gbs", roof.bandwidth_gbs}}},
-                 {"binding", options.binding.empty() ? ojson() : ojson(options.binding)},
-                 {"work_flops", flops ? ojson(*flops) : ojson()},
-                 {"footprint_bytes", bytes ? ojson(*bytes) : ojson()},
-                 {"candidates", report.total},
-                 {"measured", report.results.size()},
-                 {"probed", report.probed},
-                 {"interrupted", report.interrupted},
-                 {"budget_exhausted", report.budget_exhausted},
-                 {"time_limit_reached", report.time_limit_reached},
-                 {"not_measured", report.not_measured},
-                 {"not_shown", hidden},
-                 {"results", ojson::array()}};
-    for (const auto* r : sorted) {
-      ojson row = {{"strategy", r->candidate.strategy},
-                   {"params", r->candidate.params},
-                   {"status", to_string(r->status)}};
-      if (r->status == Outcome::ok) {
-        row["median_s"] = r->median_s;
-        row["repetitions"] = r->seconds.size();
-        row["gflops"] = r->gflops ? ojson(*r->gflops) : ojson();
-        const auto f = fraction(*r);
-        row["roofline_fraction"] = f ? ojson(*f) : ojson();
-      }
-      row["max_rel_err"] = r->max_rel_err ? ojson(*r->max_rel_err) : ojson();
-      if (!r->error.empty()) row["error"] = r->error;
-      out["results"].push_back(row);
+    ojson out = report_json(report, &sorted);
+    for (std::size_t k = 0; k < sorted.size(); ++k) {
+      const auto f = fraction(*sorted[k]);
+      if (sorted[k]->status == Outcome::ok)
+        out["results"][k]["roofline_fraction"] = f ? ojson(*f) : ojson();
     }
+    out["machine"] = machine.fingerprint();
+    out["roofline"] = {{"dtype", roof.dtype},
+                       {"peak_gflops_per_core", roof.peak_gflops},
+                       {"bandwidth_gbs", roof.bandwidth_gbs}};
+    out["work_flops"] = flops ? ojson(*flops) : ojson();
+    out["footprint_bytes"] = bytes ? ojson(*bytes) : ojson();
+    out["not_shown"] = hidden;
+    out["standalone"] = standalone;
     print_json(out);
   } else {
     std::cout << "workload " << report.workload_hash.substr(0, 12) << "  " << e.einsum_string()
@@ -241,6 +313,25 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
     if (hidden > 0)
       std::cout << "... " << hidden << " more candidate(s) recorded, not shown (einsumdb show "
                 << report.workload_hash << " lists them all)\n";
+    if (standalone.is_object() && standalone.contains("winner")) {
+      std::cout << "\nin processes of their own (einsumdb run; the median of "
+                << standalone["winner"]["runs"].size() << " process(es)):\n";
+      for (const char* who : {"winner", "default"}) {
+        if (!standalone.contains(who)) continue;
+        const ojson& w = standalone[who];
+        std::cout << "  " << who << " " << w["strategy"].get<std::string>() << " "
+                  << describe_params(w["params"]) << ": "
+                  << format_seconds(w["standalone_median_s"].get<double>());
+        if (w.contains("in_tune_median_s"))
+          std::cout << " (in the tune " << format_seconds(w["in_tune_median_s"].get<double>())
+                    << ", " << format_number(w["in_tune_over_standalone"].get<double>())
+                    << "× that)";
+        std::cout << "\n";
+      }
+      if (standalone.contains("winner_over_default"))
+        std::cout << "  winner / default: "
+                  << format_number(standalone["winner_over_default"].get<double>()) << "\n";
+    }
   }
   return report.interrupted ? 130 : kExitOk;
 }
@@ -331,10 +422,7 @@ ojson tune_campaign_item(Store& store, const Machine& machine, const CampaignIte
   row["candidates"] = report.total;
   row["measured"] = report.results.size();
   row["not_measured"] = report.not_measured;  // left out by the time limit
-  const TuneResult* best = nullptr;
-  for (const auto& r : report.results)
-    if (r.status == Outcome::ok && (!best || r.median_s < best->median_s)) best = &r;
-  if (best)
+  if (const TuneResult* best = report.best())
     row["best"] = {{"strategy", best->candidate.strategy},
                    {"median_s", best->median_s},
                    {"gflops", best->gflops ? ojson(*best->gflops) : ojson()}};
@@ -524,6 +612,12 @@ Command add_tune_command(CLI::App& app) {
                   "A campaign: tune every workload of this JSON-lines file (a spec JSON per line, "
                   "or {\"spec\": {...}, \"bind\": {\"N\": 1000}}); under mpirun each rank takes "
                   "its share");
+  cmd->add_option("--standalone", args->standalone,
+                  "After the search, run the winner and the untuned default this many times "
+                  "each in processes of their own (einsumdb run, alternating; 3 runs a "
+                  "process, or more to fill 0.1 s) "
+                  "and show their times beside those measured in the tune (default 1; 0: skip)")
+      ->check(CLI::Range(0, 100));
   cmd->add_flag("--retune", args->retune,
                 "With --file: tune workloads already tuned on this machine again (default: skip "
                 "them, so a campaign resumes where it stopped)");

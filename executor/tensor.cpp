@@ -1,6 +1,7 @@
 #include "einsumdb/executor/tensor.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -122,6 +123,7 @@ class LargeBlocks {
     }
     for (const Block& b : evicted) munmap(b.data, b.bytes);
     try {
+      mapped_.fetch_add(1, std::memory_order_relaxed);
       return map(bytes);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -142,6 +144,8 @@ class LargeBlocks {
     }
     munmap(data, bytes);
   }
+
+  std::uint64_t mapped() const { return mapped_.load(std::memory_order_relaxed); }
 
   std::size_t cached() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -183,6 +187,7 @@ class LargeBlocks {
   std::mutex mutex_;
   std::multimap<std::size_t, void*> cache_;  // by size
   std::size_t cached_ = 0, live_ = 0;        // bytes in the cache, and in tensors alive
+  std::atomic<std::uint64_t> mapped_{0};     // blocks mapped afresh
 };
 
 }  // namespace
@@ -203,6 +208,10 @@ bool recycles_large_tensors() {
 
 void release_recycled_memory() {
   LargeBlocks::instance().drain();
+}
+
+std::uint64_t fresh_mappings() {
+  return LargeBlocks::instance().mapped();
 }
 
 std::size_t recycled_bytes() {

@@ -160,6 +160,9 @@ bool recycles_large_tensors();
 // Returns the mappings kept for reuse to the system (those of tensors alive stay). For a process
 // whose next work has other sizes, such as the tuner after its oracle and after each candidate.
 void release_recycled_memory();
+// Large blocks mapped afresh since the process started (not served from the cache): a run that
+// mapped one wrote pages it had not used before.
+std::uint64_t fresh_mappings();
 
 // The bytes of the mappings kept for reuse (0 where tensors are not recycled).
 std::size_t recycled_bytes();

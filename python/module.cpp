@@ -701,29 +701,7 @@ std::string tune_workload(const std::string& spec_json, const std::string& db,
     report = einsumdb::tune(store, this_machine(), e, o, report_progress);
   }
   forget(store_path(db));
-  ojson out = {{"workload", {{"hash", report.workload_hash}, {"key", report.workload_key}}},
-               {"run", report.run},
-               {"oracle", report.oracle},
-               {"candidates", report.total},
-               {"measured", report.results.size()},
-               {"interrupted", report.interrupted},
-               {"budget_exhausted", report.budget_exhausted},
-               {"time_limit_reached", report.time_limit_reached},
-               {"not_measured", report.not_measured},
-               {"results", ojson::array()}};
-  for (const auto& r : report.results) {
-    ojson row = {{"strategy", r.candidate.strategy},
-                 {"params", r.candidate.params},
-                 {"status", to_string(r.status)},
-                 {"max_rel_err", r.max_rel_err ? ojson(*r.max_rel_err) : ojson()}};
-    if (r.status == Outcome::ok) {
-      row["median_s"] = r.median_s;
-      row["gflops"] = r.gflops ? ojson(*r.gflops) : ojson();
-    }
-    if (!r.error.empty()) row["error"] = r.error;
-    out["results"].push_back(row);
-  }
-  return out.dump();
+  return report_json(report).dump();
 }
 
 std::string plan(const std::string& graph_json, std::int64_t procs, const std::string& method) {

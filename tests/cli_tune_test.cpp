@@ -228,6 +228,53 @@ TEST_F(CliTune, TuneTableShowsRatesAndTheRoofline) {
   EXPECT_NE(r.err.find("best"), std::string::npos) << r.err;
 }
 
+// A memory-shaped workload (a large operand and result, four summed elements): the tune runs its
+// winner and the untuned default in processes of their own, as `einsumdb run` would, and says how
+// far each was from its time in the tune; the winner is not slower there than the default beyond
+// the spread of the processes' own times. Those times and `einsumdb run` of the store's answer
+// are what a user gets, so the store's answer must not be slower than no answer.
+TEST_F(CliTune, TheWinnerInAProcessOfItsOwnIsNoSlowerThanTheDefault) {
+  const std::vector<std::string> spec = {"abk,kc->abc", "--shape", "A=256x256x4", "B=4x8"};
+  auto r = run(with(with({"tune"}, spec), {"--json", "--standalone", "3", "--warmup", "2",
+                                           "--min-reps", "5", "--min-time", "0.05"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json tuned = json::parse(r.out);
+  const json& s = tuned["standalone"];
+  ASSERT_TRUE(s.is_object()) << tuned.dump(1);
+  ASSERT_TRUE(s.contains("winner")) << s.dump(1);
+  for (const char* who : {"winner", "default"}) {
+    if (!s.contains(who)) continue;  // the winner is the default
+    const json& w = s[who];
+    ASSERT_EQ(w["runs"].size(), 3u) << w.dump();
+    EXPECT_GT(w["standalone_median_s"].get<double>(), 0) << w.dump();
+    EXPECT_GT(w["in_tune_over_standalone"].get<double>(), 0) << w.dump();
+  }
+  if (s.contains("default")) {
+    const auto winner = s["winner"]["runs"].get<std::vector<double>>();
+    const auto fallback = s["default"]["runs"].get<std::vector<double>>();
+    EXPECT_LE(*std::min_element(winner.begin(), winner.end()),
+              *std::max_element(fallback.begin(), fallback.end()))
+        << "the store's answer is slower than the untuned default in every process: " << s.dump(1);
+  }
+  // The answer `run` takes from the store is the winner.
+  r = run(with(with({"run"}, spec), {"--json"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["transform"]["strategy"], s["winner"]["strategy"]);
+
+  // --standalone 0 skips the check; the table shows it.
+  r = run(with(with({"tune"}, spec), with({"--json", "--standalone", "0"}, kQuick)));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(json::parse(r.out)["standalone"].is_null()) << r.out;
+  r = run(
+      with(with({"tune"}, spec), with({"--table", "--strategies", "tensor_gemm,ttgt"}, kQuick)));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("in processes of their own"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("winner"), std::string::npos) << r.out;
+  r = run(with(with({"tune"}, spec), {"--standalone", "-1"}));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--standalone"), std::string::npos) << r.err;
+}
+
 TEST_F(CliTune, RunFallsBackToADefaultWithANotice) {
   auto r = run({"run", "ij,jk->ik", "--shape", "A=20x30", "B=30x10", "--verify", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <set>
 
@@ -137,6 +138,96 @@ std::vector<Candidate> candidates(const BatchedEinsum& e,
     }
   }
   return out;
+}
+
+// The final round. The search times one candidate after another, so each sees the machine at
+// other moments: on a shared machine a memory-shaped candidate's samples over one second can be a
+// quarter slower than another's over the next, and which of two candidates that close won was
+// decided by the moment each was timed. The finalists, the candidates within `finalist_factor` of
+// the best, are timed again in turns, each round starting one finalist later, so that a slow moment
+// falls on them alike; their samples are then those of the round. A sample whose run mapped memory
+// afresh (the candidates' blocks evict one another) is taken again once. Skipped when interrupted,
+// out of budget, or when the rounds would not end before the time limit; abandoned, the search's
+// samples stand.
+void final_round(TuneReport& report,
+                 std::vector<std::pair<const Canonical*, Measurement>>& measured,
+                 std::optional<std::size_t>& best, const TuneOptions& options, const Bound& bound,
+                 const std::function<bool(double)>& time_out,
+                 std::optional<Clock::time_point> time_end,
+                 std::optional<Clock::time_point> budget_end) {
+  if (!best || (options.stop && options.stop->load()) || report.budget_exhausted) return;
+  const double best_s = report.results[*best].median_s;
+  std::vector<std::size_t> finalists;
+  for (std::size_t i = 0; i < report.results.size(); ++i) {
+    const TuneResult& r = report.results[i];
+    if (r.status == Outcome::ok && r.median_s <= options.finalist_factor * best_s)
+      finalists.push_back(i);
+  }
+  std::stable_sort(finalists.begin(), finalists.end(), [&](std::size_t a, std::size_t b) {
+    return report.results[a].median_s < report.results[b].median_s;
+  });
+  if (finalists.size() > options.max_finalists) finalists.resize(options.max_finalists);
+  if (finalists.size() < 2) return;
+  // As many rounds as the search's minimum time would give the best alone, from 3 to min_reps
+  // (a long run: long_run_reps).
+  const Protocol& p = options.protocol;
+  const bool long_run = best_s >= p.long_run_s;
+  const int rounds =
+      long_run ? std::max(1, std::min(p.min_reps, p.long_run_reps))
+               : static_cast<int>(std::clamp(std::ceil(p.min_time / std::max(best_s, 1e-9)), 3.0,
+                                             static_cast<double>(std::max(3, p.min_reps))));
+  double round_s = 0;
+  std::vector<int> group;  // runs per sample: a sample of at least a millisecond
+  for (const std::size_t i : finalists) {
+    const double m = report.results[i].median_s;
+    group.push_back(static_cast<int>(std::clamp(std::ceil(1e-3 / std::max(m, 1e-9)), 1.0, 1e6)));
+    round_s += m * group.back();
+  }
+  // Each finalist's first turn maps its memory again (its blocks were unmapped after it was
+  // measured): one run more each.
+  const double needed = (rounds + 1) * round_s;
+  if (time_out(needed) ||
+      (budget_end && Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(needed)) >=
+                         *budget_end))
+    return;
+  std::vector<std::vector<double>> samples(finalists.size());
+  try {
+    for (int round = 0; round < rounds; ++round) {
+      for (std::size_t turn = 0; turn < finalists.size(); ++turn) {
+        const std::size_t k = (turn + round) % finalists.size();
+        const TuneResult& r = report.results[finalists[k]];
+        const Strategy* s = lookup(r.candidate.strategy, options.extra);
+        auto time_one = [&] {
+          std::optional<Deadline> deadline;
+          if (time_end)
+            deadline.emplace(std::chrono::duration<double>(*time_end - Clock::now()).count());
+          const std::uint64_t mapped = fresh_mappings();
+          const auto t0 = Clock::now();
+          for (int g = 0; g < group[k]; ++g) s->run(bound, r.candidate.params);
+          return std::make_pair(since(t0) / group[k], fresh_mappings() != mapped);
+        };
+        auto [t, remapped] = time_one();
+        if (remapped) t = time_one().first;
+        samples[k].push_back(t);
+        if (options.stop && options.stop->load()) return;
+      }
+    }
+  } catch (const std::exception&) {
+    return;  // stopped by the time limit, or failing now: the search's samples stand
+  }
+  const auto flops = flop_count(bound.einsum());
+  for (std::size_t k = 0; k < finalists.size(); ++k) {
+    TuneResult& r = report.results[finalists[k]];
+    r.search_median_s = r.median_s;
+    r.seconds = samples[k];
+    r.median_s = summarize(r.seconds).median_s;
+    r.gflops.reset();
+    if (flops && r.median_s > 0) r.gflops = *flops / r.median_s * 1e-9;
+    measured[finalists[k]].second.seconds = r.seconds;
+  }
+  for (const std::size_t i : finalists)
+    if (report.results[i].median_s < report.results[*best].median_s) best = i;
 }
 
 Binding tuning_binding(const BatchedEinsum& e, const Binding& given, double max_bytes) {
@@ -467,6 +558,9 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
       return s->run(bound, c->params);
     };
     auto t0 = Clock::now();
+    // Runs of this candidate on the memory it has now: the oracle's run came before the cached
+    // blocks were unmapped, so its next run maps its result afresh, as any candidate's first does.
+    int runs_here = 0;
     try {
       double first = 0;
       bool rerun = false;  // the first run was stopped, and run again
@@ -475,6 +569,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
         r.max_rel_err = 0;
         oracle_candidate.reset();
       } else {
+        runs_here = 1;
         std::optional<Results> got;  // freed before the timed runs
         try {
           got = once();
@@ -500,6 +595,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
         once();
         second = since(t0);
         runs = 2;
+        ++runs_here;
       }
       if (!(*r.max_rel_err <= tol)) {
         r.status = Outcome::invalid;
@@ -526,13 +622,18 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
           once();
           second = since(t0);
           runs = 2;
+          ++runs_here;
           out_raced = behind(second);
         }
-        // A long run, verified, is one of the samples (the first, with its one-time costs, or the
-        // second when one was made): the median of three is not moved by one slow sample.
-        if (long_run) r.seconds = {second};
+        // One warm run is what is recorded of a candidate that cannot win.
+        if (out_raced) r.seconds = {second};
         judging = false;
-        for (int w = runs; w < protocol.warmup && !long_run && !over_budget(); ++w) {
+        // No sample is a candidate's first run on its memory: that run maps and writes pages its
+        // result and scratch have not used before, which on a virtual machine costs as much as a
+        // memory-shaped run itself (TCCG case 6, `efbad,cf->abcde`: ttgt's first run 2.2 s, its
+        // next 0.5 s). A long run has that one warm-up; a shorter one `warmup` runs.
+        const int warmups = long_run ? 1 : protocol.warmup;
+        for (int w = runs_here; w < warmups && !out_raced && !over_budget(); ++w) {
           t0 = Clock::now();
           once();
           last = since(t0);
@@ -583,9 +684,61 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
     // 24.3 s), 2.16× with them returned (22.1 / 22.8 / 27.7 s).
     release_recycled_memory();
   }
+  final_round(
+      report, measured, best, options, bound, [&](double more) { return time_out(more); },
+      time_limited ? std::optional<Clock::time_point>(time_end) : std::nullopt,
+      options.budget ? std::optional<Clock::time_point>(start + seconds(*options.budget))
+                     : std::nullopt);
   if (options.stop && options.stop->load()) report.interrupted = true;
   if (!measured.empty()) report.run = store.record_run(options.run, machine, measured).run;
   return report;
+}
+
+const TuneResult* TuneReport::best() const {
+  const TuneResult* out = nullptr;
+  for (const auto& r : results)
+    if (r.status == Outcome::ok && (!out || r.median_s < out->median_s)) out = &r;
+  return out;
+}
+
+nlohmann::ordered_json result_json(const TuneResult& r) {
+  using ojson = nlohmann::ordered_json;
+  ojson row = {{"strategy", r.candidate.strategy},
+               {"params", r.candidate.params},
+               {"status", to_string(r.status)}};
+  if (r.status == Outcome::ok) {
+    row["median_s"] = r.median_s;
+    row["repetitions"] = r.seconds.size();
+    row["seconds"] = r.seconds;
+    if (r.search_median_s) row["search_median_s"] = *r.search_median_s;
+    row["gflops"] = r.gflops ? ojson(*r.gflops) : ojson();
+  }
+  row["max_rel_err"] = r.max_rel_err ? ojson(*r.max_rel_err) : ojson();
+  if (!r.error.empty()) row["error"] = r.error;
+  return row;
+}
+
+nlohmann::ordered_json report_json(const TuneReport& report,
+                                   const std::vector<const TuneResult*>* shown) {
+  using ojson = nlohmann::ordered_json;
+  ojson out = {{"workload", {{"hash", report.workload_hash}, {"key", report.workload_key}}},
+               {"run", report.run},
+               {"oracle", report.oracle},
+               {"binding", report.binding.empty() ? ojson() : ojson(report.binding)},
+               {"candidates", report.total},
+               {"measured", report.results.size()},
+               {"probed", report.probed},
+               {"interrupted", report.interrupted},
+               {"budget_exhausted", report.budget_exhausted},
+               {"time_limit_reached", report.time_limit_reached},
+               {"not_measured", report.not_measured},
+               {"results", ojson::array()}};
+  if (shown) {
+    for (const TuneResult* r : *shown) out["results"].push_back(result_json(*r));
+  } else {
+    for (const TuneResult& r : report.results) out["results"].push_back(result_json(r));
+  }
+  return out;
 }
 
 }  // namespace einsumdb

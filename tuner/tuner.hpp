@@ -17,12 +17,14 @@
 // Probe: an exhaustive search of a large workload first times every candidate on a reduced copy
 // (its longest axes halved until it has at most 2^27 loop iterations; the fastest of up to 3
 // runs within 30 ms, after one untimed run) and does not run at full size those more than 3
-// times slower there than the fastest (recorded as timeout). A candidate whose verified first
-// run takes half a second or more has that run and 2 more as its 3 samples, without further
-// warm-up or minimum time. When the oracle ran at full size, its run is the first run of the
-// candidate that is the same transform. Memory: the inputs, the oracle's result and one
-// candidate's result and scratch at a time (the oracle is tensor_gemm where it applies, which
-// needs no scratch of the workload's size).
+// times slower there than the fastest (recorded as timeout). No sample is a candidate's first run
+// on its memory: it writes pages its result and scratch have not used before. A candidate whose
+// verified first run takes half a second or more is then timed 3 times, without further warm-up
+// or minimum time. When the oracle ran at full size, its run is the first run of the candidate
+// that is the same transform (which then has one warm-up run: the oracle's memory was returned
+// since). Memory: the inputs, the oracle's result and one candidate's result and scratch at a
+// time (the oracle is tensor_gemm where it applies, which needs no scratch of the workload's
+// size).
 //
 // Stopping: once one candidate is timed, a run that decides whether another is timed (its first,
 // or a second) is stopped (executor/deadline.hpp) where it can no longer pass, and the candidate
@@ -50,6 +52,12 @@
 // of their probe times, so that the likely best is measured first. An interruption (stop flag, set
 // by SIGINT in the CLI) ends the search after the current candidate; what was measured is kept
 // (written when the search ends).
+//
+// Final round: the candidates within finalist_factor (1.25) of the best, at most max_finalists
+// (4), are timed again in turns — each round one sample of each, the next round starting one
+// later — and those samples replace the search's (kept as search_median_s). Timed one after
+// another, two close candidates were ranked by the moments the machine gave each; in turns, a
+// slow moment falls on all of them.
 #pragma once
 
 #include <atomic>
@@ -108,7 +116,11 @@ struct TuneOptions {
   std::optional<double> budget;  // seconds for the whole search; none: exhaustive
   double reference_limit = 2e8;  // loop iterations above which the reference is too slow
   double slow_factor = 10;       // a first run this much slower than the best: timeout
-  double race_factor = 1.5;      // a long first run this much slower than the best: one sample
+  // The final round: candidates whose median is within finalist_factor of the best (at most
+  // max_finalists, fastest first) are timed again in turns. 0 finalists: none.
+  double finalist_factor = 1.25;
+  std::size_t max_finalists = 4;
+  double race_factor = 1.5;  // a long first run this much slower than the best: one sample
   // The probe (exhaustive searches of workloads above probe_iterations loop iterations): every
   // candidate runs on a copy of the workload whose longest axes are halved until it has at most
   // probe_iterations; a candidate more than probe_factor times slower there than the fastest is
@@ -133,6 +145,9 @@ struct TuneResult {
   std::string error;  // for failed candidates
   double median_s = 0;
   std::optional<double> gflops;
+  // A finalist (see the final round): its median in the search, before the final round's
+  // samples replaced that search's.
+  std::optional<double> search_median_s;
 };
 
 struct TuneReport {
@@ -149,6 +164,9 @@ struct TuneReport {
   bool interrupted = false, budget_exhausted = false;
   bool time_limit_reached = false;
   std::size_t not_measured = 0;  // candidates the time limit left out
+
+  // The fastest verified result (the smallest median; the first measured among equals), or null.
+  const TuneResult* best() const;
 };
 
 // Progress as candidates finish: (done, total, the latest result, the best so far or null).
@@ -165,6 +183,15 @@ using Progress =
 // Timings are only meaningful when nothing else runs on the cores being measured.
 TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& e,
                 const TuneOptions& options, const Progress& progress = nullptr);
+
+// The report as JSON, as `einsumdb tune --json` and the Python module give it: the workload, the
+// run, the oracle, the counts and flags, and `results` (result_json of each of `shown`, in that
+// order; every result when null).
+nlohmann::ordered_json report_json(const TuneReport& report,
+                                   const std::vector<const TuneResult*>* shown = nullptr);
+// One result: strategy, params, status; for a verified one its median, samples (`seconds`), rate,
+// and the search's median when the final round timed it again; max_rel_err; the error.
+nlohmann::ordered_json result_json(const TuneResult& r);
 
 // Arrays for every operand of `e`, filled from `seed`; SpecError when a length is symbolic.
 Arrays random_arrays(const BatchedEinsum& e, std::uint64_t seed);
