@@ -112,8 +112,8 @@ void validate(const BatchedEinsum& e);
 // use and not in another.
 std::map<std::string, std::vector<std::size_t>> drop_broadcast_axes(BatchedEinsum& e);
 
-// The spec JSON of DESIGN.md: {"einsum", "batch", "shapes", "dtypes", "ops"}. Keys in a fixed
-// order; a symbolic length is written as a string.
+// The spec JSON of docs/workloads.md: {"einsum", "batch", "shapes", "dtypes", "ops"}. Keys in a
+// fixed order; a symbolic length is written as a string.
 nlohmann::ordered_json to_json(const BatchedEinsum& e);
 
 // Whether c may name an index (a-z, A-Z).

@@ -1,4 +1,4 @@
-// Readers for the spec formats of DESIGN.md: the einsum string (numpy style) completed by
+// Readers for the spec formats of docs/workloads.md: the einsum string (numpy style) completed by
 // command-line flags, and the spec JSON. Every reader validates what it builds and throws
 // SpecError with a message that names the column, key, array or axis at fault.
 #pragma once
