@@ -51,6 +51,13 @@ def transform_text(t):
     return t["strategy"] + (" " + json.dumps(params, separators=(",", ":")) if params else "")
 
 
+def build_id(exe):
+    """The commit of the repository the executable was built in, when it is one's."""
+    p = subprocess.run(["git", "-C", os.path.dirname(exe), "rev-parse", "--short", "HEAD"],
+                       capture_output=True, text=True)
+    return p.stdout.strip() if p.returncode == 0 else "unknown"
+
+
 def cpu_model():
     with open("/proc/cpuinfo") as f:
         for line in f:
@@ -131,7 +138,8 @@ def main():
         with open(a.out, "w") as f:
             json.dump({"command": " ".join(["scripts/bench_tune_fidelity.py"] + sys.argv[1:]),
                        "cpu": cpu_model(), "cores": os.cpu_count(),
-                       "date": time.strftime("%Y-%m-%d"), "rows": rows, "summary": summary},
+                       "date": time.strftime("%Y-%m-%d"), "build": build_id(exe),
+                       "rows": rows, "summary": summary},
                       f, indent=1)
 
 

@@ -59,7 +59,8 @@ def main(out, paths, before=None):
         "# Does the tuner measure what a run measures?",
         "",
         f"Made by `scripts/perf_page_tune.py` from the files of `{first['command']}` "
-        f"({len(runs)} file(s)): {first['cpu']}, {first['cores']} cores, one BLAS thread, "
+        f"({len(runs)} file(s); build {first.get('build', 'not recorded')}, {first['date']}): "
+        f"{first['cpu']}, {first['cores']} cores, one BLAS thread, "
         "OpenBLAS's own kernel choice (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset).",
         "",
         "Each TCCG case is tuned on a fresh store (`einsumdb tune SPEC --threads 1 --warmup 2 "
@@ -105,7 +106,8 @@ def main(out, paths, before=None):
     if before:
         b = json.load(open(before))
         lines += [
-            f"Before (`{b['command']}`, {b['date']}, the same machine): over its "
+            f"Before (`{b['command']}` with build {b.get('build', 'not recorded')}, {b['date']}, "
+            "the same machine): over its "
             f"{len(b['rows'])} tunes, {summary(b['rows'])}.",
             "",
         ]
