@@ -36,14 +36,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_tccg import cases, selection, spec_args  # noqa: E402
-
-
-def einsumdb(exe, args):
-    p = subprocess.run([exe] + args, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(f"einsumdb {' '.join(args)} failed:\n{p.stderr}")
-    return json.loads(p.stdout)
+from bench_tccg import cases, einsumdb, selection, spec_args  # noqa: E402
 
 
 def transform_text(t):
