@@ -88,19 +88,13 @@ struct Blis<float> {
   using Kernel = sgemm_ukr_ft;
 };
 
-// BLIS 0.9 picks its Skylake-X kernels only on Intel processors whose brand string names a
-// model it knows to have two AVX-512 FMA units; it does not know AMD's AVX-512 processors (Zen 4,
-// Zen 5) at all, and runs its generic C kernels there, and on an Intel processor that a virtual
-// machine reports as a plain "Intel(R) Xeon(R) Processor" it falls back to its AVX2 (Haswell)
-// kernels. Its Skylake-X kernels run at the full rate on all of them (with one FMA unit, at the
-// rate of the AVX2 kernels). TCCG case 33 (degc,gfab->abcdef, a=d=g=24, the rest 16) on Zen 4,
-// `einsumdb run ... --transform tensor_gemm --repeat 5` with BLIS_ARCH_TYPE set, three runs each
-// (min / median / max): Skylake-X 24.1 / 35.4 / 37.2 ms, Zen 3 (AVX2) 47.1 / 66.4 / 67.1 ms,
-// generic 144.1 / 146.0 / 147.6 ms. A 3000³ product on a virtual "Intel(R) Xeon(R) Processor"
-// with AVX-512 (two FMA units), `einsumdb run ik,kj->ij ... --transform tensor_gemm --repeat 3`,
-// two runs each: 84.8 and 88.4 GFLOP/s with the Skylake-X kernels, 51.7 and 54.0 with BLIS's
-// own choice (Haswell). BLIS reads the choice from BLIS_ARCH_TYPE when it initializes, so it is
-// set here, before the first call to BLIS, unless the user set it.
+// BLIS 0.9 picks its Skylake-X kernels only on Intel processors whose brand string names a model it
+// knows to have two AVX-512 FMA units; it does not know AMD's AVX-512 processors (Zen 4, Zen 5) at
+// all, and runs its generic C kernels there, and on an Intel processor that a virtual machine
+// reports as a plain "Intel(R) Xeon(R) Processor" it falls back to its AVX2 (Haswell) kernels. Its
+// Skylake-X kernels run at the full rate on all of them (with one FMA unit, at the rate of the AVX2
+// kernels). BLIS reads the choice from BLIS_ARCH_TYPE when it initializes, so it is set here,
+// before the first call to BLIS, unless the user set it.
 void choose_blis_kernels() {
   if (std::getenv("BLIS_ARCH_TYPE")) return;
   __builtin_cpu_init();
@@ -176,13 +170,10 @@ struct MicroKernel {
   }
 };
 
-// A table of offsets. Those of a large GEMM's rows run to millions of entries; they are held in
-// a Tensor's memory, which a previous run has already written (tensor.hpp), rather than in
-// pages glibc maps afresh for each call and the call faults in (on a virtual machine, that cost
-// more than the GEMM's kernel). `einsumdb run ... --transform tensor_gemm --repeat 5`, one
-// thread, three runs alternating with the build that kept them in std::vectors (min / median /
-// max): TCCG case 3 (dbea,ec->abcd) 47.7 / 47.8 / 48.6 ms against 66.0 / 66.9 / 67.4, case 4
-// (deca,be->abcd, 5.4 million rows) 63.1 / 71.2 / 74.9 ms against 82.3 / 83.8 / 84.2.
+// A table of offsets. Those of a large GEMM's rows run to millions of entries; they are held in a
+// Tensor's memory, which a previous run has already written (tensor.hpp), rather than in pages
+// glibc maps afresh for each call and the call faults in (on a virtual machine, that cost more than
+// the GEMM's kernel).
 class Table {
  public:
   explicit Table(std::int64_t n = 0)
@@ -240,14 +231,10 @@ std::vector<std::int64_t> spacing(const Table& off, std::int64_t width) {
 
 // Per block of `width` consecutive entries of `off` whose `step` (spacing) is uneven: whether they
 // go in runs of `run` consecutive offsets (`run` dividing the block). A micro-panel of the output's
-// rows that does so (where the output's unit-stride index is among the rows with a length that is
-// a multiple of a cache line but not of MR, a panel holds the end of one line's run and the start
-// of the next) is written a line per run and column, where it was scattered element by element
-// along the columns. TCCG at full size (cases 5, 11, 15, 17-19, 22-25, 27, 29 and 30 have such
-// panels), `einsumdb run ... --transform tensor_gemm --repeat 5`, one thread, three runs
-// alternating with the build without it, time over time (min / median / max): case 11
-// (ec,abed->abcd) 0.94 / 0.94 / 0.94, case 5 (ebad,ce->abcd) 0.97 / 1.00 / 1.02, case 15
-// (acd,db->abc) 0.89 / 1.03 / 1.03.
+// rows that does so (where the output's unit-stride index is among the rows with a length that is a
+// multiple of a cache line but not of MR, a panel holds the end of one line's run and the start of
+// the next) is written a line per run and column, where it was scattered element by element along
+// the columns.
 std::vector<char> unit_runs(const Table& off, std::int64_t width, std::int64_t run,
                             const std::vector<std::int64_t>& step) {
   const std::int64_t n = off.size();
@@ -263,19 +250,12 @@ std::vector<char> unit_runs(const Table& off, std::int64_t width, std::int64_t r
 }
 
 // Per MR rows of the output's offsets `cm` (a micro-panel): whether `line` panels start there in
-// which row i of panel j lies at cm[i] + j, the first of them at a whole line's start or not: row
-// i and a column of all of them then make one whole line of the output (a line group, written
-// with Gemm::write_lines). Such panels come from the tiles of group_rows where the output's
-// unit-stride index is among the rows and the operand's another one: the micro-kernel would write
-// each row of a tile to a different line, through its general-stride path, and each line of the
-// output, not written whole, would be read from memory first. Empty where there is none.
-// `einsumdb run ... --transform tensor_gemm --repeat 5`, one thread, three runs alternating with
-// the build that wrote these tiles in place (time over time, min / median / max): TCCG case 3
-// (dbea,ec->abcd) 0.77 / 0.80 / 0.83, case 4 (deca,be->abcd) 0.72 / 0.75 / 0.77, case 6
-// (efbad,cf->abcde) 0.86 / 0.87 / 0.87, case 7 (ecbfa,fd->abcde) 0.66 / 0.72 / 0.73, case 8
-// (efcad,bf->abcde) 0.89 / 0.91 / 0.92, with the group written from interleaved tiles; transposed
-// through registers (Gemm::transposes) against that, 0.93 / 0.95 / 0.97, 0.92 / 0.97 / 0.99, 0.87
-// / 0.88 / 0.91, 0.88 / 0.91 / 0.94 and 0.87 / 0.88 / 0.94.
+// which row i of panel j lies at cm[i] + j, the first of them at a whole line's start or not: row i
+// and a column of all of them then make one whole line of the output (a line group, written with
+// Gemm::write_lines). Such panels come from the tiles of group_rows where the output's unit-stride
+// index is among the rows and the operand's another one: the micro-kernel would write each row of a
+// tile to a different line, through its general-stride path, and each line of the output, not
+// written whole, would be read from memory first. Empty where there is none.
 std::vector<char> line_groups(const Table& cm, std::int64_t mr, std::int64_t line) {
   const std::int64_t panels = cm.size() / mr;  // the whole ones
   std::vector<char> out(static_cast<std::size_t>((cm.size() + mr - 1) / mr), 0);
@@ -350,14 +330,9 @@ inline void transposed_quarter(const double* q, std::int64_t ld, int p, int h, _
 }
 
 // d[i·ldd + u] <- q[u·ld + i] for an 8 × 8 block of doubles, each row of d written in two halves.
-// Zen 4 runs AVX-512's lane-crossing shuffles at a fraction of the in-lane rate: a standalone loop
-// over blocks in L1 (diagnosis, not kept), three runs (min / median / max), took 8.7 / 8.9 / 9.7
-// ns a block this way against 25.7 / 28.6 / 30.0 ns loading rows and transposing them in
-// registers (transpose8), and 13.6 / 13.7 / 16.4 ns joining the halves into one register per row
-// (load_transposed8). Streamed lines stream a whole line in one store that way rather than two
-// halves: `einsumdb run ... --transform tensor_gemm --repeat 5`, one thread, five pairs of
-// processes, time over time: TCCG case 2 0.78 / 0.94 / 1.01, case 3 0.78 / 0.98 / 1.00, case 6
-// 0.89 / 0.98 / 1.00, case 7 0.95 / 0.96 / 1.00, case 4 0.98 / 1.00 / 1.10.
+// The block goes in 4 × 4 quarters from 128-bit loads: Zen 4 runs AVX-512's lane-crossing shuffles
+// at a fraction of the in-lane rate, so loading whole rows and transposing them in registers
+// (transpose8) is slower there.
 inline void transpose8_to(const double* q, std::int64_t ld, double* d, std::int64_t ldd) {
   for (int p = 0; p < 8; p += 2)
     for (int h = 0; h < 8; h += 4) {
@@ -558,19 +533,14 @@ class Gemm {
   }
 
  private:
-  // Computes the tile of the MR rows from `ir` (contiguous in the output from `base`) and the
-  // `nrb` columns from `jr` (at `cn` from it) straight into the output, around the cache: one
-  // libxsmm kernel per run of columns p_.around_ldc apart, whose non-temporal stores write each
-  // column's whole lines (kernels::StreamKernel). False, having computed nothing, where there are
-  // no such kernels or a column starts off a cache line. A whole tile written once, summed over
-  // few elements: BLIS's micro-kernel writes it in place with ordinary stores, which read each
-  // line from memory first, and through the buffer (copy_run), the copy costs as much again as
-  // the kernel's stores. On a 2-core Zen 4, `einsumdb run ... --transform tensor_gemm --repeat
-  // 5`, one thread, three pairs of processes alternating with the build that wrote them through
-  // the buffer, time over time (min / median / max): TCCG case 31 (dega,gfbc->abcdef) 0.83 / 0.85
-  // / 0.88 (38.5 ms against 46.4, medians), case 35 (dfgb,geac->abcdef, three column panels in
-  // four straddling two runs) 0.82 / 0.84 / 0.84; the other ccsd_t cases (32-48) 0.79-0.92 but
-  // for case 42, 0.98 (medians).
+  // Computes the tile of the MR rows from `ir` (contiguous in the output from `base`) and the `nrb`
+  // columns from `jr` (at `cn` from it) straight into the output, around the cache: one libxsmm
+  // kernel per run of columns p_.around_ldc apart, whose non-temporal stores write each column's
+  // whole lines (kernels::StreamKernel). False, having computed nothing, where there are no such
+  // kernels or a column starts off a cache line. A whole tile written once, summed over few
+  // elements: BLIS's micro-kernel writes it in place with ordinary stores, which read each line
+  // from memory first, and through the buffer (copy_run), the copy costs as much again as the
+  // kernel's stores.
   bool write_around(std::int64_t ir, std::int64_t jr, std::int64_t nrb, std::int64_t kcb,
                     const T* apack, const T* bpack, T* base, const std::int64_t* cn) const {
     if (around_.empty() || kcb != p_.K) return false;
@@ -586,20 +556,11 @@ class Gemm {
     return true;
   }
 
-  // Fetches the lines of the next block of rows into L2 a few at a time, before each
-  // micro-kernel call of this one: where packing a block is bound by memory misses (panels of
-  // MR consecutive elements far apart in a large operand), memory then works while the FMA units
-  // do, instead of in turn. Panels that are gathered element by element are left to the packing
-  // routine's own prefetches; and at most what L2 holds beside the packed block is fetched.
-  // TCCG at full size on a 2-core Zen 4 (1 MB of L2), `einsumdb run ... --transform tensor_gemm
-  // --param fetch_ahead=true|false --repeat 5`, three pairs of processes alternating, time with
-  // over time without (min / median / max), one thread: case 2 (dca,bd->abc: panels of 16 a's,
-  // 739 KB apart along the summed d) 0.68 / 0.70 / 0.71, case 1 0.76 / 0.77 / 0.79, case 7 0.78 /
-  // 0.78 / 0.78, case 3 0.81 / 0.81 / 0.81, cases 4-6 and 8-11 0.85-0.94 (medians); two threads:
-  // case 2 0.71 / 0.77 / 1.00, case 3 0.78 / 0.79 / 0.83, cases 1 and 4-11 0.80-0.99 (medians);
-  // at one thread (medians of three pairs), cases 12-19 0.94-1.00 and ccsd_t's 31, 34, 43 and 46
-  // 0.92-1.02 (--repeat 3), cases 20, 21, 22 and 28 1.00-1.01 (--repeat 1), where the packing is
-  // a small part of the time or reads an operand the cache holds.
+  // Fetches the lines of the next block of rows into L2 a few at a time, before each micro-kernel
+  // call of this one: where packing a block is bound by memory misses (panels of MR consecutive
+  // elements far apart in a large operand), memory then works while the FMA units do, instead of in
+  // turn. Panels that are gathered element by element are left to the packing routine's own
+  // prefetches; and at most what L2 holds beside the packed block is fetched.
   class NextBlock {
    public:
     NextBlock(const T* src, const std::int64_t* row, std::int64_t rows, const std::int64_t* col,
@@ -640,12 +601,9 @@ class Gemm {
     std::int64_t per_call_ = 0, p_ = 0, q_ = 0;
   };
 
-  // The end of the block of rows that starts at `ic`: MC rows on (or m1), or, where that would
-  // cut a line group in two, the start of that group, so that each group is computed whole (cut,
-  // its panels were written element by element: with 15 panels to a block, 7 in 15 of TCCG case
-  // 20's). Case 20 (aebf,dfce->abcd), `einsumdb run ... --transform tensor_gemm --repeat 2`, one
-  // thread, eight runs alternating with the build without it, time over time: 0.92 / 0.97 / 1.04
-  // (min / median / max).
+  // The end of the block of rows that starts at `ic`: MC rows on (or m1), or, where that would cut
+  // a line group in two, the start of that group, so that each group is computed whole (cut, its
+  // panels were written element by element: with 15 panels to a block, 7 in 15 of TCCG case 20's).
   std::int64_t block_end(std::int64_t ic, std::int64_t m1) const {
     const std::int64_t end = std::min(m1, ic + p_.mc);
     if (p_.row_lines.empty() || end == m1) return end;
@@ -655,13 +613,10 @@ class Gemm {
     return end;
   }
 
-  // Whether tiles go out through registers, transposed 8 × 8 (AVX-512, doubles, a micro-kernel
-  // that writes columns fastest, MR a multiple of 8), rather than along strides by the
-  // micro-kernel, whose general-stride path stores element by element: line groups, and even
-  // tiles whose columns are contiguous in the output. For the latter, TCCG case 1 (bda,dc->abc,
-  // c the output's unit-stride index on the columns' side), `einsumdb run ... --transform
-  // tensor_gemm --repeat 5`, three runs alternating with the build that wrote them in place, time
-  // over time 0.94 / 0.95 / 0.96 (min / median / max); cases 2, 3, 5 and 9 unchanged.
+  // Whether tiles go out through registers, transposed 8 × 8 (AVX-512, doubles, a micro-kernel that
+  // writes columns fastest, MR a multiple of 8), rather than along strides by the micro-kernel,
+  // whose general-stride path stores element by element: line groups, and even tiles whose columns
+  // are contiguous in the output.
   bool transposes() const {
 #if defined(__AVX512F__)
     return std::is_same_v<T, double> && !k_.prefers_rows && k_.mr % 8 == 0;
@@ -737,31 +692,18 @@ class Gemm {
         copy_run(group + (i + n * k_.mr) * kLine, kLine, c + cm[i] + cn[n], accumulate, p_.stream);
   }
 
-  // Depths ahead whose rows a packing routine prefetches. Time with it over time without, TCCG
-  // cases at full size, `einsumdb run ... --transform tensor_gemm --repeat 5` alternating the
-  // two, five pairs each (min / median / max): case 3 (dbea,ec->abcd) 0.78 / 0.87 / 0.94, case 6
-  // (efbad,cf->abcde) 0.52 / 0.77 / 0.87, case 5 (ebad,ce->abcd) 0.80 / 1.12 / 1.35. 2 and 8
-  // depths ahead were no better than 4 in three rounds.
+  // Depths ahead whose rows a packing routine prefetches.
   static constexpr std::int64_t kAhead = 4;
   static constexpr std::int64_t kLine = 64 / sizeof(T);  // elements per cache line
   // Rows ahead whose elements a packing routine that gathers row by row prefetches: a row's
   // elements lie on as many cache lines as it has runs along the tensor's memory, and without it
-  // each of those lines was fetched only when the row came to be read. TCCG at full size,
-  // `einsumdb run ... --transform tensor_gemm --repeat 5`, one thread, five runs alternating with
-  // the build without it, time over time (min / median / max): case 13 (acd,dbc->ab) 0.73 / 0.75 /
-  // 0.79, case 14 (cad,dcb->ab) 0.86 / 0.87 / 0.90, case 15 (acd,db->abc) 0.83 / 0.84 / 0.87, case
-  // 1 (bda,dc->abc) 0.91 / 0.97 / 0.99; the other cases unchanged (one run each, 0.93-1.07).
+  // each of those lines was fetched only when the row came to be read.
   static constexpr std::int64_t kRowsAhead = 4;
 
-  // d[0, n) = t[0, n), or += with `accumulate`; with `stream`, whole aligned cache lines go
-  // around the cache (non-temporal stores, AVX-512 only): their tile will not be read again,
-  // and a line written there needs no read of its old contents first. The micro-kernel
-  // prefetches the lines of the tile it writes, here the buffer's; the output's lines would miss
-  // one by one. TCCG case 34 (dfga,gebc->abcdef), `einsumdb run ... --transform tensor_gemm
-  // --repeat 5`, five alternating runs (min / median / max): 38.0 / 38.7 / 39.0 ms streamed,
-  // 47.9 / 48.8 / 49.4 ms with ordinary stores of the same registers, 43.5 / 45.6 / 46.0 ms with
-  // the compiler's loop; prefetching the output's lines for writing before the micro-kernel
-  // runs, with ordinary stores, was no better than streaming (39.8 / 40.6 / 42.1 ms).
+  // d[0, n) = t[0, n), or += with `accumulate`; with `stream`, whole aligned cache lines go around
+  // the cache (non-temporal stores, AVX-512 only): their tile will not be read again, and a line
+  // written there needs no read of its old contents first. The micro-kernel prefetches the lines of
+  // the tile it writes, here the buffer's; the output's lines would miss one by one.
   static void copy_run(const T* t, std::int64_t n, T* d, bool accumulate, bool stream) {
 #if defined(__AVX512F__)
     using V = Lanes<T>;
@@ -788,15 +730,13 @@ class Gemm {
 #endif
   }
 
-  // Writes (or adds, `accumulate`) a tile computed into `tile` to the output, where one of its
-  // two directions, the `run` direction (`length` elements `run_step` apart in the tile), is
-  // evenly spaced in the output (`step` apart) and the other is not (`lines` of them,
-  // `line_step` apart in the tile, at offsets `at` from `base`), line by line. It used to go
-  // element by element along the uneven direction, scattered; on TCCG case 34
-  // (dfga,gebc->abcdef: e = 16 is the columns' fastest index, and three column panels of 14 in
-  // four straddle two values of c) that took longer than the micro-kernel. Three runs alternating
-  // with that build (min / median / max): case 34 38.7 / 41.2 / 42.4 ms against 75.4 / 76.7 /
-  // 77.8, case 39 (efgc,gdab->abcdef) 33.0 / 33.3 / 34.8 ms against 52.2 / 52.4 / 53.9.
+  // Writes (or adds, `accumulate`) a tile computed into `tile` to the output, where one of its two
+  // directions, the `run` direction (`length` elements `run_step` apart in the tile), is evenly
+  // spaced in the output (`step` apart) and the other is not (`lines` of them, `line_step` apart in
+  // the tile, at offsets `at` from `base`), line by line. It used to go element by element along
+  // the uneven direction, scattered; on TCCG case 34 (dfga,gebc->abcdef: e = 16 is the columns'
+  // fastest index, and three column panels of 14 in four straddle two values of c) that took longer
+  // than the micro-kernel.
   static void scatter(const T* tile, std::int64_t run_step, std::int64_t line_step,
                       std::int64_t length, std::int64_t lines, T* base, std::int64_t step,
                       const std::int64_t* at, bool accumulate, bool stream) {
@@ -989,63 +929,32 @@ std::string order(const std::string& labels, const std::string& xl,
 }
 
 // The rows of a group of indices (the row or the column indices of the GEMM), as offsets in its
-// operand X and in the output Z. Where X runs at unit stride along an index of the group (ux),
-// Z's fastest index of the group is another one (uz), and both tensors are too large to be re-read
-// from the cache, the rows go in tiles: `panel` consecutive values of ux (a micro-panel, packed
-// from X along contiguous memory) for each of `line` consecutive values of uz (a cache line of Z,
-// where uz is Z's unit-stride index), so that the lines of both tensors are used whole while they
-// are in cache. Otherwise the rows go in the order of the tensor that runs at unit stride along
-// the group where only one does, else of the larger tensor's strides (the smaller one is re-read
-// from the cache where it is strided); with `follow_z`, in Z's order. Where X runs at unit stride
+// operand X and in the output Z. Where X runs at unit stride along an index of the group (ux), Z's
+// fastest index of the group is another one (uz), and both tensors are too large to be re-read from
+// the cache, the rows go in tiles: `panel` consecutive values of ux (a micro-panel, packed from X
+// along contiguous memory) for each of `line` consecutive values of uz (a cache line of Z, where uz
+// is Z's unit-stride index), so that the lines of both tensors are used whole while they are in
+// cache. Otherwise the rows go in the order of the tensor that runs at unit stride along the group
+// where only one does, else of the larger tensor's strides (the smaller one is re-read from the
+// cache where it is strided); with `follow_z`, in Z's order. The tiles go kInner values of the
+// fastest of the other indices at a time inside each line of uz: where that index is the next one
+// out from ux in X, a tile then reads each of its places in X (one per value of the summed and the
+// slower indices) in a run of kInner times ux's length rather than one. Where X runs at unit stride
 // along a summed index instead, its packing reads whole lines in any order of the rows, and tiles
-// would only break Z's tiles into line groups: TCCG case 26 (aefb,fdce->abcd, fdce along e) and
-// case 20 (aebf,dfce->abcd, the same), `einsumdb run ... --transform tensor_gemm --repeat 3`, one
-// thread, three runs alternating with the build that tiled them, time over time (min / median /
-// max) 0.88 / 0.90 / 0.90 and 0.86 / 0.88 / 0.88 (both also sum over several passes into a large
-// output, which follow_z takes in Z's order too: tensor_gemm_row); case 1 (bda,dc->abc, whose
-// output runs along the columns' c), still tiled, 0.98 / 1.00 / 1.02.
-// TCCG at full size, one thread, medians of three rounds of scripts/bench_tccg.py: case 6
-// (efbad,cf->abcde, both 450 MB or more) took 0.32 s tiled against 0.45 s in the operand's
-// order; case 33 (degc,gfab->abcdef, a 1.2 MB operand) 0.33 s tiled against 0.024 s in the
-// output's order.
-// The tiles go kInner values of the fastest of the other indices at a time inside each line of
-// uz: where that index is the next one out from ux in X, a tile then reads each of its places in
-// X (one per value of the summed and the slower indices) in a run of kInner times ux's length
-// rather than one. `einsumdb run ... --transform tensor_gemm --repeat 5`, five runs alternating
-// with the tiles one value at a time, time over time (min / median / max): TCCG case 8
-// (efcad,bf->abcde) 0.87 / 0.91 / 1.03, case 6 (efbad,cf->abcde) 0.86 / 0.89 / 0.92; case 7
-// (ecbfa,fd->abcde, where it is not) 0.97 / 1.00 / 1.03, case 3 (dbea,ec->abcd) 0.97 / 1.00 / 1.02.
+// would only break Z's tiles into line groups.
 constexpr std::int64_t kCachedBytes = std::int64_t{8} << 20;
 constexpr std::int64_t kInner = 4;
 constexpr std::int64_t kSumTile = 256;
 // Summed elements up to which every tile of a streamed output whose lines it writes whole goes
 // through the buffer, not only the uneven ones: the micro-kernel then spends less time on a tile
 // than writing it takes, and written in place, each of its lines is read from memory before it is
-// written. `einsumdb run ... --transform tensor_gemm --repeat 5`, one thread, time over time with
-// only the uneven tiles buffered (min / median / max of alternating runs): TCCG's ccsd_t cases (24
-// summed), five runs, case 31 (dega,gfbc->abcdef) 0.86 / 0.89 / 0.95, case 34 0.92 / 0.93 / 0.97,
-// case 40 0.93 / 0.96 / 0.98, case 42 0.84 / 0.84 / 0.91, case 46 0.88 / 0.90 / 0.93; three runs,
-// case 31's shape at g = 16 summed 0.82 / 0.83 / 0.83, and with every tile buffered whatever the
-// depth, at g = 32 1.01 / 1.04 / 1.04, at g = 48 1.07 / 1.09 / 1.13, cases 9-11 (ea,ebcd->abcd and
-// its kin, 72 summed) 1.01 / 1.08 / 1.11, 1.00 / 1.04 / 1.07 and 1.06 / 1.07 / 1.13.
+// written.
 constexpr std::int64_t kStreamAllDepth = 24;
-// That was measured on a Xeon. On AMD's Zen 5, an ordinary store that writes a whole line does
-// not read it from memory first (one thread writing a 302 MB huge-page buffer in aligned 64-byte
-// stores, _mm512_store_pd or _mm512_stream_pd, took 12.3-12.9 ms either way over five runs), and
-// there the micro-kernel writes even tiles faster in place, prefetching their lines as it starts:
-// the ccsd_t cases, measured as in group_rows, time in place over time through the buffer, case 31
-// 0.58 / 0.76 / 0.86, case 33 0.59 / 0.65 / 0.71, case 37 (efga,gdbc->abcdef) 0.68 / 0.78 / 0.81,
-// case 42 0.69 / 0.80 / 0.85, cases 34, 35, 44 and 45 (mostly uneven tiles) 0.95-1.00 (medians).
-// Zen 4 reads the line first like the Xeon: there, `einsumdb run ... --transform tensor_gemm
-// --repeat 5`, one thread, three pairs of processes alternating, time through the buffer over
-// time in place (min / median / max): case 31 0.76 / 0.81 / 0.82, case 33 0.74 / 0.80 / 0.80,
-// cases 32 and 46-48 0.78-0.81, cases 34, 36, 43 and 45 0.67-0.77 (medians); 35, 37-42 and 44
-// 0.96-1.05. Written around the cache instead (Gemm::write_around, where their rows are whole
-// lines), time over time in place, three pairs again: case 31 0.51 / 0.55 / 0.72, case 34 0.53 /
-// 0.55 / 0.57, case 35 0.77 / 0.80 / 0.82, case 40 0.76 / 0.81 / 0.83, case 46 0.61 / 0.61 / 0.62.
-// The parameter "stream_even" chooses; by default even tiles go through the buffer on
-// Intel's processors and on AMD's before Zen 5 (family 26), and the tuner tries both
-// (tensor_gemm_space).
+// On AMD's Zen 5, an ordinary store that writes a whole line does not read it from memory first, so
+// there the micro-kernel writes even tiles faster in place, prefetching their lines as it starts;
+// Intel's processors and Zen 4 read the line first. The parameter "stream_even" chooses; by default
+// even tiles go through the buffer on Intel's processors and on AMD's before Zen 5 (family 26), and
+// the tuner tries both (tensor_gemm_space).
 bool streams_even_tiles_by_default() {
   static const bool stream = [] {
     __builtin_cpu_init();
@@ -1073,23 +982,12 @@ struct Rows {
 };
 
 // The tiled order of a group of indices, X's and Z's offsets for each, or nothing where X does not
-// run at unit stride along the group (nor Z, with `z_unit`), where X and Z's fastest indices of
-// the group are the same or one of the tensors fits in the cache. The summed indices of two
-// operands that both run at unit stride along them, along different ones, go in these tiles too,
-// X's unit-stride index kSumTile bytes at a time for each cache line of Y's: a packed block of KC
+// run at unit stride along the group (nor Z, with `z_unit`), where X and Z's fastest indices of the
+// group are the same or one of the tensors fits in the cache. The summed indices of two operands
+// that both run at unit stride along them, along different ones, go in these tiles too, X's
+// unit-stride index kSumTile bytes at a time for each cache line of Y's: a packed block of KC
 // summed elements then reads both operands in whole cache lines, where in X's order it read one
-// element of each line of Y. Where only one of them does, they go in its order: TCCG case 14
-// (cad,dcb->ab, dcb along the rows' b), `einsumdb run ... --transform tensor_gemm --repeat 3`, one
-// thread, three runs alternating with the build that tiled them, time over time 0.80 / 0.82 /
-// 0.86; cases 21 and 23 (where the other operand does: aebf and aecf along f) and 27 and 28
-// (where neither does), 0.93-1.04.
-// TCCG cases 13 (acd,dbc->ab) and 14 (cad,dcb->ab), both operands over 200 MB, and
-// `einsumdb run ... --transform tensor_gemm --repeat 5` with the rows prefetched
-// (Gemm::kRowsAhead), time tiled over time in X's order, five alternating runs (min / median /
-// max): case 13 0.88 / 0.89 / 0.90, case 14 0.82 / 0.84 / 0.86. Cases 19-30, whose summed indices
-// are also tiled, 0.99-1.02 (one run each); three runs alternating with the build before both
-// changes, case 20 (aebf,dfce->abcd) 0.91 / 0.93 / 0.96, case 26 (aefb,fdce->abcd) 0.95 / 0.99 /
-// 1.01.
+// element of each line of Y. Where only one of them does, they go in its order.
 std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::int64_t>& len,
                           const std::string& xl, const std::vector<std::int64_t>& xs,
                           const std::string& zl, const std::vector<std::int64_t>& zs,
@@ -1129,17 +1027,9 @@ std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::i
 
 // Where X fits in the cache and Z does not, the group follows Z, unless X's order leaves fewer
 // micro-panels unevenly spaced in Z: X's packing re-reads it from the cache in any order, and what
-// goes to memory is Z's tiles, each written whole in place where it is even. TCCG's ccsd_t cases
-// (a 1.2-1.8 MB operand, a 302 MB output, 24 summed), from Python, `einsumdb.einsum(spec, A, B,
-// transform="tensor_gemm", params={"threads": 1})`, eleven pairs alternating within one process
-// with X's order behind an environment switch (removed), time over time per pair (min / median /
-// max): case 31 (dega,gfbc->abcdef, whose columns a, d, e ran along a, 12 MB apart in Z) 0.60 /
-// 0.62 / 0.69, case 33 0.38 / 0.66 / 0.72, case 38 (efgb,gdac->abcdef, even in Z's order and not
-// in X's) 0.74 / 0.84 / 0.89, case 35 (uneven in both) 0.65 / 0.89 / 1.09, case 48 0.62 / 0.63 /
-// 0.73; cases 36, 39, 40 and 43, where Z's order is uneven and X's even, 1.16-1.17 (medians)
-// following Z regardless, 0.99-1.00 with the evenness rule. (That was with uneven tiles copied
-// out through the buffer; where tiles are written around the cache, which splits them at no copy,
-// the caller follows Z: tensor_gemm_row.)
+// goes to memory is Z's tiles, each written whole in place where it is even. (That was with uneven
+// tiles copied out through the buffer; where tiles are written around the cache, which splits them
+// at no copy, the caller follows Z: tensor_gemm_row.)
 Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& len,
                 const std::string& xl, const std::vector<std::int64_t>& xs, const std::string& zl,
                 const std::vector<std::int64_t>& zs, std::int64_t x_bytes, std::int64_t z_bytes,
@@ -1167,26 +1057,14 @@ Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& l
   return {offsets(ordered, len, xl, xs), offsets(ordered, len, zl, zs)};
 }
 
-// The packed blocks' sizes: BLIS's KC summed elements, or all of them in one pass where there
-// are at most a quarter more (the output is then written once, not read back and added to), and
-// MC rows scaled by KC over the block's depth, so that a block of A takes the cache BLIS sized
-// it for however few summed elements it has: where there are few, each of A's runs along its
-// memory is then read in more of one block. TCCG at full size, `einsumdb run ... --transform
-// tensor_gemm --repeat 5`, one thread, three runs alternating with the build without each (time
-// over time, min / median / max): one pass, TCCG case 1 (bda,dc->abc, d = 312) 0.90 / 0.93 / 0.98,
-// case 2 (dca,bd->abc) 0.86 / 0.89 / 0.91; the scaled MC rows (with line_groups, whose groups it
-// keeps whole inside a block), case 6 (efbad,cf->abcde, 32 summed) 0.73 / 0.73 / 0.74, case 7
-// 0.74 / 0.74 / 0.76, case 8 0.72 / 0.74 / 0.75, ccsd_t cases 31 and 40 (24 summed) 0.98 / 0.99 /
-// 1.03 and 0.97 / 0.99 / 1.03. A block holds at least `group` rows (one line group, where there
-// are any: Gemm::block_end).
-// Where the output is too large for the cache and the contraction takes several summed passes,
-// each pass reads the whole output and writes it back: the passes then take up to kLongPass
-// times BLIS's KC summed elements, in equal shares. TCCG at full size, `einsumdb run ...
-// --transform tensor_gemm --repeat 2`, one thread (Xeon with AVX-512, BLIS's Skylake-X kernels),
-// three runs alternating with passes of BLIS's KC (256), time over time (min / median / max):
-// case 20 (aebf,dfce->abcd, 5184 summed in 11 passes of 472 instead of 21) 0.93 / 0.93 / 0.95,
-// case 22 (aecf,bfde->abcd) 0.89 / 0.99 / 1.00, case 12 (ac,cb->ab, a 211 MB output written in
-// place, 10 passes of 512) 0.93 / 0.96 / 0.99.
+// The packed blocks' sizes: BLIS's KC summed elements, or all of them in one pass where there are
+// at most a quarter more (the output is then written once, not read back and added to), and MC rows
+// scaled by KC over the block's depth, so that a block of A takes the cache BLIS sized it for
+// however few summed elements it has: where there are few, each of A's runs along its memory is
+// then read in more of one block. A block holds at least `group` rows (one line group, where there
+// are any: Gemm::block_end). Where the output is too large for the cache and the contraction takes
+// several summed passes, each pass reads the whole output and writes it back: the passes then take
+// up to kLongPass times BLIS's KC summed elements, in equal shares.
 constexpr std::int64_t kLongPass = 2;
 template <typename T>
 bool one_pass(const MicroKernel<T>& k, std::int64_t summed) {
@@ -1208,19 +1086,12 @@ void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std
 
 // The rows packed at once (Contraction::span). Where the rows follow the output and their operand
 // runs at unit stride along another of their indices, a line of the operand holds the same row of
-// up to eight panels, `apart` rows from each other: in TCCG case 21 (aebf,fdec->abcd, rows c and
-// d, d fastest), the 8 values of c on a line lie 72 rows apart. A block of MC rows (128 there)
-// holds fewer than two of them, so each line came from memory once for each block it served, one
-// element at a time. The rows of a line's worth of them (576 there) are packed at once instead,
-// each line read whole (Gemm::pack_across), into a buffer of up to kSpanBytes (2.2 MB there) that
-// the blocks then take their turns from. Packing A in case 21, `einsumdb run ... --transform
-// tensor_gemm --param threads=1 --repeat 1`, the processor's cycle counter around the packing calls
-// (a diagnostic build, not kept), three processes each (min / median / max): 93.2 / 96.0 / 96.2 ms
-// a run by spans, 446.9 / 470.2 / 491.9 ms element by element. (Spans replaced a first design
-// that ran pack_across on each block alone, on runs of two values of c.) The same command, pairs
-// of processes alternating with the build without either, time over time (min / median / max),
-// five pairs: case 21 0.93 / 0.93 / 1.01, case 28 (eafb,fdec->abcd) 0.95 / 0.96 / 0.98. No other
-// TCCG contraction has such rows.
+// up to eight panels, `apart` rows from each other: in TCCG case 21 (aebf,fdec->abcd, rows c and d,
+// d fastest), the 8 values of c on a line lie 72 rows apart. A block of MC rows (128 there) holds
+// fewer than two of them, so each line came from memory once for each block it served, one element
+// at a time. The rows of a line's worth of them (576 there) are packed at once instead, each line
+// read whole (Gemm::pack_across), into a buffer of up to kSpanBytes (2.2 MB there) that the blocks
+// then take their turns from. No other TCCG contraction has such rows.
 constexpr std::int64_t kSpanBytes = std::int64_t{4} << 20;
 template <typename T>
 std::int64_t packing_span(const MicroKernel<T>& k, const Contraction& p, std::int64_t a_bytes) {
@@ -1239,24 +1110,15 @@ std::int64_t packing_span(const MicroKernel<T>& k, const Contraction& p, std::in
 }
 
 // ---- Streamed rows
-// Where the output's unit-stride index belongs to an operand W with few free elements (the
-// columns, contiguous in each row of the output) and the other operand X runs at unit stride
-// along its rows or along its summed indices, each evenly spaced, X is not packed at all: W is
-// packed once (a few KB to a few hundred), and a libxsmm kernel computes each piece of a few
-// lines of X's rows, all columns and all summed elements at once, reading X's lines as they lie,
-// once each, while prefetching the next piece's (kernels::StreamKernel). Packing a large X in
-// blocks, as BLIS does, reads it from memory and writes it to the cache before the FMA units see
-// it, and a few columns do not give the micro-kernel time enough to hide that. A plain product of
-// a tall, skinny matrix (ik,kj->ij with few j) streams the same way. TCCG case 1 (bda,dc->abc, c =
-// 24, the rest 312) on a 2-core Zen 4, `einsumdb run ... --transform tensor_gemm --repeat 5`,
-// three pairs of processes alternating with "stream_rows": false (BLIS's packed path), time over
-// time (min / median / max): one thread 0.51 / 0.55 / 0.60 (28.2 ms against 52.1, medians), two
-// threads 0.51 / 0.53 / 0.55. Up to 128 columns of doubles, one thread, three rounds of `einsumdb
-// run ... --repeat 5` each way, streamed over packed (min / median / max): case 1's shape with c =
-// 64, 96 and 128, 0.47 / 0.50 / 0.51, 0.62 / 0.64 / 0.69 and 0.68 / 0.70 / 0.75; a plain 97,344 ×
-// 312 by 312 × n product (ik,kj->ij, the summed elements contiguous), n = 24, 64 and 128, 0.48 /
-// 0.55 / 0.69, 0.69 / 0.74 / 0.75 and 0.84 / 0.85 / 0.86 (medians 33.1, 76.7 and 154.4 ms
-// streamed, 63.6, 115.7 and 196.0 by OpenBLAS through ttgt).
+// Where the output's unit-stride index belongs to an operand W with few free elements (the columns,
+// contiguous in each row of the output) and the other operand X runs at unit stride along its rows
+// or along its summed indices, each evenly spaced, X is not packed at all: W is packed once (a few
+// KB to a few hundred), and a libxsmm kernel computes each piece of a few lines of X's rows, all
+// columns and all summed elements at once, reading X's lines as they lie, once each, while
+// prefetching the next piece's (kernels::StreamKernel). Packing a large X in blocks, as BLIS does,
+// reads it from memory and writes it to the cache before the FMA units see it, and a few columns do
+// not give the micro-kernel time enough to hide that. A plain product of a tall, skinny matrix
+// (ik,kj->ij with few j) streams the same way.
 constexpr std::int64_t kStreamedRowBytes = 1024;  // at most a row of the output's columns this wide
 constexpr std::int64_t kPieceLines = 3;           // rows per piece: three cache lines' worth
 
@@ -1330,15 +1192,9 @@ void over_pieces(std::int64_t nb, const std::vector<Piece>& pieces, int threads,
 
 // Whether a streamed plan's kernels write the output around the cache, in non-temporal stores:
 // where it is too large for the cache and each kernel call's columns start on a cache line
-// (`column` and `step` elements of T apart, each of its columns whole lines, at the pieces'
-// offsets from each batch point's). An ordinary store reads its line from memory before writing
-// it, and the output is written once. On a 2-core Zen 4, `einsumdb run ... --transform tensor_gemm
-// --repeat 5`, one thread, three pairs of processes alternating with the build that wrote in place
-// with ordinary stores, time over time (min / median / max): TCCG case 5 (ebad,ce->abcd, in place)
-// 0.82 / 0.84 / 0.89, case 10 (eb,aecd->abcd) 0.84 / 0.85 / 0.85, case 11 (ec,abed->abcd) 0.81 /
-// 0.87 / 0.87, case 1 (bda,dc->abc, streamed rows) 0.96 / 0.97 / 0.99; case 9 (ea,ebcd->abcd),
-// which streams in place only so, against BLIS's packed path 0.87 / 0.88 / 0.88 (75.9 ms against
-// 86.1, medians).
+// (`column` and `step` elements of T apart, each of its columns whole lines, at the pieces' offsets
+// from each batch point's). An ordinary store reads its line from memory before writing it, and the
+// output is written once.
 template <typename T>
 bool writes_around(const std::string& zl, const std::map<char, std::int64_t>& len,
                    std::int64_t column, std::int64_t step, const std::vector<Piece>& pieces,
@@ -1455,22 +1311,12 @@ bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads) 
 }
 
 // ---- Streamed lines
-// Where the output's unit-stride index uz belongs to the large operand X but X runs at unit
-// stride along another of its rows, ux, X need not be packed either: for kLine values of uz at a
-// time, a libxsmm kernel computes a tile per value from X as it lies (rows along ux, each summed
-// element a column of X' at its even spacing), against the few columns of W packed once, into a
-// buffer; the tiles, transposed, then give each row and column a whole line of the output along
-// uz. Each call fetches the next call's part of X into L2. TCCG cases 2-4 and 6-8 (dca,bd->abc
-// and its kin: 24 columns, 32 to 312 summed elements) on a 2-core Zen 4, `einsumdb run ...
-// --transform tensor_gemm --repeat 5`, three pairs of processes alternating with "stream_rows":
-// false (BLIS's packed path), time over time (min / median / max), one thread: case 2 0.63 / 0.64
-// / 0.65, case 3 0.63 / 0.64 / 0.65, case 4 0.54 / 0.57 / 0.58, case 6 0.67 / 0.69 / 0.71, case 7
-// 0.67 / 0.68 / 0.68, case 8 0.44 / 0.45 / 0.71; two threads, medians 0.54-0.71.
-// Where X runs along uz itself, the tiles are written in place, their columns evenly spaced in
-// the output (one "line" per piece): the same, case 5 (ebad,ce->abcd) 0.71 / 0.72 / 0.77 at one
-// thread and 0.69 / 0.72 / 0.82 at two, case 11 (ec,abed->abcd) 0.82 / 0.87 / 0.93 and 0.81 / 0.86
-// / 0.94, cases 10 and 19 0.97-1.02 (medians); where the output is larger than the cache, in
-// non-temporal stores (writes_around).
+// Where the output's unit-stride index uz belongs to the large operand X but X runs at unit stride
+// along another of its rows, ux, X need not be packed either: for kLine values of uz at a time, a
+// libxsmm kernel computes a tile per value from X as it lies (rows along ux, each summed element a
+// column of X' at its even spacing), against the few columns of W packed once, into a buffer; the
+// tiles, transposed, then give each row and column a whole line of the output along uz. Each call
+// fetches the next call's part of X into L2.
 
 struct StreamedLines : StreamedOperands {
   Table cn;               // the output's offset per column
@@ -1525,11 +1371,7 @@ std::optional<StreamedLines> streamed_lines(
   const Table ak = offsets(sum, len, Xl, Xs);
   const std::int64_t K = ak.size();
   // W is packed once per pass and read from the cache: at most half of L2 of it. In place, the
-  // summed elements go in as many passes as that takes, each adding to the tiles the first wrote:
-  // TCCG case 19 (adec,ebd->abc, 5184 summed by 72 columns, 3 MB of W, six passes with 1 MB of
-  // L2), `einsumdb run ... --transform tensor_gemm --repeat 5`, one thread, three pairs of
-  // processes alternating with "stream_rows": false (BLIS's packed path), time over time (min /
-  // median / max) 0.79 / 0.79 / 0.81 (74.1 ms against 91.7, medians).
+  // summed elements go in as many passes as that takes, each adding to the tiles the first wrote.
   const std::int64_t fit = l2_bytes() / 2 / (N * static_cast<std::int64_t>(sizeof(T)));
   if (K < 1 || fit < 1 || (K > fit && !s.in_place)) return std::nullopt;
   const std::int64_t passes = (K + fit - 1) / fit;
@@ -1546,13 +1388,9 @@ std::optional<StreamedLines> streamed_lines(
   s.span = s.longest;
   // Where ux's values are whole vectors in one piece and the next index of the tiles' rows, vx,
   // follows them in X, a piece takes up to eight lines of rows over several of vx's values: each
-  // kernel call then reads runs of X twice as long or more, which the hardware fetches ahead. TCCG
-  // case 6 (efbad,cf->abcde: d's 32 values, then a's; runs of 512 bytes instead of 256, 384 KB
-  // apart), `einsumdb run ... --transform tensor_gemm --repeat 5`, one thread, five pairs of
-  // processes alternating with the build of one value per piece, time over time (min / median /
-  // max): 0.80 / 0.92 / 1.04; case 8 (efcad,bf->abcde) 0.89 / 0.90 / 0.94. (A standalone loop of
-  // case 6's kernel calls, not writing the tiles out, ran at the DGEMM peak with two values of a
-  // per call and at 0.8 of it with one.)
+  // kernel call then reads runs of X twice as long or more, which the hardware fetches ahead. (A
+  // standalone loop of case 6's kernel calls, not writing the tiles out, ran at the DGEMM peak with
+  // two values of a per call and at 0.8 of it with one.)
   char vx = '\0';
   std::int64_t per = 1;  // vx's values per piece
   const auto next = std::find_if(others.begin(), others.end(),
@@ -1588,10 +1426,9 @@ std::optional<StreamedLines> streamed_lines(
                               s.in_place ? 1 : std::min(line, nu - u0)});
   s.address(cols, sum, batch, len, Xl, Xs, Wl, Ws, zl, zs);
   if (s.in_place) {
-    // Written in place with ordinary stores, not where the columns lie a multiple of 4 KB apart
-    // in the output: a tile's columns then share their sets of L1 (TCCG case 9, ea,ebcd->abcd,
-    // columns 3 MB apart, took 1.08 / 1.10 / 1.13 of the packed path's time, three pairs of
-    // processes). Written around the cache, they share no sets.
+    // Written in place with ordinary stores, a tile's columns must not lie a multiple of 4 KB apart
+    // in the output, where they would share their sets of L1. Written around the cache, they share
+    // no sets.
     s.around = s.kc == K && writes_around<T>(zl, len, s.longest, s.c_cs, s.pieces, s.cb);
     if (!s.around && s.c_cs * static_cast<std::int64_t>(sizeof(T)) % 4096 == 0) return std::nullopt;
   }
@@ -1612,10 +1449,7 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
     if (p.lines == 8) {
       // Rows outside, columns inside: the lines of consecutive blocks lie side by side in the
       // output where its columns do (TCCG case 7, ecbfa,fd->abcde: a block's 8 rows 9 MB apart
-      // there, its columns 384 bytes). `einsumdb run ... --transform tensor_gemm --repeat 5`, one
-      // thread, five pairs of processes alternating with columns outside, time over time (min /
-      // median / max): case 7 0.95 / 0.96 / 0.97, case 3 0.95 / 0.97 / 0.98, case 8 0.95 / 0.97 /
-      // 1.03; cases 2, 4 and 6 1.00 (medians).
+      // there, its columns 384 bytes).
       for (std::int64_t i0 = 0; i0 < p.rows; i0 += 8) {
         double* const zi = z + p.c + row(i0);  // (span a multiple of 8 where over 8)
         const std::int64_t h = std::min<std::int64_t>(8, p.rows - i0);
@@ -1754,12 +1588,9 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
   const bool unit_in_x = contains(xl, unit) && !contains(yl, unit);
   const bool unit_in_y = contains(yl, unit) && !contains(xl, unit);
   bool swap = (k.prefers_rows && unit_in_x) || (!k.prefers_rows && unit_in_y);
-  // Unless that leaves fewer rows than a few micro-panels and many more columns: the large
-  // operand then goes on the rows' side, packed in blocks of MC rows and streamed through once,
-  // and the small one is packed once for all of them (padding a few rows up to MR wastes more).
-  // TCCG case 1 (bda,dc->abc, c = 24 the output's unit stride, the rest 312), the same three
-  // alternating runs as Table's: 36.1 / 36.7 / 38.2 ms with bda on the rows' side, 59.6 / 62.2 /
-  // 68.1 ms on the columns' (padding c to 32 rows, bda packed 14 columns wide).
+  // Unless that leaves fewer rows than a few micro-panels and many more columns: the large operand
+  // then goes on the rows' side, packed in blocks of MC rows and streamed through once, and the
+  // small one is packed once for all of them (padding a few rows up to MR wastes more).
   const auto free_size = [&](const std::string& own, const std::string& other) {
     std::int64_t n = 1;
     for (char c : zl)
@@ -1782,23 +1613,15 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
   // Where the output is too large for the cache and the summed elements take several passes, each
   // pass reads it back from memory: the rows and the columns then follow the output, whose tiles
   // the micro-kernel adds to in place (prefetching them as it starts), rather than going in tiles
-  // whose line groups are read back one line at a time on their way out. TCCG case 28
-  // (eafb,fdec->abcd: fdec runs along c, the output along d; 11 passes), `einsumdb run ...
-  // --transform tensor_gemm --repeat 3`, one thread, three runs alternating with the build that
-  // tiled them, time over time (min / median / max): 0.83 / 0.90 / 0.92; cases 21, 22, 24, 29 and
-  // 30, 0.93-1.10 (medians 1.01, 0.99, 1.02, 0.98, 1.00).
+  // whose line groups are read back one line at a time on their way out.
   std::int64_t summed = 1;
   for (char c : sum) summed *= len.at(c);
   const bool reread = bytes(z) > kCachedBytes && !one_pass(k, summed);
   // Where tiles are written around the cache (Gemm::write_around), they follow the output too: a
   // tile whose columns straddle two runs costs one more kernel call there, no copy, and in the
   // output's order its columns lie next to each other (TCCG case 34, dfga,gebc->abcdef: 16 × 14
-  // elements in one run of 1,792 bytes, where in gebc's order each of the 14 columns was 48 KB
-  // from the next). The ccsd_t cases, `einsumdb run ... --transform tensor_gemm --repeat 5`, one
-  // thread, three pairs of processes alternating with the build that chose by evenness
-  // (group_rows), time over time (min / median / max): case 34 0.90 / 0.90 / 0.99, 36 0.90 /
-  // 0.91 / 0.95, 38 0.87 / 0.87 / 1.00, 40 0.93 / 0.94 / 0.96, 43 0.81 / 0.89 / 0.91, 45 0.88 /
-  // 0.91 / 0.99; the others, whose order does not change, 0.95-1.02 (medians).
+  // elements in one run of 1,792 bytes, where in gebc's order each of the 14 columns was 48 KB from
+  // the next).
   const bool stream_all = stream_even && one_pass(k, summed) &&
                           even_tiles_may_stream(summed, static_cast<double>(bytes(z)));
   Rows rows = group_rows(m, len, xl, xs, zl, zs, bytes(*x.tensor), bytes(z), k.mr, line,
