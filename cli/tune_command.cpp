@@ -616,7 +616,8 @@ Command add_tune_command(CLI::App& app) {
                   "After the search, run the winner and the untuned default this many times "
                   "each in processes of their own (einsumdb run, alternating; 3 runs a "
                   "process, or more to fill 0.1 s) "
-                  "and show their times beside those measured in the tune (default 1; 0: skip)")
+                  "and show their times beside those measured in the tune (default 1; 0: skip; "
+                  "a campaign, --file, runs none)")
       ->check(CLI::Range(0, 100));
   cmd->add_flag("--retune", args->retune,
                 "With --file: tune workloads already tuned on this machine again (default: skip "
