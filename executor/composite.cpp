@@ -206,12 +206,10 @@ std::string contraction_step_result(const std::string& a, const std::string& b,
 
 namespace {
 
-// Whether a pairwise step is worth a GEMM per batch point: it sums something and each GEMM has
-// at least 4096 multiply-adds, or 64 when it is small enough for a libxsmm kernel (a call costs
-// tens of nanoseconds there, against a microsecond in OpenBLAS); otherwise (Hadamard products,
-// tiny GEMMs) the loop nest is faster. On DG-FEM gradient P4's second step (xre,eri->xei, a
-// 3×3 by 3×35 product per element) ttgt took 1.2 ms, the loop nest 2.6 ms (`einsumdb run
-// 'xre,eri->xei' --shape A=3x3x10000 B=10000x3x35 --transform ttgt|loop_nest --repeat 30`).
+// Whether a pairwise step is worth a GEMM per batch point: it sums something and each GEMM has at
+// least 4096 multiply-adds, or 64 when it is small enough for a libxsmm kernel (a call costs tens
+// of nanoseconds there, against a microsecond in OpenBLAS); otherwise (Hadamard products, tiny
+// GEMMs) the loop nest is faster.
 bool gemm_pays(const BatchedEinsum& s, const std::map<char, std::int64_t>& len) {
   if (ttgt_rejects(s)) return false;
   std::int64_t m = 1, n = 1, k = 1;

@@ -31,10 +31,7 @@ struct Strided {
 };
 
 // Elements of a chunk of a result computed in scratch (16 MiB of doubles): large enough that a
-// chunk's GEMM keeps its speed, small enough to be scattered from the cache. Before chunks, the
-// scratch held the whole result: ttgt on TCCG case 33 (`degc,gfab->abcdef`, a 288 MiB result)
-// held it twice; `einsumdb run --transform ttgt` on it now peaks at 320 MiB of RSS for its
-// 290 MiB of inputs and output.
+// chunk's GEMM keeps its speed, small enough to be scattered from the cache.
 inline constexpr std::int64_t kChunkElements = std::int64_t{1} << 21;
 
 template <typename T>

@@ -12,10 +12,8 @@
 namespace einsumdb::kernels {
 
 // small_gemm() takes a product whose two dimensions it does not block over are each at most
-// kSmallGemmMax, with a product of at most kSmallGemmArea (beyond that, OpenBLAS's packed
-// kernels are faster: a batch of 128³ products took 11.5 ms through libxsmm, 7.9 ms through
-// OpenBLAS, `einsumdb run 'bik,bkj->bij' --shape A=64x128x128 B=64x128x128 --transform ttgt`;
-// scripts/bench_small_gemm.sh measures both sides at the limit).
+// kSmallGemmMax, with a product of at most kSmallGemmArea: beyond that, OpenBLAS's packed kernels
+// are faster (scripts/bench_small_gemm.sh measures both sides at the limit).
 inline constexpr std::int64_t kSmallGemmMax = 128;
 inline constexpr std::int64_t kSmallGemmArea = 64 * 128;
 

@@ -73,10 +73,7 @@ constexpr std::size_t kPage = 4096;
 // Memory the process has not written before is expensive on a virtual machine: its first write
 // faults in the guest and in the host. Kernels allocate their results afresh on every run, and
 // glibc gave each large aligned block a new address (the freed block, one alignment short, never
-// fits the next request) or a new mapping, so every run wrote new pages. Into a new mapping each
-// time, a 1536² addition took 55.5 / 57.5 / 57.9 ms against 1.09 / 1.12 / 1.15 ms into a Tensor,
-// and a 1536³ DGEMM 206 / 210 / 212 ms against 148 / 152 / 155 ms (min / median / max of
-// `build/bin/tensor_bench --benchmark_repetitions=3`, one BLAS thread).
+// fits the next request) or a new mapping, so every run wrote new pages.
 //
 // The cache holds at most kCacheBytes, and a request it cannot serve unmaps cached blocks, largest
 // first, until the cache holds no more than the tensors alive: a process keeps at most about
