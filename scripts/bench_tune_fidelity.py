@@ -36,6 +36,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from bench_db_runs import cpu_model  # noqa: E402
 from bench_tccg import cases, einsumdb, selection, spec_args  # noqa: E402
 
 
@@ -49,14 +50,6 @@ def build_id(exe):
     p = subprocess.run(["git", "-C", os.path.dirname(exe), "rev-parse", "--short", "HEAD"],
                        capture_output=True, text=True)
     return p.stdout.strip() if p.returncode == 0 else "unknown"
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 def spread(v, fmt="{:.2f}"):

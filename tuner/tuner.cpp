@@ -140,15 +140,19 @@ std::vector<Candidate> candidates(const BatchedEinsum& e,
   return out;
 }
 
-// The final round. The search times one candidate after another, so each sees the machine at
-// other moments: on a shared machine a memory-shaped candidate's samples over one second can be a
-// quarter slower than another's over the next, and which of two candidates that close won was
-// decided by the moment each was timed. The finalists, the candidates within `finalist_factor` of
-// the best, are timed again in turns, each round starting one finalist later, so that a slow moment
-// falls on them alike; their samples are then those of the round. A sample whose run mapped memory
-// afresh (the candidates' blocks evict one another) is taken again once. Skipped when interrupted,
-// out of budget, or when the rounds would not end before the time limit; abandoned, the search's
-// samples stand.
+// Samples of at least a millisecond: runs of `seconds` each are timed in groups this large.
+int runs_per_sample(double seconds) {
+  return static_cast<int>(std::clamp(std::ceil(1e-3 / std::max(seconds, 1e-9)), 1.0, 1e6));
+}
+
+// The final round. The search times one candidate after another, so each sees the machine at other
+// moments: on a shared machine, which of two close candidates won was decided by the moment each
+// was timed. The finalists, the candidates within `finalist_factor` of the best, are timed again in
+// turns, each round starting one finalist later, so that a slow moment falls on them alike; their
+// samples are then those of the round. A sample whose run mapped memory afresh (a finalist's first
+// turn: its blocks were unmapped after it was measured) is taken again once. Skipped when
+// interrupted, out of budget, or when the rounds would not end before the time limit; abandoned,
+// the search's samples stand.
 void final_round(TuneReport& report,
                  std::vector<std::pair<const Canonical*, Measurement>>& measured,
                  std::optional<std::size_t>& best, const TuneOptions& options, const Bound& bound,
@@ -180,7 +184,7 @@ void final_round(TuneReport& report,
   std::vector<int> group;  // runs per sample: a sample of at least a millisecond
   for (const std::size_t i : finalists) {
     const double m = report.results[i].median_s;
-    group.push_back(static_cast<int>(std::clamp(std::ceil(1e-3 / std::max(m, 1e-9)), 1.0, 1e6)));
+    group.push_back(runs_per_sample(m));
     round_s += m * group.back();
   }
   // Each finalist's first turn maps its memory again (its blocks were unmapped after it was
@@ -629,18 +633,15 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
         if (out_raced) r.seconds = {second};
         judging = false;
         // No sample is a candidate's first run on its memory: that run maps and writes pages its
-        // result and scratch have not used before, which on a virtual machine costs as much as a
-        // memory-shaped run itself (TCCG case 6, `efbad,cf->abcde`: ttgt's first run 2.2 s, its
-        // next 0.5 s). A long run has that one warm-up; a shorter one `warmup` runs.
+        // result and scratch have not used before, which on a virtual machine can cost as much as
+        // a memory-shaped run itself. A long run has that one warm-up; a shorter one `warmup` runs.
         const int warmups = long_run ? 1 : protocol.warmup;
         for (int w = runs_here; w < warmups && !out_raced && !over_budget(); ++w) {
           t0 = Clock::now();
           once();
           last = since(t0);
         }
-        // Samples of at least a millisecond: runs timed in groups when they are shorter.
-        const int group =
-            static_cast<int>(std::clamp(std::ceil(1e-3 / std::max(last, 1e-9)), 1.0, 1e6));
+        const int group = runs_per_sample(last);
         const auto measuring = Clock::now();
         const int min_reps =
             long_run ? std::min(protocol.min_reps, protocol.long_run_reps) : protocol.min_reps;
