@@ -49,6 +49,13 @@ struct RowClasses {
   std::vector<int> multiplicity;                  // class k -> members[k].size()
   BatchedEinsum reduced;                          // the first member of each class
   std::vector<char> private_argument;             // per array of `reduced`: read by one row only
+  // Every class is one row: `reduced` would be the input itself, and is left empty.
+  bool singletons = false;
+
+  // What is labeled: the first member of each class.
+  const BatchedEinsum& labeled(const BatchedEinsum& input) const {
+    return singletons ? input : reduced;
+  }
 };
 
 RowClasses twin_row_classes(const BatchedEinsum& e, const Dense& dense, bool enabled) {
@@ -79,15 +86,18 @@ RowClasses twin_row_classes(const BatchedEinsum& e, const Dense& dense, bool ena
       c.members[it->second].push_back(i);
     }
   }
-  BatchedEinsum& r = c.reduced;
-  r.inputs = e.inputs;
-  r.output = e.output;
-  r.join = e.join;
-  r.agg = e.agg;
-  for (const auto& m : c.members) {
-    c.multiplicity.push_back(static_cast<int>(m.size()));
-    r.batch.push_back(e.batch[m.front()]);
-    for (int a : dense.batch[m.front()]) r.arrays.emplace(*dense.name[a], *dense.info[a]);
+  for (const auto& m : c.members) c.multiplicity.push_back(static_cast<int>(m.size()));
+  c.singletons = c.members.size() == rows;
+  if (!c.singletons) {
+    BatchedEinsum& r = c.reduced;
+    r.inputs = e.inputs;
+    r.output = e.output;
+    r.join = e.join;
+    r.agg = e.agg;
+    for (const auto& m : c.members) {
+      r.batch.push_back(e.batch[m.front()]);
+      for (int a : dense.batch[m.front()]) r.arrays.emplace(*dense.name[a], *dense.info[a]);
+    }
   }
   if (!enabled) {
     c.multiplicity.clear();
@@ -102,6 +112,7 @@ RowClasses twin_row_classes(const BatchedEinsum& e, const Dense& dense, bool ena
         last_row[a] = i;
         ++uses[a];
       }
+  const BatchedEinsum& r = c.labeled(e);
   c.private_argument.resize(r.arrays.size());
   std::size_t k = 0;
   for (const auto& [name, info] : r.arrays) c.private_argument[k++] = uses[dense.id.at(name)] == 1;
@@ -303,50 +314,89 @@ std::string hash_text(std::string_view text) {
   return out;
 }
 
+namespace {
+
+GraphOptions graph_options(const RowClasses& classes, const CanonOptions& options,
+                           bool with_lengths) {
+  GraphOptions o;
+  o.with_lengths = with_lengths;
+  o.layout = layout_of(options.labeling);
+  o.row_multiplicity = classes.multiplicity;
+  o.private_argument = classes.private_argument;
+  return o;
+}
+
+// The structure labeling of `e` into c's structure fields. `canonical_symbol` names the symbol of
+// an index of `e` as c's canonical form does.
+template <class CanonicalSymbol>
+void label_structure(const BatchedEinsum& e, const Dense& dense, const RowClasses& classes,
+                     const CanonOptions& options, const CanonicalSymbol& canonical_symbol,
+                     Canonical& c) {
+  const InducedGraph g =
+      build_induced_graph(classes.labeled(e), graph_options(classes, options, false));
+  const Order o = read_order(e, dense, classes, g, canonical_labeling(g, options.labeling));
+  c.structure_key = text_of(e, dense, o, false);
+  c.structure_hash = hash_text(c.structure_key);
+  // Lengths of the structure form's indices, symbols in the canonical form's names.
+  c.structure_lengths.clear();
+  for (char x : o.index_input) {
+    Length len = *dense.index_length[static_cast<unsigned char>(x)];
+    if (len.symbolic()) len.symbol = canonical_symbol(len.symbol);
+    c.structure_lengths.push_back(std::move(len));
+  }
+  c.structure_sigma = {};
+  for (std::size_t k = 0; k < o.index_input.size(); ++k)
+    c.structure_sigma.index.emplace(canonical_index_name(k), o.index_input[k]);
+  for (std::size_t k = 0; k < o.array_input.size(); ++k)
+    c.structure_sigma.array.emplace(array_name(k), *dense.name[o.array_input[k]]);
+  c.structure_sigma.operand = o.operand;
+  c.structure_sigma.row = o.row;
+}
+
+}  // namespace
+
 Canonical canonicalize(const BatchedEinsum& e, const CanonOptions& options) {
   validate(e);
   const Dense dense(e);
   const RowClasses classes = twin_row_classes(e, dense, options.twin_rows);
-  auto graph_options = [&](bool with_lengths) {
-    GraphOptions o;
-    o.with_lengths = with_lengths;
-    o.layout = layout_of(options.labeling);
-    o.row_multiplicity = classes.multiplicity;
-    o.private_argument = classes.private_argument;
-    return o;
-  };
 
   Canonical c;
   {
-    const InducedGraph g = build_induced_graph(classes.reduced, graph_options(true));
+    const InducedGraph g =
+        build_induced_graph(classes.labeled(e), graph_options(classes, options, true));
     const Order o = read_order(e, dense, classes, g, canonical_labeling(g, options.labeling));
     c.key = text_of(e, dense, o, true);
     write_form(e, dense, o, c);
     c.stats = {g.num_nodes, g.num_edges(), classes.members.size()};
   }
   c.hash = hash_text(c.key);
-  if (options.structure) {
-    const InducedGraph g = build_induced_graph(classes.reduced, graph_options(false));
-    const Order o = read_order(e, dense, classes, g, canonical_labeling(g, options.labeling));
-    c.structure_key = text_of(e, dense, o, false);
-    c.structure_hash = hash_text(c.structure_key);
-    // Lengths of the structure form's indices, symbols in the canonical form's names.
-    for (char x : o.index_input) {
-      Length len = *dense.index_length[static_cast<unsigned char>(x)];
-      if (len.symbolic()) {
-        for (const auto& [canonical, input] : c.sigma.symbol)
-          if (input == len.symbol) len.symbol = canonical;
-      }
-      c.structure_lengths.push_back(std::move(len));
-    }
-    for (std::size_t k = 0; k < o.index_input.size(); ++k)
-      c.structure_sigma.index.emplace(canonical_index_name(k), o.index_input[k]);
-    for (std::size_t k = 0; k < o.array_input.size(); ++k)
-      c.structure_sigma.array.emplace(array_name(k), *dense.name[o.array_input[k]]);
-    c.structure_sigma.operand = o.operand;
-    c.structure_sigma.row = o.row;
-  }
+  if (options.structure)
+    label_structure(
+        e, dense, classes, options,
+        [&](const std::string& input) -> std::string {
+          for (const auto& [canonical, mine] : c.sigma.symbol)
+            if (mine == input) return canonical;
+          return input;
+        },
+        c);
   return c;
+}
+
+void add_structure(Canonical& c, const CanonOptions& options) {
+  if (!c.structure_hash.empty()) return;
+  // The canonical form is isomorphic to the input, so its structure labeling is the input's
+  // structure form; its names are the canonical ones, which σ takes on to the input's.
+  const BatchedEinsum& f = c.form;
+  const Dense dense(f);
+  const RowClasses classes = twin_row_classes(f, dense, options.twin_rows);
+  label_structure(
+      f, dense, classes, options,
+      [](const std::string& canonical) -> std::string { return canonical; }, c);
+  Substitution& s = c.structure_sigma;
+  for (auto& [structure, name] : s.index) name = c.sigma.index.at(name);
+  for (auto& [structure, name] : s.array) name = c.sigma.array.at(name);
+  for (auto& k : s.operand) k = c.sigma.operand.at(k);
+  for (auto& k : s.row) k = c.sigma.row.at(k);
 }
 
 Substitution invert(const Substitution& sigma) {

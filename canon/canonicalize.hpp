@@ -73,9 +73,11 @@ inline constexpr Labeling kKeyLabeling = Labeling::nauty_sparse;
 
 struct CanonOptions {
   Labeling labeling = kKeyLabeling;  // others give other (equally canonical) keys; for benchmarks
+  // Also compute the structure key (a second nauty call). A query needs it only when its exact
+  // workload is unknown: top_k_for() computes it then for a Canonical made without it.
   bool structure = true;
   // Canonicalize interchangeable (twin) batch rows once; the keys are the same either way.
-  bool twin_rows = true;  // also compute the structure key (a second nauty call)
+  bool twin_rows = true;
 };
 
 // Canonicalizes a validated batched einsum (validate() is called; throws SpecError). Returns a
@@ -83,6 +85,11 @@ struct CanonOptions {
 // thread-local storage) and this module has no shared mutable state, so any number of threads
 // may canonicalize at once.
 Canonical canonicalize(const BatchedEinsum& e, const CanonOptions& options = {});
+
+// Adds the structure fields to a Canonical made with {.structure = false}, by labeling its
+// canonical form (one nauty call, as canonicalize() would have made); nothing when it has them.
+// The structure key and hash are those canonicalize() gives.
+void add_structure(Canonical& c, const CanonOptions& options = {});
 
 // The key text of a canonical form: "ab,ac->a;mul,sum;A0,A1|A0,A2;A0:f64[72,18],A1:f64[18],
 // A2:f64[N0]" — pattern; ops; batch rows separated by '|'; arrays in canonical order A0, A1, ...

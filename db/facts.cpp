@@ -12,6 +12,8 @@
 #include <map>
 #include <set>
 
+#include <sqlite3.h>
+
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/db/store_impl.hpp"
 
@@ -250,6 +252,42 @@ SizePoint size_point(const std::string& structure_hash, const std::vector<Length
     p.x[kSizeAxes - 1] = sum / std::sqrt(static_cast<double>(lengths.size() - (kSizeAxes - 1)));
   }
   return p;
+}
+
+namespace {
+
+// The R*Tree's custom query (sqlite3_rtree_query_callback): every node and entry scored by the
+// least distance from the query's point to its box, entries of another structure number left out.
+// The R*Tree searches its queue lowest score first, so entries come out nearest first and a
+// node is opened only once nothing left is nearer than its box.
+int near_query(sqlite3_rtree_query_info* info) {
+  const double* q = info->aParam;  // structure, then the kSizeAxes coordinates
+  const auto* box = info->aCoord;  // lo, hi of the structure, then of each coordinate
+  if (info->nParam != 1 + static_cast<int>(kSizeAxes) || info->nCoord != 2 + 2 * kSizeAxes)
+    return SQLITE_ERROR;
+  if (q[0] < box[0] || q[0] > box[1]) {
+    info->eWithin = NOT_WITHIN;
+    return SQLITE_OK;
+  }
+  double d2 = 0;
+  for (std::size_t k = 0; k < kSizeAxes; ++k) {
+    const double lo = box[2 + 2 * k], hi = box[3 + 2 * k], x = q[1 + k];
+    const double gap = x < lo ? lo - x : x > hi ? x - hi : 0.0;
+    d2 += gap * gap;
+  }
+  info->rScore = d2;
+  info->eWithin = PARTLY_WITHIN;
+  return SQLITE_OK;
+}
+
+}  // namespace
+
+void register_near_query(sql::Connection& conn) {
+  auto* db = static_cast<sqlite3*>(conn.backend().sqlite_handle());
+  if (!db) return;
+  if (sqlite3_rtree_query_callback(db, "einsumdb_near", near_query, nullptr, nullptr) != SQLITE_OK)
+    throw DatabaseError("database '" + conn.path() +
+                        "': cannot register the nearest-size query: " + sqlite3_errmsg(db));
 }
 
 void build_sizes(sql::Connection& conn) {

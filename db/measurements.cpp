@@ -463,53 +463,67 @@ std::vector<Fact> facts_of(std::vector<Ranked>& ranked, std::size_t k) {
 std::vector<Fact> Store::top_k(const std::string& workload_hash,
                                const std::vector<std::string>& machines, std::size_t k,
                                const std::string& workload_key) {
-  std::vector<Ranked> ranked;
+  // A workload's facts are read whole and ranked here: they are few, and SQL's ORDER BY would
+  // sort them in a temporary B-tree, which costs SQLite more than the read itself. Only the facts
+  // that rank within the first k (and those tied with the k-th) become Facts.
+  struct Row {
+    bool rated;
+    double cost;
+    std::int64_t transform;
+    std::size_t machine;
+    FactRow row;
+  };
+  std::vector<Row> rows;
   std::string key = workload_key;
-  for (const auto& machine : machines) {
-    const auto mid = find_machine(machine);
+  for (std::size_t mi = 0; mi < machines.size(); ++mi) {
+    const auto mid = find_machine(machines[mi]);
     if (!mid) continue;
-      // One statement (one round trip to a server): the workload's facts in rank order, read
-      // until the k-th and those of its rate (the tie-break is not in the order). Given the key,
-      // the workload is found in the index of hashes alone.
+      // One statement (one round trip to a server). Given the key, the workload is found in the
+      // index of hashes alone.
 #define EINSUMDB_FACT_COLUMNS                                                                   \
   "f.transform_id, f.unrated, f.cost, f.median_s, f.min_s, f.flops, f.gflops, f.measurements, " \
   "f.repetitions, f.bindings, f.origin"
-    auto s = key.empty()
-                 ? impl_->stmt("SELECT " EINSUMDB_FACT_COLUMNS
-                               ", w.key FROM workloads w JOIN facts f ON f.workload_id = w.id "
-                               "WHERE w.hash = ? AND f.machine_id = ? ORDER BY f.unrated, f.cost")
-                 : impl_->stmt("SELECT " EINSUMDB_FACT_COLUMNS
-                               " FROM facts f WHERE f.workload_id = (SELECT id FROM workloads "
-                               "WHERE hash = ?) AND f.machine_id = ? ORDER BY f.unrated, f.cost");
+    auto s = key.empty() ? impl_->stmt("SELECT " EINSUMDB_FACT_COLUMNS
+                                       ", w.key FROM workloads w JOIN facts f ON f.workload_id = "
+                                       "w.id WHERE w.hash = ? AND f.machine_id = ?")
+                         : impl_->stmt("SELECT " EINSUMDB_FACT_COLUMNS
+                                       " FROM facts f WHERE f.workload_id = (SELECT id FROM "
+                                       "workloads WHERE hash = ?) AND f.machine_id = ?");
 #undef EINSUMDB_FACT_COLUMNS
     s.bind(1, workload_hash).bind(2, id_value(*mid));
-    std::size_t taken = 0;
-    bool last_rated = false;
-    double last_cost = 0;
     while (s.step()) {
-      const bool rated = s.column_int(1) == 0;
-      const double cost = s.column_double(2);
-      if (k && taken >= k && (rated != last_rated || cost != last_cost)) break;
-      FactRow row;
-      row.median_s = s.column_double(3);
-      row.min_s = s.column_double(4);
-      row.flops = s.column_optional_double(5);
-      row.gflops = s.column_optional_double(6);
-      row.measurements = s.column_int(7);
-      row.repetitions = s.column_int(8);
-      if (!s.is_null(9)) row.bindings = s.column_text(9);
-      if (!s.is_null(10)) row.origin = s.column_text(10);
+      Row r{s.column_int(1) == 0, s.column_double(2), s.column_int(0), mi, {}};
+      r.row.median_s = s.column_double(3);
+      r.row.min_s = s.column_double(4);
+      r.row.flops = s.column_optional_double(5);
+      r.row.gflops = s.column_optional_double(6);
+      r.row.measurements = s.column_int(7);
+      r.row.repetitions = s.column_int(8);
+      if (!s.is_null(9)) r.row.bindings = s.column_text(9);
+      if (!s.is_null(10)) r.row.origin = s.column_text(10);
       if (key.empty()) key = s.column_text(11);
-      Fact f = fact_from_row(row);
-      f.transform = impl_->transform(s.column_int(0));
-      f.workload_hash = workload_hash;
-      f.workload_key = key;
-      f.machine = machine;
-      ranked.push_back({std::move(f), rated, cost});
-      ++taken;
-      last_rated = rated;
-      last_cost = cost;
+      rows.push_back(std::move(r));
     }
+  }
+  auto rate_order = [](const Row& a, const Row& b) {
+    if (a.rated != b.rated) return a.rated;
+    return a.cost < b.cost;
+  };
+  std::sort(rows.begin(), rows.end(), rate_order);
+  std::size_t cut = rows.size();
+  if (k && cut > k) {
+    cut = k;
+    while (cut < rows.size() && !rate_order(rows[k - 1], rows[cut])) ++cut;
+  }
+  std::vector<Ranked> ranked;
+  ranked.reserve(cut);
+  for (std::size_t i = 0; i < cut; ++i) {
+    Fact f = fact_from_row(rows[i].row);
+    f.transform = impl_->transform(rows[i].transform);
+    f.workload_hash = workload_hash;
+    f.workload_key = key;
+    f.machine = machines[rows[i].machine];
+    ranked.push_back({std::move(f), rows[i].rated, rows[i].cost});
   }
   return facts_of(ranked, k);
 }
@@ -548,34 +562,67 @@ std::vector<Fact> Store::top_k_measured(const std::string& workload_hash,
 std::vector<Store::SymbolicWorkload> Store::symbolic_workloads(
     const std::string& structure_hash, const std::vector<std::string>& machines,
     const std::vector<Length>& lengths) {
-  std::multiset<std::int64_t> have;
-  for (const auto& l : lengths) have.insert(l.value);
-  // Whether the numbers of a workload's structure lengths (JSON: numbers and symbols) are all
-  // among `lengths`, as many times: read before the spec, which costs far more to parse.
-  auto may_become = [&](const std::string& structure_lengths) {
+  std::vector<std::int64_t> have;
+  for (const auto& l : lengths) have.push_back(l.value);
+  std::sort(have.begin(), have.end());
+  // Whether the numbers of a workload's structure lengths are all among `lengths`, as many times:
+  // asked before its spec is read, which costs far more.
+  std::vector<std::int64_t> numbers;
+  auto may_become = [&](const std::vector<Length>& structure) {
     if (lengths.empty()) return true;
-    auto left = have;
-    for (const auto& l : json::parse(structure_lengths)) {
-      if (!l.is_number_integer()) continue;
-      const auto it = left.find(l.get<std::int64_t>());
-      if (it == left.end()) return false;
-      left.erase(it);
-    }
-    return true;
+    numbers.clear();
+    for (const auto& l : structure)
+      if (!l.symbolic()) numbers.push_back(l.value);
+    std::sort(numbers.begin(), numbers.end());
+    return std::includes(have.begin(), have.end(), numbers.begin(), numbers.end());
   };
+  std::vector<std::int64_t> machine_ids;
+  for (const auto& machine : machines)
+    if (const auto mid = find_machine(machine)) machine_ids.push_back(id_value(*mid));
   std::vector<SymbolicWorkload> out;
-  std::set<std::string> seen;
-  for (const auto& machine : machines) {
-    const auto mid = find_machine(machine);
-    if (!mid) continue;
+  if (machine_ids.empty()) return out;
+  // The structure's symbolic workloads, and of those whose lengths may become the query's, the
+  // ones measured on one of the machines (asked of the few, not of every row).
+  std::vector<std::pair<std::int64_t, const SymbolicWorkload*>> candidates;
+  {
     auto s = impl_->stmt(
-        "SELECT w.hash, w.key, w.structure_lengths, w.spec FROM workloads w WHERE "
-        "w.structure_hash = ? AND w.symbols > 0 AND EXISTS (SELECT 1 FROM facts f WHERE "
-        "f.workload_id = w.id AND f.machine_id = ?) ORDER BY w.hash");
-    s.bind(1, structure_hash).bind(2, id_value(*mid));
-    while (s.step())
-      if (may_become(s.column_text(2)) && seen.insert(s.column_text(0)).second)
-        out.push_back({s.column_text(0), s.column_text(1), parse_spec_text(s.column_text(3))});
+        "SELECT w.id, w.hash, w.structure_lengths, w.structure_map FROM workloads w WHERE "
+        "w.structure_hash = ? AND w.symbols > 0");
+    s.bind(1, structure_hash);
+    while (s.step()) {
+      // A workload's row never changes: what was parsed of it once serves every later query.
+      const std::int64_t id = s.column_int(0);
+      auto it = impl_->symbolic_by_id.find(id);
+      if (it == impl_->symbolic_by_id.end()) {
+        SymbolicWorkload w{
+            s.column_text(1), {}, {}, {}, name_map_from_json(json::parse(s.column_text(3)))};
+        for (const auto& l : json::parse(s.column_text(2)))
+          w.structure_lengths.push_back(l.is_number_integer()
+                                            ? Length::of(l.get<std::int64_t>())
+                                            : Length::named(l.get<std::string>()));
+        it = impl_->symbolic_by_id.emplace(id, std::move(w)).first;
+      }
+      if (may_become(it->second.structure_lengths)) candidates.emplace_back(id, &it->second);
+    }
+  }
+  for (const auto& [id, w] : candidates) {
+    bool measured = false;
+    for (const std::int64_t mid : machine_ids) {
+      auto f = impl_->stmt("SELECT 1 FROM facts WHERE workload_id = ? AND machine_id = ? LIMIT 1");
+      f.bind(1, id).bind(2, mid);
+      if ((measured = f.step())) break;
+    }
+    if (!measured) continue;
+    SymbolicWorkload& cached = impl_->symbolic_by_id.at(id);
+    if (cached.key.empty()) {
+      auto spec = impl_->stmt("SELECT key, spec FROM workloads WHERE id = ?");
+      spec.bind(1, id);
+      if (!spec.step())
+        throw DatabaseError("workload " + w->hash + " vanished from '" + path() + "'");
+      cached.form = parse_spec_text(spec.column_text(1));
+      cached.key = spec.column_text(0);
+    }
+    out.push_back(cached);
   }
   std::sort(out.begin(), out.end(),
             [](const SymbolicWorkload& a, const SymbolicWorkload& b) { return a.hash < b.hash; });
@@ -654,67 +701,44 @@ std::optional<Store::Nearest> Store::nearest(const Canonical& query,
       s.bind(1, query.structure_hash).bind(2, id_value(*mid));
       while (s.step()) offer(s.column_text(0), s.column_text(1), s.column_text(2));
     }
-    // ... then the concrete ones in boxes of growing radius r around the query's point in the
-    // sizes R*Tree. A workload outside the box is farther than r on some axis, so once the
-    // nearest found is within r no other can be nearer (or as near with a smaller hash). The
-    // tree's bounds of a workload give a lower bound of its distance, and only those that may
-    // still beat the nearest found are read whole, nearest bound first.
+    // ... then the concrete ones, nearest first from the sizes R*Tree (register_near_query). The
+    // tree's box of a workload gives a lower bound of its distance (its coordinates are rounded
+    // outward to 32 bits, and axes past the tree's are combined), so workloads are read whole
+    // only until the bound passes the nearest found; that one is then the nearest (or as near
+    // with the smallest hash).
     const SizePoint q = size_point(query.structure_hash, query.structure_lengths);
-    struct Candidate {
-      double bound;
-      std::int64_t id;
-    };
-    std::vector<Candidate> pool;
-    std::set<std::int64_t> seen;
-    auto best = [&] {
-      return found ? std::get<0>(*found) : std::numeric_limits<double>::infinity();
-    };
-    // The first radius holds a few workloads of a dense structure; while the box holds none, it
-    // doubles; once one is found, one more box of its distance holds every nearer one.
-    for (double r = 1.0 / 16;; r = found ? std::max(best(), 2 * r) : 2 * r) {
-      {
-        auto s = impl_->stmt(
-            "SELECT z.workload_id, z.x0_lo, z.x0_hi, z.x1_lo, z.x1_hi, z.x2_lo, z.x2_hi, z.x3_lo, "
-            "z.x3_hi FROM sizes z WHERE z.structure_lo <= ?1 AND z.structure_hi >= ?1 AND "
-            "z.x0_lo <= ?3 AND z.x0_hi >= ?2 AND z.x1_lo <= ?5 AND z.x1_hi >= ?4 AND z.x2_lo <= ?7 "
-            "AND z.x2_hi >= ?6 AND z.x3_lo <= ?9 AND z.x3_hi >= ?8 AND EXISTS (SELECT 1 FROM "
-            "facts f WHERE f.workload_id = z.workload_id AND f.machine_id = ?10)");
-        // The box a little wider than r: the distance takes the logarithm of a ratio, the
-        // point holds differences of logarithms, and these may differ in the last bits.
-        const double wide = r * (1 + 1e-9);
-        s.bind(1, q.structure);
-        for (std::size_t k = 0; k < kSizeAxes; ++k)
-          s.bind(static_cast<int>(2 + 2 * k), q.x[k] - wide)
-              .bind(static_cast<int>(3 + 2 * k), q.x[k] + wide);
-        s.bind(10, id_value(*mid));
-        while (s.step()) {
-          if (!seen.insert(s.column_int(0)).second) continue;
-          double d2 = 0;
-          for (std::size_t k = 0; k < kSizeAxes; ++k) {
-            const double lo = s.column_double(static_cast<int>(1 + 2 * k)),
-                         hi = s.column_double(static_cast<int>(2 + 2 * k));
-            const double gap = std::max({0.0, lo - q.x[k], q.x[k] - hi});
-            d2 += gap * gap;
-          }
-          pool.push_back({std::sqrt(d2) * (1 - 1e-9), s.column_int(0)});
-        }
+    auto s = impl_->stmt(
+        "SELECT z.workload_id, z.x0_lo, z.x0_hi, z.x1_lo, z.x1_hi, z.x2_lo, z.x2_hi, z.x3_lo, "
+        "z.x3_hi FROM sizes z WHERE z.workload_id MATCH einsumdb_near(?, ?, ?, ?, ?)");
+    s.bind(1, q.structure);
+    for (std::size_t k = 0; k < kSizeAxes; ++k) s.bind(static_cast<int>(2 + k), q.x[k]);
+    double last = 0;
+    bool in_order = true;  // as the R*Tree promises; were it not, every entry would be read
+    while (s.step()) {
+      double d2 = 0;
+      for (std::size_t k = 0; k < kSizeAxes; ++k) {
+        const double lo = s.column_double(static_cast<int>(1 + 2 * k)),
+                     hi = s.column_double(static_cast<int>(2 + 2 * k));
+        const double gap = std::max({0.0, lo - q.x[k], q.x[k] - hi});
+        d2 += gap * gap;
       }
-      std::sort(pool.begin(), pool.end(),
-                [](const Candidate& a, const Candidate& b) { return a.bound < b.bound; });
-      std::size_t read = 0;
-      for (; read < pool.size() && pool[read].bound <= std::min(r, best()); ++read) {
-        auto w = impl_->stmt(
-            "SELECT hash, structure_hash, structure_lengths, structure_map FROM workloads WHERE "
-            "id = ?");
-        w.bind(1, pool[read].id);
-        // Another structure may share the tree's structure number; the query's own workload
-        // is not its own nearest size.
-        if (w.step() && w.column_text(1) == query.structure_hash && w.column_text(0) != query.hash)
-          offer(w.column_text(0), w.column_text(2), w.column_text(3));
-      }
-      pool.erase(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(read));
-      // Lengths are below 2^63, so a radius of 64 e-folds holds every workload.
-      if (best() <= r || r >= 64) break;
+      // Slightly below the box's distance: the distance takes the logarithm of a ratio, the point
+      // holds differences of logarithms, and these may differ in the last bits.
+      const double bound = std::sqrt(d2) * (1 - 1e-9);
+      in_order = in_order && bound >= last;
+      last = bound;
+      if (in_order && found && bound > std::get<0>(*found)) break;
+      // Whether it was measured on the machine is asked of the few read, not of every workload
+      // the search passes.
+      auto w = impl_->stmt(
+          "SELECT w.hash, w.structure_hash, w.structure_lengths, w.structure_map FROM workloads "
+          "w WHERE w.id = ? AND EXISTS (SELECT 1 FROM facts f WHERE f.workload_id = w.id AND "
+          "f.machine_id = ?)");
+      w.bind(1, s.column_int(0)).bind(2, id_value(*mid));
+      // Another structure may share the tree's structure number; the query's own workload is not
+      // its own nearest size.
+      if (w.step() && w.column_text(1) == query.structure_hash && w.column_text(0) != query.hash)
+        offer(w.column_text(0), w.column_text(2), w.column_text(3));
     }
   }
   if (!found) return std::nullopt;

@@ -27,9 +27,9 @@ bool for_each_binding(const std::vector<std::string>& names,
   }
 }
 
-Answer answer_for(Fact f, const NameMap& to_user, const Canonical& query) {
+Answer answer_for(Fact f, nlohmann::json params, const Canonical& query) {
   Answer a;
-  a.params = translate(f.transform.params, to_user);
+  a.params = std::move(params);
   a.fact = std::move(f);
   a.query_hash = query.hash;
   a.query_key = query.key;
@@ -50,7 +50,21 @@ std::string_view to_string(Match m) {
   return "?";
 }
 
-std::optional<Generalisation> generalises(const BatchedEinsum& symbolic, const Canonical& query) {
+namespace {
+
+// generalises() given the symbolic workload's structure lengths (index k: the k-th
+// structure-canonical index, the query's too) with their symbols named by `symbol_of`.
+//
+// With `to_structure` (the symbolic form's canonical names -> its structure names), the binding
+// the structure labeling suggests needs no labeling of the bound form: both structure forms are
+// one text and the bound lengths are the query's index by index, so the structure isomorphism is
+// an isomorphism of the two einsums, and names go through the structure names.
+template <class SymbolOf>
+std::optional<Generalisation> generalises_with(const BatchedEinsum& symbolic,
+                                               const std::vector<Length>& structure_lengths,
+                                               const SymbolOf& symbol_of,
+                                               const NameMap* to_structure,
+                                               const Canonical& query) {
   const auto names = symbols(symbolic);
   if (names.empty() || !symbols(query.form).empty()) return std::nullopt;
   std::optional<Generalisation> found;
@@ -59,32 +73,40 @@ std::optional<Generalisation> generalises(const BatchedEinsum& symbolic, const C
     if (bound.hash != query.hash) return false;
     // The bound form's canonical names are the query's: both forms are one text.
     Generalisation g{b, {}};
-    const NameMap to_input = to_input_names(query.sigma);
     for (const auto& [canonical, mine] : bound.sigma.index)
-      g.to_query.index.emplace(std::string(1, mine), to_input.index.at(std::string(1, canonical)));
+      g.to_query.index.emplace(std::string(1, mine),
+                               std::string(1, query.sigma.index.at(canonical)));
     for (const auto& [canonical, mine] : bound.sigma.array)
-      g.to_query.array.emplace(mine, to_input.array.at(canonical));
+      g.to_query.array.emplace(mine, query.sigma.array.at(canonical));
     found = std::move(g);
     return true;
   };
   // First the binding the structure labelling suggests: both workloads' structure forms are one
   // text, so their structure-canonical indices correspond.
-  const Canonical mine = canonicalize(symbolic);
-  if (mine.structure_hash != query.structure_hash) return std::nullopt;
   Binding suggested;
-  bool consistent = mine.structure_lengths.size() == query.structure_lengths.size();
-  for (std::size_t k = 0; consistent && k < mine.structure_lengths.size(); ++k) {
-    const Length& l = mine.structure_lengths[k];
+  bool consistent = structure_lengths.size() == query.structure_lengths.size();
+  for (std::size_t k = 0; consistent && k < structure_lengths.size(); ++k) {
+    const Length& l = structure_lengths[k];
     const std::int64_t v = query.structure_lengths[k].value;
     if (!l.symbolic()) {
       consistent = l.value == v;
       continue;
     }
-    const std::string& symbol = mine.sigma.symbol.at(l.symbol);
-    const auto [it, added] = suggested.emplace(symbol, v);
+    const auto [it, added] = suggested.emplace(symbol_of(l.symbol), v);
     consistent = added || it->second == v;
   }
-  if (consistent && suggested.size() == names.size() && attempt(suggested)) return found;
+  if (consistent && suggested.size() == names.size()) {
+    if (to_structure && !query.structure_sigma.index.empty()) {
+      Generalisation g{suggested, {}};
+      for (const auto& [mine, structure] : to_structure->index)
+        g.to_query.index.emplace(mine,
+                                 std::string(1, query.structure_sigma.index.at(structure.at(0))));
+      for (const auto& [mine, structure] : to_structure->array)
+        g.to_query.array.emplace(mine, query.structure_sigma.array.at(structure));
+      return g;
+    }
+    if (attempt(suggested)) return found;
+  }
   // Another correspondence (the structure may have symmetries the lengths break): every
   // assignment of the query's lengths to the symbols, while that stays small.
   std::set<std::int64_t> lengths;
@@ -93,14 +115,38 @@ std::optional<Generalisation> generalises(const BatchedEinsum& symbolic, const C
   return found;
 }
 
-std::vector<Answer> top_k_for(Store& store, const Canonical& query,
-                              const std::vector<std::string>& machines, std::size_t k,
-                              bool nearest) {
+}  // namespace
+
+std::optional<Generalisation> generalises(const BatchedEinsum& symbolic, const Canonical& query) {
+  if (symbols(symbolic).empty() || !symbols(query.form).empty()) return std::nullopt;
+  const Canonical mine = canonicalize(symbolic);
+  if (mine.structure_hash != query.structure_hash) return std::nullopt;
+  return generalises_with(
+      symbolic, mine.structure_lengths,
+      [&](const std::string& canonical) -> const std::string& {
+        return mine.sigma.symbol.at(canonical);
+      },
+      nullptr, query);
+}
+
+std::optional<Generalisation> generalises(const BatchedEinsum& symbolic_form,
+                                          const std::vector<Length>& structure_lengths,
+                                          const NameMap& to_structure, const Canonical& query) {
+  // A canonical form's symbols are their canonical names.
+  return generalises_with(
+      symbolic_form, structure_lengths,
+      [](const std::string& canonical) -> const std::string& { return canonical; }, &to_structure,
+      query);
+}
+
+namespace {
+
+// The answers when the workload itself has no facts: symbolic generalisations, else the nearest
+// size. `query` has its structure labeling.
+std::vector<Answer> top_k_beyond_exact(Store& store, const Canonical& query,
+                                       const std::vector<std::string>& machines, std::size_t k,
+                                       bool nearest) {
   std::vector<Answer> answers;
-  const NameMap to_user = to_input_names(query.sigma);
-  for (Fact& f : store.top_k(query.hash, machines, k, query.key))
-    answers.push_back(answer_for(std::move(f), to_user, query));
-  if (!answers.empty()) return answers;
 
   if (symbols(query.form).empty()) {
     struct Ranked {
@@ -110,10 +156,11 @@ std::vector<Answer> top_k_for(Store& store, const Canonical& query,
     std::vector<Ranked> general;
     for (const auto& w :
          store.symbolic_workloads(query.structure_hash, machines, query.structure_lengths)) {
-      const auto g = generalises(w.form, query);
+      const auto g = generalises(w.form, w.structure_lengths, w.to_structure, query);
       if (!g) continue;
-      for (Fact& f : store.top_k(w.hash, machines, k)) {
-        Answer a = answer_for(std::move(f), g->to_query, query);
+      for (Fact& f : store.top_k(w.hash, machines, k, w.key)) {
+        nlohmann::json params = translate(f.transform.params, g->to_query);
+        Answer a = answer_for(std::move(f), std::move(params), query);
         a.match = Match::symbolic;
         a.binding = g->binding;
         const double rate = a.fact.gflops.value_or(0);
@@ -146,6 +193,28 @@ std::vector<Answer> top_k_for(Store& store, const Canonical& query,
   return answers;
 }
 
+}  // namespace
+
+std::vector<Answer> top_k_for(Store& store, const Canonical& query,
+                              const std::vector<std::string>& machines, std::size_t k,
+                              bool nearest) {
+  std::vector<Answer> answers;
+  for (Fact& f : store.top_k(query.hash, machines, k, query.key)) {
+    nlohmann::json params = to_input_names(f.transform.params, query.sigma);
+    answers.push_back(answer_for(std::move(f), std::move(params), query));
+  }
+  if (!answers.empty()) return answers;
+  // What follows asks several questions: one read transaction (one snapshot, and the locks taken
+  // once) for them all.
+  return store.reading([&] {
+    if (!query.structure_hash.empty())
+      return top_k_beyond_exact(store, query, machines, k, nearest);
+    Canonical labeled = query;  // made without the structure labeling: label it now
+    add_structure(labeled);
+    return top_k_beyond_exact(store, labeled, machines, k, nearest);
+  });
+}
+
 std::vector<Answer> top_k_for(Store& store, const Canonical& query, const std::string& machine,
                               std::size_t k, bool nearest) {
   return top_k_for(store, query, std::vector<std::string>{machine}, k, nearest);
@@ -160,13 +229,18 @@ std::optional<Answer> best_for(Store& store, const Canonical& query, const std::
 
 std::vector<std::optional<Answer>> best_many(Store& store, const std::vector<Canonical>& queries,
                                              const std::string& machine, bool nearest) {
+  // Asked in the order of their hashes, so that consecutive lookups descend the store's index
+  // along shared pages; answered in the caller's order.
+  std::vector<std::size_t> order(queries.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return queries[a].hash < queries[b].hash; });
   return store.reading([&] {
-    std::vector<std::optional<Answer>> answers;
-    answers.reserve(queries.size());
+    std::vector<std::optional<Answer>> answers(queries.size());
     const std::vector<std::string> machines{machine};
-    for (const Canonical& q : queries) {
-      auto top = top_k_for(store, q, machines, 1, nearest);
-      answers.push_back(top.empty() ? std::nullopt : std::optional(std::move(top.front())));
+    for (std::size_t i : order) {
+      auto top = top_k_for(store, queries[i], machines, 1, nearest);
+      if (!top.empty()) answers[i] = std::move(top.front());
     }
     return answers;
   });

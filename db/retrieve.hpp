@@ -39,7 +39,9 @@ struct Answer {
 };
 
 // Up to k answers, highest rate first, on any of the machines (fingerprints): exact facts, else
-// those of symbolic generalisations, else (when `nearest`) the nearest size's best.
+// those of symbolic generalisations, else (when `nearest`) the nearest size's best. A query
+// canonicalized without its structure labeling ({.structure = false}, half the work) is labeled
+// again with it only when the workload itself has no facts.
 std::vector<Answer> top_k_for(Store& store, const Canonical& query,
                               const std::vector<std::string>& machines, std::size_t k,
                               bool nearest = true);
@@ -60,6 +62,12 @@ struct Generalisation {
   NameMap to_query;
 };
 std::optional<Generalisation> generalises(const BatchedEinsum& symbolic, const Canonical& query);
+// The same for a stored symbolic workload of the query's structure (Store::symbolic_workloads):
+// its canonical form, its recorded structure lengths and its canonical -> structure names, which
+// spare labeling it, and (for the binding its structure suggests) labeling it bound.
+std::optional<Generalisation> generalises(const BatchedEinsum& symbolic_form,
+                                          const std::vector<Length>& structure_lengths,
+                                          const NameMap& to_structure, const Canonical& query);
 
 // A measurement with parameters and binding in the spec's names, rewritten into canonical names.
 // Throws SpecError for a binding that names a symbol the spec does not have.

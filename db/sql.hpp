@@ -91,6 +91,8 @@ class ConnectionBackend {
   virtual int busy_timeout_ms() const = 0;
   virtual void begin() = 0;              // a write transaction
   virtual void rollback() noexcept = 0;  // of the open transaction, if any
+  // The sqlite3* of a SQLite connection (to register functions on it); nullptr for a server.
+  virtual void* sqlite_handle() const { return nullptr; }
 };
 
 class Statement;

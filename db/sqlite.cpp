@@ -71,6 +71,7 @@ class SqliteConnection final : public ConnectionBackend {
   std::unique_ptr<StatementBackend> prepare(std::string_view sql) override;
 
   int changes() const override { return sqlite3_changes(db_); }
+  void* sqlite_handle() const override { return db_; }
   void busy_timeout(int ms) override {
     busy_timeout_ms_ = ms;
     sqlite3_busy_timeout(db_, ms);

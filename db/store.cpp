@@ -541,6 +541,7 @@ Store Store::open(const std::string& path, const Options& options) {
   // its run, workload and machine before inserting.
   conn.exec(("PRAGMA cache_size=-" + std::to_string(options.cache_mib * 1024)).c_str());
   conn.exec(("PRAGMA mmap_size=" + std::to_string(options.mmap_mib * 1024 * 1024)).c_str());
+  store_detail::register_near_query(conn);
   return Store(std::make_unique<Impl>(std::move(conn), options.read_only));
 }
 

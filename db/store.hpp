@@ -262,6 +262,10 @@ class Store {
   struct SymbolicWorkload {
     std::string hash, key;
     BatchedEinsum form;  // canonical
+    // The length of each structure-canonical index (symbols in the form's names), and the form's
+    // names -> structure names, as recorded.
+    std::vector<Length> structure_lengths;
+    NameMap to_structure;
   };
   std::vector<SymbolicWorkload> symbolic_workloads(const std::string& structure_hash,
                                                    const std::vector<std::string>& machines,

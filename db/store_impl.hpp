@@ -91,6 +91,10 @@ void bind_size(S& s, std::int64_t workload_id, const SizePoint& p) {
 }
 // Puts every concrete workload into the sizes tree (migrations).
 void build_sizes(sql::Connection& conn);
+// Registers the sizes tree's nearest-first query on a SQLite connection:
+//   SELECT ... FROM sizes WHERE workload_id MATCH einsumdb_near(structure, x0, x1, x2, x3)
+// yields the workloads of that structure number nearest first (see facts.cpp).
+void register_near_query(sql::Connection& conn);
 // A server's groups are refreshed in chunks of 1, 2, 4, ... 2^(kFactChunks - 1): a run of 10,000
 // measurements in about 20 chunks of three statements each (the largest upsert binds 512 * 13
 // parameters, within PostgreSQL's 65,535).
@@ -115,6 +119,9 @@ struct Store::Impl {
   };
   std::map<std::string, WorkloadInfo> workloads_by_hash;
   std::map<std::int64_t, WorkloadInfo> workloads_by_id;
+  // Symbolic workloads met by symbolic_workloads(), by id: structure lengths and names parsed, and
+  // form and key once one was read.
+  std::map<std::int64_t, Store::SymbolicWorkload> symbolic_by_id;
   std::map<std::pair<std::string, std::string>, std::int64_t> transform_ids;
   std::map<std::int64_t, Transform> transforms_by_id;
   std::set<std::int64_t> known_runs;
@@ -143,6 +150,7 @@ struct Store::Impl {
     machine_fingerprints.clear();
     workloads_by_hash.clear();
     workloads_by_id.clear();
+    symbolic_by_id.clear();
     transform_ids.clear();
     transforms_by_id.clear();
     known_runs.clear();

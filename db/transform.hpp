@@ -35,5 +35,7 @@ NameMap to_canonical_names(const Substitution& sigma);
 // Renames every {"index": x} and {"array": x} in `params`. Throws SpecError naming a name that
 // the map does not know (a parameter that refers to something the workload does not have).
 nlohmann::json translate(const nlohmann::json& params, const NameMap& names);
+// translate(params, to_input_names(sigma)) without building the map (what a lookup does).
+nlohmann::json to_input_names(const nlohmann::json& params, const Substitution& sigma);
 
 }  // namespace einsumdb

@@ -9,7 +9,8 @@ Choice choose_transform(Store* store, const BatchedEinsum& e, const std::string&
                         const ChooseOptions& options) {
   Choice c;
   if (store) {
-    if (const auto answer = best_for(*store, canonicalize(e), machine, options.nearest)) {
+    if (const auto answer =
+            best_for(*store, canonicalize(e, {.structure = false}), machine, options.nearest)) {
       c.candidate = {answer->fact.transform.name, answer->params};
       c.source = answer->match == Match::nearest    ? "best known for a nearby size"
                  : answer->match == Match::symbolic ? "best known for its symbolic form"

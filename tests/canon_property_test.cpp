@@ -1,6 +1,7 @@
 // Properties of canonicalization over random batched einsums: invariance under respelling,
 // idempotence, σ round trips, and key equality exactly when an exhaustive search finds an
 // isomorphism for near misses.
+#include <algorithm>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -147,6 +148,46 @@ TEST(CanonProperties, StructureHashIgnoresLengths) {
         if (!len.symbolic()) len.value = 100 - len.value * 7;
     const Canonical d = canonicalize(e);
     ASSERT_EQ(c.structure_hash, d.structure_hash) << to_json(e).dump();
+  }
+}
+
+// A query canonicalized without its structure labeling and given it later (add_structure, what a
+// lookup that misses does) has the structure canonicalize() gives: the same key and hash, and
+// lengths and σ that describe the input.
+TEST(CanonProperties, StructureAddedLaterIsTheStructure) {
+  std::mt19937_64 rng(29);
+  for (int t = 0; t < 2000; ++t) {
+    const BatchedEinsum e = testing::random_einsum(rng);
+    const Canonical whole = canonicalize(e);
+    Canonical c = canonicalize(e, {.structure = false});
+    ASSERT_TRUE(c.structure_hash.empty());
+    ASSERT_EQ(c.key, whole.key);
+    add_structure(c);
+    ASSERT_EQ(c.structure_key, whole.structure_key) << to_json(e).dump();
+    ASSERT_EQ(c.structure_hash, whole.structure_hash);
+    ASSERT_EQ(c.structure_lengths.size(), whole.structure_lengths.size());
+    // Structure index k is the input's index σ_s(k), of the length the lengths give (symbols in
+    // canonical names).
+    const auto lengths = e.index_lengths();
+    for (std::size_t k = 0; k < c.structure_lengths.size(); ++k) {
+      const char input = c.structure_sigma.index.at(canonical_index_name(k));
+      Length expected = lengths.at(input);
+      if (expected.symbolic())
+        for (const auto& [canonical, mine] : c.sigma.symbol)
+          if (mine == expected.symbol) expected.symbol = canonical;
+      ASSERT_EQ(c.structure_lengths[k], expected) << to_json(e).dump() << " index " << k;
+    }
+    ASSERT_EQ(c.structure_sigma.array.size(), whole.structure_sigma.array.size());
+    for (const auto& [structure, input] : c.structure_sigma.array)
+      ASSERT_TRUE(e.arrays.count(input)) << structure << " -> " << input;
+    auto sorted = [](std::vector<std::size_t> v) {
+      std::sort(v.begin(), v.end());
+      return v;
+    };
+    ASSERT_EQ(sorted(c.structure_sigma.operand), sorted(whole.structure_sigma.operand));
+    ASSERT_EQ(sorted(c.structure_sigma.row), sorted(whole.structure_sigma.row));
+    add_structure(c);  // a second call changes nothing
+    ASSERT_EQ(c.structure_hash, whole.structure_hash);
   }
 }
 

@@ -11,6 +11,7 @@
 #include "einsumdb/canon/parse.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/db/store.hpp"
+#include "einsumdb/tests/support/einsum_oracle.hpp"
 #include "einsumdb/tests/support/temp_dir.hpp"
 
 namespace einsumdb {
@@ -203,6 +204,157 @@ TEST_F(FactsTest, TheSizesTreeFindsTheNearestSizeAsAScanDoes) {
   }
   EXPECT_GT(found, 500u);
   EXPECT_GT(symbolic_ruled_out, 0u);
+}
+
+}  // namespace
+}  // namespace einsumdb
+
+namespace einsumdb {
+namespace {
+
+// The answer as the store gave it before the quick path: the query labeled whole (both
+// labelings), the workload's measurements aggregated when asked, symbolic workloads labeled and
+// bound forms labeled again, and the nearest size found by reading every workload of the
+// structure.
+struct Reference {
+  std::string transform;
+  json params;
+  Match match = Match::exact;
+  double distance = 0;
+  double median_s = 0;
+};
+
+std::optional<Reference> reference_best(Store& store, const BatchedEinsum& spec,
+                                        const std::vector<std::string>& machines) {
+  const Canonical c = canonicalize(spec);
+  if (const auto facts = store.top_k_measured(c.hash, machines, 1); !facts.empty())
+    return Reference{facts[0].transform.name,
+                     translate(facts[0].transform.params, to_input_names(c.sigma)), Match::exact, 0,
+                     facts[0].median_s};
+  std::optional<Reference> best;
+  double best_rate = 0;
+  for (const auto& w : store.symbolic_workloads(c.structure_hash, machines)) {
+    const auto g = generalises(w.form, c);
+    if (!g) continue;
+    const auto facts = store.top_k_measured(w.hash, machines, 1);
+    if (facts.empty()) continue;
+    const double rate = facts[0].gflops.value_or(0);
+    if (!best || rate > best_rate) {  // the first of equal rates, in hash order
+      best = Reference{facts[0].transform.name, translate(facts[0].transform.params, g->to_query),
+                       Match::symbolic, 0, facts[0].median_s};
+      best_rate = rate;
+    }
+  }
+  if (best) return best;
+  const auto near = store.nearest_scanned(c, machines);
+  if (!near) return std::nullopt;
+  return Reference{near->fact.transform.name,
+                   translate(translate(near->fact.transform.params, near->to_structure),
+                             to_input_names(c.structure_sigma)),
+                   Match::nearest, near->distance, near->fact.median_s};
+}
+
+// Workloads shaped like the benchmark's (a product, two products sharing a factor, a batched
+// product, a TCCG contraction, symbolic matrix-vector products), of lengths drawn from a few.
+BatchedEinsum bench_like(std::mt19937_64& rng, int shape) {
+  const std::int64_t few[] = {2, 3, 4, 6, 8};
+  auto len = [&] { return Length::of(few[rng() % 5]); };
+  BatchedEinsum e;
+  e.batch = {{"A", "B"}};
+  switch (shape) {
+    case 0:
+      e.inputs = {"ik", "kj"}, e.output = "ij";
+      e.arrays["A"] = {{len(), len()}, Dtype::f64};
+      e.arrays["B"] = {{e.arrays["A"].shape[1], len()}, Dtype::f64};
+      break;
+    case 1:
+      e.inputs = {"ij", "jk"}, e.output = "ik";
+      e.arrays["A"] = {{len(), len()}, Dtype::f64};
+      e.arrays["B"] = {{e.arrays["A"].shape[1], len()}, Dtype::f64};
+      e.arrays["C"] = e.arrays["B"];
+      e.batch = {{"A", "B"}, {"A", "C"}};
+      break;
+    case 2:
+      e.inputs = {"bik", "bkj"}, e.output = "bij";
+      e.arrays["A"] = {{len(), len(), len()}, Dtype::f32};
+      e.arrays["B"] = {{e.arrays["A"].shape[0], e.arrays["A"].shape[2], len()}, Dtype::f32};
+      break;
+    case 3:
+      e.inputs = {"abcd", "ea"}, e.output = "ebcd";
+      e.arrays["A"] = {{len(), len(), len(), len()}, Dtype::f64};
+      e.arrays["B"] = {{len(), e.arrays["A"].shape[0]}, Dtype::f64};
+      break;
+    default:  // symbolic rows, or (as a query) a concrete size of them
+      e.inputs = {"ij", "j"}, e.output = "i";
+      e.arrays["A"] = {{shape == 4 ? Length::named("N") : len(), len()}, Dtype::f64};
+      e.arrays["x"] = {{e.arrays["A"].shape[1]}, Dtype::f64};
+      e.batch = {{"A", "x"}};
+      break;
+  }
+  return e;
+}
+
+// Every answer of the quick path (the query labeled once, facts ranked as read, the structure
+// labeled only on a miss, symbolic bindings by the structure, the nearest size nearest first
+// from the sizes tree) equals the reference path's, for respellings of stored workloads, sizes
+// never measured and concrete sizes of symbolic workloads.
+TEST_F(FactsTest, TheQuickPathAnswersAsTheReferencePathDoes) {
+  std::mt19937_64 rng(52);
+  Store store = Store::open(dir_.path("quick.sqlite"));
+  const Machine ma = machine("CPU A"), mb = machine("CPU B");
+  const double times[] = {1e-3, 2e-3, 3e-3, 4e-3};  // few, so that transforms tie
+  std::vector<BatchedEinsum> stored;
+  for (int w = 0; w < 400; ++w) {
+    const BatchedEinsum e = bench_like(rng, w % 5);
+    const Canonical c = canonicalize(e);
+    const auto lengths = e.index_lengths();
+    std::vector<std::pair<const Canonical*, Measurement>> run;
+    for (int k = 1 + static_cast<int>(rng() % 4); k > 0; --k) {
+      // Parameters that name an index and an array of the spec, in its own names.
+      auto index = lengths.begin();
+      std::advance(index, static_cast<long>(rng() % lengths.size()));
+      auto array = e.arrays.begin();
+      std::advance(array, static_cast<long>(rng() % e.arrays.size()));
+      Measurement m;
+      m.transform = {"strategy" + std::to_string(rng() % 3),
+                     {{"inner", {{"index", std::string(1, index->first)}}},
+                      {"pack", {{"array", array->first}}},
+                      {"tile", 8 << (rng() % 3)}}};
+      m.seconds = {times[rng() % 4]};
+      m.max_rel_err = 1e-15;
+      if (!symbols(e).empty()) m.binding = {{"N", static_cast<std::int64_t>(16 << (rng() % 3))}};
+      run.emplace_back(&c, to_canonical(c, std::move(m)));
+    }
+    store.record_run({"run", "test", "", ""}, rng() % 5 ? ma : mb, run);
+    stored.push_back(e);
+  }
+  const std::vector<std::string> machines{ma.fingerprint()};
+  std::map<Match, int> answered;
+  int none = 0;
+  for (int q = 0; q < 600; ++q) {
+    // A stored workload respelled, a new size of a stored structure, or a concrete size of the
+    // symbolic rows.
+    const BatchedEinsum e = testing::random_respelling(
+        q % 3 == 0 ? stored[rng() % stored.size()] : bench_like(rng, q % 3 == 1 ? q / 3 % 4 : 5),
+        rng);
+    const auto reference = reference_best(store, e, machines);
+    const auto quick = best_for(store, canonicalize(e, {.structure = false}), machines.front());
+    ASSERT_EQ(quick.has_value(), reference.has_value()) << to_json(e).dump();
+    if (!quick) {
+      ++none;
+      continue;
+    }
+    ++answered[quick->match];
+    EXPECT_EQ(quick->match, reference->match) << to_json(e).dump();
+    EXPECT_EQ(quick->fact.transform.name, reference->transform) << to_json(e).dump();
+    EXPECT_EQ(quick->params, reference->params) << to_json(e).dump();
+    EXPECT_EQ(quick->fact.median_s, reference->median_s) << to_json(e).dump();
+    EXPECT_EQ(quick->distance, reference->distance) << to_json(e).dump();
+  }
+  EXPECT_GT(answered[Match::exact], 100);
+  EXPECT_GT(answered[Match::symbolic], 50);
+  EXPECT_GT(answered[Match::nearest], 100);
+  RecordProperty("unanswered", none);
 }
 
 }  // namespace
