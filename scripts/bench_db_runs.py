@@ -1,13 +1,18 @@
 #!/usr/bin/python3
 """Runs `einsumdb bench db` (record, then best(): the lookup alone and with canonicalization,
-the nearest size, symbolic workloads, best_many) several times on a fresh SQLite file each, and
+the nearest size, symbolic workloads, best_many) several times on a fresh SQLite file each
+(the answers timed by a second process on the store the first filled, see run()), and
 with --postgres on a fresh database of a PostgreSQL server of its own (initdb in a temporary
 directory, 127.0.0.1, stopped and removed at the end); writes each run's JSON, with the command
 and machine, to OUT/db-LABEL-sqlite-N.json and OUT/db-LABEL-postgres-N.json.
 scripts/perf_page_db.py makes docs/performance/db.md from those files.
 
 Usage: bench_db_runs.py [--bin build/bin/einsumdb] [--label after] [--runs 3] [--postgres]
-                   [--out docs/performance/data] [--workloads 100000] [--measurements 1000000]
+                   [--also LABEL=BINARY ...] [--out docs/performance/data]
+                   [--workloads 100000] [--measurements 1000000]
+
+With --also, each round runs the other builds too, in turn with this one, so that every build
+meets the machine in the same moods (compare builds this way, not in runs apart).
 """
 import argparse
 import json
@@ -56,19 +61,29 @@ class Server:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def run(binary, db, args):
+def bench(binary, db, args, extra=()):
     command = [binary, "bench", "db", "--workloads", str(args.workloads), "--measurements",
-               str(args.measurements)]
-    if db:
-        command += ["--db", db]
+               str(args.measurements), "--db", db, *extra]
     r = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     if r.returncode != 0:
         raise SystemExit(f"bench_db_runs.py: {' '.join(command)} failed ({r.returncode}):\n{r.stderr}")
-    result = json.loads(r.stdout)
     shown = [c if not c.startswith("postgresql://") else "postgresql://einsum@127.0.0.1/DB"
              for c in command]
-    return {"command": " ".join(shown), "machine": cpu_model(), "cores": os.cpu_count(),
-            "label": args.label, "result": result}
+    return json.loads(r.stdout), " ".join(shown)
+
+
+def run(binary, label, db, args):
+    """One run: a process fills the store and times recording; unless --same-process, a second
+    process opens the store the first left and times the answers, as an application opens a
+    store a tuner filled (in the filling process, after a million records, every figure is
+    slower, canonicalization's too)."""
+    result, command = bench(binary, db, args)
+    if not args.same_process:
+        answers, reuse = bench(binary, db, args, ["--reuse"])
+        result.update(answers)
+        command += " ; " + reuse
+    return {"command": command, "machine": cpu_model(), "cores": os.cpu_count(),
+            "label": label, "result": result}
 
 
 def main():
@@ -81,22 +96,34 @@ def main():
     p.add_argument("--out", default="docs/performance/data")
     p.add_argument("--workloads", type=int, default=100000)
     p.add_argument("--measurements", type=int, default=1000000)
+    p.add_argument("--same-process", action="store_true",
+                   help="time the answers in the process that filled the store")
+    p.add_argument("--also", action="append", default=[], metavar="LABEL=BINARY",
+                   help="another build, run in turn with this one in every round")
     args = p.parse_args()
+    builds = [(args.label, args.bin)]
+    for item in args.also:
+        label, sep, binary = item.partition("=")
+        if not sep or not label or not binary:
+            raise SystemExit(f"bench_db_runs.py: --also wants LABEL=BINARY, not '{item}'")
+        builds.append((label, binary))
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     server = Server() if args.postgres else None
     try:
         for n in range(1, args.runs + 1):
-            if args.sqlite:
-                data = run(args.bin, None, args)
-                path = out / f"db-{args.label}-sqlite-{n}.json"
-                path.write_text(json.dumps(data, indent=1) + "\n")
-                print(path, "best median", data["result"]["best_median_us"], "us")
-            if server:
-                data = run(args.bin, server.createdb(f"bench_{args.label}_{n}"), args)
-                path = out / f"db-{args.label}-postgres-{n}.json"
-                path.write_text(json.dumps(data, indent=1) + "\n")
-                print(path, "best median", data["result"]["best_median_us"], "us")
+            for label, binary in builds:
+                if args.sqlite:
+                    with tempfile.TemporaryDirectory(prefix="einsumdb-bench-db-") as tmp:
+                        data = run(binary, label, str(pathlib.Path(tmp) / "store.sqlite"), args)
+                    path = out / f"db-{label}-sqlite-{n}.json"
+                    path.write_text(json.dumps(data, indent=1) + "\n")
+                    print(path, "best median", data["result"]["best_median_us"], "us", flush=True)
+                if server:
+                    data = run(binary, label, server.createdb(f"bench_{label}_{n}"), args)
+                    path = out / f"db-{label}-postgres-{n}.json"
+                    path.write_text(json.dumps(data, indent=1) + "\n")
+                    print(path, "best median", data["result"]["best_median_us"], "us", flush=True)
     finally:
         if server:
             server.close()
