@@ -283,10 +283,9 @@ int run_db_bench(const DbBenchArgs& args) {
   const std::string fingerprint = machine.fingerprint();
   std::mt19937_64 rng(1);
   auto any_spec = [&]() -> const BatchedEinsum& { return specs[rng() % specs.size()]; };
-  // A query is canonicalized as best() callers do, without the structure labeling (which only a
-  // query of an unknown workload needs; best_for() adds it then). "canonicalization alone" is the
+  // A query is canonicalized as best() callers do (kQueryCanon); "canonicalization alone" is the
   // whole of canonicalize(), both labelings, as it was measured before best() skipped one.
-  const CanonOptions query_options{.structure = false};
+  const CanonOptions query_options = kQueryCanon;
   std::vector<double> best_us, canon_us, key_us, lookup_us, statement_us;
   std::size_t found = 0;
   for (std::size_t q = 0; q < args.queries; ++q) {

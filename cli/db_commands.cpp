@@ -170,7 +170,7 @@ std::string bindings_text(const Fact& f) {
 int run_best(const BestArgs& args) {
   BatchedEinsum spec = read_spec(args.spec);
   if (!args.bind.empty()) spec = bind_symbols(spec, parse_binding(args.bind));
-  const Canonical query = canonicalize(spec, {.structure = false});
+  const Canonical query = canonicalize(spec, kQueryCanon);
   auto store = open_for_reading(args.db);
   if (!store)
     return nothing_known(query.key, args.spec.spec,

@@ -38,10 +38,13 @@ struct Answer {
   std::string query_key;
 };
 
+// How a query is canonicalized: without its structure labeling (half the work), which top_k_for
+// adds (add_structure) only when the workload itself has no facts.
+inline constexpr CanonOptions kQueryCanon{.structure = false};
+
 // Up to k answers, highest rate first, on any of the machines (fingerprints): exact facts, else
-// those of symbolic generalisations, else (when `nearest`) the nearest size's best. A query
-// canonicalized without its structure labeling ({.structure = false}, half the work) is labeled
-// again with it only when the workload itself has no facts.
+// those of symbolic generalisations, else (when `nearest`) the nearest size's best. The query may
+// be canonicalized with kQueryCanon or whole.
 std::vector<Answer> top_k_for(Store& store, const Canonical& query,
                               const std::vector<std::string>& machines, std::size_t k,
                               bool nearest = true);

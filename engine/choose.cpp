@@ -10,7 +10,7 @@ Choice choose_transform(Store* store, const BatchedEinsum& e, const std::string&
   Choice c;
   if (store) {
     if (const auto answer =
-            best_for(*store, canonicalize(e, {.structure = false}), machine, options.nearest)) {
+            best_for(*store, canonicalize(e, kQueryCanon), machine, options.nearest)) {
       c.candidate = {answer->fact.transform.name, answer->params};
       c.source = answer->match == Match::nearest    ? "best known for a nearby size"
                  : answer->match == Match::symbolic ? "best known for its symbolic form"

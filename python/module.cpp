@@ -513,7 +513,7 @@ class PyStore {
     auto store = open_store_for_reading(path_);
     ojson out = ojson::array();
     if (!store) return out.dump();
-    const Canonical c = canonicalize(e, {.structure = false});
+    const Canonical c = canonicalize(e, kQueryCanon);
     // A named machine (fingerprint, its prefix, or model=NAME) must exist in the store.
     const std::vector<std::string> machines = machine.empty()
                                                   ? std::vector{this_machine().fingerprint()}
@@ -544,7 +544,7 @@ class PyStore {
     }
     std::vector<Canonical> queries;
     queries.reserve(specs.size());
-    for (const auto& e : specs) queries.push_back(canonicalize(e, {.structure = false}));
+    for (const auto& e : specs) queries.push_back(canonicalize(e, kQueryCanon));
     const std::vector<std::string> machines = machine.empty()
                                                   ? std::vector{this_machine().fingerprint()}
                                                   : store->machines_matching(machine);
