@@ -204,20 +204,23 @@ template <typename T>
 bool small_gemm_view(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, CBLAS_TRANSPOSE ta,
                      std::int64_t lda, View<T> b, CBLAS_TRANSPOSE tb, std::int64_t ldb, T* c,
                      std::int64_t ldc, bool accumulate) {
-  if constexpr (is_complex_v<T>) return false;  // libxsmm's kernels are real
-  if (k > kSmallGemmMax || (n > kSmallGemmMax && m > kSmallGemmMax) ||
-      openblas_get_num_threads() != 1)
-    return false;
-  const T* pb = b.p;
-  if (tb != CblasNoTrans) {
-    if (n > kSmallGemmMax || m < 256) return false;
-    thread_local std::vector<T> copy;
-    copy.resize(static_cast<std::size_t>(k * n));
-    for (std::int64_t r = 0; r < k; ++r)
-      for (std::int64_t q = 0; q < n; ++q) copy[r * n + q] = b.p[r * b.rs + q * b.cs];
-    pb = copy.data(), ldb = n;
+  if constexpr (is_complex_v<T>) {
+    return false;  // libxsmm's kernels are real
+  } else {
+    if (k > kSmallGemmMax || (n > kSmallGemmMax && m > kSmallGemmMax) ||
+        openblas_get_num_threads() != 1)
+      return false;
+    const T* pb = b.p;
+    if (tb != CblasNoTrans) {
+      if (n > kSmallGemmMax || m < 256) return false;
+      thread_local std::vector<T> copy;
+      copy.resize(static_cast<std::size_t>(k * n));
+      for (std::int64_t r = 0; r < k; ++r)
+        for (std::int64_t q = 0; q < n; ++q) copy[r * n + q] = b.p[r * b.rs + q * b.cs];
+      pb = copy.data(), ldb = n;
+    }
+    return small_gemm(m, n, k, a.p, lda, ta != CblasNoTrans, pb, ldb, c, ldc, accumulate);
   }
-  return small_gemm(m, n, k, a.p, lda, ta != CblasNoTrans, pb, ldb, c, ldc, accumulate);
 }
 
 // C[m×n] (+)= A[m×k] · B[k×n] on strided views, in place: each matrix needs a unit stride along
@@ -266,13 +269,15 @@ template <typename T>
 void gemm_batch(std::int64_t nb, std::int64_t m, std::int64_t n, std::int64_t k, View<T> a,
                 std::int64_t a_step, View<T> b, std::int64_t b_step, T* c, std::int64_t c_rs,
                 std::int64_t c_cs, std::int64_t c_step, bool accumulate) {
-  if (!is_complex_v<T> && nb > 1 && m > 1 && n > 1 && k > 0 && openblas_get_num_threads() == 1) {
-    const BlasCall<T> x = blas_call(m, n, k, a, b, c_rs, c_cs);
-    const std::int64_t as = x.exchanged ? b_step : a_step, bs = x.exchanged ? a_step : b_step;
-    if (x.ok && x.tb == CblasNoTrans &&
-        small_gemm_batch(nb, x.m, x.n, k, x.a.p, x.lda, x.ta != CblasNoTrans, as, x.b.p, x.ldb, bs,
-                         c, x.c_rs, c_step, accumulate))
-      return;
+  if constexpr (!is_complex_v<T>) {  // libxsmm's kernels are real
+    if (nb > 1 && m > 1 && n > 1 && k > 0 && openblas_get_num_threads() == 1) {
+      const BlasCall<T> x = blas_call(m, n, k, a, b, c_rs, c_cs);
+      const std::int64_t as = x.exchanged ? b_step : a_step, bs = x.exchanged ? a_step : b_step;
+      if (x.ok && x.tb == CblasNoTrans &&
+          small_gemm_batch(nb, x.m, x.n, k, x.a.p, x.lda, x.ta != CblasNoTrans, as, x.b.p, x.ldb,
+                           bs, c, x.c_rs, c_step, accumulate))
+        return;
+    }
   }
   for (std::int64_t i = 0; i < nb; ++i)
     gemm<T>(m, n, k, {a.p + i * a_step, a.rs, a.cs}, {b.p + i * b_step, b.rs, b.cs}, c + i * c_step,

@@ -99,7 +99,10 @@ Bound::Operand Bound::operand(std::size_t row, std::size_t k) const {
 namespace {
 
 // One row of the reference: every term in order, accumulated in V (double, or complex<double>
-// where any operand is complex).
+// where any operand is complex). Each operand is first read whole into V (its function applied to
+// each element once), so that the loop over the terms reads plain arrays; the last label's run is
+// the inner loop and an odometer steps the others, last fastest: the terms are taken in the same
+// order as by one odometer over every label.
 template <typename V>
 Tensor reference_row(const Bound& bound, std::size_t r, std::vector<double>* magnitudes) {
   const BatchedEinsum& e = bound.einsum();
@@ -114,47 +117,74 @@ Tensor reference_row(const Bound& bound, std::size_t r, std::vector<double>* mag
   // within one operand add their strides: a diagonal).
   std::vector<std::int64_t> len(n);
   std::vector<std::vector<std::int64_t>> stride(ops + 1, std::vector<std::int64_t>(n, 0));
-  std::vector<Bound::Operand> in(ops);
+  std::vector<std::vector<V>> in(ops);
   for (std::size_t i = 0; i < n; ++i) len[i] = lengths.at(labels[i]);
   for (std::size_t k = 0; k <= ops; ++k) {
     const std::string& idx = k < ops ? e.inputs[k] : e.output;
-    if (k < ops) in[k] = bound.operand(r, k);
-    const Tensor* t = k < ops ? in[k].tensor : &z;
+    const Tensor* t = &z;
+    if (k < ops) {
+      const Bound::Operand op = bound.operand(r, k);
+      t = op.tensor;
+      in[k].resize(static_cast<std::size_t>(t->size()));
+      for (std::int64_t x = 0; x < t->size(); ++x) {
+        if constexpr (std::is_same_v<V, double>)
+          in[k][x] = op.function ? (*op.function)(t->at(x)) : t->at(x);
+        else
+          in[k][x] = t->at_complex(x);  // functions are refused for complex
+      }
+    }
     const auto s = t->strides();
     for (std::size_t a = 0; a < idx.size(); ++a) stride[k][labels.find(idx[a])] += s[a];
   }
   std::vector<V> acc(static_cast<std::size_t>(z.size()), V(identity(e.agg)));
   std::vector<double> mag(magnitudes ? static_cast<std::size_t>(z.size()) : 0, 0.0);
   const bool empty = std::any_of(len.begin(), len.end(), [](std::int64_t v) { return v == 0; });
-  std::vector<std::int64_t> counter(n, 0), offset(ops + 1, 0);
+  // The inner run: the last label's length and strides (one term where there is no label).
+  const std::size_t outer = n == 0 ? 0 : n - 1;
+  const std::int64_t run = n == 0 ? 1 : len[outer];
+  std::vector<std::int64_t> step(ops + 1, 0);
+  if (n > 0)
+    for (std::size_t k = 0; k <= ops; ++k) step[k] = stride[k][outer];
+  std::vector<std::int64_t> counter(outer, 0), offset(ops + 1, 0), at(ops + 1, 0);
+  // A product summed over two operands, the contractions that most tests compare against, has
+  // its run in a loop of its own: the same arithmetic as the general one below, on pointers.
+  const bool product = ops == 2 && e.join == JoinOp::mul && e.agg == AggOp::sum;
   for (bool done = empty; !done;) {
-    auto read = [&](std::size_t k) -> V {
-      if constexpr (std::is_same_v<V, double>) {
-        const double x = in[k].tensor->at(offset[k]);
-        return in[k].function ? (*in[k].function)(x) : x;
-      } else {
-        return in[k].tensor->at_complex(offset[k]);  // functions are refused for complex
+    at = offset;
+    if (product) {
+      const V* x = in[0].data() + at[0];
+      const V* y = in[1].data() + at[1];
+      V* a = acc.data() + at[2];
+      double* b = magnitudes ? mag.data() + at[2] : nullptr;
+      const std::int64_t sx = step[0], sy = step[1], sz = step[2];
+      for (std::int64_t j = 0; j < run; ++j) {
+        const V v = x[j * sx] * y[j * sy];
+        a[j * sz] += v;
+        if (b) b[j * sz] += std::abs(x[j * sx]) * std::abs(y[j * sy]);
       }
-    };
-    V v = read(0);
-    double m = std::abs(v);
-    for (std::size_t k = 1; k < ops; ++k) {
-      const V x = read(k);
-      v = join(e.join, v, x);
-      // The size of the numbers a rounding error is relative to.
-      m = e.join == JoinOp::mul                            ? m * std::abs(x)
-          : e.join == JoinOp::max || e.join == JoinOp::min ? std::max(m, std::abs(x))
-                                                           : m + std::abs(x);
     }
-    if (e.join == JoinOp::sqdiff) m *= m;
-    auto& a = acc[static_cast<std::size_t>(offset[ops])];
-    a = combine(e.agg, a, v);
-    if (magnitudes) {
-      auto& b = mag[static_cast<std::size_t>(offset[ops])];
-      b = e.agg == AggOp::sum ? b + m : std::max(b, m);
+    for (std::int64_t j = 0; !product && j < run; ++j) {
+      V v = in[0][at[0]];
+      double m = std::abs(v);
+      for (std::size_t k = 1; k < ops; ++k) {
+        const V x = in[k][at[k]];
+        v = join(e.join, v, x);
+        // The size of the numbers a rounding error is relative to.
+        m = e.join == JoinOp::mul                            ? m * std::abs(x)
+            : e.join == JoinOp::max || e.join == JoinOp::min ? std::max(m, std::abs(x))
+                                                             : m + std::abs(x);
+      }
+      if (e.join == JoinOp::sqdiff) m *= m;
+      auto& a = acc[static_cast<std::size_t>(at[ops])];
+      a = combine(e.agg, a, v);
+      if (magnitudes) {
+        auto& b = mag[static_cast<std::size_t>(at[ops])];
+        b = e.agg == AggOp::sum ? b + m : std::max(b, m);
+      }
+      for (std::size_t k = 0; k <= ops; ++k) at[k] += step[k];
     }
-    // Odometer, last label fastest.
-    for (std::size_t i = n;;) {
+    // Odometer over the other labels, the last of them fastest.
+    for (std::size_t i = outer;;) {
       if (i == 0) {
         done = true;
         break;

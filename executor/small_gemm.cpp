@@ -94,9 +94,10 @@ bool in_blocks(std::int64_t batch, std::int64_t total, std::int64_t block, Shape
 }
 
 template <typename T>
-bool run(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, const T* a,
-         std::int64_t lda, bool at, std::int64_t a_step, const T* b, std::int64_t ldb,
-         std::int64_t b_step, T* c, std::int64_t ldc, std::int64_t c_step, bool accumulate) {
+bool run_in_blocks(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, const T* a,
+                   std::int64_t lda, bool at, std::int64_t a_step, const T* b, std::int64_t ldb,
+                   std::int64_t b_step, T* c, std::int64_t ldc, std::int64_t c_step,
+                   bool accumulate) {
   if (batch < 1 || m < 1 || n < 1 || k < 1 || k > kSmallGemmMax) return false;
   const std::int64_t a_row = at ? 1 : lda;  // row r of A starts at a + r·a_row
   // Blocks of rows of C: C'[n × rows] = B' · A'[k × rows].
@@ -124,7 +125,7 @@ template <typename T>
 bool small_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda,
                 bool a_transposed, const T* b, std::int64_t ldb, T* c, std::int64_t ldc,
                 bool accumulate) {
-  return run(1, m, n, k, a, lda, a_transposed, 0, b, ldb, 0, c, ldc, 0, accumulate);
+  return run_in_blocks(1, m, n, k, a, lda, a_transposed, 0, b, ldb, 0, c, ldc, 0, accumulate);
 }
 
 template <typename T>
@@ -132,8 +133,8 @@ bool small_gemm_batch(std::int64_t batch, std::int64_t m, std::int64_t n, std::i
                       const T* a, std::int64_t lda, bool a_transposed, std::int64_t a_step,
                       const T* b, std::int64_t ldb, std::int64_t b_step, T* c, std::int64_t ldc,
                       std::int64_t c_step, bool accumulate) {
-  return run(batch, m, n, k, a, lda, a_transposed, a_step, b, ldb, b_step, c, ldc, c_step,
-             accumulate);
+  return run_in_blocks(batch, m, n, k, a, lda, a_transposed, a_step, b, ldb, b_step, c, ldc, c_step,
+                       accumulate);
 }
 
 template <typename T>

@@ -5,13 +5,12 @@
 #include <set>
 
 #include "einsumdb/executor/execute.hpp"
+#include "einsumdb/executor/kernels.hpp"
 
 namespace einsumdb {
 namespace {
 
-bool contains(const std::string& s, char c) {
-  return s.find(c) != std::string::npos;
-}
+using kernels::contains;
 
 std::string all_labels(const BatchedEinsum& e) {
   std::string all;

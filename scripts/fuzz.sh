@@ -7,9 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 [ "$seconds" -gt 0 ] || exit 0
-# Line tables suffice for the sanitizers' reports (see scripts/test.sh).
+# Line tables suffice for the sanitizers' reports, and the libraries compile in units of eight
+# sources (see scripts/test.sh).
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEINSUMDB_FUZZ=ON \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
+  -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
   -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j "$(nproc)"
 work=$(mktemp -d)

@@ -391,6 +391,53 @@ BatchedEinsum binary_spec(const std::string& spec, const std::map<char, int>& n,
   return read_spec_argument(spec, f);
 }
 
+// The reference runs a product summed over two operands in a loop of its own; the general loop
+// must give the same numbers, bit for bit in real numbers. The same einsum with a third operand of
+// ones (a label of length 1, which adds no term) goes through the general loop: x·y·1 = x·y
+// exactly, and the terms of each element are taken in the same order. Diagonals, a scalar result,
+// an outer product, batches, an operand read across its rows; f64, f32 (computed in double) and
+// c128.
+TEST(Reference, AProductIsComputedAsTheGeneralLoopComputesIt) {
+  for (Dtype dtype : {Dtype::f64, Dtype::f32, Dtype::c128})
+    for (const std::string spec : {"ij,jk->ik", "ji,jk->ik", "ii,ij->j", "ij,ij->", "i,j->ij",
+                                   "bij,bjk->bik", "aefb,fdce->abcd"}) {
+      std::map<char, int> n;
+      for (char c : spec)
+        if (std::isalpha(static_cast<unsigned char>(c))) n[c] = 3 + (c % 5);
+      const BatchedEinsum two = binary_spec(spec, n, dtype);
+      SpecFlags f;
+      f.dtypes = {std::string(to_string(dtype))};
+      for (const auto& [name, info] : two.arrays) {
+        std::string shape = name + "=";
+        for (std::size_t k = 0; k < info.shape.size(); ++k)
+          shape += (k ? "x" : "") + std::to_string(info.shape[k].value);
+        f.shapes.push_back(shape);
+      }
+      f.shapes.push_back("C=1");
+      const std::string arrow = spec.substr(spec.find('-'));
+      const BatchedEinsum three =
+          read_spec_argument(spec.substr(0, spec.find('-')) + ",z" + arrow, f);
+      Arrays arrays = random_arrays(two, 29);
+      Tensor one(dtype, {1});
+      one.set_complex(0, 1.0);
+      arrays.emplace("C", std::move(one));
+      std::vector<double> m2, m3;
+      const Results ra = run_reference(Bound(two, arrays), &m2);
+      const Results rb = run_reference(Bound(three, arrays), &m3);
+      const Tensor &a = ra.at(0), &b = rb.at(0);
+      ASSERT_EQ(a.size(), b.size()) << spec;
+      if (is_complex(dtype)) {
+        // GCC vectorizes a complex product into a fused multiply-add-subtract (vfmaddsub), which
+        // -ffp-contract=off does not prevent; the two loops may round its parts differently.
+        EXPECT_LE(max_relative_error(a, b), 1e-14) << spec;
+      } else {
+        for (std::int64_t k = 0; k < a.size(); ++k)
+          ASSERT_EQ(a.at(k), b.at(k)) << spec << " " << to_string(dtype) << " element " << k;
+      }
+      EXPECT_EQ(m2, m3) << spec;
+    }
+}
+
 // Complex einsums: every strategy that computes them agrees with a complex product written out
 // here (and the reference with it), in c64 and c128, on one and two threads, with no conjugation;
 // mixed real and complex operands promote as numpy does (f64 with c64 is c128); the strategies
