@@ -8,6 +8,7 @@ again. EINSUMDB_CMAKE_ARGS adds arguments to the configuration.
 """
 import os
 import pathlib
+import re
 import shlex
 import shutil
 import subprocess
@@ -17,6 +18,9 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = pathlib.Path(__file__).resolve().parent
+# The version is written once, on the project() line of CMakeLists.txt.
+VERSION = re.search(r"project\(einsumdb VERSION ([0-9.]+)",
+                    (ROOT / "CMakeLists.txt").read_text()).group(1)
 
 
 class CMakeBuild(build_ext):
@@ -42,6 +46,6 @@ class CMakeBuild(build_ext):
         shutil.copyfile(built[0], target)
 
 
-setup(ext_modules=[Extension("einsumdb._einsumdb", sources=[])], cmdclass={"build_ext": CMakeBuild},
+setup(version=VERSION, ext_modules=[Extension("einsumdb._einsumdb", sources=[])], cmdclass={"build_ext": CMakeBuild},
       # setuptools' own build directory, beside CMake's build/ rather than in it.
       options={"build": {"build_base": "build-python"}})

@@ -11,7 +11,7 @@
 
 #include "einsumdb/db/machine.hpp"
 #include "einsumdb/db/store.hpp"
-#include "einsumdb/engine/machine.hpp"
+#include "einsumdb/engine/this_machine.hpp"
 
 namespace einsumdb::cli {
 

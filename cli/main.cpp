@@ -15,6 +15,7 @@
 
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/cli/commands.hpp"
+#include "einsumdb/version.hpp"
 
 namespace {
 
@@ -45,7 +46,7 @@ int run_command(int argc, char** argv) {
       "with nauty and keyed into a database of measured transforms.",
       "einsumdb"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("einsumdb ") + EINSUMDB_VERSION);
+  app.set_version_flag("--version", std::string("einsumdb ") + einsumdb::kVersion);
   std::vector<std::pair<CLI::App*, Command>> commands;
   commands.emplace_back(nullptr, add_canon_command(app));
   commands.back().first = app.get_subcommand("canon");

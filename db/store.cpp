@@ -687,7 +687,7 @@ RunId Store::begin_run(const RunInfo& run, MachineId machine_key) {
         "VALUES(?, ?, ?, ?, ?) RETURNING id");
     impl_->machine_fingerprint(machine);  // the machine must exist
     s.bind(1, machine).bind(2, run.label).bind(3, run.command);
-    s.bind(4, run.tool_version.empty() ? std::string(EINSUMDB_VERSION) : run.tool_version);
+    s.bind(4, run.tool_version.empty() ? std::string(kVersion) : run.tool_version);
     s.bind(5, run.started_at.empty() ? now_iso8601() : run.started_at);
     if (!s.step()) throw DatabaseError("database '" + path() + "': no id for the new run");
     const auto id = s.column_int(0);

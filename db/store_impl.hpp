@@ -18,10 +18,7 @@
 #include "einsumdb/canon/parse.hpp"
 #include "einsumdb/db/sql.hpp"
 #include "einsumdb/db/store.hpp"
-
-#ifndef EINSUMDB_VERSION
-#define EINSUMDB_VERSION "0"
-#endif
+#include "einsumdb/version.hpp"
 
 namespace einsumdb {
 namespace store_detail {

@@ -19,7 +19,7 @@
 #include "einsumdb/db/transform.hpp"
 #include "einsumdb/engine/choose.hpp"
 #include "einsumdb/engine/engine.hpp"
-#include "einsumdb/engine/machine.hpp"
+#include "einsumdb/engine/this_machine.hpp"
 #include "einsumdb/executor/dispatch.hpp"
 #include "einsumdb/executor/execute.hpp"
 #include "einsumdb/executor/expression.hpp"
@@ -32,3 +32,4 @@
 #include "einsumdb/report/report.hpp"
 #include "einsumdb/tuner/roofline.hpp"
 #include "einsumdb/tuner/tuner.hpp"
+#include "einsumdb/version.hpp"

@@ -9,7 +9,7 @@
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
 #include "einsumdb/db/location.hpp"
-#include "einsumdb/engine/machine.hpp"
+#include "einsumdb/engine/this_machine.hpp"
 #include "einsumdb/executor/permute.hpp"
 
 namespace einsumdb {

@@ -22,7 +22,7 @@
 #include "einsumdb/db/location.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/engine/engine.hpp"
-#include "einsumdb/engine/machine.hpp"
+#include "einsumdb/engine/this_machine.hpp"
 #include "einsumdb/planner/eindecomp.hpp"
 #include "einsumdb/planner/eingraph.hpp"
 #include "einsumdb/planner/placement.hpp"

@@ -10,10 +10,7 @@
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/report/html.hpp"
 #include "einsumdb/report/rooflines.hpp"
-
-#ifndef EINSUMDB_VERSION
-#define EINSUMDB_VERSION "0"
-#endif
+#include "einsumdb/version.hpp"
 
 namespace einsumdb {
 namespace {
@@ -538,7 +535,7 @@ ReportSummary write_report(Store& store, std::ostream& page, const ReportOptions
   out << "<table class=\"summary\">"
       << "<tr><th>store</th><td><code>" << html_escape(stats["path"].get<std::string>())
       << "</code> (schema version " << stats["schema_version"] << ")</td></tr>"
-      << "<tr><th>written</th><td>" << now_iso8601() << " by einsumdb " << EINSUMDB_VERSION;
+      << "<tr><th>written</th><td>" << now_iso8601() << " by einsumdb " << kVersion;
   if (!o.this_machine.empty()) {
     const auto here = all_machines.find(o.this_machine);
     out << " on <code>" << short_fp(o.this_machine) << "</code>"

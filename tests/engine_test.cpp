@@ -13,7 +13,7 @@
 #include "einsumdb/db/location.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/engine/engine.hpp"
-#include "einsumdb/engine/machine.hpp"
+#include "einsumdb/engine/this_machine.hpp"
 #include "einsumdb/tests/support/temp_dir.hpp"
 
 namespace einsumdb {

@@ -334,3 +334,18 @@ def test_tune_time_limit_ends_a_large_workloads_search(db):
     assert any(r["status"] == "ok" for r in report["results"])
     with pytest.raises(einsumdb.SpecError, match="time limit"):
         einsumdb.tune("ik,kj->ij", shapes=shapes, time_limit=-1, progress=False)
+
+
+def test_one_version_everywhere(cli):
+    # The version is written once, on the project() line of CMakeLists.txt: the package's
+    # metadata (when installed), the module's machine record and the CLI all give it.
+    import importlib.metadata
+    import re
+    root = pathlib.Path(__file__).resolve().parents[2]
+    want = re.search(r"project\(einsumdb VERSION ([0-9.]+)",
+                     (root / "CMakeLists.txt").read_text()).group(1)
+    if os.environ.get("EINSUMDB_EXPECT_INSTALLED") == "1":
+        assert importlib.metadata.version("einsumdb") == want
+    assert einsumdb.machine()["description"]["einsumdb"] == want
+    out = subprocess.run([cli, "--version"], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == f"einsumdb {want}"

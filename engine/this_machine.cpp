@@ -1,9 +1,11 @@
-#include "einsumdb/engine/machine.hpp"
+#include "einsumdb/engine/this_machine.hpp"
 
 #include <sys/utsname.h>
 
 #include <cstdlib>
 #include <string>
+
+#include "einsumdb/version.hpp"
 
 extern "C" char* openblas_get_config(void);
 
@@ -16,7 +18,7 @@ const Machine& this_machine() {
     uname(&u);
     const char* threads = std::getenv("OPENBLAS_NUM_THREADS");
     nlohmann::ordered_json extra = {{"compiler", __VERSION__},
-                                    {"einsumdb", EINSUMDB_VERSION},
+                                    {"einsumdb", kVersion},
                                     {"os", std::string(u.sysname) + " " + u.release},
                                     {"openblas_num_threads", threads ? threads : ""}};
     return detect_machine(blas ? blas : "unknown BLAS", extra);
