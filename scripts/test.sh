@@ -16,48 +16,6 @@ install_deps
 phase "dependencies installed"
 build_release
 phase "Release build"
-
-# The sanitizer tree (and, once it is built, the fuzz tree) compiles in the background at the
-# lowest priority while the Release tests, the package's tests and the example run: these leave
-# about two fifths of the two cores idle (waiting on PostgreSQL, Chromium, MPI and the
-# namespaces' links), which the compiler then takes without slowing them.
-sanitize=1
-[ "${EINSUMDB_SKIP_SANITIZE:-0}" != 1 ] || sanitize=0
-logs=$(mktemp -d)
-# A background build is a process group of its own (setsid), ended with the script whatever
-# happens.
-background=()
-trap 'for g in "${background[@]}"; do kill -- "-$g" 2>/dev/null || true; done; rm -rf "$logs"' EXIT
-build_sanitized() {
-  # What the tests run, sanitized: not the benchmarks (the Release build compiles them, and no
-  # test runs them) nor the Python module (its tests run against the Release build). Line tables
-  # are all the sanitizers' reports need (file:line in every frame); full debug information makes
-  # the compiles a quarter slower and the objects half again as large. A library's sources are
-  # compiled eight to a unit (a unity build): each of them instantiates much the same
-  # nlohmann::json and standard-library code, which the optimizer and the sanitizers'
-  # instrumentation then went through once per file; in units, the libraries take half the time.
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEINSUMDB_SANITIZE=ON \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
-    -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
-    -DEINSUMDB_WERROR=ON -DCMAKE_CXX_COMPILER=clang++ -DEINSUMDB_PYTHON=OFF \
-    -DEINSUMDB_BENCHMARKS=OFF >/dev/null
-  cmake --build build-asan -j "$(nproc)"
-}
-# wait_for NAME PID: the background job's end; its log is shown if it failed.
-wait_for() {
-  if ! wait "$2"; then
-    cat "$logs/$1.log" >&2
-    echo "einsumdb: the $1 build failed" >&2
-    exit 1
-  fi
-}
-if [ "$sanitize" = 1 ]; then
-  setsid -w nice -n 19 bash -c "$(declare -f build_sanitized); build_sanitized" \
-    >"$logs/sanitizer.log" 2>&1 &
-  asan_pid=$!
-  background+=("$asan_pid")
-fi
-
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 600
 phase "Release tests"
 
@@ -90,12 +48,22 @@ EINSUMDB_DB="$pfx/none.sqlite" "$pfx/matmul-pc" >/dev/null
 rm -rf "$pfx"
 phase "the installed package builds and runs the example"
 
-if [ "$sanitize" = 1 ]; then
-  wait_for sanitizer "$asan_pid"
+if [ "${EINSUMDB_SKIP_SANITIZE:-0}" != 1 ]; then
+  # What the tests run, sanitized: not the benchmarks (the Release build above compiles them, and
+  # no test runs them) nor the Python module (its tests ran above against the Release build).
+  # Line tables are all the sanitizers' reports need (file:line in every frame); full debug
+  # information makes the compiles a quarter slower and the objects half again as large. A
+  # library's sources are compiled eight to a unit (a unity build): each of them instantiates
+  # much the same nlohmann::json and standard-library code, which the optimizer and the
+  # sanitizers' instrumentation then went through once per file; in units, the libraries take
+  # half the compile time.
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEINSUMDB_SANITIZE=ON \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
+    -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
+    -DEINSUMDB_WERROR=ON -DCMAKE_CXX_COMPILER=clang++ -DEINSUMDB_PYTHON=OFF \
+    -DEINSUMDB_BENCHMARKS=OFF >/dev/null
+  cmake --build build-asan -j "$(nproc)"
   phase "sanitizer build"
-  setsid -w nice -n 19 scripts/fuzz.sh --build-only >"$logs/fuzz.log" 2>&1 &
-  fuzz_pid=$!
-  background+=("$fuzz_pid")
   # intercept_tls_get_addr=0: the leak check does not follow the dynamic TLS of libraries loaded
   # at run time (BLIS). With it, clang 14's LeakSanitizer read a garbage range there at exit now
   # and then after two-thread runs ("Tracer caught signal 11", "DTLS 10 at
@@ -107,7 +75,6 @@ if [ "$sanitize" = 1 ]; then
   phase "sanitizer tests"
 fi
 
-[ "$sanitize" = 0 ] || wait_for fuzz "$fuzz_pid"
 scripts/fuzz.sh "${EINSUMDB_FUZZ_SECONDS:-60}"
 phase "fuzzing"
 echo "einsumdb: all tests passed"
