@@ -46,6 +46,7 @@ class CMakeBuild(build_ext):
         shutil.copyfile(built[0], target)
 
 
-setup(version=VERSION, ext_modules=[Extension("einsumdb._einsumdb", sources=[])], cmdclass={"build_ext": CMakeBuild},
+setup(version=VERSION, ext_modules=[Extension("einsumdb._einsumdb", sources=[])],
+      cmdclass={"build_ext": CMakeBuild},
       # setuptools' own build directory, beside CMake's build/ rather than in it.
       options={"build": {"build_base": "build-python"}})

@@ -55,8 +55,7 @@ if [ "${EINSUMDB_SKIP_SANITIZE:-0}" != 1 ]; then
   # information makes the compiles a quarter slower and the objects half again as large. A
   # library's sources are compiled eight to a unit (a unity build): each of them instantiates
   # much the same nlohmann::json and standard-library code, which the optimizer and the
-  # sanitizers' instrumentation then went through once per file; in units, the libraries take
-  # half the compile time.
+  # sanitizers' instrumentation then went through once per file.
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEINSUMDB_SANITIZE=ON \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
     -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
