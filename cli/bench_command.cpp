@@ -452,8 +452,11 @@ Command add_bench_command(CLI::App& app) {
   auto* canon_cmd = canon;
   Command plan_run = add_bench_plan_command(*bench);
   auto* plan_cmd = bench->get_subcommand("plan");
-  return [args, db_args, canon_cmd, plan_cmd, plan_run] {
+  Command network_run = add_bench_network_command(*bench);
+  auto* network_cmd = bench->get_subcommand("network");
+  return [args, db_args, canon_cmd, plan_cmd, plan_run, network_cmd, network_run] {
     if (plan_cmd->parsed()) return plan_run();
+    if (network_cmd->parsed()) return network_run();
     return canon_cmd->parsed() ? run_canon_bench(*args) : run_db_bench(*db_args);
   };
 }

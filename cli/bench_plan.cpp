@@ -8,6 +8,8 @@
 
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/cli/commands.hpp"
+#include "einsumdb/cli/common.hpp"
+#include "einsumdb/cli/network_model.hpp"
 #include "einsumdb/planner/eindecomp.hpp"
 
 namespace einsumdb::cli {
@@ -20,6 +22,9 @@ struct BenchPlanArgs {
   std::size_t nodes = 500;
   std::int64_t procs = 16;
   int repeat = 5;
+  std::string network;  // with it: the predicted time at each of `simulate`
+  std::vector<std::int64_t> simulate = {16, 64, 256, 1024};
+  DbArgs db;
 };
 
 EinGraph chain(std::int64_t s, bool skewed) {
@@ -115,6 +120,66 @@ EinGraph large_graph(std::size_t n, bool tree, std::uint64_t seed) {
   return g;
 }
 
+// The predicted time of the chain and of the large DAG at every P of a.simulate on a.network,
+// for each plan method: the time model (planner/network.hpp) on the placed plans, kernel times
+// from the database where measured, else the roofline.
+ojson simulate(const BenchPlanArgs& a) {
+  const Network network = network_argument(a.network, 0, a.db);
+  KernelTimes kernels(a.db);
+  const KernelSeconds seconds_of = [&](const BatchedEinsum& e) { return kernels(e); };
+  ojson rows = ojson::array();
+  std::cout << "\npredicted time on " << network.source << " (" << network.ranks_per_host
+            << " ranks per host)\n";
+  std::cout << "graph              P      eindecomp     sqrt          data          "
+               "transfer  kernel    reduce (eindecomp)\n";
+  const std::vector<std::pair<std::string, EinGraph>> graphs = {
+      {"chain s=" + std::to_string(a.s), chain(a.s, false)},
+      {"dag " + std::to_string(a.nodes) + " nodes", large_graph(a.nodes, false, 7)}};
+  for (const auto& [name, g] : graphs) {
+    const StepGraph steps = expand(g);
+    for (std::int64_t p : a.simulate) {
+      ojson row = {{"graph", name}, {"procs", p}};
+      StepTime sum;
+      double best[3] = {0, 0, 0};
+      int k = 0;
+      for (auto m : {PlanMethod::eindecomp, PlanMethod::sqrt, PlanMethod::data}) {
+        PlanOptions o;
+        o.procs = p;
+        o.method = m;
+        const auto t0 = std::chrono::steady_clock::now();
+        const Plan plan = make_plan(steps, o);
+        const auto times = predict_times(plan, place(plan), network, seconds_of);
+        const double took =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best[k] = total_seconds(times);
+        row[std::string(to_string(m))] = {{"seconds", best[k]},
+                                          {"predicted_bytes", plan.total},
+                                          {"planned_and_priced_in_s", took}};
+        if (m == PlanMethod::eindecomp)
+          for (const auto& t : times) {
+            sum.transfer += t.transfer, sum.kernel += t.kernel, sum.reduce += t.reduce;
+            sum.host_bytes += t.host_bytes, sum.local_bytes += t.local_bytes;
+          }
+        ++k;
+      }
+      row["eindecomp_terms"] = {{"transfer_s", sum.transfer},
+                                {"kernel_s", sum.kernel},
+                                {"reduce_s", sum.reduce},
+                                {"host_bytes", sum.host_bytes},
+                                {"local_bytes", sum.local_bytes}};
+      std::printf("%-18s %-6lld %-13.4g %-13.4g %-13.4g %-9.3g %-9.3g %.3g\n", name.c_str(),
+                  static_cast<long long>(p), best[0], best[1], best[2], sum.transfer, sum.kernel,
+                  sum.reduce);
+      rows.push_back(row);
+    }
+  }
+  std::cout << "kernel times: " << kernels.measured() << " measured, " << kernels.estimated()
+            << " from the roofline\n";
+  return {{"network", to_json(network)},
+          {"rows", rows},
+          {"kernel_times", {{"measured", kernels.measured()}, {"estimated", kernels.estimated()}}}};
+}
+
 int run_bench_plan(const BenchPlanArgs& a) {
   ojson out;
   out["chain"] = ojson::array();
@@ -181,6 +246,7 @@ int run_bench_plan(const BenchPlanArgs& a) {
                             {"sqrt_over_eindecomp", sqrt_total / plan.total},
                             {"data_over_eindecomp", data_total / plan.total}});
   }
+  if (!a.network.empty()) out["simulation"] = simulate(a);
   std::cout << "\n" << out.dump() << "\n";
   return ok ? kExitOk : kExitRuntime;
 }
@@ -199,6 +265,13 @@ Command add_bench_plan_command(CLI::App& bench) {
   cmd->add_option("--repeat", a->repeat, "Timed plannings per large graph")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--network", a->network,
+                  "Also predict the time of the chain and of the large DAG on this network at "
+                  "each P of --simulate (a file of `einsumdb bench network`, or "
+                  "bandwidth=BYTES_PER_S,latency=SECONDS,ranks_per_host=N)");
+  cmd->add_option("--simulate", a->simulate, "With --network: the P to predict at (powers of two)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+  add_db_option(cmd, a->db);
   return [a] { return run_bench_plan(*a); };
 }
 

@@ -21,6 +21,8 @@ Command add_tune_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
 // `bench plan`, registered on the bench subcommand.
 Command add_bench_plan_command(CLI::App& bench);
+// `bench network`, registered on the bench subcommand (under mpirun).
+Command add_bench_network_command(CLI::App& bench);
 // record, best, show, list, stats, export, import, report, db check: each subcommand with its
 // runner.
 std::vector<std::pair<CLI::App*, Command>> add_db_commands(CLI::App& app);

@@ -14,6 +14,7 @@
 #include "einsumdb/canon/canonicalize.hpp"
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/cli/commands.hpp"
+#include "einsumdb/cli/network_model.hpp"
 #include "einsumdb/distributed/graph_job.hpp"
 #include "einsumdb/engine/choose.hpp"
 #include "einsumdb/executor/npy.hpp"
@@ -88,6 +89,7 @@ ChooseKernel kernel_chooser(const DbArgs& db) {
 // Everything a rank needs before the job's first message; built by every rank alike, and any
 // rank's refusal is agreed on before anything runs.
 struct PreparedJob {
+  std::optional<Network> network;  // rank 0, with --network
   EinGraph graph;
   PlanFile pf;
   std::string plan_source;
@@ -176,6 +178,8 @@ PreparedJob prepare_job(const GraphRunArgs& args, const MpiSession& mpi) {
                       "' is not a directory here (a graph reads DIR/NAME.npy for each input)");
   }
   if (mpi.rank() == 0) options.choose = kernel_chooser(args.db);
+  if (mpi.rank() == 0 && !args.network.empty())
+    job.network = network_argument(args.network, args.ranks_per_host, args.db);
   options.trace = !args.trace.empty();
   return job;
 }
@@ -252,6 +256,14 @@ int run_on_ranks(const GraphRunArgs& args, const MpiSession& mpi) {
   for (const auto& s : report.steps)
     predicted += s.predicted_bytes, measured += static_cast<double>(s.sent);
 
+  // The time model's prediction for each step, beside what was measured.
+  std::vector<StepTime> times;
+  if (job->network) {
+    KernelTimes kernels(args.db);
+    times = predict_times(plan, pf.placement, *job->network,
+                          [&](const BatchedEinsum& e) { return kernels(e); });
+  }
+
   // Verification against one process.
   ojson verify;
   bool verified = true;
@@ -322,6 +334,7 @@ int run_on_ranks(const GraphRunArgs& args, const MpiSession& mpi) {
                         {{"strategy", s.kernel.transform.strategy},
                          {"params", s.kernel.transform.params},
                          {"source", s.kernel.source}}},
+                       {"predicted_time", times.empty() ? ojson() : to_json(times[v])},
                        {"kernels_agree", s.kernels_agree()},
                        {"rank_kernels", rank_kernels},
                        {"ranks", ranks}});
@@ -341,6 +354,10 @@ int run_on_ranks(const GraphRunArgs& args, const MpiSession& mpi) {
                  {"steps", steps},
                  {"generated_inputs", report.generated},
                  {"outputs", written}};
+    if (job->network) {
+      out["network"] = to_json(*job->network);
+      out["predicted_seconds"] = total_seconds(times);
+    }
     if (args.verify) out["verify"] = verify;
     if (!recorded.is_null()) out["recorded"] = recorded;
     print_json(out);
@@ -357,8 +374,16 @@ int run_on_ranks(const GraphRunArgs& args, const MpiSession& mpi) {
                       vector_text(plan.choice[v].d), format_seconds(s.seconds),
                       bytes_text(static_cast<double>(s.sent)), bytes_text(s.predicted_bytes),
                       kernel_text(s)});
+      if (!times.empty())
+        rows.back().insert(rows.back().begin() + 4, format_seconds(times[v].total()));
     }
-    print_table({"step", "einsum", "partition", "time", "sent", "predicted", "kernel"}, rows);
+    std::vector<std::string> header{"step", "einsum",    "partition", "time",
+                                    "sent", "predicted", "kernel"};
+    if (!times.empty()) header.insert(header.begin() + 4, "predicted time");
+    print_table(header, rows);
+    if (!times.empty())
+      std::cout << "predicted on the network: " << format_seconds(total_seconds(times)) << " ("
+                << job->network->source << ")\n";
     std::cout << "total: median " << format_seconds(median) << " over " << args.repeat
               << " run(s); sent " << bytes_text(measured) << " of " << bytes_text(predicted)
               << " predicted\n";

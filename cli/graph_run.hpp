@@ -30,7 +30,9 @@ struct GraphRunArgs {
   double timeout = 300;
   Overlap overlap = Overlap::automatic;  // --overlap / --no-overlap
   bool no_record = false;
-  std::string trace;  // --trace FILE: every rank's timeline as Chrome trace-event JSON
+  std::string trace;    // --trace FILE: every rank's timeline as Chrome trace-event JSON
+  std::string network;  // --network: predict each step's time on it (rank 0), beside the measured
+  std::int64_t ranks_per_host = 0;
   std::string command_line;
 };
 

@@ -10,6 +10,7 @@
 #include "einsumdb/cli/commands.hpp"
 #include "einsumdb/cli/common.hpp"
 #include "einsumdb/cli/jsonl.hpp"
+#include "einsumdb/cli/network_model.hpp"
 #include "einsumdb/planner/plan_file.hpp"
 #include "einsumdb/planner/plan_store.hpp"
 #include "einsumdb/tuner/roofline.hpp"
@@ -34,6 +35,8 @@ struct PlanArgs {
   std::size_t exact_limit = 14;
   double memory_limit = 0;
   bool record = false;
+  std::string network;
+  std::int64_t ranks_per_host = 0;
 };
 
 std::vector<std::int64_t> parse_sizes(const std::string& text) {
@@ -203,12 +206,42 @@ int run_plan(const PlanArgs& a) {
     }
   }
   const StepGraph steps = expand(graph, path, per_node);
-  const Plan plan = make_plan(steps, options);
+  Plan plan = make_plan(steps, options);
+
+  // On a network: each method's plan priced by the time model, and (unless --baseline asked for
+  // one method) the plan predicted fastest is the one written.
+  std::optional<Network> network;
+  std::optional<KernelTimes> kernels;
+  std::vector<StepTime> times;
+  ojson method_seconds = ojson::object();
+  if (!a.network.empty()) {
+    network = network_argument(a.network, a.ranks_per_host, a.db);
+    kernels.emplace(a.db);
+    const KernelSeconds seconds_of = [&](const BatchedEinsum& e) { return (*kernels)(e); };
+    times = predict_times(plan, place(plan), *network, seconds_of);
+    method_seconds[std::string(to_string(plan.method))] = total_seconds(times);
+    for (auto m : {PlanMethod::eindecomp, PlanMethod::sqrt, PlanMethod::data}) {
+      if (m == options.method) continue;
+      try {
+        PlanOptions o = options;
+        o.method = m;
+        Plan other = make_plan(steps, o);
+        auto t = predict_times(other, place(other), *network, seconds_of);
+        method_seconds[std::string(to_string(m))] = total_seconds(t);
+        if (a.baseline.empty() && total_seconds(t) < total_seconds(times)) {
+          plan = std::move(other);
+          times = std::move(t);
+        }
+      } catch (const SpecError&) {
+        method_seconds[std::string(to_string(m))] = nullptr;  // not applicable at this P
+      }
+    }
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
   ojson baselines = ojson::object();
-  for (auto m : {PlanMethod::sqrt, PlanMethod::data}) {
+  for (auto m : {PlanMethod::eindecomp, PlanMethod::sqrt, PlanMethod::data}) {
     if (m == plan.method) continue;
     try {
       PlanOptions b = options;
@@ -219,7 +252,8 @@ int run_plan(const PlanArgs& a) {
     }
   }
 
-  ojson j = plan_file_json(plan, place(plan));
+  const Placement placement = place(plan);
+  ojson j = plan_file_json(plan, placement);
   j["graph"] = to_json(graph);
   j["cost"] = a.cost;
   j["baselines"] = baselines;
@@ -232,6 +266,17 @@ int run_plan(const PlanArgs& a) {
                      {"pairwise_steps_with_measured_times",
                       std::accumulate(steps_measured.begin(), steps_measured.end(), std::size_t{0},
                                       [](std::size_t n, const auto& m) { return n + m->hits(); })}};
+  }
+  if (network) {
+    for (std::size_t v = 0; v < times.size(); ++v)
+      j["steps"][v]["predicted_time"] = to_json(times[v]);
+    j["network"] = to_json(*network);
+    j["predicted_seconds"] = total_seconds(times);
+    j["method_seconds"] = method_seconds;
+    if (plan.method != options.method)
+      j["chosen_by"] = "the least predicted time on the network (" +
+                       std::string(to_string(options.method)) + " moves fewer numbers)";
+    j["kernel_times"] = {{"measured", kernels->measured()}, {"estimated", kernels->estimated()}};
   }
   for (const auto& [k, v] : report.items()) j[k] = v;
 
@@ -275,14 +320,29 @@ int run_plan(const PlanArgs& a) {
       std::cout << "; " << name << " " << fmt(v.get<double>()) << " ("
                 << ratio(v.get<double>(), plan.total) << ")";
   std::cout << "\n";
+  if (network) {
+    std::cout << "predicted time on the network: " << format_seconds(total_seconds(times));
+    for (const auto& [name, v] : method_seconds.items())
+      if (name != to_string(plan.method) && !v.is_null())
+        std::cout << "; " << name << " " << format_seconds(v.get<double>()) << " ("
+                  << ratio(v.get<double>(), total_seconds(times)) << ")";
+    std::cout << " (" << network->source << "; kernel times: " << kernels->measured()
+              << " measured, " << kernels->estimated() << " from the roofline)\n";
+    if (j.contains("chosen_by"))
+      std::cout << "chosen by " << j["chosen_by"].get<std::string>() << "\n";
+  }
   std::vector<std::vector<std::string>> rows;
   for (std::size_t v = 0; v < plan.graph.steps.size(); ++v) {
     const auto& s = plan.graph.steps[v];
     const auto& c = plan.choice[v];
     rows.push_back({s.name, s.einsum_string(), to_string(c.d), fmt(c.join), fmt(c.aggregation),
                     fmt(c.repartition), fmt(c.join + c.aggregation + c.repartition)});
+    if (!times.empty()) rows.back().push_back(format_seconds(times[v].total()));
   }
-  print_table({"step", "einsum", "partition", "join", "aggregation", "repartition", "total"}, rows);
+  std::vector<std::string> header{"step",        "einsum",      "partition", "join",
+                                  "aggregation", "repartition", "total"};
+  if (!times.empty()) header.push_back("time");
+  print_table(header, rows);
   for (const auto& [node, tree] : plan.graph.trees) {
     std::cout << "contraction tree of " << node << " (" << (tree.exact ? "exact" : "greedy") << ", "
               << fmt(tree.flops) << " FLOPs):";
@@ -331,6 +391,8 @@ Command add_plan_command(CLI::App& app) {
       "  einsumdb plan graph.json --procs 8\n"
       "  einsumdb plan graph.json --procs 8 --baseline sqrt --json\n"
       "  einsumdb plan graph.json --procs 8 --explain T1 --output plan.json --record\n"
+      "  einsumdb plan graph.json --procs 64 --network bandwidth=12.5e9,latency=2e-6,"
+      "ranks_per_host=16\n"
       "  einsumdb plan --tree '[[8,4],[7,3,8]->[7,3,4]],...' --sizes 100,72,... --procs 4 "
       "--passes all");
   cmd->add_option("GRAPH", a->graph, "EinGraph JSON, a file holding it, or - for stdin");
@@ -361,6 +423,17 @@ Command add_plan_command(CLI::App& app) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{24}));
   cmd->add_option("--memory-limit", a->memory_limit,
                   "Contraction trees: no intermediate with more elements than this");
+  cmd->add_option("--network", a->network,
+                  "Predict the plan's time (and the baselines') on a network: a file written by "
+                  "`einsumdb bench network --output`, `stored` (the last one recorded from this "
+                  "machine), or bandwidth=BYTES_PER_S,latency=SECONDS"
+                  "[,local_bandwidth=..,local_latency=..,ranks_per_host=N]; kernel times from "
+                  "the database, else the roofline. Writes the plan predicted fastest among "
+                  "eindecomp, sqrt and data unless --baseline names one");
+  cmd->add_option("--ranks-per-host", a->ranks_per_host,
+                  "With --network: ranks on each host (rank r on host r / N), replacing the "
+                  "network's")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
   cmd->add_flag("--record", a->record,
                 "Record the chosen partitionings and their predicted cost in the database");
   add_db_option(cmd, a->db);

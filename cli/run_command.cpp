@@ -41,6 +41,8 @@ struct RunArgs {
   bool overlap = false;
   bool no_overlap = false;
   std::string trace;
+  std::string network;
+  std::int64_t ranks_per_host = 0;
   bool no_record = false;
   std::vector<std::string> generate;
   std::string read_inputs = "owners";
@@ -76,6 +78,8 @@ int run_graph_command(const RunArgs& args) {
   g.overlap = args.overlap ? Overlap::on : args.no_overlap ? Overlap::off : Overlap::automatic;
   g.no_record = args.no_record;
   g.trace = args.trace;
+  g.network = args.network;
+  g.ranks_per_host = args.ranks_per_host;
   g.command_line =
       "einsumdb run " + args.spec.spec + (args.plan.empty() ? "" : " --plan " + args.plan);
   return run_graph(g);
@@ -178,8 +182,10 @@ int run_run(RunArgs& args) {
   if (!args.generate.empty() || args.read_inputs != "owners")
     throw SpecError(std::string(args.generate.empty() ? "--read-inputs" : "--generate") +
                     " is for a graph of einsums; '" + args.spec.spec + "' is not a graph");
-  if (!args.plan.empty() || !args.trace.empty())
-    throw SpecError(std::string(args.plan.empty() ? "--trace" : "--plan") +
+  if (!args.plan.empty() || !args.trace.empty() || !args.network.empty())
+    throw SpecError(std::string(!args.plan.empty()    ? "--plan"
+                                : !args.trace.empty() ? "--trace"
+                                                      : "--network") +
                     " is for a graph of einsums; '" + args.spec.spec +
                     "' is not a graph (JSON with \"inputs\" and \"nodes\", or a file of it)");
   Functions functions;
@@ -387,6 +393,14 @@ Command add_run_command(CLI::App& app) {
                   "Graph: write every rank's timeline (send, wait, kernel, reduce per step and "
                   "run) to FILE as Chrome trace-event JSON; open it in Perfetto or "
                   "chrome://tracing");
+  cmd->add_option(
+      "--network", args->network,
+      "Graph: also predict each step's time on this network (a file written by "
+      "`einsumdb bench network --output`, `stored`, or bandwidth=BYTES_PER_S,latency=SECONDS"
+      "[,...]); the prediction assumes --no-overlap");
+  cmd->add_option("--ranks-per-host", args->ranks_per_host,
+                  "Graph, with --network: ranks on each host, replacing the network's")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
   return [args] { return run_run(*args); };
 }
 

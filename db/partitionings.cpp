@@ -186,4 +186,44 @@ std::optional<Store::Roofline> Store::roofline(const std::string& machine,
   return Roofline{s.column_text(0), s.column_double(1), s.column_double(2), s.column_text(3)};
 }
 
+void Store::record_network(MachineId machine_key, const NetworkRecord& n) {
+  const std::int64_t machine = id_value(machine_key);
+  for (double v : {n.latency_s, n.bandwidth_gbs, n.local_latency_s, n.local_bandwidth_gbs})
+    if (!(v > 0) || !std::isfinite(v))
+      throw SpecError("a network's latencies and bandwidths must be positive");
+  if (n.ranks_per_host < 1) throw SpecError("a network has at least one rank per host");
+  impl_->write([&] {
+    impl_->machine_fingerprint(machine);  // the machine must exist
+    auto s = impl_->stmt(
+        "INSERT INTO networks(machine_id, hosts, latency_s, bandwidth_gbs, local_latency_s, "
+        "local_bandwidth_gbs, ranks_per_host, source, measured_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, "
+        "?)");
+    s.bind(1, machine).bind(2, nlohmann::json(n.hosts).dump()).bind(3, n.latency_s);
+    s.bind(4, n.bandwidth_gbs).bind(5, n.local_latency_s).bind(6, n.local_bandwidth_gbs);
+    s.bind(7, n.ranks_per_host).bind(8, n.source);
+    s.bind(9, n.measured_at.empty() ? now_iso8601() : n.measured_at).run();
+    return 0;
+  });
+}
+
+std::optional<Store::NetworkRecord> Store::latest_network(const std::string& machine) {
+  auto s = impl_->stmt(
+      "SELECT n.hosts, n.latency_s, n.bandwidth_gbs, n.local_latency_s, n.local_bandwidth_gbs, "
+      "n.ranks_per_host, n.source, n.measured_at FROM networks n JOIN machines m ON m.id = "
+      "n.machine_id WHERE m.fingerprint = ? ORDER BY n.measured_at DESC, n.id DESC LIMIT 1");
+  s.bind(1, machine);
+  if (!s.step()) return std::nullopt;
+  NetworkRecord n;
+  for (const auto& h : nlohmann::json::parse(s.column_text(0)))
+    n.hosts.push_back(h.get<std::string>());
+  n.latency_s = s.column_double(1);
+  n.bandwidth_gbs = s.column_double(2);
+  n.local_latency_s = s.column_double(3);
+  n.local_bandwidth_gbs = s.column_double(4);
+  n.ranks_per_host = s.column_int(5);
+  n.source = s.column_text(6);
+  n.measured_at = s.column_text(7);
+  return n;
+}
+
 }  // namespace einsumdb

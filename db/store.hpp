@@ -169,7 +169,7 @@ class Store {
   Store& operator=(Store&&) noexcept;
   ~Store();
 
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
   static constexpr std::int64_t kApplicationId = 0x45534442;  // "ESDB", PRAGMA application_id
   int schema_version();
   const std::string& path() const;
@@ -387,6 +387,22 @@ class Store {
   // Replaces the machine's roofline for the dtype. Throws SpecError for non-positive figures.
   void record_roofline(MachineId machine, const Roofline& r);
   std::optional<Roofline> roofline(const std::string& machine, const std::string& dtype);
+
+  // --- networks measured between the hosts of an MPI job (`einsumdb bench network --record`),
+  // recorded under the machine of the job's rank 0
+  struct NetworkRecord {
+    std::vector<std::string> hosts;                       // the host of each rank
+    double latency_s = 0, bandwidth_gbs = 0;              // between hosts
+    double local_latency_s = 0, local_bandwidth_gbs = 0;  // between ranks of one host
+    std::int64_t ranks_per_host = 1;
+    std::string source;       // how it was measured
+    std::string measured_at;  // ISO 8601 UTC; empty: now
+    bool operator==(const NetworkRecord&) const = default;
+  };
+  // Adds a measurement. Throws SpecError for figures that are not positive and finite.
+  void record_network(MachineId machine, const NetworkRecord& n);
+  // The network last measured from `machine` (a fingerprint), if any.
+  std::optional<NetworkRecord> latest_network(const std::string& machine);
 
   struct Impl;
 

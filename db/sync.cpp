@@ -11,6 +11,7 @@ namespace einsumdb {
 nlohmann::ordered_json to_json(const SyncResult& r) {
   return {{"machines", r.machines},
           {"rooflines", r.rooflines},
+          {"networks", r.networks},
           {"measurements", r.measurements},
           {"inserted", r.inserted},
           {"duplicates", r.duplicates},
@@ -30,7 +31,8 @@ SyncResult sync_stores(Store& from, Store& to, const SyncOptions& options,
   if (same(from.path(), to.path()))
     throw SpecError("sync from '" + from.path() + "' to itself: nothing to do");
   SyncResult r;
-  // Machines first (partitionings and rooflines name them), then their rooflines.
+  // Machines first (partitionings, rooflines and networks name them), then their rooflines and
+  // their latest network.
   for (const Machine& m : from.machines()) {
     const std::string fp = m.fingerprint();
     if (!to.find_machine(fp)) ++r.machines;
@@ -42,6 +44,12 @@ SyncResult sync_stores(Store& from, Store& to, const SyncOptions& options,
       if (there && there->measured_at >= here->measured_at) continue;
       to.record_roofline(id, *here);
       ++r.rooflines;
+    }
+    const auto net = from.latest_network(fp);
+    const auto there = net ? to.latest_network(fp) : std::nullopt;
+    if (net && (!there || there->measured_at < net->measured_at)) {
+      to.record_network(id, *net);
+      ++r.networks;
     }
   }
 

@@ -24,6 +24,7 @@ struct SyncOptions {
 struct SyncResult {
   std::size_t machines = 0;      // new in the destination
   std::size_t rooflines = 0;     // written (absent there, or measured later here)
+  std::size_t networks = 0;      // a machine's latest network, when measured later here
   std::size_t measurements = 0;  // read from the source
   std::size_t inserted = 0, duplicates = 0, runs = 0;
   std::size_t partitionings = 0, partitionings_present = 0;

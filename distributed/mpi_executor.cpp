@@ -10,6 +10,7 @@
 #include <sched.h>
 
 #include "einsumdb/db/store.hpp"
+#include "einsumdb/planner/traffic.hpp"
 
 namespace einsumdb {
 namespace {
@@ -108,16 +109,6 @@ void combine(Tensor& acc, const Tensor& x, AggOp op) {
     combine_typed(acc.data<double>(), x.data<double>(), acc.size(), op);
 }
 
-// One movement of data into a join: the part `box` (global coordinates) of block `block` of
-// `tensor`, from its owner to the rank of piece `piece` of step `step`, operand `operand`.
-struct Transfer {
-  int step = 0, operand = 0;
-  int src = 0, dst = 0;
-  std::string tensor;
-  std::int64_t block = 0;
-  Region box;
-};
-
 class Runner {
  public:
   Runner(const Plan& plan, const Placement& placement, MPI_Comm comm,
@@ -154,8 +145,6 @@ class Runner {
   // rank's input blocks (or, reading for every rank, rank 0's check of the files) and, on rank
   // 0, the transforms of every rank's kernels (returned as JSON text; "" elsewhere).
   std::string setup();
-  // The kernel of piece `q` of step `v`: the step's einsum on that piece's operand blocks.
-  BatchedEinsum kernel_of(int v, std::int64_t q) const;
   // Rank 0: the transform of every (step, piece), chosen once per distinct kernel.
   std::string choose_kernels() const;
   // Takes this rank's kernels out of rank 0's choices.
@@ -277,42 +266,24 @@ std::string Runner::setup() {
     st.piece = std::find(sp.rank.begin(), sp.rank.end(), me_) - sp.rank.begin();
     for (const auto& l : st.labels) st.regions.push_back(operand_region(s, sp, st.piece, l));
 
-    st.kernel = kernel_of(v, st.piece);
+    st.kernel = piece_kernel(s, sp, st.piece);
 
-    // The aggregation group: pieces with this piece's result coordinates.
     const Relation& result = placement_.relations.at(s.name);
-    auto block_of = [&](std::int64_t q) { return result_block(s, sp, result.blocking, q); };
-    st.result_block = block_of(st.piece);
+    st.result_block = result_block(s, sp, result.blocking, st.piece);
     st.result_shape = result.blocking.block_shape(st.result_block);
-    const int owner = result.owner[static_cast<std::size_t>(st.result_block)];
-    st.group = {owner};
-    for (std::int64_t q = 0; q < procs_; ++q)
-      if (block_of(q) == st.result_block && sp.rank[q] != owner) st.group.push_back(sp.rank[q]);
+    st.group = aggregation_group(plan_, placement_, v, st.piece);
     st.position =
         static_cast<int>(std::find(st.group.begin(), st.group.end(), me_) - st.group.begin());
 
-    // Every transfer into this step's joins, in one order all ranks agree on.
-    for (std::int64_t q = 0; q < procs_; ++q)
-      for (std::size_t k = 0; k < st.labels.size(); ++k) {
-        const Region need = operand_region(s, sp, q, st.labels[k]);
-        const Relation& src = placement_.relations.at(s.inputs[k]);
-        for (std::int64_t b = 0; b < src.blocking.blocks(); ++b) {
-          Transfer t;
-          if (!intersect(src.blocking.region(b), need, t.box)) continue;
-          t.step = v, t.operand = static_cast<int>(k);
-          t.src = src.owner[static_cast<std::size_t>(b)];
-          t.dst = sp.rank[q];
-          t.tensor = s.inputs[k];
-          t.block = b;
-          const std::size_t id = transfers_.size();
-          if (t.dst == me_) into_[static_cast<std::size_t>(v)].push_back(id);
-          if (t.src == me_) {
-            from_[static_cast<std::size_t>(v)].push_back(id);
-            out_of_[{t.tensor, t.block}].push_back(id);
-          }
-          transfers_.push_back(std::move(t));
-        }
+    for (Transfer& t : join_transfers(plan_, placement_, v)) {
+      const std::size_t id = transfers_.size();
+      if (t.dst == me_) into_[static_cast<std::size_t>(v)].push_back(id);
+      if (t.src == me_) {
+        from_[static_cast<std::size_t>(v)].push_back(id);
+        out_of_[{t.tensor, t.block}].push_back(id);
       }
+      transfers_.push_back(std::move(t));
+    }
   }
   for (int v = 0; v < S; ++v) {
     StepState& st = steps_[static_cast<std::size_t>(v)];
@@ -349,29 +320,6 @@ std::string Runner::setup() {
   return me_ == 0 ? choose_kernels() : std::string();
 }
 
-BatchedEinsum Runner::kernel_of(int v, std::int64_t q) const {
-  const PlanStep& s = plan_.graph.steps[static_cast<std::size_t>(v)];
-  const StepPlacement& sp = placement_.steps[static_cast<std::size_t>(v)];
-  BatchedEinsum kernel;
-  kernel.inputs = {s.x};
-  if (!s.y.empty()) kernel.inputs.push_back(s.y);
-  kernel.output = s.z;
-  kernel.join = s.join;
-  kernel.agg = s.agg;
-  std::vector<std::string> row;
-  for (std::size_t k = 0; k < kernel.inputs.size(); ++k) {
-    const std::string name = k == 0 ? "X" : "Y";
-    ArrayInfo info;
-    info.dtype = s.dtype;
-    for (auto l : operand_region(s, sp, q, kernel.inputs[k]).length)
-      info.shape.push_back(Length::of(l));
-    kernel.arrays[name] = info;
-    row.push_back(name);
-  }
-  kernel.batch = {row};
-  return kernel;
-}
-
 std::string Runner::choose_kernels() const {
   // Pieces of one step mostly share one block shape, so a step asks the store once or twice.
   std::map<std::string, nlohmann::json> chosen;
@@ -379,7 +327,7 @@ std::string Runner::choose_kernels() const {
   for (std::size_t v = 0; v < plan_.graph.steps.size(); ++v) {
     nlohmann::json pieces = nlohmann::json::array();
     for (std::int64_t q = 0; q < procs_; ++q) {
-      const BatchedEinsum kernel = kernel_of(static_cast<int>(v), q);
+      const BatchedEinsum kernel = piece_kernel(plan_.graph.steps[v], placement_.steps[v], q);
       // Everything the choice depends on: pattern, operators, dtypes and shapes.
       std::string key = kernel.einsum_string() + " " + std::string(to_string(kernel.join)) + "," +
                         std::string(to_string(kernel.agg));

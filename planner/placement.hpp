@@ -14,9 +14,12 @@
 // Every rank runs one piece per step; result blocks go to distinct ranks.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -58,6 +61,12 @@ struct Blocking {
   bool operator==(const Blocking&) const = default;
 };
 
+// Calls f(block, box) for every block of `b` that meets `region`, `box` the part of the region
+// inside the block (global coordinates), in increasing block order. Finds the blocks axis by axis,
+// so the cost is the number of blocks met, not the number of blocks.
+template <typename F>
+void for_each_block_meeting(const Blocking& b, const Region& region, F&& f);
+
 // A tensor relation's physical layout: its blocking and the owner of each block.
 struct Relation {
   Blocking blocking;
@@ -95,5 +104,37 @@ nlohmann::ordered_json to_json(const Placement& p, const Plan& plan);
 // Reads a placement written by to_json for `plan`; throws SpecError naming the step or input
 // whose placement does not fit (wrong counts, ranks out of range, a rank with two pieces).
 Placement placement_from_json(const nlohmann::json& j, const Plan& plan);
+
+// The parts of axis `axis` of `b` that [lo, hi) meets: [first, last].
+std::pair<std::int64_t, std::int64_t> parts_meeting(const Blocking& b, std::size_t axis,
+                                                    std::int64_t lo, std::int64_t hi);
+
+template <typename F>
+void for_each_block_meeting(const Blocking& b, const Region& region, F&& f) {
+  const std::size_t n = b.shape.size();
+  std::vector<std::int64_t> first(n), last(n), c(n);
+  for (std::size_t a = 0; a < n; ++a) {
+    if (region.length[a] <= 0) return;
+    std::tie(first[a], last[a]) =
+        parts_meeting(b, a, region.start[a], region.start[a] + region.length[a]);
+    c[a] = first[a];
+  }
+  Region box;
+  box.start.resize(n);
+  box.length.resize(n);
+  while (true) {
+    for (std::size_t a = 0; a < n; ++a) {
+      const std::int64_t lo = std::max(b.start(a, c[a]), region.start[a]);
+      const std::int64_t hi = std::min(b.start(a, c[a] + 1), region.start[a] + region.length[a]);
+      box.start[a] = lo;
+      box.length[a] = hi - lo;
+    }
+    f(b.index(c), box);
+    std::size_t a = n;
+    while (a > 0 && c[a - 1] == last[a - 1]) c[a - 1] = first[a - 1], --a;
+    if (a == 0) return;
+    ++c[a - 1];
+  }
+}
 
 }  // namespace einsumdb

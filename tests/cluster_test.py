@@ -440,3 +440,67 @@ def test_a_killed_rank_on_the_other_host_ends_the_job(cluster):
     assert job.returncode != 0
     assert ended < 20, ended
     assert ranks_end(cluster), {h: cluster.ranks_on(h) for h in cluster.hosts}
+
+
+# A link shaped to 200 Mbit/s (25 MB/s): the network the time model learns is the one the job runs
+# on. One machine made into hosts binds each host's first rank to the same core unless told not
+# to, which would make every round trip wait for the scheduler: --bind-to none.
+def test_the_network_is_measured_and_the_plan_priced_on_it():
+    c = Cluster(2, rate="200mbit")
+    try:
+        argv = [os.path.join(c.dir, "mpirun"), "-np", "2", "--map-by", "ppr:1:node",
+                "--bind-to", "none", EINSUMDB, "bench", "network", "--sizes", "8", "65536",
+                "8388608", "--repeat", "2", "--output", "/tmp/net.json", "--record", "--json"]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        j = json.loads(r.stdout)
+        assert j["hosts"] == ["h0", "h1"] and j["ranks_fill_hosts_in_order"]
+        [pair] = j["pairs"]
+        assert pair["hosts"] == ["h0", "h1"]
+        net = j["network"]
+        # tbf lets no more than its rate through, but a message starts with its burst (256 kB)
+        # at once: 3 % of the 8 MiB that gives the bandwidth. TCP reaches most of the rate.
+        assert 0.5 * 0.025 < net["bandwidth_gbs"] < 1.1 * 0.025, net
+        assert 0 < net["latency_s"] < 0.01, net
+        assert net["ranks_per_host"] == 1
+        assert c.exists("h0", "/tmp/net.json") and not c.exists("h1", "/tmp/net.json")
+        assert c.exists("h0", j["recorded"]["db"]) and not c.exists("h1", j["recorded"]["db"])
+
+        # The chain planned and run on the measured network: the plan file carries the prediction
+        # and the run states it beside what each step measured, pricing exactly what was sent.
+        for host in c.hosts:
+            c.on(host, "mkdir", "-p", JOB)
+            c.put(host, f"{JOB}/chain.json", CHAIN)
+        planned = c.einsumdb("h0", "plan", f"{JOB}/chain.json", "--procs", "2", "--network",
+                             "/tmp/net.json", "--output", f"{JOB}/plan.json", "--json")
+        plan = json.loads(planned.stdout)
+        assert plan["predicted_seconds"] > 0
+        assert plan["predicted_seconds"] == min(v for v in plan["method_seconds"].values() if v)
+        assert all(s["predicted_time"]["seconds"] > 0 for s in plan["steps"][:-1])
+        # The network recorded in h0's store serves as well as the file.
+        stored = json.loads(c.einsumdb("h0", "plan", f"{JOB}/chain.json", "--procs", "2",
+                                       "--network", "stored", "--json").stdout)
+        assert stored["network"]["bandwidth_gbs"] == pytest.approx(net["bandwidth_gbs"])
+        assert stored["network"]["source"].startswith(net["source"])
+        c.put("h1", f"{JOB}/plan.json", c.on("h0", "cat", f"{JOB}/plan.json").stdout)
+        r = c.mpirun(2, 1, ["run", f"{JOB}/chain.json", "--plan", f"{JOB}/plan.json",
+                            "--network", "/tmp/net.json", "--no-overlap", "--verify", "--json",
+                            "--no-record"])
+        assert r.returncode == 0, r.stderr
+        run = json.loads(r.stdout)
+        assert run["verify"]["ok"]
+        assert run["network"]["bandwidth_gbs"] == net["bandwidth_gbs"]
+        for s in run["steps"]:
+            p = s["predicted_time"]
+            assert s["sent_bytes"] == p["host_bytes"] + p["local_bytes"], s["name"]
+        assert run["predicted_seconds"] > 0
+
+        # Measuring needs two ranks; a network that is neither a file nor figures is named.
+        one = subprocess.run([os.path.join(c.dir, "mpirun"), "-np", "1", EINSUMDB, "bench",
+                              "network"], capture_output=True, text=True, timeout=60)
+        assert one.returncode == 2 and "two or more" in one.stderr
+        bad = c.einsumdb("h0", "plan", f"{JOB}/chain.json", "--procs", "2", "--network",
+                         "/tmp/missing.json", check=False)
+        assert bad.returncode == 2 and "'/tmp/missing.json'" in bad.stderr
+    finally:
+        c.down()

@@ -16,6 +16,7 @@
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/db/sql.hpp"
 #include "einsumdb/db/store.hpp"
+#include "einsumdb/db/sync.hpp"
 #include "einsumdb/tests/support/temp_dir.hpp"
 
 namespace einsumdb {
@@ -371,6 +372,38 @@ TEST_F(StoreTest, PartitioningsRoundTrip) {
   EXPECT_EQ(p[0].predicted_bytes, 320.0);
   EXPECT_FALSE(p[0].measured_seconds);
   EXPECT_EQ(p[0].machine, machine().fingerprint());
+}
+
+// A network measured from a machine comes back as the latest of its measurements, and moves with
+// the machine when stores are synced; a version 4 store gains the table when opened for writing.
+TEST_F(StoreTest, NetworksRoundTripTheLatestIsUsedAndSyncMovesIt) {
+  Store store = Store::open(path("n.sqlite"));
+  const auto mid = store.machine_id(machine());
+  EXPECT_FALSE(store.latest_network(machine().fingerprint()));
+  Store::NetworkRecord n;
+  n.hosts = {"h0", "h0", "h1", "h1"};
+  n.latency_s = 2e-5, n.bandwidth_gbs = 0.12, n.local_latency_s = 1e-6;
+  n.local_bandwidth_gbs = 5, n.ranks_per_host = 2, n.source = "measured";
+  n.measured_at = "2026-01-01T00:00:00Z";
+  store.record_network(mid, n);
+  Store::NetworkRecord later = n;
+  later.bandwidth_gbs = 1.2, later.measured_at = "2026-02-01T00:00:00Z";
+  store.record_network(mid, later);
+  EXPECT_EQ(store.latest_network(machine().fingerprint()), later);
+  EXPECT_FALSE(store.latest_network(machine("Other CPU").fingerprint()));
+  Store::NetworkRecord bad = n;
+  bad.bandwidth_gbs = 0;
+  EXPECT_THROW(store.record_network(mid, bad), SpecError);
+  bad = n;
+  bad.ranks_per_host = 0;
+  EXPECT_THROW(store.record_network(mid, bad), SpecError);
+  EXPECT_TRUE(store.check()["ok"].get<bool>()) << store.check().dump();
+
+  Store copy = Store::open(path("copy.sqlite"));
+  const SyncResult r = sync_stores(store, copy);
+  EXPECT_EQ(r.networks, 1u);
+  EXPECT_EQ(copy.latest_network(machine().fingerprint()), later);
+  EXPECT_EQ(sync_stores(store, copy).networks, 0u);  // already there
 }
 
 }  // namespace

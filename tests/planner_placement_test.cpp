@@ -6,22 +6,13 @@
 
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/planner/plan_file.hpp"
+#include "einsumdb/tests/support/planner_graphs.hpp"
 
 namespace einsumdb {
 namespace {
 
-const char* kChain = R"({"inputs": {"A": {"shape": [64, 48]}, "B": {"shape": [48, 40]},
-  "C": {"shape": [64, 8]}, "D": {"shape": [8, 160]}, "E": {"shape": [160, 40]}},
-  "nodes": [{"name": "AB", "einsum": "ij,jk->ik", "inputs": ["A", "B"]},
-            {"name": "CDE", "einsum": "ij,jk,kl->il", "inputs": ["C", "D", "E"]},
-            {"name": "Z", "einsum": "ij,ij->ij", "inputs": ["AB", "CDE"], "join": "add"}]})";
-
-Plan plan_of(const EinGraph& g, std::int64_t procs, PlanMethod m = PlanMethod::eindecomp) {
-  PlanOptions o;
-  o.procs = procs;
-  o.method = m;
-  return make_plan(expand(g), o);
-}
+const char* const kChain = testing::kSmallChain;
+using testing::plan_of;
 
 std::string refusal(const nlohmann::json& j, const EinGraph& g, std::int64_t procs) {
   try {

@@ -154,7 +154,7 @@ def test_every_command_runs_on_the_server(server, tmp_path):
     listed = json.loads(cli("list", "--json", db=db).stdout)
     assert len(listed) == 5
     stats = json.loads(cli("stats", "--json", db=db).stdout)
-    assert stats["measurements"] == 20 + tuned["candidates"] and stats["schema_version"] == 4
+    assert stats["measurements"] == 20 + tuned["candidates"] and stats["schema_version"] == 5
     assert PASSWORD not in json.dumps(stats), "the password must never be printed"
     exported = cli("export", db=db).stdout
     assert len(exported.splitlines()) == stats["measurements"]

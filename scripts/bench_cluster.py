@@ -1,0 +1,328 @@
+"""The planner's time model against measured time on a cluster of hosts made on this machine
+(scripts/cluster.sh): two hosts whose links are shaped to a cluster's bandwidth, ranks talking TCP.
+
+Per round:
+  - `einsumdb bench network` measures the links (rank 0 with a rank on the other host);
+  - for each graph (the chain (A×B)+(C×(D×E)), square and skewed) and each np (one and two ranks
+    per host): `einsumdb run --method M --no-overlap --network NET` for the EinDecomp, sqrt and
+    data plans (predicted time per step beside the measured one), and ScaLAPACK's pdgemm/pdgeadd
+    chain over the same links (best of three block sizes).
+Writes every figure to --out (JSON) and the page --page (Markdown) from it; each ratio is given
+as min / median / max over the rounds. Needs root (namespaces). OpenBLAS is left unpinned
+(OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset) and runs one thread per rank.
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench_distributed import chain, spread  # noqa: E402  (the same chain and spreads)
+CLUSTER = os.path.join(HERE, "cluster.sh")
+METHODS = ("eindecomp", "sqrt", "data")
+TIE = 1.15  # predicted times within this factor count as a tie
+
+
+class Cluster:
+    def __init__(self, rate):
+        self.dir = tempfile.mkdtemp(prefix="einsumdb-bench-cluster-", dir="/var/tmp")
+        t0 = time.monotonic()
+        subprocess.run(["bash", CLUSTER, "up", self.dir, "2", rate], check=True,
+                       capture_output=True, text=True, timeout=60)
+        self.setup_s = time.monotonic() - t0
+        self.stage = os.path.join(self.dir, "stage")
+        os.makedirs(self.stage)
+
+    def down(self):
+        subprocess.run(["bash", CLUSTER, "down", self.dir], capture_output=True, timeout=60)
+
+    def mpirun(self, np_, argv, timeout=1800):
+        # One machine made into hosts: mpirun would bind each host's first rank to core 0, the
+        # same core; --bind-to none lets the kernel spread them over the machine's cores.
+        cmd = [os.path.join(self.dir, "mpirun"), "-np", str(np_), "--map-by",
+               f"ppr:{max(1, np_ // 2)}:node", "--bind-to", "none", "-x", "OPENBLAS_NUM_THREADS=1"]
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+        r = subprocess.run(cmd + argv, capture_output=True, text=True, timeout=timeout, env=env)
+        if r.returncode != 0:
+            sys.exit(f"failed ({r.returncode}): {' '.join(cmd + argv)}\n{r.stderr[-3000:]}")
+        return json.loads(r.stdout)
+
+
+def one_round(a, cl, graphs):
+    einsumdb = os.path.join(a.bindir, "einsumdb")
+    net = cl.mpirun(2, [einsumdb, "bench", "network", "--output", "/tmp/net.json", "--json"])
+    out = {"network": net["network"], "cases": []}
+    for name, path in graphs:
+        shape = name.split()[0]
+        for np_ in a.procs:
+            case = {"graph": name, "procs": np_, "ranks_per_host": max(1, np_ // 2)}
+            for m in METHODS:
+                j = cl.mpirun(np_, [einsumdb, "run", path, "--method", m, "--no-overlap",
+                                    "--network", "/tmp/net.json", "--ranks-per-host",
+                                    str(case["ranks_per_host"]), "--repeat", str(a.repeat),
+                                    "--json", "--no-record"])
+                case[m] = {"measured_s": j["median_s"], "predicted_s": j["predicted_seconds"],
+                           "sent_bytes": j["sent_bytes"],
+                           "steps": [{"name": s["name"], "measured_s": s["seconds"],
+                                      "predicted": s["predicted_time"]} for s in j["steps"]]}
+            best = None
+            for nb in (64, 128, 256):
+                j = cl.mpirun(np_, [os.path.join(a.bindir, "scalapack_chain"), "--shape", shape,
+                                    "--s", str(a.s), "--nb", str(nb), "--repeat", str(a.repeat)])
+                if not j["checksum_finite"]:
+                    sys.exit("ScaLAPACK produced a non-finite result")
+                if best is None or j["median_s"] < best["median_s"]:
+                    best = j
+            case["scalapack"] = {"measured_s": best["median_s"], "nb": best["nb"]}
+            out["cases"].append(case)
+            print(f"  {name}, np {np_}: measured " +
+                  ", ".join(f"{m} {case[m]['measured_s']:.3f} s" for m in METHODS) +
+                  f"; predicted " + ", ".join(f"{m} {case[m]['predicted_s']:.3f} s"
+                                               for m in METHODS) +
+                  f"; ScaLAPACK {case['scalapack']['measured_s']:.3f} s", flush=True)
+    return out
+
+
+def page(results):
+    rounds = results["rounds"]
+    lines = [
+        "# The time model on shaped links",
+        "",
+        "Generated by `scripts/bench_cluster.py` from `docs/performance/data/cluster.json`.",
+        "",
+        f"- Command: `{results['command']}`",
+        f"- Machine: {results['machine']}; {results['cores']} cores, made into two hosts by "
+        "`scripts/cluster.sh` (network, mount and UTS namespaces on a bridge), every link shaped "
+        f"to {results['rate']} in each direction (`tc tbf`); ranks talk TCP over the links.",
+        f"- {len(rounds)} rounds; each figure below is min / median / max over the rounds; each "
+        f"time is the median of {results['repeat']} runs of the job (`--repeat`). OpenBLAS "
+        "unpinned, one thread per rank; np 4 puts two ranks on each host, so four ranks share "
+        "the machine's two cores, where the model gives each rank a core of its own: its "
+        "kernel times are then about half what runs.",
+        f"- Setting up the two hosts took {spread(results['setup_s'], '{:.2f}')} s.",
+        "",
+        "## The links, as `einsumdb bench network` measured them",
+        "",
+        "| latency between hosts (µs) | bandwidth between hosts (GB/s) |",
+        "|---|---|",
+        f"| {spread([r['network']['latency_s'] * 1e6 for r in rounds], '{:.1f}')} | "
+        f"{spread([r['network']['bandwidth_gbs'] for r in rounds], '{:.4f}')} |",
+        "",
+        "## Predicted against measured, per plan",
+        "",
+        "`measured / predicted` of the whole job (`einsumdb run --no-overlap`, the mode the model "
+        "describes), and whether the plans' order by predicted time is their order by measured "
+        "time in each round.",
+        "",
+        "| graph | np | plan | measured (s) | predicted (s) | measured / predicted |",
+        "|---|---|---|---|---|---|",
+    ]
+    keys = [(c["graph"], c["procs"]) for c in rounds[0]["cases"]]
+    def cases(key):
+        return [next(c for c in r["cases"] if (c["graph"], c["procs"]) == key) for r in rounds]
+    for key in keys:
+        cs = cases(key)
+        for m in METHODS:
+            lines.append(f"| {key[0]} | {key[1]} | {m} | "
+                         f"{spread([c[m]['measured_s'] for c in cs], '{:.3f}')} | "
+                         f"{spread([c[m]['predicted_s'] for c in cs], '{:.3f}')} | "
+                         f"{spread([c[m]['measured_s'] / c[m]['predicted_s'] for c in cs])} |")
+    lines += ["", "Plans whose predicted times differ by less than {:.0%} are taken as tied (the "
+              "machine's noise between runs is of that order); every other pair of plans is "
+              "checked for the same order measured as predicted.".format(TIE - 1), "",
+              "| graph | np | order by predicted time (round 1) | pairs ordered as predicted, "
+              "all rounds | EinDecomp: measured time of the next best plan / its own | the plan "
+              "`plan --network` writes (predicted fastest): its measured time / the fastest's |",
+              "|---|---|---|---|---|---|"]
+    for key in keys:
+        cs = cases(key)
+        agree = total = 0
+        for c in cs:
+            for i, m1 in enumerate(METHODS):
+                for m2 in METHODS[i + 1:]:
+                    p1, p2 = c[m1]["predicted_s"], c[m2]["predicted_s"]
+                    if max(p1, p2) < TIE * min(p1, p2):
+                        continue
+                    total += 1
+                    agree += (p1 < p2) == (c[m1]["measured_s"] < c[m2]["measured_s"])
+        order = sorted(METHODS, key=lambda m: cs[0][m]["predicted_s"])
+        gaps = [min(c[m]["measured_s"] for m in METHODS if m != "eindecomp") /
+                c["eindecomp"]["measured_s"] for c in cs]
+        chosen = [c[min(METHODS, key=lambda m: c[m]["predicted_s"])]["measured_s"] /
+                  min(c[m]["measured_s"] for m in METHODS) for c in cs]
+        lines.append(f"| {key[0]} | {key[1]} | {' < '.join(order)} | "
+                     f"{agree} of {total} | {spread(gaps)} | {spread(chosen)} |")
+    lines += ["", "## Per step (EinDecomp)", "",
+              "| graph | np | step | measured (ms) | predicted (ms) | of which transfer / kernel / "
+              "reduce (ms) |", "|---|---|---|---|---|---|"]
+    for key in keys:
+        cs = cases(key)
+        for k, step in enumerate(cs[0]["eindecomp"]["steps"]):
+            ms = [c["eindecomp"]["steps"][k]["measured_s"] * 1e3 for c in cs]
+            ps = [c["eindecomp"]["steps"][k]["predicted"]["seconds"] * 1e3 for c in cs]
+            p = cs[0]["eindecomp"]["steps"][k]["predicted"]
+            lines.append(f"| {key[0]} | {key[1]} | {step['name']} | {spread(ms, '{:.1f}')} | "
+                         f"{spread(ps, '{:.1f}')} | {p['transfer_s'] * 1e3:.1f} / "
+                         f"{p['kernel_s'] * 1e3:.1f} / {p['reduce_s'] * 1e3:.1f} |")
+    lines += ["", "## Against ScaLAPACK over the same links", "",
+              "ScaLAPACK's pdgemm/pdgeadd chain (`bench/scalapack_chain`, best of block sizes 64, "
+              "128, 256 in each round) against einsumdb's EinDecomp plan, both with inputs in "
+              "place.", "", "| graph | np | ScaLAPACK (s) | einsumdb (s) | ScaLAPACK / einsumdb |",
+              "|---|---|---|---|---|"]
+    for key in keys:
+        cs = cases(key)
+        lines.append(f"| {key[0]} | {key[1]} | "
+                     f"{spread([c['scalapack']['measured_s'] for c in cs], '{:.3f}')} | "
+                     f"{spread([c['eindecomp']['measured_s'] for c in cs], '{:.3f}')} | "
+                     f"{spread([c['scalapack']['measured_s'] / c['eindecomp']['measured_s'] for c in cs])} |")
+    sim = results.get("simulation")
+    if sim:
+        net = sim["network"]
+        lines += ["", "## Beyond what runs here: predicted at P = 16 … 1024", "",
+                  f"`{sim['command']}` (the model, not a measurement: one run). Network stated: "
+                  f"{net['bandwidth_gbs']:g} GB/s per host link, {net['latency_s'] * 1e6:g} µs "
+                  f"latency, {net['ranks_per_host']} ranks per host (one per core of a 64-core "
+                  f"node), {net['local_bandwidth_gbs']:g} GB/s and "
+                  f"{net['local_latency_s'] * 1e6:g} µs between ranks of a host. Kernel times: "
+                  f"{sim['kernel_times']['measured']} from this machine's store, "
+                  f"{sim['kernel_times']['estimated']} from its roofline (one core's DGEMM peak "
+                  "and memory bandwidth).", ""]
+        lines += ["![predicted time against P](data/cluster-simulation.svg)", "",
+                  "| graph | P | EinDecomp (s) | sqrt (s) | data (s) | EinDecomp: transfer / "
+                  "kernel / reduce (s) | EinDecomp: bytes between hosts |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in sim["rows"]:
+            t = r["eindecomp_terms"]
+            lines.append(f"| {r['graph']} | {r['procs']} | {r['eindecomp']['seconds']:.4g} | "
+                         f"{r['sqrt']['seconds']:.4g} | {r['data']['seconds']:.4g} | "
+                         f"{t['transfer_s']:.3g} / {t['kernel_s']:.3g} / {t['reduce_s']:.3g} | "
+                         f"{t['host_bytes'] / 1e9:.3g} GB |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_svg(sim):
+    """The predicted time against P, log-log, one panel per graph, a line per plan method."""
+    import math
+    graphs = list(dict.fromkeys(r["graph"] for r in sim["rows"]))
+    colors = {"eindecomp": "#1f77b4", "sqrt": "#ff7f0e", "data": "#2ca02c"}
+    W, H, pad = 360, 260, 50
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W * len(graphs)}" height="{H}" '
+           'font-family="sans-serif" font-size="11">']
+    for g, name in enumerate(graphs):
+        rows = [r for r in sim["rows"] if r["graph"] == name]
+        ps = [r["procs"] for r in rows]
+        ts = [r[m]["seconds"] for r in rows for m in METHODS]
+        x0, x1 = math.log10(min(ps)), math.log10(max(ps))
+        y0, y1 = math.floor(math.log10(min(ts))), math.ceil(math.log10(max(ts)))
+        ox = g * W
+        def X(p):
+            return ox + pad + (math.log10(p) - x0) / max(x1 - x0, 1e-9) * (W - 1.5 * pad)
+        def Y(t):
+            return H - pad + (y0 - math.log10(t)) / max(y1 - y0, 1e-9) * (H - 1.5 * pad)
+        out.append(f'<text x="{ox + W / 2}" y="15" text-anchor="middle">{name}</text>')
+        out.append(f'<line x1="{ox + pad}" y1="{H - pad}" x2="{ox + W - pad / 2}" y2="{H - pad}" '
+                   'stroke="black"/>')
+        out.append(f'<line x1="{ox + pad}" y1="{H - pad}" x2="{ox + pad}" y2="{pad / 2}" '
+                   'stroke="black"/>')
+        for p in ps:
+            out.append(f'<text x="{X(p):.1f}" y="{H - pad + 15}" text-anchor="middle">{p}</text>')
+        for e in range(y0, y1 + 1):
+            out.append(f'<text x="{ox + pad - 5}" y="{Y(10 ** e) + 4:.1f}" text-anchor="end">'
+                       f'1e{e}</text>')
+        out.append(f'<text x="{ox + W / 2}" y="{H - 12}" text-anchor="middle">P (ranks)</text>')
+        out.append(f'<text x="{ox + 12}" y="{H / 2}" transform="rotate(-90 {ox + 12} {H / 2})" '
+                   'text-anchor="middle">predicted seconds</text>')
+        for k, m in enumerate(METHODS):
+            pts = " ".join(f"{X(r['procs']):.1f},{Y(r[m]['seconds']):.1f}" for r in rows)
+            out.append(f'<polyline points="{pts}" fill="none" stroke="{colors[m]}" '
+                       'stroke-width="2"/>')
+            out.append(f'<text x="{ox + W - pad - 40}" y="{pad / 2 + 14 * k + 10}" '
+                       f'fill="{colors[m]}">{m}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def simulate(a):
+    """The model's prediction at large P on a stated network (einsumdb bench plan --network)."""
+    argv = [os.path.join(a.bindir, "einsumdb"), "bench", "plan", "--s", str(a.sim_s), "--repeat",
+            "1", "--network", a.sim_network, "--simulate", *[str(p) for p in a.sim_procs]]
+    with tempfile.TemporaryDirectory() as tmp:
+        r = subprocess.run(argv + ["--db", os.path.join(tmp, "store.db")], capture_output=True,
+                           text=True, timeout=3600)
+    if r.returncode != 0:
+        sys.exit(f"failed: {' '.join(argv)}\n{r.stderr[-3000:]}")
+    out = json.loads(r.stdout.strip().splitlines()[-1])["simulation"]
+    out["command"] = " ".join(["einsumdb"] + argv[1:])
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bindir", default="build/bin")
+    p.add_argument("--rate", default="1gbit", help="each link's bandwidth (tc rate)")
+    p.add_argument("--s", type=int, default=1000, help="the chain's size parameter")
+    p.add_argument("--procs", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--out", default="docs/performance/data/cluster.json")
+    p.add_argument("--page", default="docs/performance/cluster.md")
+    p.add_argument("--sim-network", default="bandwidth=25e9,latency=2e-6,local_bandwidth=2e10,"
+                   "local_latency=5e-7,ranks_per_host=64",
+                   help="the stated network of the prediction at large P")
+    p.add_argument("--sim-procs", type=int, nargs="+", default=[16, 64, 256, 1024])
+    p.add_argument("--sim-s", type=int, default=10000, help="the chain's s at large P")
+    p.add_argument("--no-simulation", action="store_true")
+    p.add_argument("--rounds-from", help="take the rounds from this results file, run none")
+    a = p.parse_args()
+    a.bindir = os.path.abspath(a.bindir)
+    results = {"command": "python3 scripts/bench_cluster.py " + " ".join(sys.argv[1:]),
+               "machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+               "rate": a.rate, "repeat": a.repeat, "rounds": [], "setup_s": []}
+    try:
+        with open("/proc/cpuinfo") as f:
+            results["machine"] = next(l.split(":", 1)[1].strip() for l in f
+                                      if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    if a.rounds_from:  # the rounds of an earlier run, kept; the prediction (re)made
+        with open(a.rounds_from) as f:
+            kept = json.load(f)
+        results = {k: v for k, v in kept.items() if k != "simulation"}
+        a.rounds = 0
+    for r in range(a.rounds):
+        print(f"round {r + 1} of {a.rounds}", flush=True)
+        cl = Cluster(a.rate)
+        results["setup_s"].append(cl.setup_s)
+        try:
+            graphs = []
+            for shape in ("square", "skewed"):
+                path = os.path.join(cl.stage, f"chain-{shape}.json")
+                with open(path, "w") as f:
+                    json.dump(chain(shape, a.s), f)
+                graphs.append((f"{shape} chain s={a.s}", path))
+            results["rounds"].append(one_round(a, cl, graphs))
+        finally:
+            cl.down()
+    if not a.no_simulation:
+        print("predicting at large P", flush=True)
+        results["simulation"] = simulate(a)
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(results, f, indent=1)
+    with open(a.page, "w") as f:
+        f.write(page(results))
+    if results.get("simulation"):
+        with open(os.path.join(os.path.dirname(os.path.abspath(a.out)), "cluster-simulation.svg"),
+                  "w") as f:
+            f.write(plot_svg(results["simulation"]))
+    print(f"wrote {a.out} and {a.page}")
+
+
+if __name__ == "__main__":
+    main()
