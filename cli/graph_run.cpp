@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -141,6 +142,9 @@ PreparedJob prepare_job(const GraphRunArgs& args, const MpiSession& mpi) {
   if (args.repeat < 1) throw SpecError("--repeat must be at least 1");
   if (args.threads < 0 || args.threads > 256) throw SpecError("--threads must be from 1 to 256");
   if (!(args.timeout > 0)) throw SpecError("--timeout must be positive");
+  if (args.tolerance && !args.verify) throw SpecError("--tolerance is --verify's; give both");
+  if (args.tolerance && !(*args.tolerance >= 0 && std::isfinite(*args.tolerance)))
+    throw SpecError("--tolerance must be a relative error of 0 or more");
   DistributedOptions& options = job.options;
   options.repeat = args.repeat;
   options.timeout_s = args.timeout;
@@ -268,7 +272,11 @@ int run_on_ranks(const GraphRunArgs& args, const MpiSession& mpi) {
   ojson verify;
   bool verified = true;
   if (args.verify) {
-    const GraphVerification v = verify_against_one_process(graph, report, options);
+    GraphVerification v = verify_against_one_process(graph, report, options);
+    if (args.tolerance) {
+      v.tolerance = *args.tolerance;
+      v.ok = v.max_rel_err <= v.tolerance;
+    }
     verified = v.ok;
     verify = {{"max_rel_err", v.max_rel_err},
               {"tolerance", v.tolerance},

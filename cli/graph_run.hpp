@@ -27,6 +27,7 @@ struct GraphRunArgs {
   int threads = 0;
   std::uint64_t seed = 1;
   bool verify = false;
+  std::optional<double> tolerance;  // --verify's bound on the relative error, replacing the default
   double timeout = 300;
   Overlap overlap = Overlap::automatic;  // --overlap / --no-overlap
   bool no_record = false;

@@ -34,6 +34,7 @@ struct RunArgs {
   int threads = 0;
   std::uint64_t seed = 1;
   bool verify = false;
+  std::optional<double> tolerance;
   // A graph of einsums (SPEC is a graph): run over the MPI job's ranks.
   std::string plan;
   std::string method = "eindecomp";
@@ -74,6 +75,7 @@ int run_graph_command(const RunArgs& args) {
   g.threads = args.threads;
   g.seed = args.seed;
   g.verify = args.verify;
+  g.tolerance = args.tolerance;
   g.timeout = args.timeout;
   g.overlap = args.overlap ? Overlap::on : args.no_overlap ? Overlap::off : Overlap::automatic;
   g.no_record = args.no_record;
@@ -182,10 +184,11 @@ int run_run(RunArgs& args) {
   if (!args.generate.empty() || args.read_inputs != "owners")
     throw SpecError(std::string(args.generate.empty() ? "--read-inputs" : "--generate") +
                     " is for a graph of einsums; '" + args.spec.spec + "' is not a graph");
-  if (!args.plan.empty() || !args.trace.empty() || !args.network.empty())
-    throw SpecError(std::string(!args.plan.empty()    ? "--plan"
-                                : !args.trace.empty() ? "--trace"
-                                                      : "--network") +
+  if (!args.plan.empty() || !args.trace.empty() || !args.network.empty() || args.tolerance)
+    throw SpecError(std::string(!args.plan.empty()      ? "--plan"
+                                : !args.trace.empty()   ? "--trace"
+                                : !args.network.empty() ? "--network"
+                                                        : "--tolerance") +
                     " is for a graph of einsums; '" + args.spec.spec +
                     "' is not a graph (JSON with \"inputs\" and \"nodes\", or a file of it)");
   Functions functions;
@@ -373,6 +376,10 @@ Command add_run_command(CLI::App& app) {
   cmd->add_flag("--verify", args->verify,
                 "Compare the result with the reference loop nest (a graph: with one process) "
                 "and fail when it differs");
+  cmd->add_option("--tolerance", args->tolerance,
+                  "Graph, with --verify: the largest relative error against one process that "
+                  "passes (default: the dtype's rounding bound for the graph's sums); a run that "
+                  "does not pass exits 1 and records nothing");
   cmd->add_option("--plan", args->plan,
                   "Graph: the plan file to run (einsumdb plan GRAPH --procs P --output FILE)");
   cmd->add_option("--method", args->method,

@@ -221,6 +221,40 @@ TEST(Distributed, InputsFromNpyAndOutputsGatheredToNpy) {
   EXPECT_GT(max_relative_error(read_npy(dir.path("out9/Z.npy")), one), 1e-3);
 }
 
+// A sum over j split between two ranks and added afterwards rounds differently from one process's
+// single sum: a relative error above 0 that is the same in every run. Asked to pass nothing above
+// half of it, the run fails its verification, exits 1 and records nothing.
+TEST(Distributed, ARunThatFailsVerificationRecordsNothing) {
+  TempDir dir("mpi_wrong");
+  const std::string graph = dir.write("split.json", R"({
+    "inputs": {"A": {"shape": [8, 200000]}, "B": {"shape": [200000, 8]}},
+    "nodes": [{"name": "Z", "einsum": "ij,jk->ik", "inputs": ["A", "B"]}]})");
+  const std::string db = dir.path("db.sqlite");
+  const auto passed = mpirun(2, {"run", graph, "--verify", "--json", "--no-record"});
+  ASSERT_EQ(passed.code, 0) << passed.err;
+  const auto j = parse(passed);
+  ASSERT_EQ(j["steps"][0]["partition"]["j"], 2) << passed.out;
+  const double err = j["verify"]["max_rel_err"].get<double>();
+  ASSERT_GT(err, 0) << "the split sum rounded exactly as one process's: nothing to test";
+  const auto failed = mpirun(
+      2, {"run", graph, "--verify", "--json", "--db", db, "--tolerance", std::to_string(err / 2)});
+  EXPECT_EQ(failed.code, 1) << failed.err;
+  EXPECT_NE(failed.err.find("differs from one process"), std::string::npos) << failed.err;
+  const auto k = parse(failed);
+  EXPECT_FALSE(k["verify"]["ok"].get<bool>());
+  EXPECT_EQ(k["verify"]["max_rel_err"].get<double>(), err);  // the same sums, the same rounding
+  EXPECT_FALSE(k.contains("recorded")) << failed.out;
+  EXPECT_FALSE(std::filesystem::exists(db));  // the store was never opened for writing
+  // The same run within the default tolerance records its partitionings.
+  const auto recorded = mpirun(2, {"run", graph, "--verify", "--json", "--db", db});
+  ASSERT_EQ(recorded.code, 0) << recorded.err;
+  EXPECT_EQ(parse(recorded)["recorded"]["partitionings"], 1);
+  // The bound is --verify's, and a relative error.
+  const auto alone = testing::run_cli({"run", graph, "--tolerance", "1e-9"});
+  EXPECT_EQ(alone.code, 2);
+  EXPECT_NE(alone.err.find("--verify"), std::string::npos) << alone.err;
+}
+
 TEST(Distributed, MeasurementsAreRecordedForThePlannerToUse) {
   TempDir dir("mpi_record");
   const std::string graph = dir.write("chain.json", kChain), db = dir.path("db.sqlite");
