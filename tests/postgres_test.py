@@ -306,6 +306,18 @@ def test_bad_connections_are_clear_errors_and_change_nothing(server, tmp_path):
     r = cli("stats", db=newer, check=False)
     assert r.returncode == 1 and "newer than this einsumdb" in r.stderr
     assert count(server, "newer") == 3
+    # A store of schema 4 (before the networks table): read-only use asks for one writing open,
+    # which migrates it to 5 and keeps what it held.
+    older = server.createdb("older")
+    cli("record", "--file", m, db=older)
+    server.sql("older", "DROP TABLE networks; "
+                        "UPDATE einsumdb_meta SET value = '4' WHERE key = 'schema_version'")
+    r = cli("stats", db=older, check=False)
+    assert r.returncode == 1 and "needs a migration" in r.stderr, r.stderr
+    cli("record", "--file", m, db=older)
+    assert json.loads(cli("stats", "--json", db=older).stdout)["schema_version"] == 5
+    assert server.sql("older", "SELECT count(*) FROM networks") == "0"
+    assert count(server, "older") == 3
 
 
 def top_answers(db, hashes):
