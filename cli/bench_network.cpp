@@ -12,6 +12,7 @@
 #include "einsumdb/distributed/graph_job.hpp"
 #include "einsumdb/distributed/network_probe.hpp"
 #include "einsumdb/engine/this_machine.hpp"
+#include "einsumdb/tuner/roofline.hpp"
 #include "einsumdb/version.hpp"
 
 namespace einsumdb::cli {
@@ -41,6 +42,17 @@ int measure(const BenchNetworkArgs& a, const MpiSession& mpi) {
   if (!a.sizes.empty()) options.sizes = a.sizes;
   options.repeat = a.repeat;
   options.timeout_s = a.timeout;
+  options.memory_bandwidth = [&a] {
+    // The machine's roofline (the store's, else measured now, about a second).
+    std::optional<Store> store;
+    try {
+      store = open_for_reading(a.db);
+    } catch (const Error&) {
+      store.reset();
+    }
+    const auto r = store ? store->roofline(this_machine().fingerprint(), "f64") : std::nullopt;
+    return (r ? *r : measure_roofline(Dtype::f64)).bandwidth_gbs * 1e9;
+  };
   const NetworkProbe probe = probe_network(MPI_COMM_WORLD, options);
   if (mpi.rank() != 0) return kExitOk;
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "einsumdb/canon/error.hpp"
+#include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/engine/this_machine.hpp"
 #include "einsumdb/tuner/roofline.hpp"
@@ -92,7 +93,9 @@ double KernelTimes::operator()(const BatchedEinsum& e) {
     if (store_) r = store_->roofline(machine_, std::string(to_string(dtype)));
     it = rooflines_.emplace(dtype, r ? *r : measure_roofline(dtype)).first;
   }
-  return roofline_seconds(e, it->second.peak_gflops * 1e9, it->second.bandwidth_gbs * 1e9);
+  const double flops = flop_count(e).value_or(0), bytes = footprint_bytes(e).value_or(0);
+  if (!(flops > 0)) return bytes / (it->second.bandwidth_gbs * 1e9);
+  return flops / (it->second.attainable_gflops(flops, bytes) * 1e9);
 }
 
 nlohmann::ordered_json to_json(const StepTime& t) {

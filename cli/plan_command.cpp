@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "einsumdb/canon/error.hpp"
@@ -206,53 +208,58 @@ int run_plan(const PlanArgs& a) {
     }
   }
   const StepGraph steps = expand(graph, path, per_node);
-  Plan plan = make_plan(steps, options);
-
-  // On a network: each method's plan priced by the time model, and (unless --baseline asked for
-  // one method) the plan predicted fastest is the one written.
+  // Every method's plan, made once: the one asked for, the others as baselines and, on a
+  // network, as candidates, each priced by the time model. Unless --baseline names one method,
+  // the plan predicted fastest is the one written.
+  constexpr PlanMethod kMethods[] = {PlanMethod::eindecomp, PlanMethod::sqrt, PlanMethod::data};
+  std::map<PlanMethod, std::optional<Plan>> plans;
+  plans[options.method] = make_plan(steps, options);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  for (auto m : kMethods) {
+    if (m == options.method) continue;
+    try {
+      PlanOptions o = options;
+      o.method = m;
+      plans[m] = make_plan(steps, o);
+    } catch (const SpecError&) {
+      plans[m] = std::nullopt;  // not applicable at this P
+    }
+  }
+  std::map<PlanMethod, Placement> placements;
+  for (const auto& [m, p] : plans)
+    if (p) placements.emplace(m, place(*p));
+  PlanMethod chosen = options.method;
   std::optional<Network> network;
   std::optional<KernelTimes> kernels;
-  std::vector<StepTime> times;
+  std::map<PlanMethod, std::vector<StepTime>> method_times;
   ojson method_seconds = ojson::object();
   if (!a.network.empty()) {
     network = network_argument(a.network, a.ranks_per_host, a.db);
     kernels.emplace(a.db);
     const KernelSeconds seconds_of = [&](const BatchedEinsum& e) { return (*kernels)(e); };
-    times = predict_times(plan, place(plan), *network, seconds_of);
-    method_seconds[std::string(to_string(plan.method))] = total_seconds(times);
-    for (auto m : {PlanMethod::eindecomp, PlanMethod::sqrt, PlanMethod::data}) {
-      if (m == options.method) continue;
-      try {
-        PlanOptions o = options;
-        o.method = m;
-        Plan other = make_plan(steps, o);
-        auto t = predict_times(other, place(other), *network, seconds_of);
-        method_seconds[std::string(to_string(m))] = total_seconds(t);
-        if (a.baseline.empty() && total_seconds(t) < total_seconds(times)) {
-          plan = std::move(other);
-          times = std::move(t);
-        }
-      } catch (const SpecError&) {
-        method_seconds[std::string(to_string(m))] = nullptr;  // not applicable at this P
+    for (auto m : kMethods) {
+      const std::string name(to_string(m));
+      if (!plans[m]) {
+        method_seconds[name] = nullptr;
+        continue;
       }
+      method_times[m] = predict_times(*plans[m], placements.at(m), *network, seconds_of);
+      method_seconds[name] = total_seconds(method_times[m]);
+      if (a.baseline.empty() &&
+          total_seconds(method_times[m]) < total_seconds(method_times[chosen]))
+        chosen = m;
     }
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const Plan& plan = *plans[chosen];
+  const Placement& placement = placements.at(chosen);
+  const std::vector<StepTime>& times = method_times[chosen];
 
   ojson baselines = ojson::object();
-  for (auto m : {PlanMethod::eindecomp, PlanMethod::sqrt, PlanMethod::data}) {
-    if (m == plan.method) continue;
-    try {
-      PlanOptions b = options;
-      b.method = m;
-      baselines[std::string(to_string(m))] = make_plan(steps, b).total;
-    } catch (const SpecError& e) {
-      baselines[std::string(to_string(m))] = nullptr;  // not applicable at this P
-    }
-  }
+  for (auto m : kMethods)
+    if (m != chosen)
+      baselines[std::string(to_string(m))] = plans[m] ? ojson(plans[m]->total) : ojson();
 
-  const Placement placement = place(plan);
   ojson j = plan_file_json(plan, placement);
   j["graph"] = to_json(graph);
   j["cost"] = a.cost;

@@ -328,13 +328,7 @@ std::string Runner::choose_kernels() const {
     nlohmann::json pieces = nlohmann::json::array();
     for (std::int64_t q = 0; q < procs_; ++q) {
       const BatchedEinsum kernel = piece_kernel(plan_.graph.steps[v], placement_.steps[v], q);
-      // Everything the choice depends on: pattern, operators, dtypes and shapes.
-      std::string key = kernel.einsum_string() + " " + std::string(to_string(kernel.join)) + "," +
-                        std::string(to_string(kernel.agg));
-      for (const auto& [name, info] : kernel.arrays) {
-        key += " " + name + ":" + std::string(to_string(info.dtype));
-        for (const Length& l : info.shape) key += "," + std::to_string(l.value);
-      }
+      const std::string key = kernel_key(kernel);
       auto it = chosen.find(key);
       if (it == chosen.end()) {
         const KernelChoice c = options_.choose(kernel);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <limits>
 #include <sstream>
 
@@ -50,21 +49,6 @@ double ping_pong(const Waiter& waiter, int partner, bool first, std::vector<char
     if (k > 0) best = std::min(best, t);
   }
   return best;
-}
-
-// Bytes per second of a copy in this rank's memory, far larger than the caches (the rate
-// between ranks of one host when no two ranks share rank 0's host).
-double copy_bandwidth() {
-  const std::size_t n = std::size_t{64} << 20;
-  std::vector<char> a(n, 1), b(n, 0);
-  double best = std::numeric_limits<double>::infinity();
-  for (int k = 0; k < 4; ++k) {
-    const auto t0 = Clock::now();
-    std::memcpy(b.data(), a.data(), n);
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-    a[static_cast<std::size_t>(k)] = b[n - 1 - static_cast<std::size_t>(k)];
-  }
-  return 2.0 * static_cast<double>(n) / best;  // read and written
 }
 
 }  // namespace
@@ -137,9 +121,11 @@ NetworkProbe probe_network(MPI_Comm comm, const NetworkProbeOptions& options) {
     n.local_latency_s = local->latency_s;
     n.local_bandwidth = local->bandwidth;
   } else {
-    n.local_bandwidth = copy_bandwidth();
+    if (!options.memory_bandwidth)
+      throw SpecError("one rank per host: measuring the network needs the memory's bandwidth");
+    n.local_bandwidth = options.memory_bandwidth();
     n.local_latency_s = lat.empty() ? 1e-6 : median(lat) / 10;
-    source << "; within a host: a memory copy's rate, a tenth of the link's latency";
+    source << "; within a host: the memory's bandwidth, a tenth of the link's latency";
   }
   if (lat.empty()) {
     n.latency_s = n.local_latency_s;

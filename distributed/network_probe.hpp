@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct NetworkProbeOptions {
   std::vector<std::int64_t> sizes = {8, 65536, 1 << 20, 8 << 20};  // bytes; the first the latency's
   int repeat = 5;          // timed round trips per size (the fastest counts), after one untimed
   double timeout_s = 120;  // on every wait
+  // Rank 0, when no other rank shares its host: the rate between ranks of one host, bytes/s (a
+  // measured memory bandwidth, such as the machine's roofline).
+  std::function<double()> memory_bandwidth;
 };
 
 struct PairProbe {

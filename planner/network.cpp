@@ -128,7 +128,7 @@ std::vector<StepTime> predict_times(const Plan& plan, const Placement& placement
                                     const Network& network, const KernelSeconds& kernel_seconds) {
   const int P = static_cast<int>(placement.procs);
   std::vector<StepTime> out;
-  std::map<std::string, double> kernels;  // by the piece's einsum and block shapes
+  std::map<std::string, double> kernels;  // by kernel_key
   for (int v = 0; v < static_cast<int>(plan.graph.steps.size()); ++v) {
     const PlanStep& s = plan.graph.steps[static_cast<std::size_t>(v)];
     const StepPlacement& sp = placement.steps[static_cast<std::size_t>(v)];
@@ -136,16 +136,15 @@ std::vector<StepTime> predict_times(const Plan& plan, const Placement& placement
 
     std::vector<Message> into;
     const double element = static_cast<double>(dtype_bytes(s.dtype));
-    for_each_join_transfer(plan, placement, v, [&](int src, int dst, int, std::int64_t n) {
-      if (src != dst) into.push_back({src, dst, static_cast<double>(n) * element});
-    });
+    for_each_join_transfer(
+        plan, placement, v, [&](int, int src, int dst, std::int64_t, const Region& box) {
+          if (src != dst) into.push_back({src, dst, static_cast<double>(box.size()) * element});
+        });
     t.transfer = phase_seconds(into, network, P, t);
 
     for (std::int64_t q = 0; q < P; ++q) {
       const BatchedEinsum k = piece_kernel(s, sp, q);
-      std::string key;
-      for (const auto& [name, info] : k.arrays)
-        for (const Length& l : info.shape) key += std::to_string(l.value) + ",";
+      const std::string key = kernel_key(k);
       auto it = kernels.find(key);
       if (it == kernels.end()) it = kernels.emplace(key, kernel_seconds(k)).first;
       t.kernel = std::max(t.kernel, it->second);
@@ -180,12 +179,6 @@ std::vector<StepTime> predict_times(const Plan& plan, const Placement& placement
     out.push_back(t);
   }
   return out;
-}
-
-double roofline_seconds(const BatchedEinsum& kernel, double peak_flops, double bandwidth) {
-  const double flops = flop_count(kernel).value_or(0);
-  const double bytes = footprint_bytes(kernel).value_or(0);
-  return std::max(flops / peak_flops, bytes / bandwidth);
 }
 
 }  // namespace einsumdb

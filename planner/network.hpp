@@ -69,8 +69,4 @@ struct StepTime {
 std::vector<StepTime> predict_times(const Plan& plan, const Placement& placement,
                                     const Network& network, const KernelSeconds& kernel_seconds);
 
-// A kernel's time from its FLOPs and compulsory bytes at a peak (FLOP/s, one core) and a memory
-// bandwidth (bytes/s): max(flops / peak, bytes / bandwidth).
-double roofline_seconds(const BatchedEinsum& kernel, double peak_flops, double bandwidth);
-
 }  // namespace einsumdb

@@ -4,25 +4,11 @@ namespace einsumdb {
 
 std::vector<Transfer> join_transfers(const Plan& plan, const Placement& placement, int step) {
   const PlanStep& s = plan.graph.steps[static_cast<std::size_t>(step)];
-  const StepPlacement& sp = placement.steps[static_cast<std::size_t>(step)];
-  std::vector<std::string> labels{s.x};
-  if (!s.y.empty()) labels.push_back(s.y);
   std::vector<Transfer> out;
-  for (std::int64_t q = 0; q < placement.procs; ++q)
-    for (std::size_t k = 0; k < labels.size(); ++k) {
-      const Relation& src = placement.relations.at(s.inputs[k]);
-      for_each_block_meeting(src.blocking, operand_region(s, sp, q, labels[k]),
-                             [&](std::int64_t b, const Region& box) {
-                               Transfer t;
-                               t.step = step, t.operand = static_cast<int>(k);
-                               t.src = src.owner[static_cast<std::size_t>(b)];
-                               t.dst = sp.rank[static_cast<std::size_t>(q)];
-                               t.tensor = s.inputs[k];
-                               t.block = b;
-                               t.box = box;
-                               out.push_back(std::move(t));
-                             });
-    }
+  for_each_join_transfer(
+      plan, placement, step, [&](int k, int src, int dst, std::int64_t block, const Region& box) {
+        out.push_back({step, k, src, dst, s.inputs[static_cast<std::size_t>(k)], block, box});
+      });
   return out;
 }
 
@@ -73,6 +59,16 @@ BatchedEinsum piece_kernel(const PlanStep& s, const StepPlacement& p, std::int64
   }
   kernel.batch = {row};
   return kernel;
+}
+
+std::string kernel_key(const BatchedEinsum& kernel) {
+  std::string key = kernel.einsum_string() + " " + std::string(to_string(kernel.join)) + "," +
+                    std::string(to_string(kernel.agg));
+  for (const auto& [name, info] : kernel.arrays) {
+    key += " " + name + ":" + std::string(to_string(info.dtype));
+    for (const Length& l : info.shape) key += "," + std::to_string(l.value);
+  }
+  return key;
 }
 
 }  // namespace einsumdb

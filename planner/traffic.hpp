@@ -30,7 +30,8 @@ struct Transfer {
 // Every transfer into step `step`'s joins, ordered by piece, then operand, then block: the order
 // every rank derives alone and agrees on.
 std::vector<Transfer> join_transfers(const Plan& plan, const Placement& placement, int step);
-// The same transfers without building them: f(src, dst, operand, elements) for each, in order.
+// The same transfers one at a time: f(operand, src, dst, block, box), in that order, without
+// building them.
 template <typename F>
 void for_each_join_transfer(const Plan& plan, const Placement& placement, int step, F&& f);
 
@@ -45,6 +46,10 @@ std::vector<int> aggregation_group(const Plan& plan, const Placement& placement,
 // X (and Y), in the step's dtype.
 BatchedEinsum piece_kernel(const PlanStep& s, const StepPlacement& p, std::int64_t piece);
 
+// Everything a piece's kernel choice and time depend on: its pattern, operators, dtypes and
+// block shapes (pieces of one step mostly share one).
+std::string kernel_key(const BatchedEinsum& kernel);
+
 template <typename F>
 void for_each_join_transfer(const Plan& plan, const Placement& placement, int step, F&& f) {
   const PlanStep& s = plan.graph.steps[static_cast<std::size_t>(step)];
@@ -55,7 +60,7 @@ void for_each_join_transfer(const Plan& plan, const Placement& placement, int st
       const int dst = sp.rank[static_cast<std::size_t>(q)];
       for_each_block_meeting(src.blocking, operand_region(s, sp, q, k == 0 ? s.x : s.y),
                              [&](std::int64_t b, const Region& box) {
-                               f(src.owner[static_cast<std::size_t>(b)], dst, k, box.size());
+                               f(k, src.owner[static_cast<std::size_t>(b)], dst, b, box);
                              });
     }
 }

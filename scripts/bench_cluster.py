@@ -42,10 +42,8 @@ class Cluster:
         subprocess.run(["bash", CLUSTER, "down", self.dir], capture_output=True, timeout=60)
 
     def mpirun(self, np_, argv, timeout=1800):
-        # One machine made into hosts: mpirun would bind each host's first rank to core 0, the
-        # same core; --bind-to none lets the kernel spread them over the machine's cores.
         cmd = [os.path.join(self.dir, "mpirun"), "-np", str(np_), "--map-by",
-               f"ppr:{max(1, np_ // 2)}:node", "--bind-to", "none", "-x", "OPENBLAS_NUM_THREADS=1"]
+               f"ppr:{max(1, np_ // 2)}:node", "-x", "OPENBLAS_NUM_THREADS=1"]
         env = {k: v for k, v in os.environ.items()
                if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
         r = subprocess.run(cmd + argv, capture_output=True, text=True, timeout=timeout, env=env)

@@ -121,6 +121,8 @@ cat > "$dir/rsh" <<EOF
 host=\$1; shift
 exec "$dir/on" "\$host" sh -c "\$*"
 EOF
+# The hosts share this machine's cores: mpirun would bind each host's first rank to core 0, the
+# same core, and every message would wait for the scheduler; the ranks are left unbound.
 # The daemons notice a lost host by TCP keepalive: probing an idle link after 2 s, every 1 s, 3
 # misses. OpenMPI's defaults (300 s, 20 s, 9) leave mpirun waiting 8 minutes for a host whose
 # link is cut, long after einsumdb's ranks have given up on it.
@@ -132,7 +134,7 @@ exec "$dir/on" h0 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 
   OMPI_MCA_plm_rsh_agent="$dir/rsh" OMPI_MCA_btl=tcp,self \\
   OMPI_MCA_btl_tcp_if_include=10.231.0.0/24 OMPI_MCA_oob_tcp_if_include=10.231.0.0/24 \\
   OMPI_MCA_oob_tcp_keepalive_time=2 OMPI_MCA_oob_tcp_keepalive_intvl=1 \\
-  OMPI_MCA_oob_tcp_keepalive_probes=3 \\
+  OMPI_MCA_oob_tcp_keepalive_probes=3 OMPI_MCA_hwloc_base_binding_policy=none \\
   sh -c 'cd /tmp && exec mpirun --allow-run-as-root --hostfile "$dir/hostfile" "\$@"' mpirun "\$@"
 EOF
 cat > "$dir/link" <<EOF

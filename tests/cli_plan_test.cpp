@@ -52,6 +52,50 @@ TEST_F(CliPlan, PlansAGraphFromAFileInlineOrStdin) {
   }
 }
 
+// On a slow stated network with two ranks per host, each method's plan is priced in seconds and
+// the fastest is written (here sqrt: EinDecomp moves fewer numbers but loads one link more), its
+// prediction per step summing to the total; --baseline keeps the method it names.
+TEST_F(CliPlan, OnANetworkThePlanPredictedFastestIsWritten) {
+  const char* square = R"({"inputs": {"A": {"shape": [200, 200]}, "B": {"shape": [200, 200]},
+    "C": {"shape": [200, 200]}, "D": {"shape": [200, 200]}, "E": {"shape": [200, 200]}},
+   "nodes": [{"name": "AB", "einsum": "ij,jk->ik", "inputs": ["A", "B"]},
+             {"name": "DE", "einsum": "ij,jk->ik", "inputs": ["D", "E"]},
+             {"name": "CDE", "einsum": "ij,jk->ik", "inputs": ["C", "DE"]},
+             {"name": "Z", "einsum": "ij,ij->ij", "inputs": ["AB", "CDE"], "join": "add"}]})";
+  const std::string net = "bandwidth=1e6,latency=1e-5,ranks_per_host=2";
+  auto r = run({"plan", square, "-P", "4", "--network", net, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = json::parse(r.out);
+  const auto& seconds = j["method_seconds"];
+  std::string fastest;
+  for (const auto& [m, t] : seconds.items())
+    if (fastest.empty() || t.get<double>() < seconds[fastest].get<double>()) fastest = m;
+  EXPECT_EQ(fastest, "sqrt") << seconds;
+  EXPECT_EQ(j["method"], fastest);
+  EXPECT_TRUE(j.contains("chosen_by"));
+  double sum = 0;
+  for (const auto& s : j["steps"]) sum += s["predicted_time"]["seconds"].get<double>();
+  EXPECT_DOUBLE_EQ(sum, j["predicted_seconds"].get<double>());
+  EXPECT_EQ(j["predicted_seconds"], seconds["sqrt"]);
+  EXPECT_TRUE(j["baselines"].contains("eindecomp") && j["baselines"].contains("data"));
+  r = run({"plan", square, "-P", "4", "--network", net, "--baseline", "data", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = json::parse(r.out);
+  EXPECT_EQ(j["method"], "data");
+  EXPECT_FALSE(j.contains("chosen_by"));
+  EXPECT_EQ(j["predicted_seconds"], j["method_seconds"]["data"]);
+  // The prediction at several P on a stated network.
+  r = run_cli({"bench", "plan", "--s", "200", "--nodes", "12", "--repeat", "1", "--network", net,
+               "--simulate", "4", "8", "--db", db()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto last = r.out.substr(r.out.rfind("\n{") + 1);
+  const auto sim = json::parse(last)["simulation"];
+  ASSERT_EQ(sim["rows"].size(), 4u);  // the chain and the DAG at P = 4 and 8
+  for (const auto& row : sim["rows"])
+    for (const char* m : {"eindecomp", "sqrt", "data"})
+      EXPECT_GT(row[m]["seconds"].get<double>(), 0);
+}
+
 TEST_F(CliPlan, TableBaselineExplainAndPlanFile) {
   const std::string plan = dir_.path("plan.json");
   auto r = run({"plan", kChain, "-P", "4", "--table", "--explain", "CDE", "-o", plan});

@@ -443,13 +443,11 @@ def test_a_killed_rank_on_the_other_host_ends_the_job(cluster):
 
 
 # A link shaped to 200 Mbit/s (25 MB/s): the network the time model learns is the one the job runs
-# on. One machine made into hosts binds each host's first rank to the same core unless told not
-# to, which would make every round trip wait for the scheduler: --bind-to none.
+# on.
 def test_the_network_is_measured_and_the_plan_priced_on_it():
     c = Cluster(2, rate="200mbit")
     try:
-        argv = [os.path.join(c.dir, "mpirun"), "-np", "2", "--map-by", "ppr:1:node",
-                "--bind-to", "none", EINSUMDB, "bench", "network", "--sizes", "8", "65536",
+        argv = [os.path.join(c.dir, "mpirun"), "-np", "2", "--map-by", "ppr:1:node", EINSUMDB, "bench", "network", "--sizes", "8", "65536",
                 "8388608", "--repeat", "2", "--output", "/tmp/net.json", "--record", "--json"]
         r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr

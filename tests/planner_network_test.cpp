@@ -123,6 +123,24 @@ TEST(Network, ASplitSumCostsOneMessageAndOneAdditionPricedByHand) {
   EXPECT_EQ(shapes.size(), 2u);  // both pieces have one shape: asked once per prediction
 }
 
+// Two steps whose pieces have the same block shapes but not the same einsum are priced apart.
+TEST(Network, KernelsOfTheSameShapesButAnotherEinsumArePricedApart) {
+  const EinGraph g = parse_eingraph_text(
+      R"({"inputs": {"A": {"shape": [32, 32]}, "B": {"shape": [32, 32]}},
+          "nodes": [{"name": "P", "einsum": "ij,jk->ik", "inputs": ["A", "B"]},
+                    {"name": "S", "einsum": "ij,ij->ij", "inputs": ["A", "B"], "join": "add"}]})");
+  const Plan plan = plan_of(g, 1);
+  Network n;
+  n.latency_s = n.local_latency_s = 1e-6;
+  n.bandwidth = n.local_bandwidth = 1e9;
+  const auto t = predict_times(plan, place(plan), n, [](const BatchedEinsum& e) {
+    return e.einsum_string().find("->") != std::string::npos && e.join == JoinOp::mul ? 1.0 : 0.5;
+  });
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].kernel, 1.0);
+  EXPECT_EQ(t[1].kernel, 0.5);
+}
+
 // A step that moves data between hosts: the busiest link's bytes at the link's bandwidth.
 TEST(Network, TransfersArePricedByTheBusiestHostLink) {
   const EinGraph g = parse_eingraph_text(kChain);
