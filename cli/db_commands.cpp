@@ -16,6 +16,7 @@
 #include "einsumdb/cli/spec_flags.hpp"
 #include "einsumdb/db/feinsum.hpp"
 #include "einsumdb/db/location.hpp"
+#include "einsumdb/db/record_lines.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/db/sync.hpp"
 #include "einsumdb/report/report.hpp"
@@ -44,35 +45,14 @@ struct RecordArgs {
   std::string label;
 };
 
-struct PendingLine {
-  std::size_t line;
-  std::string run;
-  Machine machine;
-  const Canonical* canonical;
-  Measurement measurement;
-};
-
 int run_record(const RecordArgs& args) {
-  std::map<std::string, Canonical> canonicals;  // spec text -> canonical form
-  std::vector<PendingLine> pending;
+  RecordLines lines(args.label, this_machine());
   std::vector<std::string> errors;
   const bool progress = isatty(STDERR_FILENO);
   // Everything is parsed and checked first: a file with a bad line records nothing.
   for_each_line(args.file, [&](std::size_t number, const std::string& text) {
     try {
-      const json j = json::parse(text);
-      check_json_depth(j, "line");
-      check_record_line_keys(j);
-      const std::string spec_text = j.at("spec").dump();
-      auto it = canonicals.find(spec_text);
-      if (it == canonicals.end())
-        it = canonicals.emplace(spec_text, canonicalize(parse_spec_json(j.at("spec")))).first;
-      PendingLine p{number, j.contains("run") ? j.at("run").get<std::string>() : args.label,
-                    j.contains("machine") ? machine_from_json(j.at("machine")) : this_machine(),
-                    &it->second, to_canonical(it->second, measurement_from_json(j))};
-      pending.push_back(std::move(p));
-    } catch (const json::exception& e) {
-      errors.push_back(args.file + ":" + std::to_string(number) + ": " + e.what());
+      lines.add(text);
     } catch (const Error& e) {
       errors.push_back(args.file + ":" + std::to_string(number) + ": " + e.what());
     }
@@ -86,32 +66,16 @@ int run_record(const RecordArgs& args) {
     return kExitUsage;
   }
 
-  // One run per (label, machine), each committed atomically.
-  std::map<std::pair<std::string, std::string>,
-           std::vector<std::pair<const Canonical*, Measurement>>>
-      runs;
-  std::map<std::pair<std::string, std::string>, Machine> machines;
-  std::vector<std::pair<std::string, std::string>> order;
-  for (auto& p : pending) {
-    auto key = std::make_pair(p.run, p.machine.fingerprint());
-    if (!runs.count(key)) order.push_back(key);
-    machines.emplace(key, p.machine);
-    runs[key].emplace_back(p.canonical, std::move(p.measurement));
-  }
   Store store = open_for_writing(args.db);
-  ojson summary = {{"db", store.path()}, {"lines", pending.size()}, {"runs", ojson::array()}};
+  ojson summary = {{"db", store.path()}, {"lines", lines.size()}, {"runs", ojson::array()}};
   std::size_t inserted = 0, duplicates = 0, created = 0;
-  for (const auto& key : order) {
-    RunInfo info;
-    info.label = key.first;
-    info.command = "einsumdb record --file " + args.file;
-    const auto r = store.record_run(info, machines.at(key), runs.at(key));
+  for (const auto& r : lines.record(store, "einsumdb record --file " + args.file)) {
     inserted += r.inserted;
     duplicates += r.duplicates;
-    created += r.run != 0;
-    summary["runs"].push_back({{"run", r.run ? ojson(r.run) : ojson()},
-                               {"label", key.first},
-                               {"machine", key.second},
+    created += r.id != 0;
+    summary["runs"].push_back({{"run", r.id ? ojson(r.id) : ojson()},
+                               {"label", r.label},
+                               {"machine", r.machine},
                                {"inserted", r.inserted},
                                {"duplicates", r.duplicates}});
   }

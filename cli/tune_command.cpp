@@ -6,9 +6,11 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
@@ -16,6 +18,7 @@
 #include "einsumdb/cli/common.hpp"
 #include "einsumdb/cli/jsonl.hpp"
 #include "einsumdb/cli/spec_flags.hpp"
+#include "einsumdb/distributed/collectives.hpp"
 #include "einsumdb/distributed/graph_job.hpp"
 #include "einsumdb/executor/dispatch.hpp"
 #include "einsumdb/tuner/roofline.hpp"
@@ -429,26 +432,24 @@ ojson tune_campaign_item(Store& store, const Machine& machine, const CampaignIte
   return row;
 }
 
-// Rank 0 receives every rank's rows (JSON text), in rank order.
-ojson gather_rows(const ojson& mine, const MpiSession* mpi) {
-  if (!mpi || mpi->size() == 1) return mine;
-  const std::string text = mine.dump();
-  int length = static_cast<int>(text.size());
-  std::vector<int> lengths(static_cast<std::size_t>(mpi->size()));
-  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::vector<int> offsets(lengths.size(), 0);
-  for (std::size_t r = 1; r < lengths.size(); ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
-  std::string all(mpi->rank() == 0 ? static_cast<std::size_t>(offsets.back() + lengths.back()) : 0,
-                  '\0');
-  MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR,
-              0, MPI_COMM_WORLD);
-  if (mpi->rank() != 0) return ojson::array();
+// Rank 0 receives every rank's rows, in rank order, and every rank the worst of their exit codes.
+// The ranks end their shares at different times and a workload's tune has no bound of its own, so
+// these waits have no deadline (a rank that dies ends the job through mpirun); a waiting rank
+// sleeps between polls, leaving its core to a rank still tuning there.
+std::pair<ojson, int> gather_rows(const ojson& mine, int code, const MpiSession* mpi) {
+  if (!mpi || mpi->size() == 1) return {mine, code};
+  const Waiter waiter(MPI_COMM_WORLD, std::numeric_limits<double>::infinity(), true);
+  const auto texts = gather_text(waiter, ojson{{"code", code}, {"rows", mine}}.dump(),
+                                 "gathering the campaign's results");
   ojson rows = ojson::array();
-  for (std::size_t r = 0; r < lengths.size(); ++r)
-    for (auto& row : ojson::parse(all.substr(static_cast<std::size_t>(offsets[r]),
-                                             static_cast<std::size_t>(lengths[r]))))
-      rows.push_back(std::move(row));
-  return rows;
+  int worst = code;
+  for (const auto& text : texts) {
+    ojson part = ojson::parse(text);
+    worst = std::max(worst, part.at("code").get<int>());
+    for (auto& row : part.at("rows")) rows.push_back(std::move(row));
+  }
+  worst = std::stoi(broadcast_text(waiter, std::to_string(worst), "sharing the exit code"));
+  return {std::move(rows), worst};
 }
 
 int run_campaign(TuneArgs& args, const std::string& command_line) {
@@ -536,12 +537,8 @@ int run_campaign(TuneArgs& args, const std::string& command_line) {
     std::signal(SIGINT, previous);
     if (g_stop.load() && code == kExitOk) code = 130;
   }
-  if (mpi) {
-    int worst = code;
-    MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    code = worst;
-  }
-  const ojson all = gather_rows(rows, mpi ? &*mpi : nullptr);
+  ojson all;
+  std::tie(all, code) = gather_rows(rows, code, mpi ? &*mpi : nullptr);
   if (rank != 0) return code;
   std::map<std::string, int> counts;
   for (const auto& row : all) ++counts[row["status"].get<std::string>()];

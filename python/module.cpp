@@ -20,6 +20,7 @@
 #include "einsumdb/canon/parse.hpp"
 #include "einsumdb/db/feinsum.hpp"
 #include "einsumdb/db/location.hpp"
+#include "einsumdb/db/record_lines.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/engine/engine.hpp"
 #include "einsumdb/engine/this_machine.hpp"
@@ -593,41 +594,20 @@ class PyStore {
   // Lines as `einsumdb record` takes them; all checked before anything is written.
   std::string record(const std::vector<std::string>& lines, const std::string& label) {
     py::gil_scoped_release release;
-    std::vector<Canonical> canonicals;
-    canonicals.reserve(lines.size());
-    std::map<std::pair<std::string, std::string>,
-             std::vector<std::pair<const Canonical*, Measurement>>>
-        runs;
-    std::map<std::pair<std::string, std::string>, Machine> machines;
-    std::vector<std::pair<std::string, std::string>> order;
+    RecordLines read(label, this_machine());
     for (std::size_t n = 0; n < lines.size(); ++n) {
       try {
-        const json j = json::parse(lines[n]);
-        check_record_line_keys(j);
-        canonicals.push_back(canonicalize(parse_spec_json(j.at("spec"))));
-        const Machine m =
-            j.contains("machine") ? machine_from_json(j.at("machine")) : this_machine();
-        const auto key = std::make_pair(j.value("run", label), m.fingerprint());
-        if (!runs.count(key)) order.push_back(key);
-        machines.emplace(key, m);
-        runs[key].emplace_back(&canonicals.back(),
-                               to_canonical(canonicals.back(), measurement_from_json(j)));
-      } catch (const json::exception& e) {
-        throw SpecError("measurement " + std::to_string(n) + ": " + e.what());
+        read.add(lines[n]);
       } catch (const SpecError& e) {
         throw SpecError("measurement " + std::to_string(n) + ": " + e.what());
       }
     }
     Store store = open_store_for_writing(path_);
     ojson out = {{"inserted", 0}, {"duplicates", 0}, {"runs", ojson::array()}};
-    for (const auto& key : order) {
-      RunInfo info;
-      info.label = key.first;
-      info.command = "einsumdb.Store.record";
-      const auto r = store.record_run(info, machines.at(key), runs.at(key));
+    for (const auto& r : read.record(store, "einsumdb.Store.record")) {
       out["inserted"] = out["inserted"].get<std::size_t>() + r.inserted;
       out["duplicates"] = out["duplicates"].get<std::size_t>() + r.duplicates;
-      out["runs"].push_back(r.run ? ojson(r.run) : ojson());  // null: nothing new, no run
+      out["runs"].push_back(r.id ? ojson(r.id) : ojson());  // null: nothing new, no run
     }
     forget(path_);
     return out.dump();

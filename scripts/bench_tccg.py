@@ -23,6 +23,14 @@ OPENBLAS_L2_SIZE are removed from it (a machine may set them to pin an older Ope
 kernel; a current one then runs slower than it would), and the OpenBLAS kernel numpy runs is
 printed, after numpy's product has been checked against its own loop (np.einsum without BLAS).
 
+With --also LABEL=EINSUMDB (repeatable), another build of einsumdb runs each case too, in the same
+round right beside the first, and the table gives its time over the first's: how a change moved
+each case, with the machine's drift shared by both sides. The builds take turns going first, round
+by round: on a virtual machine the process that runs second was often a few per cent slower, so
+an even number of rounds gives each build the first place as often. With
+--no-numpy, numpy and the plain GEMMs are left out (the limits are still measured). --output FILE
+writes every figure of every round as JSON, with the command and the machine.
+
 With --tune CASES, each of those cases is also tuned with default options on a fresh store under
 /usr/bin/time -v: the wall time, and the peak RSS against the workload's footprint (--cases none:
 the tunes only).
@@ -31,13 +39,15 @@ Everything is measured --rounds times (3 by default) and given as min / median /
 rounds; the summary is taken on the medians.
 
 Usage: bench_tccg.py EINSUMDB [--threads 1] [--cases 1-48] [--repeat 5] [--rounds 3]
-                     [--tune 1,12,33] [--keep-openblas-env]
+                     [--tune 1,12,33] [--keep-openblas-env] [--also LABEL=EINSUMDB ...]
+                     [--no-numpy] [--output FILE]
 """
 import argparse
 import ctypes
 import json
 import math
 import os
+import platform
 import re
 import statistics
 import subprocess
@@ -57,6 +67,8 @@ PINNED = {} if "--keep-openblas-env" in sys.argv else {
 import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from perf_page_tccg import spread, table_lines  # noqa: E402
 
 
 def openblas_kernel():
@@ -171,24 +183,30 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="the whole measurement this many times")
     ap.add_argument("--keep-openblas-env", action="store_true",
                     help="keep OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE (removed by default)")
+    ap.add_argument("--also", action="append", default=[], metavar="LABEL=EINSUMDB",
+                    help="another build, run beside the first on every case")
+    ap.add_argument("--no-numpy", action="store_true",
+                    help="leave out numpy and the plain GEMMs")
+    ap.add_argument("--output", help="write every round's figures here as JSON")
     a = ap.parse_args()
+    also = {}
+    for item in a.also:
+        label, _, path = item.partition("=")
+        if not label or not path or not os.access(path, os.X_OK):
+            sys.exit(f"--also takes LABEL=EINSUMDB, an executable; got {item!r}")
+        also[label] = path
     exe = a.einsumdb
     t = a.threads
-
-    def spread(v, fmt="{:.2f}"):
-        v = sorted(v)
-        return " / ".join(fmt.format(x) for x in (v[0], statistics.median(v), v[-1]))
-
-    def gm(v):
-        return math.exp(sum(map(math.log, v)) / len(v))
 
     if a.cases == "none":  # the tunes only
         tune_table(a, exe, spread)
         return
     chosen = cases(selection(a.cases))
     # per case: lists over the rounds
-    runs = {c["case"]: {"s": [], "roof": [], "view": [], "contig": [], "plain": [], "bound": ""}
+    runs = {c["case"]: {"s": [], "roof": [], "view": [], "contig": [], "plain": [], "bound": "",
+                        "also": {label: [] for label in also}}
             for c in chosen}
+    limits = []
     kernel = openblas_kernel()
     for k in range(a.rounds):
         # The limits, in this round.
@@ -204,24 +222,28 @@ def main():
         dst = np.empty_like(big)
         bandwidth = 2 * big.nbytes / median_time(lambda: np.copyto(dst, big), 5) / 1e9
         del x, y, big, dst
+        limits.append({"openblas_gflops": openblas, "einsumdb_gflops": blis, "peak_gflops": peak,
+                       "copy_gbs": bandwidth})
         print(f"round {k + 1} of {a.rounds}, {t} thread(s). DGEMM {n}³: OpenBLAS ({kernel}) "
               f"{openblas:.1f} GFLOP/s, einsumdb tensor_gemm {blis:.1f} GFLOP/s; peak taken as "
               f"{peak:.1f}. Copy bandwidth {bandwidth:.1f} GB/s (bytes read + written).",
               file=sys.stderr, flush=True)
         plain_times = {}
         for c in chosen:
-            A, B = np.random.rand(*c["A"]), np.random.rand(*c["B"])
             flops = 2 * math.prod(c["lengths"].values())
-            nbytes = 8 * (A.size + B.size + math.prod(c["C"]))
-            view = median_time(lambda: np.einsum(c["einsum"], A, B, optimize=True), a.repeat)
-            contig = median_time(
-                lambda: np.ascontiguousarray(np.einsum(c["einsum"], A, B, optimize=True)),
-                a.repeat)
-            del A, B
+            nbytes = 8 * (math.prod(c["A"]) + math.prod(c["B"]) + math.prod(c["C"]))
+            view = contig = plain = math.nan
+            if not a.no_numpy:
+                A, B = np.random.rand(*c["A"]), np.random.rand(*c["B"])
+                view = median_time(lambda: np.einsum(c["einsum"], A, B, optimize=True), a.repeat)
+                contig = median_time(
+                    lambda: np.ascontiguousarray(np.einsum(c["einsum"], A, B, optimize=True)),
+                    a.repeat)
+                del A, B
             # The same product as a plain GEMM of contiguous matrices, by each library (once per
             # shape in a round: cases 20-30 share theirs).
             shape = (c["M"], c["N"], c["K"])
-            if shape not in plain_times:
+            if not a.no_numpy and shape not in plain_times:
                 X, Y = np.random.rand(c["M"], c["K"]), np.random.rand(c["K"], c["N"])
                 Z = np.empty((c["M"], c["N"]))
                 plain = median_time(lambda: np.matmul(X, Y, out=Z), a.repeat)
@@ -231,11 +253,15 @@ def main():
                                    "tensor_gemm", "--param", f"threads={t}", "--repeat",
                                    str(a.repeat), "--json"])
                 plain_times[shape] = min(plain, j["median_s"])
-            plain = plain_times[shape]
-            j = einsumdb(exe, ["run"] + spec_args(c) + ["--transform", "tensor_gemm", "--param",
-                                                        f"threads={t}", "--repeat",
-                                                        str(a.repeat), "--json"])
-            sec = j["median_s"]
+            plain = plain_times.get(shape, math.nan)
+            run_args = ["run"] + spec_args(c) + ["--transform", "tensor_gemm", "--param",
+                                                 f"threads={t}", "--repeat", str(a.repeat),
+                                                 "--json"]
+            # The builds take turns going first, round by round.
+            order = [None] + list(also) if k % 2 == 0 else list(also) + [None]
+            times = {label: einsumdb(also.get(label, exe), run_args)["median_s"]
+                     for label in order}
+            sec = times[None]
             compute, memory = flops / (peak * 1e9), nbytes / (bandwidth * 1e9)
             r = runs[c["case"]]
             r["s"].append(sec)
@@ -243,38 +269,41 @@ def main():
             r["view"].append(view / sec)
             r["contig"].append(contig / sec)
             r["plain"].append(plain / sec)
+            for label in also:
+                r["also"][label].append(times[label] / sec)
             r["bound"] = "compute" if compute >= memory else "memory"
             r["gflop"] = flops / 1e9
-            print(f"  case {c['case']}: {sec * 1e3:.1f} ms, numpy view {view * 1e3:.1f} ms, "
-                  f"contiguous {contig * 1e3:.1f} ms, plain GEMM {plain * 1e3:.1f} ms",
+            print(f"  case {c['case']}: {sec * 1e3:.1f} ms"
+                  + ("" if a.no_numpy else f", numpy view {view * 1e3:.1f} ms, contiguous "
+                     f"{contig * 1e3:.1f} ms, plain GEMM {plain * 1e3:.1f} ms")
+                  + "".join(f", {label} {times[label] * 1e3:.1f} ms" for label in also),
                   file=sys.stderr, flush=True)
 
     print(f"{a.rounds} round(s), {t} thread(s) each side; min / median / max over the rounds. "
           f"numpy's OpenBLAS: {kernel}"
           + (f", without {' and '.join(f'{k}={v}' for k, v in PINNED.items())}" if PINNED else "")
           + ".\n")
-    print("| case | einsum | GFLOP | M × N × K | einsumdb ms | / roofline | bound | numpy view / "
-          "einsumdb | numpy contiguous / einsumdb | plain GEMM / einsumdb |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    med = {key: [] for key in ("roof", "view", "contig", "plain")}
+    with open("/proc/cpuinfo") as f:
+        model = next((line.split(":", 1)[1].strip() for line in f
+                      if line.startswith("model name")), platform.processor())
+    result = {"command": ["scripts/bench_tccg.py"] + sys.argv[1:], "einsumdb": exe,
+              "also": also, "threads": t, "rounds": a.rounds, "repeat": a.repeat,
+              "machine": {"cpu": model, "cores": os.cpu_count(), "openblas": kernel},
+              "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "limits": limits,
+              "cases": []}
     for c in chosen:
         r = runs[c["case"]]
-        for key in med:
-            med[key].append(statistics.median(r[key]))
-        print(f"| {c['case']} | {c['einsum']} | {r['gflop']:.2f} | {c['M']} × {c['N']} × "
-              f"{c['K']} | {spread([x * 1e3 for x in r['s']], '{:.1f}')} | {spread(r['roof'])} | "
-              f"{r['bound']} | {spread(r['view'])} | {spread(r['contig'])} | "
-              f"{spread(r['plain'])} |")
-    print(f"\n{len(chosen)} cases, on the medians. Fraction of the roofline: geometric mean "
-          f"{gm(med['roof']):.2f}, min {min(med['roof']):.2f}; at or above 0.8: "
-          f"{sum(f >= 0.8 for f in med['roof'])}. numpy view / einsumdb: geometric mean "
-          f"{gm(med['view']):.2f}, min {min(med['view']):.2f} (below 1: numpy's view is faster); "
-          f"numpy contiguous / einsumdb: geometric mean {gm(med['contig']):.2f}, min "
-          f"{min(med['contig']):.2f}. Plain GEMM of the same shape / einsumdb: geometric mean "
-          f"{gm(med['plain']):.2f}, min {min(med['plain']):.2f}; at or above 0.8: "
-          f"{sum(f >= 0.8 for f in med['plain'])}.")
-    below = [c["case"] for c, v in zip(chosen, med["view"]) if v < 1]
-    print(f"Cases where numpy's view was faster (median): {below or 'none'}.")
+        result["cases"].append({
+            "case": c["case"], "einsum": c["einsum"], "gflop": r["gflop"], "M": c["M"],
+            "N": c["N"], "K": c["K"], "bound": r["bound"], "seconds": r["s"],
+            "roofline": r["roof"], "also": r["also"],
+            **({} if a.no_numpy else {"numpy_view": r["view"], "numpy_contiguous": r["contig"],
+                                      "plain_gemm": r["plain"]})})
+    print("\n".join(table_lines(result)))
+    if a.output:
+        with open(a.output, "w") as f:
+            json.dump(result, f, indent=1)
+        print(f"wrote {a.output}", file=sys.stderr)
 
     if a.tune:
         tune_table(a, exe, spread)

@@ -13,6 +13,7 @@
 #include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
 #include "einsumdb/db/location.hpp"
+#include "einsumdb/db/record_lines.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/db/sql.hpp"
 #include "einsumdb/db/store.hpp"
@@ -203,6 +204,54 @@ TEST_F(StoreTest, RecordingIsIdempotentAndOtherMachinesAreApart) {
   EXPECT_EQ(store.best(c.hash, machine().fingerprint())->transform.name, "ttgt");
   EXPECT_EQ(store.best(c.hash, machine("Other CPU").fingerprint())->transform.name, "other");
   EXPECT_FALSE(store.best(c.hash, machine("Unknown CPU").fingerprint()));
+}
+
+// Lines of a measurement file go into one run per (label, machine), in the order each pair first
+// comes; a bad line is refused whole, naming what is wrong, and leaves nothing behind.
+TEST_F(StoreTest, RecordLinesGoIntoARunPerLabelAndMachine) {
+  const auto line = [](const char* name, const std::string& extra) {
+    return std::string(R"({"spec":)") + kMatmul + R"(,"transform":{"name":")" + name +
+           R"(","params":{}},"seconds":[1e-5],"status":"ok","max_rel_err":1e-15)" + extra + "}";
+  };
+  const std::string other = ",\"machine\":" + to_json(machine("Other CPU")).dump();
+  RecordLines lines("default", machine());
+  lines.add(line("a", ""));
+  lines.add(line("b", R"(,"run":"second")"));
+  lines.add(line("c", other));
+  lines.add(line("d", ""));
+  lines.add(line("e", R"(,"run":"second")"));
+  std::string deep = "1";
+  for (int i = 0; i < 70; ++i) deep = "[" + deep + "]";
+  for (const auto& [bad, why] : std::vector<std::pair<std::string, std::string>>{
+           {line("f", R"(,"speed":1)"), "unknown key 'speed'"},
+           {line("f", R"(,"x":)" + deep), "nested deeper than 64"},
+           {R"({"spec":)", "parse error"},
+           {line("f", R"(,"run":7)"), "type must be string"}}) {
+    try {
+      lines.add(bad);
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const SpecError& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(lines.size(), 5u);
+  Store store = Store::open(path("lines.sqlite"));
+  const auto runs = lines.record(store, "test");
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].label, "default");
+  EXPECT_EQ(runs[0].machine, machine().fingerprint());
+  EXPECT_EQ(runs[0].inserted, 2u);  // a and d
+  EXPECT_EQ(runs[1].label, "second");
+  EXPECT_EQ(runs[1].inserted, 2u);  // b and e
+  EXPECT_EQ(runs[2].label, "default");
+  EXPECT_EQ(runs[2].machine, machine("Other CPU").fingerprint());
+  EXPECT_EQ(runs[2].inserted, 1u);
+  EXPECT_NE(runs[0].id, runs[1].id);
+  // Recorded again: nothing new, and no run is made.
+  for (const auto& r : lines.record(store, "test")) {
+    EXPECT_EQ(r.id, 0);
+    EXPECT_EQ(r.inserted, 0u);
+  }
 }
 
 TEST_F(StoreTest, NearestSizeIsApproximateAndTranslated) {

@@ -427,7 +427,10 @@ TEST(Tuner, TheFinalistsAreTimedAgainInTurns) {
     auto cold_when_mapping = [](std::string name) {
       auto cold = [] {
         const std::uint64_t before = fresh_mappings();
-        Tensor scratch(Dtype::f64, {128, 1024});  // 1 MiB: a mapping of its own
+        // 1 MiB: a mapping of its own. Not written: a recycled block that was never written
+        // (a fresh mapping is zero already) would fault on its first writes, which on a virtual
+        // machine can take as long again as the run.
+        Tensor scratch(Dtype::f64, {128, 1024}, Tensor::Uninitialized{});
         const bool mapped = fresh_mappings() != before;
         std::this_thread::sleep_for(std::chrono::milliseconds(mapped ? 52 : 2));
       };

@@ -249,317 +249,341 @@ Binding tuning_binding(const BatchedEinsum& e, const Binding& given, double max_
     if (open.empty() || length == 1 || !bytes || *bytes <= max_bytes) return b;
   }
 }
-
-TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
-                const TuneOptions& options, const Progress& progress) {
-  // The key is the spec's own (symbolic when it has symbols); the measuring is at the binding.
-  const Canonical canonical = canonicalize(spec);
-  const Binding binding = tuning_binding(spec, options.binding);
-  const BatchedEinsum e = binding.empty() ? spec : bind_symbols(spec, binding);
-  const auto lengths = concrete_lengths(e);
-  const auto began = Clock::now();
-  if (!(options.time_limit >= 0))
-    throw SpecError("the time limit must be a number of seconds, 0 or more; got " +
-                    std::to_string(options.time_limit));
-  auto all = candidates(e, lengths, options.space, options.extra);
-  const Arrays arrays = random_arrays(e, options.seed);
-  const Bound bound(e, arrays);
-  TuneReport report;
-  report.workload_hash = canonical.hash;
-  report.workload_key = canonical.key;
-  report.binding = binding;
-  report.total = all.size();
-
-  // The oracle. When it ran at full size, its run (the first, with its one-time costs) is also
-  // the first run of the candidate that is the same transform: it need not run again to be
-  // verified against itself.
+namespace {
+// The oracle: the result every candidate is checked against, and the scale of its terms (the
+// largest magnitude of each result). On a workload small enough the reference computes it; on a
+// larger one, a strategy checked against the reference on a reduced copy first. When a strategy
+// ran at full size, its run (the first, with its one-time costs) is also the first run of the
+// candidate that is the same transform: it need not run again to be verified against itself.
+struct Oracle {
   Results want;
-  std::optional<Candidate> oracle_candidate;
-  double oracle_seconds = 0;
   std::vector<double> scale;
+  std::string description;             // TuneReport::oracle
+  std::optional<Candidate> candidate;  // the strategy that ran at full size, if one did
+  double seconds = 0;                  // its run
+};
+
+Oracle make_oracle(const BatchedEinsum& e, const std::map<char, std::int64_t>& lengths,
+                   const Arrays& arrays, const Bound& bound, const TuneOptions& options) {
+  Oracle o;
   if (iterations(e, lengths) <= options.reference_limit) {
-    want = run_reference(bound, &scale);
-    report.oracle = "reference";
-  } else {
-    // tensor_gemm needs no scratch of the workload's size; ttgt and the loop nest after it.
-    const std::string oracle = !tensor_gemm_rejects(e) ? "tensor_gemm"
-                               : !ttgt_rejects(e)      ? "ttgt"
-                                                       : "loop_nest";
-    {
-      const BatchedEinsum small = reduced(e, 16);
-      const Arrays small_arrays = random_arrays(small, options.seed);
-      const Bound small_bound(small, small_arrays);
-      std::vector<double> small_scale;
-      const Results small_want = run_reference(small_bound, &small_scale);
-      const double err = verification_error(execute(small_bound, oracle), small_want, small_scale);
-      const double tol =
-          tolerance(result_dtype(small, 0), reduction_terms(small, small_bound.lengths()));
-      if (!(err <= tol))
-        throw Error("the oracle " + oracle +
-                    " disagrees with the reference on a reduced size "
-                    "(relative error " +
-                    std::to_string(err) + "); refusing to tune against it");
-    }
-    // The check's tensors are gone before the full size (at length 16 a result of six indices
-    // is 128 MiB; kept alive and cached, two of them made TCCG case 33's tune peak at 2.97× its
-    // footprint).
-    release_recycled_memory();
-    const auto t0 = Clock::now();
-    want = execute(bound, oracle);
-    oracle_seconds = report.oracle_seconds = since(t0);
-    oracle_candidate = Candidate{oracle, {{"threads", 1}}};
-    // The scale of the terms, as the reference would give it: the oracle on |arrays|. Double
-    // precision arrays go in single precision: a sum of non-negative terms is off by at most its
-    // length times 2^-24 of itself, which a tolerance's scale does not notice, and the run takes
-    // half the time and half the memory. (TCCG case 12: 5.0 s in double precision.)
-    BatchedEinsum magnitudes = e;
-    Arrays magnitude_arrays;
-    for (const auto& [name, t] : arrays) {
-      const Dtype d = t.dtype() == Dtype::f64 ? Dtype::f32 : t.dtype();
-      magnitudes.arrays.at(name).dtype = d;
-      Tensor m(d, t.shape(), Tensor::Uninitialized{});
-      if (t.dtype() == Dtype::f64) {
-        const double* from = t.data<double>();
-        float* to = m.data<float>();
-        for (std::int64_t k = 0; k < t.size(); ++k) to[k] = static_cast<float>(std::abs(from[k]));
-      } else {
-        for (std::int64_t k = 0; k < t.size(); ++k) m.set(k, std::abs(t.at(k)));
-      }
-      magnitude_arrays.emplace(name, std::move(m));
-    }
-    for (const auto& m : execute(Bound(magnitudes, magnitude_arrays), oracle)) {
-      double largest = 0;
-      if (m.dtype() == Dtype::f32) {
-        const float* v = m.data<float>();
-        float top = 0;
-        for (std::int64_t k = 0; k < m.size(); ++k) top = std::max(top, std::abs(v[k]));
-        largest = top;
-      } else {
-        for (std::int64_t k = 0; k < m.size(); ++k) largest = std::max(largest, std::abs(m.at(k)));
-      }
-      scale.push_back(largest);
-    }
-    report.oracle = oracle + " (checked against reference at every length ≤ 16)";
+    o.want = run_reference(bound, &o.scale);
+    o.description = "reference";
+    return o;
   }
-  // The oracle's scratch and its run on |arrays| are gone: their mappings, kept for reuse, would
-  // otherwise add to the candidates' memory.
+  // tensor_gemm needs no scratch of the workload's size; ttgt and the loop nest after it.
+  const std::string oracle = !tensor_gemm_rejects(e) ? "tensor_gemm"
+                             : !ttgt_rejects(e)      ? "ttgt"
+                                                     : "loop_nest";
+  {
+    const BatchedEinsum small = reduced(e, 16);
+    const Arrays small_arrays = random_arrays(small, options.seed);
+    const Bound small_bound(small, small_arrays);
+    std::vector<double> small_scale;
+    const Results small_want = run_reference(small_bound, &small_scale);
+    const double err = verification_error(execute(small_bound, oracle), small_want, small_scale);
+    const double tol =
+        tolerance(result_dtype(small, 0), reduction_terms(small, small_bound.lengths()));
+    if (!(err <= tol))
+      throw Error("the oracle " + oracle +
+                  " disagrees with the reference on a reduced size "
+                  "(relative error " +
+                  std::to_string(err) + "); refusing to tune against it");
+  }
+  // The check's tensors are gone before the full size (at length 16 a result of six indices
+  // is 128 MiB; kept alive and cached, two of them made TCCG case 33's tune peak at 2.97× its
+  // footprint).
   release_recycled_memory();
-  const double tol = tolerance(result_dtype(e, 0), reduction_terms(e, lengths));
-  const auto flops = flop_count(e);
-
-  // The run is written when the search ends, in one short transaction: a tune killed midway
-  // leaves nothing half-written, and a shared server's rows are never locked for a whole search.
-  std::vector<std::pair<const Canonical*, Measurement>> measured;
-
-  // Best-first order: candidates grouped by strategy, each group's default first.
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<Candidate>> groups;
-  for (auto& c : all) {
-    if (!groups.count(c.strategy)) order.push_back(c.strategy);
-    groups[c.strategy].push_back(std::move(c));
+  const auto t0 = Clock::now();
+  o.want = execute(bound, oracle);
+  o.seconds = since(t0);
+  o.candidate = Candidate{oracle, {{"threads", 1}}};
+  // The scale of the terms, as the reference would give it: the oracle on |arrays|. Double
+  // precision arrays go in single precision: a sum of non-negative terms is off by at most its
+  // length times 2^-24 of itself, which a tolerance's scale does not notice, and the run takes
+  // half the time and half the memory. (TCCG case 12: 5.0 s in double precision.)
+  BatchedEinsum magnitudes = e;
+  Arrays magnitude_arrays;
+  for (const auto& [name, t] : arrays) {
+    const Dtype d = t.dtype() == Dtype::f64 ? Dtype::f32 : t.dtype();
+    magnitudes.arrays.at(name).dtype = d;
+    Tensor m(d, t.shape(), Tensor::Uninitialized{});
+    if (t.dtype() == Dtype::f64) {
+      const double* from = t.data<double>();
+      float* to = m.data<float>();
+      for (std::int64_t k = 0; k < t.size(); ++k) to[k] = static_cast<float>(std::abs(from[k]));
+    } else {
+      for (std::int64_t k = 0; k < t.size(); ++k) m.set(k, std::abs(t.at(k)));
+    }
+    magnitude_arrays.emplace(name, std::move(m));
   }
-  // Round one goes from the strategies that are usually fastest to the plain loop nest, so that
-  // a budget is not spent on a slow default first.
-  auto prior = [&](const std::string& s) { return lookup(s, options.extra)->priority; };
-  std::stable_sort(order.begin(), order.end(),
-                   [&](const std::string& a, const std::string& b) { return prior(a) < prior(b); });
-  std::map<std::string, std::size_t> next;
-  std::map<std::string, double> best_of;
-  auto pick = [&]() -> const Candidate* {
-    for (const auto& s : order)  // round 1: every strategy's default
-      if (next[s] == 0) return &groups[s][next[s]++];
-    if (!options.budget) {
-      for (const auto& s : order)
-        if (next[s] < groups[s].size()) return &groups[s][next[s]++];
+  for (const auto& m : execute(Bound(magnitudes, magnitude_arrays), oracle)) {
+    double largest = 0;
+    if (m.dtype() == Dtype::f32) {
+      const float* v = m.data<float>();
+      float top = 0;
+      for (std::int64_t k = 0; k < m.size(); ++k) top = std::max(top, std::abs(v[k]));
+      largest = top;
+    } else {
+      for (std::int64_t k = 0; k < m.size(); ++k) largest = std::max(largest, std::abs(m.at(k)));
+    }
+    o.scale.push_back(largest);
+  }
+  o.description = oracle + " (checked against reference at every length ≤ 16)";
+  return o;
+}
+
+// The order of a search without a probe: the candidates grouped by strategy, each group's default
+// first. Round one takes every strategy's default, from the strategies that are usually fastest to
+// the plain loop nest, so that a budget is not spent on a slow default first. Then, without a
+// budget, every other candidate strategy by strategy; with one, the next candidate of the strategy
+// whose best verified median so far is the smallest.
+class Schedule {
+ public:
+  Schedule(std::vector<Candidate> all, const TuneOptions& options) : options_(options) {
+    for (auto& c : all) {
+      if (!groups_.count(c.strategy)) order_.push_back(c.strategy);
+      groups_[c.strategy].push_back(std::move(c));
+    }
+    auto prior = [&](const std::string& s) { return lookup(s, options.extra)->priority; };
+    std::stable_sort(order_.begin(), order_.end(), [&](const std::string& a, const std::string& b) {
+      return prior(a) < prior(b);
+    });
+  }
+
+  // Every candidate, strategy by strategy in the order of round one.
+  std::vector<const Candidate*> all() const {
+    std::vector<const Candidate*> out;
+    for (const auto& s : order_)
+      for (const auto& c : groups_.at(s)) out.push_back(&c);
+    return out;
+  }
+
+  // The next candidate to measure, or null when every one was taken.
+  const Candidate* next() {
+    for (const auto& s : order_)  // round 1: every strategy's default
+      if (next_[s] == 0) return &groups_[s][next_[s]++];
+    if (!options_.budget) {
+      for (const auto& s : order_)
+        if (next_[s] < groups_[s].size()) return &groups_[s][next_[s]++];
       return nullptr;
     }
+    const auto best = [&](const std::string& s) {
+      return best_of_.count(s) ? best_of_[s] : std::numeric_limits<double>::infinity();
+    };
     const std::string* fastest = nullptr;
-    for (const auto& s : order) {
-      if (next[s] >= groups[s].size()) continue;
-      const double t = best_of.count(s) ? best_of[s] : std::numeric_limits<double>::infinity();
-      if (!fastest || t < (best_of.count(*fastest) ? best_of[*fastest]
-                                                   : std::numeric_limits<double>::infinity()))
-        fastest = &s;
+    for (const auto& s : order_) {
+      if (next_[s] >= groups_[s].size()) continue;
+      if (!fastest || best(s) < best(*fastest)) fastest = &s;
     }
-    return fastest ? &groups[*fastest][next[*fastest]++] : nullptr;
-  };
+    return fastest ? &groups_[*fastest][next_[*fastest]++] : nullptr;
+  }
 
-  const auto start = Clock::now();
-  std::optional<std::size_t> best;
-  auto record = [&](TuneResult r) {
+  // A verified median of one of `strategy`'s candidates.
+  void measured(const std::string& strategy, double median_s) {
+    auto& b = best_of_[strategy];
+    if (b == 0 || median_s < b) b = median_s;
+  }
+
+ private:
+  const TuneOptions& options_;
+  std::vector<std::string> order_;
+  std::map<std::string, std::vector<Candidate>> groups_;
+  std::map<std::string, std::size_t> next_;
+  std::map<std::string, double> best_of_;
+};
+
+// The probe's verdict on a large workload: every candidate timed on a reduced copy, those far
+// slower there than the fastest (or stopped before they could finish) ruled out, with why, and the
+// others in the order of their probe times, then those the probe could not run (left to the
+// search, which records why they fail at full size).
+struct ProbeVerdict {
+  std::vector<std::pair<const Candidate*, std::string>> ruled_out;
+  std::vector<const Candidate*> order;
+  std::size_t probed = 0;
+};
+
+ProbeVerdict probe(const BatchedEinsum& e, const std::vector<const Candidate*>& all,
+                   const TuneOptions& options) {
+  const BatchedEinsum small = probe_size(e, options.probe_iterations);
+  const Arrays small_arrays = random_arrays(small, options.seed);
+  const Bound small_bound(small, small_arrays);
+  std::vector<std::pair<const Candidate*, double>> probes;
+  // Candidates whose run was stopped (too slow to pass), with the seconds they had run.
+  std::vector<std::pair<const Candidate*, double>> stopped;
+  double fastest = std::numeric_limits<double>::infinity();
+  for (const Candidate* c : all) {
+    if (options.stop && options.stop->load()) continue;
+    const Strategy* st = lookup(c->strategy, options.extra);
+    // A run is stopped where it could no longer keep its candidate in: it counts as that
+    // long. The candidate is ruled out when every timed run was stopped.
+    const double limit = options.probe_factor * fastest;
+    auto run = [&](double allowance) -> std::optional<double> {
+      std::optional<Deadline> deadline;
+      if (std::isfinite(limit)) deadline.emplace(limit + allowance);
+      const auto t0 = Clock::now();
+      try {
+        st->run(small_bound, c->params);
+      } catch (const DeadlineExceeded&) {
+        return std::nullopt;
+      }
+      return since(t0);
+    };
+    const auto t0 = Clock::now();
+    try {
+      run(kOneTimeAllowance);  // a first run may include one-time costs
+      // The fastest of up to kProbeRuns runs, until they add up to kProbeTime: one short
+      // run is easily slowed several times over by a neighbour on the machine.
+      double best_s = std::numeric_limits<double>::infinity(), total = 0;
+      for (int k = 0; k < kProbeRuns && (total < kProbeTime || (k == 1 && total < kProbeAlone));
+           ++k) {
+        const auto t = run(0);
+        if (t) best_s = std::min(best_s, *t);
+        total += t ? *t : limit;
+      }
+      if (std::isfinite(best_s)) {
+        probes.emplace_back(c, best_s);
+        fastest = std::min(fastest, best_s);
+      } else {
+        stopped.emplace_back(c, since(t0));
+      }
+    } catch (const std::exception&) {
+      // Left to the search, which records why it fails at full size.
+    }
+  }
+  ProbeVerdict v;
+  std::set<const Candidate*> ruled_out;
+  for (const auto& [c, seconds] : probes)
+    if (seconds > options.probe_factor * fastest) {
+      ruled_out.insert(c);
+      v.ruled_out.emplace_back(
+          c, "ruled out by the probe at reduced size: " + std::to_string(seconds / fastest) +
+                 "× the fastest candidate there");
+    }
+  for (const auto& [c, seconds] : stopped) {
+    ruled_out.insert(c);
+    v.ruled_out.emplace_back(c, "ruled out by the probe at reduced size: stopped after " +
+                                    std::to_string(seconds) + " s, more than " +
+                                    std::to_string(seconds / fastest) +
+                                    "× the fastest candidate there");
+  }
+  v.probed = probes.size() + stopped.size();
+  // Full size in the order of the probe times (candidates the probe could not run last).
+  std::stable_sort(probes.begin(), probes.end(),
+                   [](const auto& x, const auto& y) { return x.second < y.second; });
+  for (const auto& [c, seconds] : probes)
+    if (!ruled_out.count(c)) v.order.push_back(c);
+  for (const Candidate* c : all)
+    if (!ruled_out.count(c) &&
+        std::none_of(probes.begin(), probes.end(), [&](const auto& p) { return p.first == c; }))
+      v.order.push_back(c);
+  release_recycled_memory();
+  return v;
+}
+
+// The search at full size: each candidate verified against the oracle and timed as the protocol
+// says, against the best so far, the results kept in the report in the order measured and as the
+// measurements the run will store. A probed workload's search ends at the time limit (counted from
+// the tune's start), once one candidate is measured; a run then in progress is stopped and its
+// candidate not recorded.
+class Search {
+ public:
+  enum class Step { next, stop };
+
+  Search(TuneReport& report, const Canonical& canonical, const Binding& binding, const Bound& bound,
+         Oracle& oracle, Schedule& schedule, const TuneOptions& options, const Progress& progress,
+         std::optional<Clock::time_point> time_end)
+      : report_(report),
+        canonical_(canonical),
+        binding_(binding),
+        bound_(bound),
+        oracle_(oracle),
+        schedule_(schedule),
+        options_(options),
+        progress_(progress),
+        tol_(tolerance(result_dtype(bound.einsum(), 0),
+                       reduction_terms(bound.einsum(), bound.lengths()))),
+        flops_(flop_count(bound.einsum())),
+        start_(Clock::now()),
+        time_limited_(time_end.has_value()),
+        time_end_(time_end.value_or(start_)) {}
+
+  // Keeps a result: in the report, among the measurements to store, and as the best so far.
+  void record(TuneResult r) {
     Measurement m;
     m.transform = {r.candidate.strategy, r.candidate.params};
     m.status = r.status;
     m.seconds = r.seconds;
     m.max_rel_err = r.max_rel_err;
-    m.binding = binding;
-    measured.emplace_back(&canonical, to_canonical(canonical, m));
+    m.binding = binding_;
+    measured_.emplace_back(&canonical_, to_canonical(canonical_, m));
     if (r.status == Outcome::ok) {
-      auto& b = best_of[r.candidate.strategy];
-      if (b == 0 || r.median_s < b) b = r.median_s;
-      if (!best || r.median_s < report.results[*best].median_s) best = report.results.size();
+      schedule_.measured(r.candidate.strategy, r.median_s);
+      if (!best_ || r.median_s < report_.results[*best_].median_s) best_ = report_.results.size();
     }
-    report.results.push_back(std::move(r));
-    if (progress)
-      progress(report.results.size(), report.total, report.results.back(),
-               best ? &report.results[*best] : nullptr);
-  };
-
-  // The probe: on a large workload, every candidate is timed on a reduced copy, and those far
-  // slower there than the fastest are not run at full size.
-  std::set<const Candidate*> ruled_out;
-  std::vector<const Candidate*> probe_order;  // after a probe: every candidate, fastest first
-  if (options.probe_factor > 0 && all.size() > 1 && !options.budget &&
-      iterations(e, lengths) > options.probe_iterations) {
-    const BatchedEinsum small = probe_size(e, options.probe_iterations);
-    const Arrays small_arrays = random_arrays(small, options.seed);
-    const Bound small_bound(small, small_arrays);
-    std::vector<std::pair<const Candidate*, double>> probes;
-    // Candidates whose run was stopped (too slow to pass), with the seconds they had run.
-    std::vector<std::pair<const Candidate*, double>> stopped;
-    double fastest = std::numeric_limits<double>::infinity();
-    for (const auto& s : order)
-      for (const auto& c : groups[s]) {
-        if (options.stop && options.stop->load()) continue;
-        const Strategy* st = lookup(c.strategy, options.extra);
-        // A run is stopped where it could no longer keep its candidate in: it counts as that
-        // long. The candidate is ruled out when every timed run was stopped.
-        const double limit = options.probe_factor * fastest;
-        auto run = [&](double allowance) -> std::optional<double> {
-          std::optional<Deadline> deadline;
-          if (std::isfinite(limit)) deadline.emplace(limit + allowance);
-          const auto t0 = Clock::now();
-          try {
-            st->run(small_bound, c.params);
-          } catch (const DeadlineExceeded&) {
-            return std::nullopt;
-          }
-          return since(t0);
-        };
-        const auto t0 = Clock::now();
-        try {
-          run(kOneTimeAllowance);  // a first run may include one-time costs
-          // The fastest of up to kProbeRuns runs, until they add up to kProbeTime: one short
-          // run is easily slowed several times over by a neighbour on the machine.
-          double best_s = std::numeric_limits<double>::infinity(), total = 0;
-          for (int k = 0; k < kProbeRuns && (total < kProbeTime || (k == 1 && total < kProbeAlone));
-               ++k) {
-            const auto t = run(0);
-            if (t) best_s = std::min(best_s, *t);
-            total += t ? *t : limit;
-          }
-          if (std::isfinite(best_s)) {
-            probes.emplace_back(&c, best_s);
-            fastest = std::min(fastest, best_s);
-          } else {
-            stopped.emplace_back(&c, since(t0));
-          }
-        } catch (const std::exception&) {
-          // Left to the search, which records why it fails at full size.
-        }
-      }
-    for (const auto& [c, seconds] : probes)
-      if (seconds > options.probe_factor * fastest) {
-        ruled_out.insert(c);
-        TuneResult r;
-        r.candidate = *c;
-        r.status = Outcome::timeout;
-        r.error = "ruled out by the probe at reduced size: " + std::to_string(seconds / fastest) +
-                  "× the fastest candidate there";
-        record(std::move(r));
-      }
-    for (const auto& [c, seconds] : stopped) {
-      ruled_out.insert(c);
-      TuneResult r;
-      r.candidate = *c;
-      r.status = Outcome::timeout;
-      r.error = "ruled out by the probe at reduced size: stopped after " + std::to_string(seconds) +
-                " s, more than " + std::to_string(seconds / fastest) +
-                "× the fastest candidate there";
-      record(std::move(r));
-    }
-    report.probed = probes.size() + stopped.size();
-    // Full size in the order of the probe times (candidates the probe could not run last).
-    std::stable_sort(probes.begin(), probes.end(),
-                     [](const auto& x, const auto& y) { return x.second < y.second; });
-    for (const auto& [c, seconds] : probes)
-      if (!ruled_out.count(c)) probe_order.push_back(c);
-    for (const auto& s : order)
-      for (const auto& c : groups[s])
-        if (std::none_of(probes.begin(), probes.end(),
-                         [&](const auto& p) { return p.first == &c; }))
-          probe_order.push_back(&c);
-    release_recycled_memory();
+    report_.results.push_back(std::move(r));
+    if (progress_)
+      progress_(report_.results.size(), report_.total, report_.results.back(),
+                best_ ? &report_.results[*best_] : nullptr);
   }
 
-  // A probed workload's search ends at the time limit (counted from the tune's start), once one
-  // candidate is measured; a run then in progress is stopped and its candidate not recorded.
-  const bool time_limited = !probe_order.empty() && options.time_limit > 0;
-  const auto time_end = began + seconds(time_limited ? options.time_limit : 0);
-  // Past the limit, or so near it that `more` seconds would pass it.
-  auto time_out = [&](double more = 0) {
-    return time_limited && best && Clock::now() + seconds(more) >= time_end;
-  };
-  std::size_t probed_next = 0;
-  auto next_candidate = [&]() -> const Candidate* {
-    if (probe_order.empty()) return pick();
-    return probed_next < probe_order.size() ? probe_order[probed_next++] : nullptr;
-  };
-  while (const Candidate* c = next_candidate()) {
-    if (ruled_out.count(c)) continue;
-    if (options.stop && options.stop->load()) {
-      report.interrupted = true;
-      break;
+  // Measures one candidate and records it, unless the time limit leaves it out; `stop` where the
+  // search ends here (interrupted, or the budget spent).
+  Step measure(const Candidate& candidate) {
+    const Candidate* c = &candidate;
+    if (options_.stop && options_.stop->load()) {
+      report_.interrupted = true;
+      return Step::stop;
     }
     // A candidate starts only if it would be measured before the limit were it as fast as the
     // best: a run in progress stops at its next check, and one OpenBLAS call is a single piece
     // (TCCG case 20 ended 5.3 s past the limit with this check at 0).
     double needed = 0;
-    if (best) {
-      const double b = report.results[*best].median_s;
-      const Protocol& p = options.protocol;
+    if (best_) {
+      const double b = report_.results[*best_].median_s;
+      const Protocol& p = options_.protocol;
       needed = b >= p.long_run_s ? b * std::min(p.min_reps, p.long_run_reps)
                                  : b * (1 + p.warmup) + p.min_time;
     }
     if (time_out(needed)) {
-      report.time_limit_reached = true;
-      ++report.not_measured;
-      continue;
+      report_.time_limit_reached = true;
+      ++report_.not_measured;
+      return Step::next;
     }
-    Protocol protocol = options.protocol;
-    if (options.budget) {
-      const double left = *options.budget - since(start);
+    Protocol protocol = options_.protocol;
+    if (options_.budget) {
+      const double left = *options_.budget - since(start_);
       if (left <= 0) {
-        report.budget_exhausted = true;
-        break;
+        report_.budget_exhausted = true;
+        return Step::stop;
       }
       protocol.min_time = std::min(protocol.min_time, left);
     }
     TuneResult r;
     r.candidate = *c;
-    const Strategy* s = lookup(c->strategy, options.extra);
+    const Strategy* s = lookup(c->strategy, options_.extra);
     // Past `limit` a run is stopped, and the candidate recorded as timeout: slow_factor times the
     // best median so far, or race_factor times when a run that long is a long run (it could not
     // be the best). A first run may include one-time costs: a long one gets kOneTimeAllowance
     // more; a shorter one stopped is run again, and the second run decides.
-    const double best_s = best ? report.results[*best].median_s : 0;
-    const bool racing = best && options.race_factor * best_s >= protocol.long_run_s;
-    const double limit = !best    ? std::numeric_limits<double>::infinity()
-                         : racing ? options.race_factor * best_s
-                                  : options.slow_factor * best_s;
+    const double best_s = best_ ? report_.results[*best_].median_s : 0;
+    const bool racing = best_ && options_.race_factor * best_s >= protocol.long_run_s;
+    const double limit = !best_   ? std::numeric_limits<double>::infinity()
+                         : racing ? options_.race_factor * best_s
+                                  : options_.slow_factor * best_s;
     // Only the runs that decide whether the candidate is timed are held to `limit`: a timed sample
     // slowed by a neighbour on the machine does not turn a verified candidate into a timeout.
     double allowance = racing ? kOneTimeAllowance : 0;
     bool judging = true;
-    const bool until_time_end = time_limited && best;
+    const bool until_time_end = time_limited_ && best_;
     auto once = [&] {
       double left = judging ? limit + allowance : std::numeric_limits<double>::infinity();
       allowance = 0;
       if (until_time_end)
-        left = std::min(left, std::chrono::duration<double>(time_end - Clock::now()).count());
+        left = std::min(left, std::chrono::duration<double>(time_end_ - Clock::now()).count());
       std::optional<Deadline> deadline;
       if (std::isfinite(left)) deadline.emplace(left);
-      return s->run(bound, c->params);
+      return s->run(bound_, c->params);
     };
     auto t0 = Clock::now();
     // Runs of this candidate on the memory it has now: the oracle's run came before the cached
@@ -568,10 +592,10 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
     try {
       double first = 0;
       bool rerun = false;  // the first run was stopped, and run again
-      if (oracle_candidate && *c == *oracle_candidate) {
-        first = oracle_seconds;  // the oracle's run: its result is `want`
+      if (oracle_.candidate && *c == *oracle_.candidate) {
+        first = oracle_.seconds;  // the oracle's run: its result is `want`
         r.max_rel_err = 0;
-        oracle_candidate.reset();
+        oracle_.candidate.reset();
       } else {
         runs_here = 1;
         std::optional<Results> got;  // freed before the timed runs
@@ -584,24 +608,24 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
           got = once();
         }
         first = since(t0);
-        r.max_rel_err = verification_error(*got, want, scale);
+        r.max_rel_err = verification_error(*got, oracle_.want, oracle_.scale);
       }
-      auto over_budget = [&] { return options.budget && since(start) >= *options.budget; };
+      auto over_budget = [&] { return options_.budget && since(start_) >= *options_.budget; };
       // Far slower than the best: not worth timing. A first run may include one-time costs
       // (libxsmm generating the kernels of new shapes), so a second run decides, budget allowing.
       auto far_slower = [&](double seconds) {
-        return best && seconds > options.slow_factor * report.results[*best].median_s;
+        return best_ && seconds > options_.slow_factor * report_.results[*best_].median_s;
       };
       double second = first;
       int runs = 1;
-      if (*r.max_rel_err <= tol && far_slower(first) && !rerun && !over_budget()) {
+      if (*r.max_rel_err <= tol_ && far_slower(first) && !rerun && !over_budget()) {
         t0 = Clock::now();
         once();
         second = since(t0);
         runs = 2;
         ++runs_here;
       }
-      if (!(*r.max_rel_err <= tol)) {
+      if (!(*r.max_rel_err <= tol_)) {
         r.status = Outcome::invalid;
         r.seconds = {first};
         if (!std::isfinite(*r.max_rel_err)) r.max_rel_err.reset();
@@ -618,7 +642,7 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
         // case 12, where loop_over_gemm and ttgt take about twice tensor_gemm's 2.9 s, this saves
         // two runs of each: its tune took 48.0 / 50.4 / 50.9 s in three (bench_tccg.py --tune 12).
         auto behind = [&](double seconds) {
-          return best && seconds > options.race_factor * report.results[*best].median_s;
+          return best_ && seconds > options_.race_factor * report_.results[*best_].median_s;
         };
         bool out_raced = long_run && behind(second);
         if (out_raced && runs == 1 && !over_budget()) {
@@ -652,21 +676,21 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
           t0 = Clock::now();
           for (int g = 0; g < group; ++g) once();
           r.seconds.push_back(since(t0) / group);
-          if ((options.stop && options.stop->load()) || over_budget()) break;
+          if ((options_.stop && options_.stop->load()) || over_budget()) break;
         }
         r.median_s = summarize(r.seconds).median_s;
-        if (flops && r.median_s > 0) r.gflops = *flops / r.median_s * 1e-9;
+        if (flops_ && r.median_s > 0) r.gflops = *flops_ / r.median_s * 1e-9;
       }
     } catch (const DeadlineExceeded&) {
       if (time_out()) {  // not measured: stopped by the time limit
-        report.time_limit_reached = true;
-        ++report.not_measured;
+        report_.time_limit_reached = true;
+        ++report_.not_measured;
         release_recycled_memory();
-        continue;
+        return Step::next;
       }
       r.status = Outcome::timeout;
       r.error = "stopped after " + std::to_string(since(t0)) + " s: past " +
-                std::to_string(racing ? options.race_factor : options.slow_factor) +
+                std::to_string(racing ? options_.race_factor : options_.slow_factor) +
                 "× the best median so far (" + std::to_string(best_s) + " s)";
       r.seconds.clear();
       r.max_rel_err.reset();
@@ -684,13 +708,103 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
     // --tune 1`, three tunes each: peak RSS 3.22× the footprint with them kept (23.7 / 24.3 /
     // 24.3 s), 2.16× with them returned (22.1 / 22.8 / 27.7 s).
     release_recycled_memory();
+    return Step::next;
   }
-  final_round(
-      report, measured, best, options, bound, [&](double more) { return time_out(more); },
-      time_limited ? std::optional<Clock::time_point>(time_end) : std::nullopt,
-      options.budget ? std::optional<Clock::time_point>(start + seconds(*options.budget))
-                     : std::nullopt);
-  if (options.stop && options.stop->load()) report.interrupted = true;
+
+  // The final round among the closest candidates (final_round), then the measurements to store.
+  std::vector<std::pair<const Canonical*, Measurement>>& finish() {
+    final_round(
+        report_, measured_, best_, options_, bound_, [&](double more) { return time_out(more); },
+        time_limited_ ? std::optional<Clock::time_point>(time_end_) : std::nullopt,
+        options_.budget ? std::optional<Clock::time_point>(start_ + seconds(*options_.budget))
+                        : std::nullopt);
+    if (options_.stop && options_.stop->load()) report_.interrupted = true;
+    return measured_;
+  }
+
+ private:
+  // Past the limit, or so near it that `more` seconds would pass it.
+  bool time_out(double more = 0) const {
+    return time_limited_ && best_ && Clock::now() + seconds(more) >= time_end_;
+  }
+
+  TuneReport& report_;
+  const Canonical& canonical_;
+  const Binding& binding_;
+  const Bound& bound_;
+  Oracle& oracle_;
+  Schedule& schedule_;
+  const TuneOptions& options_;
+  const Progress& progress_;
+  const double tol_;
+  const std::optional<double> flops_;
+  const Clock::time_point start_;  // of the search: a budget counts from here
+  const bool time_limited_;
+  const Clock::time_point time_end_;
+  std::optional<std::size_t> best_;  // in report_.results
+  // The run is written when the search ends, in one short transaction: a tune killed midway
+  // leaves nothing half-written, and a shared server's rows are never locked for a whole search.
+  std::vector<std::pair<const Canonical*, Measurement>> measured_;
+};
+
+}  // namespace
+
+TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
+                const TuneOptions& options, const Progress& progress) {
+  // The key is the spec's own (symbolic when it has symbols); the measuring is at the binding.
+  const Canonical canonical = canonicalize(spec);
+  const Binding binding = tuning_binding(spec, options.binding);
+  const BatchedEinsum e = binding.empty() ? spec : bind_symbols(spec, binding);
+  const auto lengths = concrete_lengths(e);
+  const auto began = Clock::now();
+  if (!(options.time_limit >= 0))
+    throw SpecError("the time limit must be a number of seconds, 0 or more; got " +
+                    std::to_string(options.time_limit));
+  Schedule schedule(candidates(e, lengths, options.space, options.extra), options);
+  const std::vector<const Candidate*> all = schedule.all();
+  const Arrays arrays = random_arrays(e, options.seed);
+  const Bound bound(e, arrays);
+  TuneReport report;
+  report.workload_hash = canonical.hash;
+  report.workload_key = canonical.key;
+  report.binding = binding;
+  report.total = all.size();
+
+  Oracle oracle = make_oracle(e, lengths, arrays, bound, options);
+  report.oracle = oracle.description;
+  report.oracle_seconds = oracle.seconds;
+  // The oracle's scratch and its run on |arrays| are gone: their mappings, kept for reuse, would
+  // otherwise add to the candidates' memory.
+  release_recycled_memory();
+
+  // The probe: on a large workload, every candidate is timed on a reduced copy, and those far
+  // slower there than the fastest are not run at full size; the others run in the order of their
+  // probe times, and the search ends at the time limit.
+  std::optional<ProbeVerdict> probed;
+  if (options.probe_factor > 0 && all.size() > 1 && !options.budget &&
+      iterations(e, lengths) > options.probe_iterations)
+    probed = probe(e, all, options);
+  const bool time_limited = probed && options.time_limit > 0;
+  Search search(report, canonical, binding, bound, oracle, schedule, options, progress,
+                time_limited ? std::optional(began + seconds(options.time_limit)) : std::nullopt);
+  if (probed) {
+    report.probed = probed->probed;
+    for (const auto& [c, why] : probed->ruled_out) {
+      TuneResult r;
+      r.candidate = *c;
+      r.status = Outcome::timeout;
+      r.error = why;
+      search.record(std::move(r));
+    }
+  }
+  std::size_t probed_next = 0;
+  auto next_candidate = [&]() -> const Candidate* {
+    if (!probed) return schedule.next();
+    return probed_next < probed->order.size() ? probed->order[probed_next++] : nullptr;
+  };
+  while (const Candidate* c = next_candidate())
+    if (search.measure(*c) == Search::Step::stop) break;
+  const auto& measured = search.finish();
   if (!measured.empty()) report.run = store.record_run(options.run, machine, measured).run;
   return report;
 }

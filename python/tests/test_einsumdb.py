@@ -189,6 +189,15 @@ def test_store_record_show_list_export_import(db, tmp_path):
     assert other.stats()["measurements"] == 1
     with pytest.raises(einsumdb.SpecError, match="max_rel_err"):
         store.record([{**line, "max_rel_err": None}])
+    # Checked as `einsumdb record` checks a file's lines, every line before anything is written.
+    deep = 1
+    for _ in range(70):
+        deep = [deep]
+    with pytest.raises(einsumdb.SpecError, match="measurement 1: line: nested deeper than 64"):
+        store.record([{**line, "run": "new"}, {**line, "x": deep}])
+    with pytest.raises(einsumdb.SpecError, match="measurement 0: unknown key 'speed'"):
+        store.record([{**line, "speed": 1}])
+    assert store.stats()["measurements"] == 1
 
 
 def test_symbolic_facts_serve_concrete_calls(db):

@@ -1,0 +1,155 @@
+#include "einsumdb/executor/tensor_gemm/blocking.hpp"
+
+#include <cpuid.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <type_traits>
+
+namespace einsumdb::tensor_gemm {
+
+std::int64_t l2_bytes() {
+  static const std::int64_t bytes = [] {
+    const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return v > 0 ? static_cast<std::int64_t>(v) : std::int64_t{512} << 10;
+  }();
+  return bytes;
+}
+
+bool streams_even_tiles_by_default() {
+  static const bool stream = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_is("intel")) return true;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+    const unsigned base = (eax >> 8) & 0xF;
+    return base + (base == 0xF ? (eax >> 20) & 0xFF : 0) < 0x1A;
+  }();
+  return stream;
+}
+
+bool even_tiles_may_stream(std::int64_t summed, double output_bytes) {
+  return kStreams && summed <= kStreamAllDepth && output_bytes > static_cast<double>(kCachedBytes);
+}
+
+std::string by_stride(std::string labels, const std::string& layout,
+                      const std::vector<std::int64_t>& strides) {
+  std::stable_sort(labels.begin(), labels.end(), [&](char x, char y) {
+    return strides[layout.find(x)] > strides[layout.find(y)];
+  });
+  return labels;
+}
+
+bool unit_along(const std::string& labels, const std::string& layout,
+                const std::vector<std::int64_t>& strides) {
+  for (std::size_t a = 0; a < layout.size(); ++a)
+    if (strides[a] == 1 && contains(labels, layout[a])) return true;
+  return false;
+}
+
+std::string order(const std::string& labels, const std::string& xl,
+                  const std::vector<std::int64_t>& xs, const std::string& zl,
+                  const std::vector<std::int64_t>& zs, bool x_first) {
+  const bool xu = unit_along(labels, xl, xs), zu = unit_along(labels, zl, zs);
+  return (xu != zu ? xu : x_first) ? by_stride(labels, xl, xs) : by_stride(labels, zl, zs);
+}
+
+std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::int64_t>& len,
+                          const std::string& xl, const std::vector<std::int64_t>& xs,
+                          const std::string& zl, const std::vector<std::int64_t>& zs,
+                          std::int64_t x_bytes, std::int64_t z_bytes, std::int64_t panel,
+                          std::int64_t line, bool z_unit) {
+  if (labels.empty() || !unit_along(labels, xl, xs) || (z_unit && !unit_along(labels, zl, zs)))
+    return std::nullopt;
+  const std::string ordered = order(labels, xl, xs, zl, zs, x_bytes > z_bytes);
+  const char ux = by_stride(labels, xl, xs).back();
+  const char uz = by_stride(labels, zl, zs).back();
+  if (ux == uz || len.at(ux) <= 1 || len.at(uz) <= 1 || std::min(x_bytes, z_bytes) <= kCachedBytes)
+    return std::nullopt;
+  std::string others;
+  for (char c : ordered)
+    if (c != ux && c != uz) others += c;
+  const auto ox = offsets(others, len, xl, xs), oz = offsets(others, len, zl, zs);
+  const std::string pair{ux, uz};
+  const auto sx = kernels::label_strides(pair, xl, xs), sz = kernels::label_strides(pair, zl, zs);
+  const std::int64_t nx = len.at(ux), nz = len.at(uz);
+  Rows r{Table(ox.size() * nx * nz), Table(ox.size() * nx * nz)};
+  // The other indices' combinations: `fast` values of the fastest of them in each of `slow`.
+  const std::int64_t fast = others.empty() ? 1 : len.at(others.back());
+  const std::int64_t slow = ox.size() / fast;
+  std::int64_t at = 0;
+  for (std::int64_t s = 0; s < slow; ++s)
+    for (std::int64_t f0 = 0; f0 < fast; f0 += kInner)
+      for (std::int64_t z0 = 0; z0 < nz; z0 += line)
+        for (std::int64_t o = s * fast + f0; o < s * fast + std::min(fast, f0 + kInner); ++o)
+          for (std::int64_t x0 = 0; x0 < nx; x0 += panel)
+            for (std::int64_t j = z0; j < std::min(nz, z0 + line); ++j)
+              for (std::int64_t i = x0; i < std::min(nx, x0 + panel); ++i, ++at) {
+                r.x[at] = ox[o] + i * sx[0] + j * sx[1];
+                r.z[at] = oz[o] + i * sz[0] + j * sz[1];
+              }
+  return r;
+}
+
+Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& len,
+                const std::string& xl, const std::vector<std::int64_t>& xs, const std::string& zl,
+                const std::vector<std::int64_t>& zs, std::int64_t x_bytes, std::int64_t z_bytes,
+                std::int64_t panel, std::int64_t line, bool follow_z) {
+  if (!follow_z)
+    if (auto r = tiles(labels, len, xl, xs, zl, zs, x_bytes, z_bytes, panel, line, false))
+      return std::move(*r);
+  if (!follow_z && x_bytes <= kCachedBytes && z_bytes > kCachedBytes) {
+    // X is packed from the cache in any order; the output's tiles go to memory. They follow the
+    // output unless X's order gives fewer uneven tiles (written through the buffer).
+    const std::string out = by_stride(labels, zl, zs);
+    const std::string own = order(labels, xl, xs, zl, zs, false);
+    Rows r{offsets(out, len, xl, xs), offsets(out, len, zl, zs)};
+    if (own == out) return r;
+    Table oz = offsets(own, len, zl, zs);
+    const auto uneven = [panel](const Table& t) {
+      const auto steps = spacing(t, panel);
+      return std::count(steps.begin(), steps.end(), kUneven);
+    };
+    if (uneven(oz) < uneven(r.z)) return {offsets(own, len, xl, xs), std::move(oz)};
+    return r;
+  }
+  const std::string ordered =
+      follow_z ? by_stride(labels, zl, zs) : order(labels, xl, xs, zl, zs, x_bytes > z_bytes);
+  return {offsets(ordered, len, xl, xs), offsets(ordered, len, zl, zs)};
+}
+
+template <typename T>
+void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std::int64_t group) {
+  if (one_pass(k, p.K)) {
+    p.kc = p.K;
+  } else if (large_output) {
+    const std::int64_t passes = (p.K + kLongPass * k.kc - 1) / (kLongPass * k.kc);
+    p.kc = (p.K + passes - 1) / passes;
+  } else {
+    p.kc = k.kc;
+  }
+  p.mc = std::max(group, k.mc * k.kc / p.kc / k.mr * k.mr);
+}
+
+template <typename T>
+std::int64_t packing_span(const MicroKernel<T>& k, const Contraction& p, std::int64_t a_bytes) {
+  constexpr std::int64_t line = kLineElements<T>;
+  if (!kStreams || !std::is_same_v<T, double> || k.mr % line || a_bytes <= kCachedBytes ||
+      p.M < 2 || std::any_of(p.row_lines.begin(), p.row_lines.end(), [](char g) { return g; }))
+    return 0;
+  const std::int64_t* am = p.am.data();
+  const std::int64_t apart = std::find(am, am + p.M, am[0] + 1) - am;
+  if (apart == p.M) return 0;
+  const std::int64_t span = line * apart;
+  if (apart < k.mr || span % k.mr || span <= p.mc ||
+      span * p.kc * static_cast<std::int64_t>(sizeof(T)) > kSpanBytes)
+    return 0;
+  return span;
+}
+
+template void block_sizes(const MicroKernel<double>&, Contraction&, bool, std::int64_t);
+template void block_sizes(const MicroKernel<float>&, Contraction&, bool, std::int64_t);
+template std::int64_t packing_span(const MicroKernel<double>&, const Contraction&, std::int64_t);
+template std::int64_t packing_span(const MicroKernel<float>&, const Contraction&, std::int64_t);
+
+}  // namespace einsumdb::tensor_gemm

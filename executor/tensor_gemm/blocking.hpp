@@ -1,0 +1,167 @@
+// tensor_gemm's blocking stage: the order of the GEMM's rows, columns and summed elements in the
+// tensors (tiles of two indices where an operand and the output run along different ones), the
+// packed blocks' sizes (MC rows by KC summed elements, after BLIS's, adapted to the contraction's
+// depth and the output's size), the rows packed at once, and whether tiles stream past the cache.
+// Its result is a Contraction: every scatter table and block size the macro-kernel (Gemm) runs on.
+// Internal to executor/.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "einsumdb/executor/kernels.hpp"
+#include "einsumdb/executor/tensor_gemm/micro_kernel.hpp"
+#include "einsumdb/executor/tensor_gemm/scatter.hpp"
+
+namespace einsumdb::tensor_gemm {
+
+using kernels::contains;
+
+// One contraction C[m, n] = Σ_k A[m, k] B[k, n] per batch point, every index through its table.
+struct Contraction {
+  Table am, cm;                                  // per row: offset in A, in C
+  Table bn, cn;                                  // per column: offset in B, in C
+  Table ak, bk;                                  // per summed element: offset in A, in B
+  Table ab, bb, cb;                              // per batch point
+  std::vector<std::int64_t> row_step, col_step;  // per MR rows / NR columns: spacing in C
+  std::vector<char> row_runs;   // per MR rows: whether they go in runs of a cache line (unit_runs)
+  std::vector<char> row_lines;  // per MR rows: whether a line group starts there (line_groups)
+  std::int64_t M = 0, N = 0, K = 0;
+  std::int64_t mc = 0, kc = 0;  // rows and summed elements per packed block (block_sizes)
+  std::int64_t span = 0;        // rows packed at once, over several blocks (packing_span)
+  bool stream = false;          // tiles written through the buffer bypass the cache (copy_run)
+  bool stream_all = false;      // and so do even tiles, through the buffer too (kStreamAllDepth)
+  bool fetch_ahead = true;      // the next block's lines fetched during this one's (NextBlock)
+  std::int64_t around_ldc = 0;  // tiles' runs of columns this far apart written around the cache
+};
+
+// The elements of T in a cache line.
+template <typename T>
+inline constexpr std::int64_t kLineElements = 64 / sizeof(T);
+
+// The bytes of this core's L2 cache (512 KB where the system does not say).
+std::int64_t l2_bytes();
+
+// A tensor larger than this is taken not to stay in the cache between two reads of it.
+inline constexpr std::int64_t kCachedBytes = std::int64_t{8} << 20;
+// The fastest of the other indices goes kInner values at a time inside each tile (group_rows).
+inline constexpr std::int64_t kInner = 4;
+// Bytes of X's unit-stride index per cache line of Y's in a tile of summed indices (tiles).
+inline constexpr std::int64_t kSumTile = 256;
+// Summed elements up to which every tile of a streamed output whose lines it writes whole goes
+// through the buffer, not only the uneven ones: the micro-kernel then spends less time on a tile
+// than writing it takes, and written in place, each of its lines is read from memory before it is
+// written.
+inline constexpr std::int64_t kStreamAllDepth = 24;
+
+// On AMD's Zen 5, an ordinary store that writes a whole line does not read it from memory first, so
+// there the micro-kernel writes even tiles faster in place, prefetching their lines as it starts;
+// Intel's processors and Zen 4 read the line first. The parameter "stream_even" chooses; by default
+// even tiles go through the buffer on Intel's processors and on AMD's before Zen 5 (family 26), and
+// the tuner tries both (tensor_gemm_space).
+bool streams_even_tiles_by_default();
+
+// Whether copy_run can stream (AVX-512): without, a buffered even tile is only a detour.
+#if defined(__AVX512F__)
+inline constexpr bool kStreams = true;
+#else
+inline constexpr bool kStreams = false;
+#endif
+
+// Whether "stream_even" decides anything: an output too large for the cache, written once and
+// summed over kStreamAllDepth elements or fewer (the run and the tuner's space both ask).
+bool even_tiles_may_stream(std::int64_t summed, double output_bytes);
+
+// `labels` ordered by their strides in the tensor indexed by `layout`, the smallest last: runs
+// of consecutive elements of the group are then evenly spaced there as often as possible (a
+// packing routine reads them contiguously, or a tile is written in place).
+std::string by_stride(std::string labels, const std::string& layout,
+                      const std::vector<std::int64_t>& strides);
+
+// Whether the tensor indexed by `layout` runs at unit stride along one of `labels`.
+bool unit_along(const std::string& labels, const std::string& layout,
+                const std::vector<std::int64_t>& strides);
+
+// `labels` in the order of X's strides or of Z's: of the one that runs at unit stride along one
+// of them where only one does (its lines are then read or written whole), otherwise of X where
+// `x_first`.
+std::string order(const std::string& labels, const std::string& xl,
+                  const std::vector<std::int64_t>& xs, const std::string& zl,
+                  const std::vector<std::int64_t>& zs, bool x_first);
+
+// A group of indices as offsets in its operand X and in the output Z, entry by entry.
+struct Rows {
+  Table x, z;
+};
+
+// The tiled order of a group of indices, X's and Z's offsets for each, or nothing where X does not
+// run at unit stride along the group (nor Z, with `z_unit`), where X and Z's fastest indices of the
+// group are the same or one of the tensors fits in the cache. The summed indices of two operands
+// that both run at unit stride along them, along different ones, go in these tiles too, X's
+// unit-stride index kSumTile bytes at a time for each cache line of Y's: a packed block of KC
+// summed elements then reads both operands in whole cache lines, where in X's order it read one
+// element of each line of Y. Where only one of them does, they go in its order.
+std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::int64_t>& len,
+                          const std::string& xl, const std::vector<std::int64_t>& xs,
+                          const std::string& zl, const std::vector<std::int64_t>& zs,
+                          std::int64_t x_bytes, std::int64_t z_bytes, std::int64_t panel,
+                          std::int64_t line, bool z_unit);
+
+// The rows of a group of indices (the row or the column indices of the GEMM), as offsets in its
+// operand X and in the output Z. Where X runs at unit stride along an index of the group (ux), Z's
+// fastest index of the group is another one (uz), and both tensors are too large to be re-read from
+// the cache, the rows go in tiles: `panel` consecutive values of ux (a micro-panel, packed from X
+// along contiguous memory) for each of `line` consecutive values of uz (a cache line of Z, where uz
+// is Z's unit-stride index), so that the lines of both tensors are used whole while they are in
+// cache. Otherwise the rows go in the order of the tensor that runs at unit stride along the group
+// where only one does, else of the larger tensor's strides (the smaller one is re-read from the
+// cache where it is strided); with `follow_z`, in Z's order. The tiles go kInner values of the
+// fastest of the other indices at a time inside each line of uz: where that index is the next one
+// out from ux in X, a tile then reads each of its places in X (one per value of the summed and the
+// slower indices) in a run of kInner times ux's length rather than one. Where X runs at unit stride
+// along a summed index instead, its packing reads whole lines in any order of the rows, and tiles
+// would only break Z's tiles into line groups.
+//
+// Where X fits in the cache and Z does not, the group follows Z, unless X's order leaves fewer
+// micro-panels unevenly spaced in Z: X's packing re-reads it from the cache in any order, and what
+// goes to memory is Z's tiles, each written whole in place where it is even. (That was with uneven
+// tiles copied out through the buffer; where tiles are written around the cache, which splits them
+// at no copy, the caller follows Z.)
+Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& len,
+                const std::string& xl, const std::vector<std::int64_t>& xs, const std::string& zl,
+                const std::vector<std::int64_t>& zs, std::int64_t x_bytes, std::int64_t z_bytes,
+                std::int64_t panel, std::int64_t line, bool follow_z);
+
+// The packed blocks' sizes: BLIS's KC summed elements, or all of them in one pass where there are
+// at most a quarter more (the output is then written once, not read back and added to), and MC rows
+// scaled by KC over the block's depth, so that a block of A takes the cache BLIS sized it for
+// however few summed elements it has: where there are few, each of A's runs along its memory is
+// then read in more of one block. A block holds at least `group` rows (one line group, where there
+// are any: Gemm::block_end). Where the output is too large for the cache and the contraction takes
+// several summed passes, each pass reads the whole output and writes it back: the passes then take
+// up to kLongPass times BLIS's KC summed elements, in equal shares.
+inline constexpr std::int64_t kLongPass = 2;
+template <typename T>
+bool one_pass(const MicroKernel<T>& k, std::int64_t summed) {
+  return summed <= k.kc + k.kc / 4;
+}
+// Sets p.kc and p.mc from p.K.
+template <typename T>
+void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std::int64_t group);
+
+// The rows packed at once (Contraction::span). Where the rows follow the output and their operand
+// runs at unit stride along another of their indices, a line of the operand holds the same row of
+// up to eight panels, `apart` rows from each other: in TCCG case 21 (aebf,fdec->abcd, rows c and d,
+// d fastest), the 8 values of c on a line lie 72 rows apart. A block of MC rows (128 there) holds
+// fewer than two of them, so each line came from memory once for each block it served, one element
+// at a time. The rows of a line's worth of them (576 there) are packed at once instead, each line
+// read whole (pack_across), into a buffer of up to kSpanBytes (2.2 MB there) that the blocks then
+// take their turns from. No other TCCG contraction has such rows.
+inline constexpr std::int64_t kSpanBytes = std::int64_t{4} << 20;
+template <typename T>
+std::int64_t packing_span(const MicroKernel<T>& k, const Contraction& p, std::int64_t a_bytes);
+
+}  // namespace einsumdb::tensor_gemm

@@ -1,0 +1,278 @@
+// tensor_gemm's macro-kernel: BLIS's loop over blocks of NC columns, KC summed elements and MC
+// rows, each operand's block packed (packing.hpp), then the micro-kernel over every MR × NR tile of
+// the block, each tile written in place where its rows and columns are evenly spaced in the
+// output, otherwise through a buffer (write_out.hpp) or, summed over few elements, around the
+// cache by libxsmm kernels. Edge tiles with fewer rows or columns go to a libxsmm kernel of their
+// exact size, for which BLIS's would compute a whole tile. Internal to executor/.
+#pragma once
+
+#include <xmmintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "einsumdb/executor/kernels.hpp"
+#include "einsumdb/executor/small_gemm.hpp"
+#include "einsumdb/executor/tensor_gemm/blocking.hpp"
+#include "einsumdb/executor/tensor_gemm/micro_kernel.hpp"
+#include "einsumdb/executor/tensor_gemm/packing.hpp"
+#include "einsumdb/executor/tensor_gemm/write_out.hpp"
+
+namespace einsumdb::tensor_gemm {
+// Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
+namespace {
+
+// Fetches the lines of the next block of rows into L2 a few at a time, before each micro-kernel
+// call of this one: where packing a block is bound by memory misses (panels of MR consecutive
+// elements far apart in a large operand), memory then works while the FMA units do, instead of in
+// turn. Panels that are gathered element by element are left to the packing routine's own
+// prefetches; and at most what L2 holds beside the packed block is fetched.
+template <typename T>
+class NextBlock {
+ public:
+  NextBlock(const T* src, const std::int64_t* row, std::int64_t rows, const std::int64_t* col,
+            std::int64_t depth, std::int64_t width, std::int64_t calls, std::int64_t lines)
+      : src_(src),
+        row_(row),
+        rows_(rows),
+        col_(col),
+        depth_(depth),
+        width_(width),
+        panels_((rows + width - 1) / width),
+        lines_(lines) {
+    per_call_ = calls > 0 ? (panels_ * depth + calls - 1) / calls : 0;
+  }
+
+  // The next share of the block's panels, depth by depth as the packing reads them.
+  void fetch() {
+    for (std::int64_t n = 0; n < per_call_ && p_ < depth_ && lines_ > 0; ++n) {
+      const std::int64_t r0 = q_ * width_, w = std::min(width_, rows_ - r0);
+      if (row_[r0 + w - 1] - row_[r0] == w - 1) {  // consecutive rows: their lines
+        constexpr std::uintptr_t line = 63;
+        const T* from = src_ + row_[r0] + col_[p_];
+        const std::uintptr_t last = reinterpret_cast<std::uintptr_t>(from + w - 1) & ~line;
+        for (std::uintptr_t at = reinterpret_cast<std::uintptr_t>(from) & ~line; at <= last;
+             at += 64, --lines_)
+          _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T1);
+      }
+      if (++q_ == panels_) q_ = 0, ++p_;
+    }
+  }
+
+ private:
+  const T* src_;
+  const std::int64_t* row_;
+  std::int64_t rows_;
+  const std::int64_t* col_;
+  std::int64_t depth_, width_, panels_, lines_;
+  std::int64_t per_call_ = 0, p_ = 0, q_ = 0;
+};
+
+// The packed GEMM of a Contraction over the operands a and b into the output c. run() computes a
+// range of rows and columns of one batch point with the caller's packing buffers, so that threads
+// share one Gemm, each with buffers of its own.
+template <typename T>
+class Gemm {
+ public:
+  Gemm(const Contraction& p, const T* a, const T* b, T* c)
+      : p_(p), k_(MicroKernel<T>::get()), a_(a), b_(b), c_(c) {
+    if (p_.around_ldc > 0)
+      for (std::int64_t n = 1; n <= k_.nr; ++n)
+        around_.emplace_back(k_.mr, n, p_.K, k_.packmr, k_.packnr, p_.around_ldc, true,
+                             kernels::StreamKernel<T>::Ahead::none,
+                             kernels::StreamKernel<T>::Write::around);
+    if (std::any_of(around_.begin(), around_.end(), [](const auto& f) { return !f; }))
+      around_.clear();  // libxsmm has no kernel for one of the shapes
+  }
+
+  // Rows [m0, m1) × columns [n0, n1) of batch point `q`; m0 a multiple of MR, n0 of NR.
+  void run(std::int64_t q, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1,
+           T* apack, T* bpack) const {
+    const T* a = a_ + p_.ab[q];
+    const T* b = b_ + p_.bb[q];
+    T* c = c_ + p_.cb[q];
+    T one = 1, zero = 0;
+    alignas(64) T tile[kMaxTile];
+    alignas(64) T group[kLine * kMaxTile];  // a line group's tiles (write_lines)
+    const std::int64_t tile_rs = k_.prefers_rows ? k_.nr : 1;
+    const std::int64_t tile_cs = k_.prefers_rows ? 1 : k_.mr;
+    auxinfo_t aux{};
+    bli_auxinfo_set_schema_a(BLIS_PACKED_ROW_PANELS, &aux);
+    bli_auxinfo_set_schema_b(BLIS_PACKED_COL_PANELS, &aux);
+    bli_auxinfo_set_is_a(1, &aux);
+    bli_auxinfo_set_is_b(1, &aux);
+    for (std::int64_t jc = n0; jc < n1; jc += k_.nc) {
+      const std::int64_t ncb = std::min(k_.nc, n1 - jc);
+      for (std::int64_t pc = 0; pc < p_.K; pc += p_.kc) {
+        const std::int64_t kcb = std::min(p_.kc, p_.K - pc);
+        const bool accumulate = pc != 0;
+        check_deadline();
+        pack(b, p_.bn.data() + jc, ncb, p_.bk.data() + pc, kcb, k_.nr, k_.packnr, bpack);
+        T* beta = accumulate ? &one : &zero;
+        std::int64_t packed_from = m0, packed_to = m0;  // the rows in apack
+        for (std::int64_t ic = m0, next; ic < m1; ic = next) {
+          next = block_end(ic, m1);
+          if (ic >= packed_to) {  // this block's rows, or the span of rows it starts
+            packed_from = ic;
+            packed_to = p_.span ? std::min(m1, (ic / p_.span + 1) * p_.span) : next;
+            pack(a, p_.am.data() + ic, packed_to - ic, p_.ak.data() + pc, kcb, k_.mr, k_.packmr,
+                 apack, p_.span > 0);
+          }
+          next = std::min(next, packed_to);
+          const std::int64_t mcb = next - ic;
+          T* const ablock = apack + (ic - packed_from) / k_.mr * k_.packmr * kcb;
+          const std::int64_t after =
+              next < m1 && next >= packed_to && p_.fetch_ahead ? block_end(next, m1) : next;
+          // What L2 holds meanwhile: this packed block of A and the B micro-panel in use.
+          const std::int64_t packed =
+              (mcb + k_.packnr) * kcb * static_cast<std::int64_t>(sizeof(T));
+          NextBlock<T> ahead(a, p_.am.data() + next, after - next, p_.ak.data() + pc, kcb, k_.mr,
+                             (mcb + k_.mr - 1) / k_.mr * ((ncb + k_.nr - 1) / k_.nr),
+                             std::max<std::int64_t>(0, l2_bytes() - packed) / 64);
+          bli_auxinfo_set_ps_a(k_.packmr * kcb, &aux);
+          bli_auxinfo_set_ps_b(k_.packnr * kcb, &aux);
+          for (std::int64_t jr = 0; jr < ncb; jr += k_.nr) {
+            const std::int64_t nrb = std::min(k_.nr, ncb - jr);
+            T* bp = bpack + jr / k_.nr * k_.packnr * kcb;
+            const std::int64_t cs = p_.col_step[static_cast<std::size_t>((jc + jr) / k_.nr)];
+            const std::int64_t* cn = p_.cn.data() + jc + jr;
+            // The micro-kernel on the MR rows from `ir` into `to` (rs, cs), with the next panels'
+            // addresses for its prefetches.
+            const auto kernel = [&](std::int64_t ir, std::int64_t mrb, T* to_beta, T* to,
+                                    std::int64_t to_rs, std::int64_t to_cs) {
+              T* ap = ablock + ir / k_.mr * k_.packmr * kcb;
+              const bool last = ir + k_.mr >= mcb;
+              bli_auxinfo_set_next_a(last ? ablock : ap + k_.packmr * kcb, &aux);
+              bli_auxinfo_set_next_b(last ? bp + k_.packnr * kcb : bp, &aux);
+              ahead.fetch();
+              // An edge tile through libxsmm: BLIS's micro-kernel computes a whole tile for it.
+              if ((mrb < k_.mr || nrb < k_.nr) &&
+                  kernels::packed_tile(mrb, nrb, kcb, ap, k_.packmr, bp, k_.packnr, to, to_rs,
+                                       to_cs, *to_beta != 0))
+                return;
+              k_.run(mrb, nrb, kcb, &one, ap, bp, to_beta, to, to_rs, to_cs, &aux, k_.cntx);
+            };
+            for (std::int64_t ir = 0; ir < mcb;) {
+              const std::int64_t mrb = std::min(k_.mr, mcb - ir);
+              const std::size_t panel = static_cast<std::size_t>((ic + ir) / k_.mr);
+              const std::int64_t* cm = p_.cm.data() + ic + ir;
+              if (!p_.row_lines.empty() && p_.row_lines[panel] && ir + kLine * k_.mr <= mcb) {
+                for (std::int64_t j = 0; j < kLine; ++j) {
+                  if (transposes())  // tile j column-major at group + j·MR·NR
+                    kernel(ir + j * k_.mr, k_.mr, &zero, group + j * k_.mr * k_.nr, 1, k_.mr);
+                  else  // element (i, n) of tile j at group[(i + n·MR)·kLine + j]
+                    kernel(ir + j * k_.mr, k_.mr, &zero, group + j, kLine, kLine * k_.mr);
+                }
+                write_lines(group, k_.mr, k_.nr, transposes(), nrb, c, cm, cn, accumulate,
+                            p_.stream);
+                ir += kLine * k_.mr;
+                continue;
+              }
+              const std::int64_t rs = p_.row_step[panel];
+              const bool even = rs != kUneven && cs != kUneven;
+              const bool whole_lines = rs == 1 ? tile_rs == 1 : cs == 1 && tile_cs == 1;
+              if (even && cs == 1 && transposes()) {  // rows of the output across the tile
+                kernel(ir, mrb, &zero, tile, 1, k_.mr);
+                transpose_out(tile, k_.mr, mrb, nrb, c + cm[0] + cn[0], rs, accumulate, p_.stream);
+              } else if (even && !(p_.stream_all && whole_lines)) {
+                kernel(ir, mrb, beta, c + cm[0] + cn[0], rs, cs);
+              } else if (rs == 1 && mrb == k_.mr && !accumulate &&
+                         write_around(ir, jr, nrb, kcb, ablock, bpack, c + cm[0], cn)) {
+                ahead.fetch();
+              } else {
+                kernel(ir, mrb, &zero, tile, tile_rs, tile_cs);
+                if (rs == kUneven && tile_rs == 1 && p_.row_runs[panel]) {  // a line per run
+                  for (std::int64_t n = 0; n < nrb; ++n)
+                    for (std::int64_t i = 0; i < mrb; i += kLine)
+                      copy_run(tile + n * tile_cs + i, kLine, c + cm[i] + cn[n], accumulate,
+                               p_.stream);
+                } else if (rs != kUneven && (cs == kUneven || rs == 1))  // along evenly spaced rows
+                  write_along(tile, tile_rs, tile_cs, mrb, nrb, c + cm[0], rs, cn, accumulate,
+                              p_.stream);
+                else if (cs != kUneven)  // evenly spaced columns: row by row
+                  write_along(tile, tile_cs, tile_rs, nrb, mrb, c + cn[0], cs, cm, accumulate,
+                              p_.stream);
+                else
+                  for (std::int64_t i = 0; i < mrb; ++i) {
+                    T* row = c + cm[i];
+                    const T* t = tile + i * tile_rs;
+                    if (accumulate)
+                      for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] += t[j * tile_cs];
+                    else
+                      for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] = t[j * tile_cs];
+                  }
+              }
+              ir += k_.mr;
+            }
+          }
+        }
+      }
+    }
+    if (p_.stream) _mm_sfence();  // the streamed stores, visible before the threads join
+  }
+
+ private:
+  // Computes the tile of the MR rows from `ir` (contiguous in the output from `base`) and the `nrb`
+  // columns from `jr` (at `cn` from it) straight into the output, around the cache: one libxsmm
+  // kernel per run of columns p_.around_ldc apart, whose non-temporal stores write each column's
+  // whole lines (kernels::StreamKernel). False, having computed nothing, where there are no such
+  // kernels or a column starts off a cache line. A whole tile written once, summed over few
+  // elements: BLIS's micro-kernel writes it in place with ordinary stores, which read each line
+  // from memory first, and through the buffer (copy_run), the copy costs as much again as the
+  // kernel's stores.
+  bool write_around(std::int64_t ir, std::int64_t jr, std::int64_t nrb, std::int64_t kcb,
+                    const T* apack, const T* bpack, T* base, const std::int64_t* cn) const {
+    if (around_.empty() || kcb != p_.K) return false;
+    for (std::int64_t j = 0; j < nrb; ++j)
+      if (reinterpret_cast<std::uintptr_t>(base + cn[j]) % 64 != 0) return false;
+    const T* ap = apack + ir / k_.mr * k_.packmr * kcb;
+    const T* bp = bpack + jr / k_.nr * k_.packnr * kcb;
+    for (std::int64_t j0 = 0, j1; j0 < nrb; j0 = j1) {
+      for (j1 = j0 + 1; j1 < nrb && cn[j1] - cn[j1 - 1] == p_.around_ldc;) ++j1;
+      T* to = base + cn[j0];
+      around_[static_cast<std::size_t>(j1 - j0 - 1)](ap, bp + j0, to, ap, bp + j0, to);
+    }
+    return true;
+  }
+
+  // The end of the block of rows that starts at `ic`: MC rows on (or m1), or, where that would cut
+  // a line group in two, the start of that group, so that each group is computed whole: a group
+  // cut in two is no group, and its panels go out element by element (with 15 panels to a block,
+  // 7 in 15 of TCCG case 20's groups would be cut).
+  std::int64_t block_end(std::int64_t ic, std::int64_t m1) const {
+    const std::int64_t end = std::min(m1, ic + p_.mc);
+    if (p_.row_lines.empty() || end == m1) return end;
+    const std::int64_t last = end / k_.mr;  // the first panel of the next block
+    for (std::int64_t g = last - 1; g > ic / k_.mr && g > last - kLine; --g)
+      if (p_.row_lines[static_cast<std::size_t>(g)]) return g * k_.mr;
+    return end;
+  }
+
+  // Whether tiles go out through registers, transposed 8 × 8 (AVX-512, doubles, a micro-kernel that
+  // writes columns fastest, MR a multiple of 8), rather than along strides by the micro-kernel,
+  // whose general-stride path stores element by element: line groups, and even tiles whose columns
+  // are contiguous in the output.
+  bool transposes() const {
+#if defined(__AVX512F__)
+    return std::is_same_v<T, double> && !k_.prefers_rows && k_.mr % 8 == 0;
+#else
+    return false;
+#endif
+  }
+
+  static constexpr std::int64_t kLine = kLineElements<T>;  // elements per cache line
+
+  const Contraction& p_;
+  const MicroKernel<T>& k_;
+  const T* a_;
+  const T* b_;
+  T* c_;
+  // libxsmm's kernels of MR rows by 1, 2, ..., NR columns that write around the cache
+  // (write_around).
+  std::vector<kernels::StreamKernel<T>> around_;
+};
+
+}  // namespace
+}  // namespace einsumdb::tensor_gemm

@@ -1,0 +1,165 @@
+// tensor_gemm's packing stage: an operand's block of rows by summed elements gathered from the
+// tensor as it lies, through its scatter tables, into the micro-panels the micro-kernel reads (MR
+// or NR rows each, zero past the last row; BLIS's packm). Internal to executor/.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "einsumdb/executor/tensor_gemm/blocking.hpp"
+#include "einsumdb/executor/tensor_gemm/transpose.hpp"
+
+namespace einsumdb::tensor_gemm {
+// Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
+namespace {
+
+// Depths ahead whose rows a packing routine prefetches.
+inline constexpr std::int64_t kAhead = 4;
+// Rows ahead whose elements a packing routine that gathers row by row prefetches: a row's
+// elements lie on as many cache lines as it has runs along the tensor's memory, and without it
+// each of those lines was fetched only when the row came to be read.
+inline constexpr std::int64_t kRowsAhead = 4;
+
+// Packs together the runs of eight rows (half a panel of 16, in panels not packed `along` their
+// rows) that lie on the same cache lines of the tensor: run j's row i is element j of the line
+// that holds the row i of each of the others (up to eight runs, one for each element of the
+// line). At each depth, the eight lines of rows 0-7 are loaded whole, transposed in registers,
+// and stored as the runs' eight rows each. Gathered element by element instead, each line was
+// read once for each run it serves, eight loads for a line's worth, and at the lengths where it
+// matters, read again from memory each time (packing_span). Returns which rows it packed: none
+// but for doubles with AVX-512 and a panel width of whole runs, and only runs that share their
+// lines with at least one other.
+template <typename T>
+inline std::vector<char> pack_across(
+    [[maybe_unused]] const T* src, [[maybe_unused]] const std::int64_t* row,
+    [[maybe_unused]] std::int64_t rows, [[maybe_unused]] const std::int64_t* col,
+    [[maybe_unused]] std::int64_t depth, [[maybe_unused]] std::int64_t width,
+    [[maybe_unused]] std::int64_t pack_width, [[maybe_unused]] T* dst,
+    [[maybe_unused]] const std::vector<char>& along) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, double>) {
+    constexpr std::int64_t run = 8;
+    if (width % run || pack_width % run || depth < 1) return {};
+    // Each whole run's line: the element offset where the line of its first row starts, and
+    // its place on that line.
+    struct Run {
+      std::int64_t r0, base, slot;
+    };
+    std::vector<Run> runs;
+    for (std::int64_t r0 = 0; r0 + run <= rows; r0 += run) {
+      if (along[static_cast<std::size_t>(r0 / width)]) continue;
+      const auto address = reinterpret_cast<std::uintptr_t>(src + row[r0] + col[0]);
+      const auto slot = static_cast<std::int64_t>(address / sizeof(T) % run);
+      runs.push_back({r0, row[r0] - slot, slot});
+    }
+    std::stable_sort(runs.begin(), runs.end(),
+                     [](const Run& x, const Run& y) { return x.base < y.base; });
+    // Runs on the same lines: the same base, their rows the same distance from it.
+    const auto same_lines = [&](const Run& x, const Run& y) {
+      if (x.base != y.base || x.slot == y.slot) return false;
+      for (std::int64_t i = 1; i < run; ++i)
+        if (row[x.r0 + i] - x.slot != row[y.r0 + i] - y.slot) return false;
+      return true;
+    };
+    std::vector<char> done;
+    for (std::size_t g = 0, next; g < runs.size(); g = next) {
+      __mmask8 present = static_cast<__mmask8>(1u << runs[g].slot);
+      const Run* at[run] = {};
+      at[runs[g].slot] = &runs[g];
+      for (next = g + 1; next < runs.size() && same_lines(runs[g], runs[next]) &&
+                         !(present >> runs[next].slot & 1u);
+           ++next) {
+        present = static_cast<__mmask8>(present | 1u << runs[next].slot);
+        at[runs[next].slot] = &runs[next];
+      }
+      if (next - g < 2) continue;
+      if (done.empty()) done.assign(static_cast<std::size_t>(rows), 0);
+      std::int64_t line[run];  // row i's line, from `base`
+      for (std::int64_t i = 0; i < run; ++i) line[i] = row[runs[g].r0 + i] - runs[g].slot;
+      T* to[run] = {};  // where each run's eight rows go at depth 0
+      for (std::int64_t j = 0; j < run; ++j) {
+        if (!at[j]) continue;
+        const std::int64_t r0 = at[j]->r0;
+        to[j] = dst + r0 / width * pack_width * depth + r0 % width;
+        std::fill_n(done.begin() + r0, run, 1);
+      }
+      for (std::int64_t p = 0; p < depth; ++p) {
+        const T* s = src + col[p];
+        const T* ahead = src + col[std::min(depth - 1, p + kAhead)];
+        __m512d v[run];
+        for (std::int64_t i = 0; i < run; ++i) {
+          __builtin_prefetch(ahead + line[i]);
+          v[i] = Lanes<double>::load(present, s + line[i]);
+        }
+        transpose8(v);
+        for (std::int64_t j = 0; j < run; ++j)
+          if (to[j]) _mm512_storeu_pd(to[j] + p * pack_width, v[j]);
+      }
+    }
+    return done;
+  }
+#endif
+  return {};
+}
+
+// Packs `rows` × `depth` elements into micro-panels of `width` rows (`pack_width` apart, zero
+// past the last row): panel[p * pack_width + i] = src[row[i] + col[p]].
+template <typename T>
+inline void pack(const T* src, const std::int64_t* row, std::int64_t rows, const std::int64_t* col,
+                 std::int64_t depth, std::int64_t width, std::int64_t pack_width, T* dst,
+                 bool across = false) {
+  const std::int64_t panels = (rows + width - 1) / width;
+  // A panel whose rows are consecutive in the tensor is copied along them, the loop over the
+  // depth outside the loop over the panels: the block's rows are read in order at each depth,
+  // and the rows kAhead depths on (elsewhere in the tensor, where the hardware's prefetchers
+  // do not look) are fetched meanwhile. Other panels are gathered element by element.
+  std::vector<char> along(static_cast<std::size_t>(panels));
+  bool any_along = false;
+  for (std::int64_t q = 0; q < panels; ++q) {
+    const std::int64_t r0 = q * width, w = std::min(width, rows - r0);
+    bool a = w > 1;
+    for (std::int64_t i = r0 + 1; i < r0 + w && a; ++i) a = row[i] - row[i - 1] == 1;
+    along[static_cast<std::size_t>(q)] = a;
+    any_along |= a;
+  }
+  if (any_along)
+    for (std::int64_t p = 0; p < depth; ++p) {
+      const T* s = src + col[p];
+      const T* ahead = src + col[std::min(depth - 1, p + kAhead)];
+      for (std::int64_t q = 0; q < panels; ++q) {
+        if (!along[static_cast<std::size_t>(q)]) continue;
+        const std::int64_t r0 = q * width, w = std::min(width, rows - r0);
+        const T* from = s + row[r0];
+        for (std::int64_t i = 0; i < w; i += kLineElements<T>)
+          __builtin_prefetch(ahead + row[r0] + i);
+        __builtin_prefetch(ahead + row[r0] + w - 1);
+        T* d = dst + q * pack_width * depth + p * pack_width;
+        for (std::int64_t i = 0; i < w; ++i) d[i] = from[i];
+        for (std::int64_t i = w; i < pack_width; ++i) d[i] = 0;
+      }
+    }
+  const std::vector<char> done =
+      across ? pack_across(src, row, rows, col, depth, width, pack_width, dst, along)
+             : std::vector<char>{};
+  for (std::int64_t q = 0; q < panels; ++q) {
+    if (along[static_cast<std::size_t>(q)]) continue;
+    const std::int64_t r0 = q * width, w = std::min(width, rows - r0);
+    T* panel = dst + q * pack_width * depth;
+    for (std::int64_t i = 0; i < w; ++i) {
+      if (!done.empty() && done[static_cast<std::size_t>(r0 + i)]) continue;
+      const T* s = src + row[r0 + i];
+      const T* next = src + row[std::min(rows - 1, r0 + i + kRowsAhead)];
+      for (std::int64_t p = 0; p < depth; ++p) {
+        __builtin_prefetch(next + col[p]);
+        panel[p * pack_width + i] = s[col[p]];
+      }
+    }
+    for (std::int64_t p = 0; p < depth; ++p)
+      for (std::int64_t i = w; i < pack_width; ++i) panel[p * pack_width + i] = 0;
+  }
+}
+
+}  // namespace
+}  // namespace einsumdb::tensor_gemm

@@ -1,0 +1,481 @@
+// tensor_gemm's streamed algorithm. Where one operand W has only a few free elements (the columns)
+// and the other, X, runs at unit stride along its rows or its summed indices, X is not packed at
+// all: libxsmm kernels stream it in place, a few lines at a time, against W packed once. Where the
+// output's unit-stride index is among the columns, each kernel call writes its rows in place
+// (streamed rows: a tall, skinny product such as TCCG case 1); where it is among X's rows and X
+// runs along another of them, the calls go a line's worth of its values at a time into a buffer,
+// transposed on the way out (streamed lines: TCCG cases 2-4 and 6-8), and where X runs along that
+// index itself, the calls write in place (TCCG cases 5, 9, 10, 11, 19). An output larger than the
+// cache is written by the kernels in non-temporal stores, around it. Internal to executor/.
+#pragma once
+
+#include <xmmintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "einsumdb/executor/kernels.hpp"
+#include "einsumdb/executor/small_gemm.hpp"
+#include "einsumdb/executor/tensor_gemm/blocking.hpp"
+#include "einsumdb/executor/tensor_gemm/scatter.hpp"
+#include "einsumdb/executor/tensor_gemm/transpose.hpp"
+
+namespace einsumdb::tensor_gemm {
+// Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
+namespace {
+
+// ---- Streamed rows
+// Where the output's unit-stride index belongs to an operand W with few free elements (the columns,
+// contiguous in each row of the output) and the other operand X runs at unit stride along its rows
+// or along its summed indices, each evenly spaced, X is not packed at all: W is packed once (a few
+// KB to a few hundred), and a libxsmm kernel computes each piece of a few lines of X's rows, all
+// columns and all summed elements at once, reading X's lines as they lie, once each, while
+// prefetching the next piece's (kernels::StreamKernel). Packing a large X in blocks, as BLIS does,
+// reads it from memory and writes it to the cache before the FMA units see it, and a few columns do
+// not give the micro-kernel time enough to hide that. A plain product of a tall, skinny matrix
+// (ik,kj->ij with few j) streams the same way.
+inline constexpr std::int64_t kStreamedRowBytes =
+    1024;                                       // at most a row of the output's columns this wide
+inline constexpr std::int64_t kPieceLines = 3;  // rows per piece: three cache lines' worth
+
+// What both streamed plans (rows and lines) address W and the batch points by.
+struct StreamedOperands {
+  bool swap = false;  // W (the columns' operand) is the einsum's left operand
+  Table wn, wk;       // W's offset per column, per summed element
+  Table xb, wb, cb;   // per batch point: in X, W and the output
+
+  // The tables of these groups of indices (the columns in the output's order, the summed in X's).
+  void address(const std::string& cols, const std::string& sum, const std::string& batch,
+               const std::map<char, std::int64_t>& len, const std::string& Xl,
+               const std::vector<std::int64_t>& Xs, const std::string& Wl,
+               const std::vector<std::int64_t>& Ws, const std::string& zl,
+               const std::vector<std::int64_t>& zs) {
+    wn = offsets(cols, len, Wl, Ws);
+    wk = offsets(sum, len, Wl, Ws);
+    xb = offsets(batch, len, Xl, Xs);
+    wb = offsets(batch, len, Wl, Ws);
+    cb = offsets(batch, len, zl, zs);
+  }
+};
+
+// A piece of a streamed plan: `rows` rows from offset x in X and c in the output, for `lines`
+// values of the output's unit-stride index (streamed lines; 1 otherwise).
+struct Piece {
+  std::int64_t x, c, rows, lines;
+};
+
+struct Streamed : StreamedOperands {
+  std::int64_t x_rs = 0, x_ds = 0, c_rs = 0;
+  std::vector<Piece> pieces;
+  bool around = false;  // the output written around the cache (writes_around)
+};
+
+// Runs body(q, packed, piece, next piece) on every piece of each batch point q, with W packed
+// for q by pack(q, packed), checking the deadline every kPiecesPerCheck pieces: over the batch
+// points where there are as many as threads, each thread packing its own W, otherwise over the
+// pieces of each point.
+inline constexpr std::int64_t kPiecesPerCheck = 256;
+template <typename T, typename Pack, typename Body>
+void over_pieces(std::int64_t nb, const std::vector<Piece>& pieces, int threads, const Pack& pack,
+                 const Body& body) {
+  const auto count = static_cast<std::int64_t>(pieces.size());
+  const auto run = [&](std::int64_t q, const T* packed, std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) {
+      if ((i - lo) % kPiecesPerCheck == 0) check_deadline();
+      body(q, packed, pieces[static_cast<std::size_t>(i)],
+           pieces[static_cast<std::size_t>(std::min(count - 1, i + 1))]);
+    }
+    _mm_sfence();  // any streamed stores, visible before this thread is joined
+  };
+  const std::int64_t t = std::max(1, threads);
+  if (nb >= t) {
+    kernels::parallel_for(nb, static_cast<int>(t), [&](std::int64_t lo, std::int64_t hi) {
+      std::vector<T> packed;
+      for (std::int64_t q = lo; q < hi; ++q) {
+        pack(q, packed);
+        run(q, packed.data(), 0, count);
+      }
+    });
+    return;
+  }
+  std::vector<T> packed;
+  for (std::int64_t q = 0; q < nb; ++q) {
+    pack(q, packed);
+    kernels::parallel_for(count, static_cast<int>(t),
+                          [&](std::int64_t lo, std::int64_t hi) { run(q, packed.data(), lo, hi); });
+  }
+}
+
+// Whether a streamed plan's kernels write the output around the cache, in non-temporal stores:
+// where it is too large for the cache and each kernel call's columns start on a cache line
+// (`column` and `step` elements of T apart, each of its columns whole lines, at the pieces' offsets
+// from each batch point's). An ordinary store reads its line from memory before writing it, and the
+// output is written once.
+template <typename T>
+bool writes_around(const std::string& zl, const std::map<char, std::int64_t>& len,
+                   std::int64_t column, std::int64_t step, const std::vector<Piece>& pieces,
+                   const Table& cb) {
+  constexpr std::int64_t line = 64 / sizeof(T);
+  double bytes = sizeof(T);
+  for (char c : zl) bytes *= static_cast<double>(len.at(c));
+  if (!kStreams || bytes <= static_cast<double>(kCachedBytes) || column % line || step % line)
+    return false;
+  for (const Piece& p : pieces)
+    if (p.c % line) return false;
+  for (std::int64_t q = 0; q < cb.size(); ++q)
+    if (cb[q] % line) return false;
+  return true;
+}
+
+// The streamed plan of a contraction, or nothing where it does not apply.
+template <typename T>
+std::optional<Streamed> streamed(const std::string& xl, const std::vector<std::int64_t>& xs,
+                                 const std::string& yl, const std::vector<std::int64_t>& ys,
+                                 const std::string& zl, const std::vector<std::int64_t>& zs,
+                                 const std::map<char, std::int64_t>& len) {
+  if (zl.empty()) return std::nullopt;
+  const char unit = zl.back();
+  Streamed s;
+  if (contains(xl, unit) == contains(yl, unit)) return std::nullopt;
+  s.swap = contains(xl, unit);
+  const std::string& Xl = s.swap ? yl : xl;
+  const std::string& Wl = s.swap ? xl : yl;
+  const auto& Xs = s.swap ? ys : xs;
+  const auto& Ws = s.swap ? xs : ys;
+  auto [batch, rows, cols, sum] = gemm_groups(Xl, Wl, zl);
+  // The columns: contiguous in the output, a few vectors' worth, filling them well.
+  constexpr std::int64_t lanes = 64 / sizeof(T);
+  cols = by_stride(cols, zl, zs);
+  const Table cn = offsets(cols, len, zl, zs);
+  const std::int64_t N = cn.size();
+  if (N < 1 || N * static_cast<std::int64_t>(sizeof(T)) > kStreamedRowBytes ||
+      4 * N < 3 * ((N + lanes - 1) / lanes * lanes))
+    return std::nullopt;
+  for (std::int64_t j = 0; j < N; ++j)
+    if (cn[j] != j) return std::nullopt;
+  // The summed elements, evenly spaced in X; W packed from the cache (half of L2 at most).
+  sum = by_stride(sum, Xl, Xs);
+  const Table ak = offsets(sum, len, Xl, Xs);
+  const std::int64_t K = ak.size();
+  if (K < 1 || N * K * static_cast<std::int64_t>(sizeof(T)) > l2_bytes() / 2) return std::nullopt;
+  const std::int64_t sa = K > 1 ? ak[1] : 1;
+  for (std::int64_t l = 0; l < K; ++l)
+    if (ak[l] != l * sa) return std::nullopt;
+  // The rows in X's order, cut into pieces evenly spaced in X and in the output.
+  rows = by_stride(rows, Xl, Xs);
+  const Table am = offsets(rows, len, Xl, Xs), cm = offsets(rows, len, zl, zs);
+  const std::int64_t M = am.size();
+  if (M < 1) return std::nullopt;
+  const std::int64_t ra = M > 1 ? am[1] - am[0] : std::max<std::int64_t>(K, 1);
+  const std::int64_t rs = M > 1 ? cm[1] - cm[0] : N;
+  std::int64_t longest = kPieceLines * lanes;
+  if (K == 1 || sa == 1) {  // each row's summed elements contiguous: X' read as it lies
+    if (ra < K) return std::nullopt;
+    s.x_rs = ra, s.x_ds = 1;
+  } else if (ra == 1) {  // the rows contiguous at each summed element: X' read transposed
+    s.x_rs = 1, s.x_ds = sa;
+    longest = std::min(longest, sa);
+  } else {
+    return std::nullopt;
+  }
+  if (rs < N) return std::nullopt;
+  s.c_rs = rs;
+  for (std::int64_t i = 0; i < M;) {
+    const std::int64_t start = i++;
+    while (i < M && i - start < longest && am[i] - am[i - 1] == ra && cm[i] - cm[i - 1] == rs) ++i;
+    s.pieces.push_back({am[start], cm[start], i - start, 1});
+  }
+  // Pieces of a line's worth of rows or more on average (or all of them, where there are fewer).
+  if (static_cast<std::int64_t>(s.pieces.size()) * std::min(M, lanes) > M) return std::nullopt;
+  s.address(cols, sum, batch, len, Xl, Xs, Wl, Ws, zl, zs);
+  s.around = writes_around<T>(zl, len, N, s.c_rs, s.pieces, s.cb);
+  return s;
+}
+
+// Runs a streamed plan into z; false, having computed nothing, where libxsmm has no kernel for
+// it.
+template <typename T>
+bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads) {
+  using Kernel = kernels::StreamKernel<T>;
+  const std::int64_t N = s.wn.size(), K = s.wk.size();
+  // libxsmm's C'[N × rows] = W'[N × K] · X'[K × rows]: X' as it lies where its summed elements
+  // are contiguous, otherwise transposed. One kernel per length of piece (whole runs and their
+  // ends), all made first.
+  const bool transposed = s.x_ds != 1;
+  std::map<std::int64_t, Kernel> by_rows;
+  for (const Piece& p : s.pieces)
+    if (!by_rows.count(p.rows)) {
+      const Kernel k(N, p.rows, K, N, transposed ? s.x_ds : s.x_rs, s.c_rs, transposed,
+                     Kernel::Ahead::b_into_l1,
+                     s.around ? Kernel::Write::around : Kernel::Write::cached);
+      if (!k) return false;
+      by_rows.emplace(p.rows, k);
+    }
+  const auto pack = [&](std::int64_t q, std::vector<T>& to) {  // W of batch point q, N × K
+    to.resize(static_cast<std::size_t>(N * K));
+    const T* from = w + s.wb[q];
+    for (std::int64_t l = 0; l < K; ++l)
+      for (std::int64_t j = 0; j < N; ++j) to[j + l * N] = from[s.wn[j] + s.wk[l]];
+  };
+  over_pieces<T>(s.xb.size(), s.pieces, threads, pack,
+                 [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
+                   const T* xq = x + s.xb[q];
+                   T* zq = z + s.cb[q];
+                   by_rows.at(p.rows)(packed, xq + p.x, zq + p.c, packed, xq + next.x, zq + next.c);
+                 });
+  return true;
+}
+
+// ---- Streamed lines
+// Where the output's unit-stride index uz belongs to the large operand X but X runs at unit stride
+// along another of its rows, ux, X need not be packed either: for kLine values of uz at a time, a
+// libxsmm kernel computes a tile per value from X as it lies (rows along ux, each summed element a
+// column of X' at its even spacing), against the few columns of W packed once, into a buffer; the
+// tiles, transposed, then give each row and column a whole line of the output along uz. Each call
+// fetches the next call's part of X into L2.
+
+struct StreamedLines : StreamedOperands {
+  Table cn;               // the output's offset per column
+  std::int64_t x_ds = 0;  // X: the spacing of the summed elements
+  std::int64_t x_us = 0;  // X: the spacing of uz's values (the lines' elements)
+  std::int64_t c_rs = 0;  // the output: the spacing of ux's values (the rows)
+  std::int64_t span = 0;  // a piece's rows: ux's values of `span` at a time, then vx's
+  std::int64_t c_vs = 0;  // the output: the spacing of vx's values (a piece's rows past span)
+  std::int64_t c_cs = 0;  // in place: the output's spacing of the columns
+  bool in_place = false;  // ux is uz: each tile is written where it belongs, one line per piece
+  bool around = false;    // in place, around the cache (writes_around)
+  std::int64_t kc = 0;    // summed elements per pass (in place, several passes may add up)
+  std::int64_t longest = 0;
+  std::vector<Piece> pieces;
+};
+
+template <typename T>
+std::optional<StreamedLines> streamed_lines(
+    const std::string& xl, const std::vector<std::int64_t>& xs, const std::string& yl,
+    const std::vector<std::int64_t>& ys, const std::string& zl, const std::vector<std::int64_t>& zs,
+    const std::map<char, std::int64_t>& len) {
+  if (zl.empty()) return std::nullopt;
+  const char uz = zl.back();
+  if (contains(xl, uz) == contains(yl, uz)) return std::nullopt;
+  StreamedLines s;
+  s.swap = contains(yl, uz);  // X holds uz
+  const std::string& Xl = s.swap ? yl : xl;
+  const std::string& Wl = s.swap ? xl : yl;
+  const auto& Xs = s.swap ? ys : xs;
+  const auto& Ws = s.swap ? xs : ys;
+  constexpr std::int64_t lanes = 64 / sizeof(T), line = 64 / sizeof(T);
+  char ux = '\0';
+  for (std::size_t a = 0; a < Xl.size(); ++a)
+    if (Xs[a] == 1 && len.at(Xl[a]) > 1) ux = Xl[a];
+  if (ux == '\0' || contains(Wl, ux) || !contains(zl, ux) || len.at(ux) < lanes || len.at(uz) < 2)
+    return std::nullopt;
+  s.in_place = ux == uz;
+  auto [batch, others, cols, sum] = gemm_groups(Xl, Wl, zl);
+  others.erase(
+      std::remove_if(others.begin(), others.end(), [&](char c) { return c == ux || c == uz; }),
+      others.end());
+  s.cn = offsets(cols, len, zl, zs);
+  const std::int64_t N = s.cn.size();
+  if (N < 1 || N * static_cast<std::int64_t>(sizeof(T)) > kStreamedRowBytes) return std::nullopt;
+  if (s.in_place) {  // the columns evenly spaced in the output, the tiles' rows between them
+    s.c_cs = N > 1 ? s.cn[1] : len.at(ux);
+    for (std::int64_t j = 0; j < N; ++j)
+      if (s.cn[j] != j * s.c_cs) return std::nullopt;
+    if (s.c_cs < len.at(ux)) return std::nullopt;
+  }
+  sum = by_stride(sum, Xl, Xs);
+  const Table ak = offsets(sum, len, Xl, Xs);
+  const std::int64_t K = ak.size();
+  // W is packed once per pass and read from the cache: at most half of L2 of it. In place, the
+  // summed elements go in as many passes as that takes, each adding to the tiles the first wrote.
+  const std::int64_t fit = l2_bytes() / 2 / (N * static_cast<std::int64_t>(sizeof(T)));
+  if (K < 1 || fit < 1 || (K > fit && !s.in_place)) return std::nullopt;
+  const std::int64_t passes = (K + fit - 1) / fit;
+  s.kc = (K + passes - 1) / passes;
+  // Pieces of at most four lines' worth of ux, in equal shares of whole vectors: TCCG case 6's 32
+  // values of d (efbad,cf->abcde) in one piece rather than 24 + 8, cases 3 and 4's 72 in 24s.
+  const std::int64_t nx = len.at(ux), shares = (nx + 4 * lanes - 1) / (4 * lanes);
+  s.longest = std::min(nx, ((nx + shares - 1) / shares + lanes - 1) / lanes * lanes);
+  const std::int64_t sa = K > 1 ? ak[1] : s.longest;
+  for (std::int64_t l = 0; l < K; ++l)
+    if (ak[l] != l * sa) return std::nullopt;
+  if (sa < s.longest) return std::nullopt;
+  s.x_ds = sa;
+  s.span = s.longest;
+  // Where ux's values are whole vectors in one piece and the next index of the tiles' rows, vx,
+  // follows them in X, a piece takes up to eight lines of rows over several of vx's values: each
+  // kernel call then reads runs of X twice as long or more, which the hardware fetches ahead. (A
+  // standalone loop of case 6's kernel calls, not writing the tiles out, ran at the DGEMM peak with
+  // two values of a per call and at 0.8 of it with one.)
+  char vx = '\0';
+  std::int64_t per = 1;  // vx's values per piece
+  const auto next = std::find_if(others.begin(), others.end(),
+                                 [&](char c) { return Xs[Xl.find(c)] == nx && len.at(c) > 1; });
+  if (!s.in_place && s.longest == nx && nx % lanes == 0 && next != others.end())
+    for (std::int64_t r = std::min(8 * lanes, sa) / nx; r > 1; --r)  // (lda ≥ rows: r·nx ≤ sa)
+      if (len.at(*next) % r == 0) {
+        vx = *next, per = r;
+        break;
+      }
+  const auto stride_in = [](char c, const std::string& layout,
+                            const std::vector<std::int64_t>& st) { return st[layout.find(c)]; };
+  s.x_us = stride_in(uz, Xl, Xs);
+  s.c_rs = stride_in(ux, zl, zs);
+  if (stride_in(uz, zl, zs) != 1) return std::nullopt;
+  std::int64_t nv = 1;  // vx's values, `per` to a piece
+  if (vx != '\0') {
+    others.erase(std::find(others.begin(), others.end(), vx));
+    nv = len.at(vx);
+    s.c_vs = stride_in(vx, zl, zs);
+    s.longest = per * nx;
+  }
+  others = by_stride(others, Xl, Xs);
+  const Table ox = offsets(others, len, Xl, Xs), oz = offsets(others, len, zl, zs);
+  const std::int64_t nu = len.at(uz);
+  for (std::int64_t o = 0; o < ox.size(); ++o)
+    for (std::int64_t v0 = 0; v0 < nv; v0 += per)
+      for (std::int64_t u0 = 0; u0 < (s.in_place ? 1 : nu); u0 += line)
+        for (std::int64_t i0 = 0; i0 < nx; i0 += s.span)
+          s.pieces.push_back({ox[o] + v0 * nx + u0 * s.x_us + i0,
+                              oz[o] + v0 * s.c_vs + u0 + i0 * s.c_rs,
+                              vx != '\0' ? s.longest : std::min(s.span, nx - i0),
+                              s.in_place ? 1 : std::min(line, nu - u0)});
+  s.address(cols, sum, batch, len, Xl, Xs, Wl, Ws, zl, zs);
+  if (s.in_place) {
+    // Written in place with ordinary stores, a tile's columns must not lie a multiple of 4 KB apart
+    // in the output, where they would share their sets of L1. Written around the cache, they share
+    // no sets.
+    s.around = s.kc == K && writes_around<T>(zl, len, s.longest, s.c_cs, s.pieces, s.cb);
+    if (!s.around && s.c_cs * static_cast<std::int64_t>(sizeof(T)) % 4096 == 0) return std::nullopt;
+  }
+  return s;
+}
+
+// Writes a piece's tiles out (streamed lines): tile u at buf + u·tile, its element (i, j) at
+// i + j·P; row i and column j of the piece's `lines` tiles are one run of the output, at
+// z + p.c + row(i) + cn[j], row(i) = (i mod span)·c_rs + (i div span)·c_vs (streamed past the
+// cache with `stream` where a whole aligned line).
+template <typename T>
+void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piece& p,
+                     std::int64_t N, T* z, const std::int64_t* cn, const StreamedLines& s,
+                     bool stream) {
+  const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, double>) {
+    if (p.lines == 8) {
+      // Rows outside, columns inside: the lines of consecutive blocks lie side by side in the
+      // output where its columns do (TCCG case 7, ecbfa,fd->abcde: a block's 8 rows 9 MB apart
+      // there, its columns 384 bytes).
+      for (std::int64_t i0 = 0; i0 < p.rows; i0 += 8) {
+        double* const zi = z + p.c + row(i0);  // (span a multiple of 8 where over 8)
+        const std::int64_t h = std::min<std::int64_t>(8, p.rows - i0);
+        for (std::int64_t j = 0; j < N; ++j) {
+          if (h == 8) {
+            double* const d = zi + cn[j];
+            if (stream && s.c_rs % 8 == 0 && reinterpret_cast<std::uintptr_t>(d) % 64 == 0) {
+              __m512d r[8];  // whole lines, each streamed in one store
+              load_transposed8(buf + i0 + j * P, tile, r);
+              for (std::int64_t i = 0; i < 8; ++i) _mm512_stream_pd(d + i * s.c_rs, r[i]);
+            } else {
+              transpose8_to(buf + i0 + j * P, tile, d, s.c_rs);
+            }
+            continue;
+          }
+          const auto mask = static_cast<__mmask8>((1u << h) - 1);
+          __m512d r[8];
+          for (std::int64_t u = 0; u < 8; ++u)
+            r[u] = _mm512_maskz_loadu_pd(mask, buf + u * tile + i0 + j * P);
+          transpose8(r);
+          for (std::int64_t i = 0; i < h; ++i) {
+            double* d = zi + cn[j] + i * s.c_rs;
+            if (stream && reinterpret_cast<std::uintptr_t>(d) % 64 == 0)
+              _mm512_stream_pd(d, r[i]);
+            else
+              _mm512_storeu_pd(d, r[i]);
+          }
+        }
+      }
+      return;
+    }
+  }
+#endif
+  (void)stream;
+  for (std::int64_t v0 = 0; v0 < p.rows; v0 += s.span) {  // the rows of one value of vx
+    T* const zv = z + p.c + row(v0);
+    for (std::int64_t j = 0; j < N; ++j)
+      for (std::int64_t i = v0; i < std::min(p.rows, v0 + s.span); ++i) {
+        T* d = zv + (i - v0) * s.c_rs + cn[j];
+        for (std::int64_t u = 0; u < p.lines; ++u) d[u] = buf[u * tile + i + j * P];
+      }
+  }
+}
+
+// Runs a streamed-lines plan into z; false, where libxsmm has no kernel for it, having computed
+// nothing.
+template <typename T>
+bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, int threads,
+                        bool stream) {
+  using Kernel = kernels::StreamKernel<T>;
+  const std::int64_t N = s.wn.size(), K = s.wk.size(), P = s.longest, kc = s.kc;
+  constexpr std::int64_t line = 64 / sizeof(T);
+  const std::int64_t tail = s.pieces.empty() ? P : s.pieces.back().rows;
+  const std::int64_t ldc = s.in_place ? s.c_cs : P;
+  // The kernels of both lengths of piece, for each pass's summed elements (the last pass's may be
+  // fewer), writing in the first pass and adding in the others; all made first.
+  std::map<std::tuple<std::int64_t, std::int64_t, bool>, Kernel> kernels;
+  for (const std::int64_t rows : {P, tail})
+    for (std::int64_t l0 = 0; l0 < K; l0 += kc) {
+      const auto key = std::make_tuple(rows, std::min(kc, K - l0), l0 > 0);
+      if (kernels.count(key)) continue;
+      const auto write = l0 > 0                         ? Kernel::Write::add
+                         : s.around && rows % line == 0 ? Kernel::Write::around
+                                                        : Kernel::Write::cached;
+      const Kernel k(rows, N, std::get<1>(key), s.x_ds, kc, ldc, false, Kernel::Ahead::a_into_l2,
+                     write);
+      if (!k) return false;
+      kernels.emplace(key, k);
+    }
+  const std::int64_t tile = P * N;  // a tile in the buffer: (i, j) at i + j·P
+  for (std::int64_t l0 = 0; l0 < K; l0 += kc) {
+    const std::int64_t depth = std::min(kc, K - l0);
+    const Kernel& full = kernels.at({P, depth, l0 > 0});
+    const Kernel& last = kernels.at({tail, depth, l0 > 0});
+    // W of batch point q, this pass's summed elements by N (at most kc × N).
+    const auto pack = [&](std::int64_t q, std::vector<T>& to) {
+      to.resize(static_cast<std::size_t>(N * kc));
+      const T* from = w + s.wb[q];
+      for (std::int64_t j = 0; j < N; ++j)
+        for (std::int64_t l = 0; l < depth; ++l) to[l + j * kc] = from[s.wn[j] + s.wk[l0 + l]];
+    };
+    const auto piece = [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
+      const T* xq = x + s.xb[q] + l0 * s.x_ds;
+      T* zq = z + s.cb[q];
+      const Kernel& k = p.rows == P ? full : last;
+      if (s.in_place) {
+        k(xq + p.x, packed, zq + p.c, xq + next.x, packed, zq + next.c);
+        return;
+      }
+      thread_local std::vector<T> buffer;  // the piece's tiles, aligned to a line
+      buffer.resize(static_cast<std::size_t>(line * tile + line));
+      T* buf =
+          reinterpret_cast<T*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) / 64 * 64);
+      for (std::int64_t u = 0; u < p.lines; ++u) {
+        const T* a = xq + p.x + u * s.x_us;
+        const T* next_a = u + 1 < p.lines ? a + s.x_us : xq + next.x;
+        k(a, packed, buf + u * tile, next_a, packed, buf);
+      }
+      write_lines_out(buf, tile, P, p, N, zq, s.cn.data(), s, stream);  // (fenced: over_pieces)
+    };
+    over_pieces<T>(s.xb.size(), s.pieces, threads, pack, piece);
+  }
+  return true;
+}
+
+}  // namespace
+}  // namespace einsumdb::tensor_gemm

@@ -1,0 +1,109 @@
+// tensor_gemm's AVX-512 register blocks: a vector of T under a lane mask (Lanes) and 8 × 8
+// transposes of doubles, through which tiles and panels change direction on their way between the
+// tensors and the micro-kernel. Compiled only where the build targets AVX-512. Internal to
+// executor/.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace einsumdb::tensor_gemm {
+// Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
+namespace {
+
+#if defined(__AVX512F__)
+// One AVX-512 register of T, its lanes under a mask.
+template <typename T>
+struct Lanes;
+template <>
+struct Lanes<double> {
+  static constexpr std::int64_t width = 8;
+  static __mmask8 first(std::int64_t n) { return static_cast<__mmask8>((1u << n) - 1); }
+  static __m512d load(__mmask8 m, const double* p) { return _mm512_maskz_loadu_pd(m, p); }
+  static __m512d loadu(const double* p) { return _mm512_loadu_pd(p); }
+  static __m512d add(__m512d x, __m512d y) { return _mm512_add_pd(x, y); }
+  static void store(double* p, __mmask8 m, __m512d v) { _mm512_mask_storeu_pd(p, m, v); }
+  static void stream(double* p, __m512d v) { _mm512_stream_pd(p, v); }
+};
+template <>
+struct Lanes<float> {
+  static constexpr std::int64_t width = 16;
+  static __mmask16 first(std::int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
+  static __m512 load(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static __m512 loadu(const float* p) { return _mm512_loadu_ps(p); }
+  static __m512 add(__m512 x, __m512 y) { return _mm512_add_ps(x, y); }
+  static void store(float* p, __mmask16 m, __m512 v) { _mm512_mask_storeu_ps(p, m, v); }
+  static void stream(float* p, __m512 v) { _mm512_stream_ps(p, v); }
+};
+
+// Columns p and p + 1 of rows h to h + 3 of the 8 × 8 block of doubles whose row u is at q + u·ld:
+// from two 128-bit loads per register and one in-lane unpack each, no lane-crossing shuffle.
+inline void transposed_quarter(const double* q, std::int64_t ld, int p, int h, __m256d& column_p,
+                               __m256d& column_next) {
+  const double* a = q + h * ld + p;
+  const __m256d x0 = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(a)),
+                                          _mm_loadu_pd(a + 2 * ld), 1);  // rows h, h + 2
+  const __m256d x1 = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(a + ld)),
+                                          _mm_loadu_pd(a + 3 * ld), 1);  // rows h + 1, h + 3
+  column_p = _mm256_unpacklo_pd(x0, x1);
+  column_next = _mm256_unpackhi_pd(x0, x1);
+}
+
+// d[i·ldd + u] <- q[u·ld + i] for an 8 × 8 block of doubles, each row of d written in two halves.
+// The block goes in 4 × 4 quarters from 128-bit loads: Zen 4 runs AVX-512's lane-crossing shuffles
+// at a fraction of the in-lane rate, so loading whole rows and transposing them in registers
+// (transpose8) is slower there.
+inline void transpose8_to(const double* q, std::int64_t ld, double* d, std::int64_t ldd) {
+  for (int p = 0; p < 8; p += 2)
+    for (int h = 0; h < 8; h += 4) {
+      __m256d a, b;
+      transposed_quarter(q, ld, p, h, a, b);
+      _mm256_storeu_pd(d + p * ldd + h, a);
+      _mm256_storeu_pd(d + (p + 1) * ldd + h, b);
+    }
+}
+
+// r[i] <- column i of the 8 × 8 block of doubles whose row u is at q + u·ld, in quarters
+// (transposed_quarter), each pair of halves joined once (the zero-masking form with every lane
+// selected, as in transpose8).
+inline void load_transposed8(const double* q, std::int64_t ld, __m512d* r) {
+  for (int p = 0; p < 8; p += 2) {
+    __m256d a0, b0, a1, b1;
+    transposed_quarter(q, ld, p, 0, a0, b0);
+    transposed_quarter(q, ld, p, 4, a1, b1);
+    r[p] = _mm512_maskz_insertf64x4(0xFF, _mm512_castpd256_pd512(a0), a1, 1);
+    r[p + 1] = _mm512_maskz_insertf64x4(0xFF, _mm512_castpd256_pd512(b0), b1, 1);
+  }
+}
+
+// r[i][j] <- r[j][i] for an 8 × 8 block of doubles, one row per register. (The zero-masking forms
+// with every lane selected: GCC 12 warns of the plain forms' undefined source register.)
+void transpose8(__m512d* r) {
+  constexpr __mmask8 all = 0xFF;
+  __m512d t[8];
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = _mm512_maskz_unpacklo_pd(all, r[k],
+                                    r[k + 1]);  // r[k][0], r[k+1][0], r[k][2], r[k+1][2], ...
+    t[k + 1] = _mm512_maskz_unpackhi_pd(all, r[k], r[k + 1]);
+  }
+  const __m512i even = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i odd = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  // u[0]: the columns 0 and 4 of rows 0-3, u[1]: 2 and 6, u[2]: 1 and 5, u[3]: 3 and 7; v: rows
+  // 4-7.
+  const __m512d u[4] = {
+      _mm512_permutex2var_pd(t[0], even, t[2]), _mm512_permutex2var_pd(t[0], odd, t[2]),
+      _mm512_permutex2var_pd(t[1], even, t[3]), _mm512_permutex2var_pd(t[1], odd, t[3])};
+  const __m512d v[4] = {
+      _mm512_permutex2var_pd(t[4], even, t[6]), _mm512_permutex2var_pd(t[4], odd, t[6]),
+      _mm512_permutex2var_pd(t[5], even, t[7]), _mm512_permutex2var_pd(t[5], odd, t[7])};
+  constexpr int column[4] = {0, 2, 1, 3};
+  for (int k = 0; k < 4; ++k) {
+    r[column[k]] = _mm512_maskz_shuffle_f64x2(all, u[k], v[k], 0x44);      // the low halves of both
+    r[column[k] + 4] = _mm512_maskz_shuffle_f64x2(all, u[k], v[k], 0xEE);  // the high halves
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace einsumdb::tensor_gemm

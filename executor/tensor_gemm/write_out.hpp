@@ -1,0 +1,151 @@
+// tensor_gemm's write-out stage: a tile the micro-kernel computed into a buffer, written to the
+// output where the micro-kernel could not write it in place (rows or columns unevenly spaced
+// there, or contiguous across the tile): along whichever of its directions is evenly spaced, a
+// line per run, transposed through registers (AVX-512), or a line group's tiles a whole line at a
+// time; whole aligned lines streamed past the cache where the output is written once. Internal
+// to executor/.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "einsumdb/executor/tensor_gemm/blocking.hpp"
+#include "einsumdb/executor/tensor_gemm/transpose.hpp"
+
+namespace einsumdb::tensor_gemm {
+// Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
+namespace {
+
+// d[0, n) = t[0, n), or += with `accumulate`; with `stream`, whole aligned cache lines go around
+// the cache (non-temporal stores, AVX-512 only): their tile will not be read again, and a line
+// written there needs no read of its old contents first. The micro-kernel prefetches the lines of
+// the tile it writes, here the buffer's; the output's lines would miss one by one.
+template <typename T>
+inline void copy_run(const T* t, std::int64_t n, T* d, bool accumulate, bool stream) {
+#if defined(__AVX512F__)
+  using V = Lanes<T>;
+  if (stream && !accumulate && n % V::width == 0 &&  // whole lines: no masks
+      reinterpret_cast<std::uintptr_t>(d) % 64 == 0) {
+    for (std::int64_t i = 0; i < n; i += V::width) V::stream(d + i, V::loadu(t + i));
+    return;
+  }
+  for (std::int64_t i = 0; i < n; i += V::width) {
+    const auto mask = V::first(std::min(V::width, n - i));
+    auto v = V::load(mask, t + i);
+    if (accumulate) v = V::add(v, V::load(mask, d + i));
+    if (stream && n - i >= V::width && reinterpret_cast<std::uintptr_t>(d + i) % 64 == 0)
+      V::stream(d + i, v);
+    else
+      V::store(d + i, mask, v);
+  }
+#else
+  (void)stream;
+  if (accumulate)
+    for (std::int64_t i = 0; i < n; ++i) d[i] += t[i];
+  else
+    for (std::int64_t i = 0; i < n; ++i) d[i] = t[i];
+#endif
+}
+
+// Writes (or adds, `accumulate`) a tile computed into `tile` to the output, where one of its two
+// directions, the `run` direction (`length` elements `run_step` apart in the tile), is evenly
+// spaced in the output (`step` apart) and the other is not (`lines` of them, `line_step` apart in
+// the tile, at offsets `at` from `base`), line by line: a run along the even direction is whole
+// cache lines where the step is 1, where element by element along the uneven direction each store
+// lands on another line. Such tiles are common where a panel straddles two values of an index (TCCG
+// case 34, dfga,gebc->abcdef: e = 16 is the columns' fastest index, so three column panels of 14
+// in four straddle two values of c), and scattered, they took longer than the micro-kernel.
+template <typename T>
+inline void write_along(const T* tile, std::int64_t run_step, std::int64_t line_step,
+                        std::int64_t length, std::int64_t lines, T* base, std::int64_t step,
+                        const std::int64_t* at, bool accumulate, bool stream) {
+  for (std::int64_t j = 0; j < lines; ++j) {
+    T* d = base + at[j];
+    const T* t = tile + j * line_step;
+    if (step == 1 && run_step == 1) {
+      copy_run(t, length, d, accumulate, stream);
+    } else if (accumulate) {
+      for (std::int64_t i = 0; i < length; ++i) d[i * step] += t[i * run_step];
+    } else {
+      for (std::int64_t i = 0; i < length; ++i) d[i * step] = t[i * run_step];
+    }
+  }
+}
+
+#if defined(__AVX512F__)
+// d[0, 8) under `mask` = v, or += with `accumulate`; a whole aligned line streamed with `stream`.
+inline void put(double* d, __m512d v, __mmask8 mask, bool accumulate, bool stream) {
+  if (accumulate) v = _mm512_add_pd(v, _mm512_maskz_loadu_pd(mask, d));
+  if (stream && mask == 0xFF && reinterpret_cast<std::uintptr_t>(d) % 64 == 0)
+    _mm512_stream_pd(d, v);
+  else
+    _mm512_mask_storeu_pd(d, mask, v);
+}
+#endif
+
+// Writes the `mrb` × `nrb` corner of a column-major tile of `mr` rows (the micro-kernel's, where
+// transposes) whose columns are contiguous in the output (its rows `rs` apart from `base`): 8 × 8
+// blocks through registers, each row's run of 8 at once.
+template <typename T>
+inline void transpose_out(const T* tile, std::int64_t mr, std::int64_t mrb, std::int64_t nrb,
+                          T* base, std::int64_t rs, bool accumulate, [[maybe_unused]] bool stream) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, double>) {
+    for (std::int64_t n0 = 0; n0 < nrb; n0 += 8) {
+      const std::int64_t w = std::min<std::int64_t>(8, nrb - n0);
+      const auto mask = static_cast<__mmask8>((1u << w) - 1);
+      for (std::int64_t h = 0; h < mrb; h += 8) {
+        __m512d r[8];  // past the tile's rows, the buffer's stale elements, never written out
+        if (w == 8) {
+          load_transposed8(tile + n0 * mr + h, mr, r);
+        } else {
+          for (std::int64_t j = 0; j < 8; ++j)
+            r[j] = j < w ? _mm512_load_pd(tile + (n0 + j) * mr + h) : _mm512_setzero_pd();
+          transpose8(r);
+        }
+        for (std::int64_t i = 0; i < std::min<std::int64_t>(8, mrb - h); ++i)
+          put(base + (h + i) * rs + n0, r[i], mask, accumulate, stream);
+      }
+    }
+    return;
+  }
+#endif
+  for (std::int64_t i = 0; i < mrb; ++i)
+    for (std::int64_t n = 0; n < nrb; ++n)
+      base[i * rs + n] = tile[n * mr + i] + (accumulate ? base[i * rs + n] : T{0});
+}
+
+// Writes a line group (line_groups): kLineElements<T> tiles of `mr` rows, row i of tile j at
+// cm[i] + j in the output, so that row i and column n of all of them make one whole line at
+// cm[i] + cn[n], and the line is written at once (streamed with `stream`). Each tile went
+// column-major into `group`, one after the other (`transposed`, AVX-512 and doubles only), or
+// interleaved, each line contiguous: element (i, n) of tile j at group[(i + n·mr)·line + j].
+template <typename T>
+inline void write_lines(const T* group, std::int64_t mr, std::int64_t nr,
+                        [[maybe_unused]] bool transposed, std::int64_t nrb, T* c,
+                        const std::int64_t* cm, const std::int64_t* cn, bool accumulate,
+                        bool stream) {
+  constexpr std::int64_t line = kLineElements<T>;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, double>) {
+    if (transposed) {
+      const std::int64_t tile = mr * nr;
+      for (std::int64_t n = 0; n < nrb; ++n)
+        for (std::int64_t h = 0; h < mr; h += 8) {
+          __m512d r[8];
+          load_transposed8(group + n * mr + h, tile, r);
+          for (std::int64_t i = 0; i < 8; ++i)
+            put(c + cm[h + i] + cn[n], r[i], 0xFF, accumulate, stream);
+        }
+      return;
+    }
+  }
+#endif
+  for (std::int64_t n = 0; n < nrb; ++n)
+    for (std::int64_t i = 0; i < mr; ++i)
+      copy_run(group + (i + n * mr) * line, line, c + cm[i] + cn[n], accumulate, stream);
+}
+
+}  // namespace
+}  // namespace einsumdb::tensor_gemm

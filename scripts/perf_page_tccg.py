@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""A page of TCCG figures from the JSON of scripts/bench_tccg.py --output FILE: the command, the
+machine, the limits measured in each round, and per case the time and every ratio as min / median
+/ max over the rounds, then the summary on the medians. bench_tccg.py prints the same table.
+
+Usage: scripts/perf_page_tccg.py OUT.md RUN.json --title TITLE [--intro TEXT]"""
+import argparse
+import json
+import math
+import statistics
+
+
+def spread(values, fmt="{:.2f}"):
+    v = sorted(values)
+    return " / ".join(fmt.format(x) for x in (v[0], statistics.median(v), v[-1]))
+
+
+def geomean(values):
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
+def table_lines(result):
+    """The table of a run and its summary, on the medians of the rounds."""
+    cases = result["cases"]
+    numpy = "numpy_view" in cases[0]
+    ratios = [("roofline", "/ roofline")]
+    if numpy:
+        ratios += [("numpy_view", "numpy view / einsumdb"),
+                   ("numpy_contiguous", "numpy contiguous / einsumdb"),
+                   ("plain_gemm", "plain GEMM / einsumdb")]
+    labels = list(result["also"])
+    titles = ["case", "einsum", "GFLOP", "M × N × K", "einsumdb ms", "/ roofline", "bound"]
+    titles += [title for _, title in ratios[1:]] + [f"{label} / einsumdb" for label in labels]
+    lines = ["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
+    med = {key: [] for key, _ in ratios}
+    med_also = {label: [] for label in labels}
+    for c in cases:
+        for key in med:
+            med[key].append(statistics.median(c[key]))
+        for label in labels:
+            med_also[label].append(statistics.median(c["also"][label]))
+        cells = [str(c["case"]), c["einsum"], f"{c['gflop']:.2f}", f"{c['M']} × {c['N']} × {c['K']}",
+                 spread([x * 1e3 for x in c["seconds"]], "{:.1f}"), spread(c["roofline"]),
+                 c["bound"]]
+        cells += [spread(c[key]) for key, _ in ratios[1:]]
+        cells += [spread(c["also"][label]) for label in labels]
+        lines.append("| " + " | ".join(cells) + " |")
+    roof = med["roofline"]
+    lines += ["", f"{len(cases)} cases, on the medians. Fraction of the roofline: geometric mean "
+              f"{geomean(roof):.2f}, min {min(roof):.2f}; at or above 0.8: "
+              f"{sum(f >= 0.8 for f in roof)}."]
+    if numpy:
+        view, contig, plain = med["numpy_view"], med["numpy_contiguous"], med["plain_gemm"]
+        below = [c["case"] for c, v in zip(cases, view) if v < 1]
+        lines += ["", f"numpy view / einsumdb: geometric mean {geomean(view):.2f}, min "
+                  f"{min(view):.2f} (below 1: numpy's view is faster); numpy contiguous / "
+                  f"einsumdb: geometric mean {geomean(contig):.2f}, min {min(contig):.2f}. "
+                  f"Plain GEMM of the same shape / einsumdb: geometric mean {geomean(plain):.2f}, "
+                  f"min {min(plain):.2f}; at or above 0.8: {sum(f >= 0.8 for f in plain)}. "
+                  f"Cases where numpy's view was faster (median): {below or 'none'}."]
+    for label in labels:
+        v = med_also[label]
+        slower = [c["case"] for c, x in zip(cases, v) if x < 0.95]
+        lines += ["", f"{label} / einsumdb (time over time; above 1, einsumdb is faster): "
+                  f"geometric mean {geomean(v):.3f}, min {min(v):.2f}, max {max(v):.2f}; cases "
+                  f"below 0.95: {slower or 'none'}."]
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("run")
+    ap.add_argument("--title", required=True)
+    ap.add_argument("--intro", default="")
+    a = ap.parse_args()
+    with open(a.run) as f:
+        result = json.load(f)
+    m, lim = result["machine"], result["limits"]
+    builds = ", ".join(f"{label}: `{path}`" for label, path in result["also"].items())
+    lines = [f"# {a.title}", ""]
+    if a.intro:
+        lines += [a.intro, ""]
+    lines += [
+        f"Made by `scripts/perf_page_tccg.py` from `{a.run}`, written by:", "",
+        "    " + " ".join(result["command"]), "",
+        f"einsumdb: `{result['einsumdb']}`" + (f"; beside it, {builds}" if builds else "") + ".",
+        f"Machine: {m['cpu']}, {m['cores']} cores; numpy's OpenBLAS: {m['openblas']}; "
+        f"{result['threads']} thread(s) each side; {result['rounds']} rounds, each case the "
+        f"median of {result['repeat']} runs; {result['time']}.", "",
+        "Limits per round (min / median / max): DGEMM peak "
+        f"{spread([x['peak_gflops'] for x in lim], '{:.1f}')} GFLOP/s (OpenBLAS "
+        f"{spread([x['openblas_gflops'] for x in lim], '{:.1f}')}, einsumdb "
+        f"{spread([x['einsumdb_gflops'] for x in lim], '{:.1f}')}), copy bandwidth "
+        f"{spread([x['copy_gbs'] for x in lim], '{:.1f}')} GB/s.", "",
+        "Each ratio is min / median / max over the rounds. A case's roofline time is "
+        "max(flops / peak, (inputs + output bytes) / bandwidth).", ""]
+    lines += table_lines(result)
+    with open(a.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1043 @@
+// tensor_gemm's stages, each on its own (executor/tensor_gemm/): the scatter tables, the blocking,
+// the packing, the micro-kernel, the write-out, the macro-kernel and the streamed algorithm; then
+// the whole strategy against the reference, on the shapes each of its choices is made for.
+#include <gtest/gtest.h>
+
+#include <cpuid.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/executor/deadline.hpp"
+#include "einsumdb/executor/execute.hpp"
+#include "einsumdb/executor/tensor_gemm/blocking.hpp"
+#include "einsumdb/executor/tensor_gemm/macro_kernel.hpp"
+#include "einsumdb/executor/tensor_gemm/micro_kernel.hpp"
+#include "einsumdb/executor/tensor_gemm/packing.hpp"
+#include "einsumdb/executor/tensor_gemm/scatter.hpp"
+#include "einsumdb/executor/tensor_gemm/streamed.hpp"
+#include "einsumdb/executor/tensor_gemm/write_out.hpp"
+#include "einsumdb/tests/support/executor_cases.hpp"
+#include "einsumdb/tuner/tuner.hpp"
+
+namespace einsumdb::tensor_gemm {
+namespace {
+
+using Lengths = std::map<char, std::int64_t>;
+
+std::vector<std::int64_t> entries(const Table& t) {
+  return std::vector<std::int64_t>(t.data(), t.data() + t.size());
+}
+
+Table table(const std::vector<std::int64_t>& v) {
+  Table t(static_cast<std::int64_t>(v.size()));
+  std::copy(v.begin(), v.end(), t.data());
+  return t;
+}
+
+// n values of T from a fixed seed, in memory aligned to a cache line (a Tensor's).
+template <typename T>
+Tensor random_values(std::int64_t n, unsigned seed) {
+  Tensor t(std::is_same_v<T, double> ? Dtype::f64 : Dtype::f32, {n});
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (std::int64_t i = 0; i < n; ++i) t.data<T>()[i] = static_cast<T>(u(rng));
+  return t;
+}
+
+// ---- scatter tables
+
+TEST(Scatter, OffsetsListTheGroupRowMajorAtTheTensorsStrides) {
+  // A tensor "abc" of 2 × 3 × 4, row-major; the group "ca" (a fastest), and "cz" with z absent.
+  const Lengths len{{'a', 2}, {'b', 3}, {'c', 4}, {'z', 3}};
+  const std::vector<std::int64_t> strides{12, 4, 1};
+  const Table ca = offsets("ca", len, "abc", strides);
+  ASSERT_EQ(ca.size(), 8);
+  for (std::int64_t c = 0; c < 4; ++c)
+    for (std::int64_t a = 0; a < 2; ++a) EXPECT_EQ(ca[c * 2 + a], c * 1 + a * 12);
+  const Table cz = offsets("cz", len, "abc", strides);
+  ASSERT_EQ(cz.size(), 12);
+  for (std::int64_t c = 0; c < 4; ++c)
+    for (std::int64_t z = 0; z < 3; ++z) EXPECT_EQ(cz[c * 3 + z], c);
+  EXPECT_EQ(offsets("", len, "abc", strides).size(), 1);  // a scalar: one entry, offset 0
+  EXPECT_EQ(offsets("", len, "abc", strides)[0], 0);
+}
+
+TEST(Scatter, SpacingIsEvenPerBlockOrUneven) {
+  const Table t = table({0, 2, 4, 6, 10, 11, 13, 14, 20});
+  EXPECT_EQ(spacing(t, 4), (std::vector<std::int64_t>{2, kUneven, 1}));
+  EXPECT_EQ(spacing(t, 3), (std::vector<std::int64_t>{2, kUneven, kUneven}));
+  EXPECT_EQ(spacing(table({5, 5, 5}), 3), (std::vector<std::int64_t>{0}));
+}
+
+TEST(Scatter, UnitRunsAreUnevenBlocksOfWholeRuns) {
+  // Blocks of 16: runs of 8 at 0 and 100; runs of 8 then 7 and a stray one; one even block.
+  std::vector<std::int64_t> v;
+  for (std::int64_t i = 0; i < 8; ++i) v.push_back(i);
+  for (std::int64_t i = 0; i < 8; ++i) v.push_back(100 + i);
+  for (std::int64_t i = 0; i < 8; ++i) v.push_back(200 + i);
+  for (std::int64_t i = 0; i < 7; ++i) v.push_back(300 + i);
+  v.push_back(400);
+  for (std::int64_t i = 0; i < 16; ++i) v.push_back(500 + 3 * i);
+  const Table t = table(v);
+  const auto step = spacing(t, 16);
+  EXPECT_EQ(unit_runs(t, 16, 8, step), (std::vector<char>{1, 0, 0}));
+}
+
+TEST(Scatter, LineGroupsStartWhereRowsContinueEachOthersLines) {
+  // MR = 2, a line of 4: panels 0-3 hold rows at 100 + 10·i + j (panel j, row i), a group; panels
+  // 4-7 hold rows that do not continue each other.
+  const std::int64_t mr = 2, line = 4;
+  std::vector<std::int64_t> cm;
+  for (std::int64_t j = 0; j < line; ++j)
+    for (std::int64_t i = 0; i < mr; ++i) cm.push_back(100 + 10 * i + j);
+  for (std::int64_t k = 0; k < 8; ++k) cm.push_back(1000 + 7 * k);
+  EXPECT_EQ(line_groups(table(cm), mr, line), (std::vector<char>{1, 0, 0, 0, 0, 0, 0, 0}));
+  // Without a group: nothing, not a vector of zeros.
+  cm.erase(cm.begin(), cm.begin() + 8);
+  EXPECT_TRUE(line_groups(table(cm), mr, line).empty());
+}
+
+// ---- blocking
+
+MicroKernel<double> shape_of_kernel(std::int64_t mr, std::int64_t nr, std::int64_t mc,
+                                    std::int64_t kc) {
+  MicroKernel<double> k;  // the sizes alone: no kernel to run
+  k.mr = k.packmr = mr;
+  k.nr = k.packnr = nr;
+  k.mc = mc;
+  k.kc = kc;
+  k.nc = 4080;
+  return k;
+}
+
+TEST(Blocking, TheSummedElementsGoInOnePassUpToAQuarterOverKC) {
+  const auto k = shape_of_kernel(8, 24, 72, 256);
+  Contraction p;
+  p.K = 320;  // 256 + 64: one pass, and MC rows scaled by KC over the depth, in whole panels
+  block_sizes(k, p, false, k.mr);
+  EXPECT_EQ(p.kc, 320);
+  EXPECT_EQ(p.mc, 72 * 256 / 320 / 8 * 8);
+  p.K = 321;  // past the quarter: BLIS's KC
+  block_sizes(k, p, false, k.mr);
+  EXPECT_EQ(p.kc, 256);
+  EXPECT_EQ(p.mc, 72);
+  // An output too large for the cache: passes of up to 2 KC in equal shares.
+  p.K = 1000;
+  block_sizes(k, p, true, k.mr);
+  EXPECT_EQ(p.kc, 500);
+  // A block holds a whole line group however deep it is.
+  p.K = 64;
+  block_sizes(k, p, false, 8 * 64);
+  EXPECT_EQ(p.mc, 8 * 64);
+}
+
+TEST(Blocking, RowsGoInTilesWhereOperandAndOutputRunAlongDifferentIndices) {
+  // X "ab" runs along b, Z "ba" along a, both too large for the cache: panels of 16 values of b
+  // for each of 8 values of a (a line of Z).
+  const Lengths len{{'a', 64}, {'b', 64}};
+  const std::int64_t big = std::int64_t{64} << 20, panel = 16, line = 8;
+  const Rows r = group_rows("ab", len, "ab", {64, 1}, "ba", {64, 1}, big, big, panel, line, false);
+  ASSERT_EQ(r.x.size(), 64 * 64);
+  std::set<std::int64_t> seen;
+  for (std::int64_t i = 0; i < r.x.size(); ++i) {
+    const std::int64_t a = r.x[i] / 64, b = r.x[i] % 64;
+    EXPECT_EQ(r.z[i], b * 64 + a) << "entry " << i;  // the same element in both tensors
+    seen.insert(r.x[i]);
+    if (i % panel) {
+      EXPECT_EQ(r.x[i], r.x[i - 1] + 1) << "a panel reads X along b";
+    }
+  }
+  EXPECT_EQ(seen.size(), 64u * 64u);  // every element once
+  // Row i of the line's 8 panels continues one line of Z: line groups, at every 8th panel.
+  const auto groups = line_groups(r.z, panel, line);
+  ASSERT_EQ(groups.size(), 64u * 64u / panel);
+  for (std::size_t q = 0; q < groups.size(); ++q) EXPECT_EQ(groups[q], q % line == 0) << q;
+  // Where X fits in the cache, no tiles: the rows follow Z, the tensor that goes to memory.
+  const Rows small =
+      group_rows("ab", len, "ab", {64, 1}, "ba", {64, 1}, 1 << 20, big, panel, line, false);
+  for (std::int64_t i = 1; i < small.z.size(); ++i) EXPECT_EQ(small.z[i], small.z[i - 1] + 1);
+}
+
+TEST(Blocking, APackingSpanCoversALinesWorthOfRowsApart) {
+  // Rows "cd" of an operand that runs along c (stride 1) with d at stride 8: the rows of a line
+  // lie 72 apart (d's length), so a span of 8 × 72 rows is packed at once, where AVX-512 lets
+  // the packing transpose them.
+  const auto k = shape_of_kernel(16, 14, 128, 256);
+  const Lengths len{{'c', 8}, {'d', 72}};
+  Contraction p;
+  p.am = offsets("cd", len, "dc", {8, 1});
+  p.M = p.am.size();
+  p.K = 256;
+  block_sizes(k, p, false, k.mr);
+  const std::int64_t big = std::int64_t{64} << 20;
+  EXPECT_EQ(packing_span(k, p, big), kStreams ? 8 * 72 : 0);
+  EXPECT_EQ(packing_span(k, p, 1 << 20), 0);  // an operand that fits in the cache
+  p.row_lines.assign(static_cast<std::size_t>(p.M / k.mr), 0);
+  p.row_lines[0] = 1;
+  EXPECT_EQ(packing_span(k, p, big), 0);  // line groups take the blocks' rows
+}
+
+// ---- packing
+
+// What pack() must write: panel q, depth d, row i at q·pack_width·depth + d·pack_width + i, the
+// element src[row + col], zero past the last row.
+template <typename T>
+void expect_packed(const T* src, const std::vector<std::int64_t>& row,
+                   const std::vector<std::int64_t>& col, std::int64_t width,
+                   std::int64_t pack_width, const std::vector<T>& dst) {
+  const auto rows = static_cast<std::int64_t>(row.size()),
+             depth = static_cast<std::int64_t>(col.size());
+  const std::int64_t panels = (rows + width - 1) / width;
+  ASSERT_GE(static_cast<std::int64_t>(dst.size()), panels * pack_width * depth);
+  for (std::int64_t q = 0; q < panels; ++q)
+    for (std::int64_t d = 0; d < depth; ++d)
+      for (std::int64_t i = 0; i < pack_width; ++i) {
+        const std::int64_t r = q * width + i;
+        const T want = i < width && r < rows ? src[row[r] + col[d]] : T{0};
+        ASSERT_EQ(dst[q * pack_width * depth + d * pack_width + i], want)
+            << "panel " << q << ", depth " << d << ", row " << i;
+      }
+}
+
+template <typename T>
+void pack_both_ways() {
+  const Tensor src = random_values<T>(64 * 64, 3);
+  const T* s = src.data<T>();
+  std::vector<std::int64_t> col{0, 64, 3 * 64, 7 * 64, 8 * 64};
+  std::vector<std::int64_t> along(21), gathered(21);
+  std::iota(along.begin(), along.end(), 5);  // consecutive rows: copied along them
+  for (std::size_t i = 0; i < gathered.size(); ++i)
+    gathered[i] = static_cast<std::int64_t>((i * 7) % 61);  // copied element by element
+  for (const auto& row : {along, gathered}) {
+    std::vector<T> dst(3 * 10 * col.size(), T{-7});
+    pack(s, row.data(), static_cast<std::int64_t>(row.size()), col.data(),
+         static_cast<std::int64_t>(col.size()), 8, 10, dst.data());
+    expect_packed(s, row, col, 8, 10, dst);
+  }
+}
+
+TEST(Packing, PanelsHoldTheBlockRowByRowZeroPastTheLast) {
+  pack_both_ways<double>();
+  pack_both_ways<float>();
+}
+
+TEST(Packing, RunsSharingCacheLinesPackAcrossAsTheyGatherElementByElement) {
+  // Rows "cd" of a tensor "dc" (c at unit stride, 8 values: a line each d), c outer in the table:
+  // runs of 8 rows (8 values of d for one c) share their lines with the other values of c.
+  const Lengths len{{'c', 8}, {'d', 32}, {'k', 6}};
+  const std::vector<std::int64_t> strides{8 * 32, 8, 1};  // "kdc"
+  const Table row = offsets("cd", len, "kdc", strides), col = offsets("k", len, "kdc", strides);
+  const Tensor src = random_values<double>(6 * 32 * 8, 5);
+  const double* s = src.data<double>();
+  std::vector<double> across(static_cast<std::size_t>(row.size() * col.size()), -7);
+  pack(s, row.data(), row.size(), col.data(), col.size(), 16, 16, across.data(), true);
+  expect_packed(s, entries(row), entries(col), 16, 16, across);
+  std::vector<double> scratch(across.size());
+  const std::vector<char> none(static_cast<std::size_t>(row.size() / 16), 0);
+  const auto done =
+      pack_across(s, row.data(), row.size(), col.data(), col.size(), 16, 16, scratch.data(), none);
+  // With AVX-512 every run shares its lines; without, nothing goes across.
+  if (kStreams) {
+    EXPECT_EQ(std::count(done.begin(), done.end(), 1), row.size());
+  } else {
+    EXPECT_TRUE(done.empty());
+  }
+}
+
+// ---- the micro-kernel
+
+template <typename T>
+void micro_kernel_computes_a_tile() {
+  const MicroKernel<T>& k = MicroKernel<T>::get();
+  ASSERT_GT(k.mr, 0);
+  ASSERT_GT(k.nr, 0);
+  ASSERT_LE(k.mr * k.nr, kMaxTile);
+  const std::int64_t depth = 37;
+  // A: mr × depth row-major, B: depth × nr row-major, packed as the macro-kernel packs them.
+  const Tensor a = random_values<T>(k.mr * depth, 11), b = random_values<T>(depth * k.nr, 13);
+  std::vector<std::int64_t> ar(static_cast<std::size_t>(k.mr)), ak(depth), bn(k.nr), bk(depth);
+  for (std::int64_t i = 0; i < k.mr; ++i) ar[i] = i * depth;
+  for (std::int64_t l = 0; l < depth; ++l) ak[l] = l, bk[l] = l * k.nr;
+  for (std::int64_t j = 0; j < k.nr; ++j) bn[j] = j;
+  Tensor apanel = random_values<T>(k.packmr * depth, 1),
+         bpanel = random_values<T>(k.packnr * depth, 2);
+  T* ap = apanel.data<T>();
+  T* bp = bpanel.data<T>();
+  pack(a.data<T>(), ar.data(), k.mr, ak.data(), depth, k.mr, k.packmr, ap);
+  pack(b.data<T>(), bn.data(), k.nr, bk.data(), depth, k.nr, k.packnr, bp);
+  auxinfo_t aux{};
+  bli_auxinfo_set_schema_a(BLIS_PACKED_ROW_PANELS, &aux);
+  bli_auxinfo_set_schema_b(BLIS_PACKED_COL_PANELS, &aux);
+  bli_auxinfo_set_is_a(1, &aux);
+  bli_auxinfo_set_is_b(1, &aux);
+  bli_auxinfo_set_ps_a(k.packmr * depth, &aux);
+  bli_auxinfo_set_ps_b(k.packnr * depth, &aux);
+  bli_auxinfo_set_next_a(ap, &aux);
+  bli_auxinfo_set_next_b(bp, &aux);
+  // Written column-major with a gap (rs 1, cs mr + 3), then added to (beta 1).
+  const std::int64_t cs = k.mr + 3;
+  const double tolerance = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+  std::vector<T> c(static_cast<std::size_t>(cs * k.nr), T{1});
+  T one = 1, zero = 0;
+  k.run(k.mr, k.nr, depth, &one, ap, bp, &zero, c.data(), 1, cs, &aux, k.cntx);
+  k.run(k.mr, k.nr, depth, &one, ap, bp, &one, c.data(), 1, cs, &aux, k.cntx);
+  for (std::int64_t i = 0; i < k.mr; ++i)
+    for (std::int64_t j = 0; j < k.nr; ++j) {
+      double want = 0;
+      for (std::int64_t l = 0; l < depth; ++l)
+        want += static_cast<double>(a.data<T>()[i * depth + l]) * b.data<T>()[l * k.nr + j];
+      EXPECT_NEAR(c[static_cast<std::size_t>(i + j * cs)], 2 * want, tolerance) << i << ", " << j;
+    }
+  for (std::int64_t j = 0; j < k.nr; ++j)  // the gap between columns untouched
+    for (std::int64_t i = k.mr; i < cs; ++i) EXPECT_EQ(c[static_cast<std::size_t>(i + j * cs)], 1);
+}
+
+TEST(MicroKernel, ComputesATileFromPackedPanels) {
+  micro_kernel_computes_a_tile<double>();
+  micro_kernel_computes_a_tile<float>();
+}
+
+// ---- write-out
+
+TEST(WriteOut, TilesReachTheOutputAsALoopWouldWriteThem) {
+  // A column-major tile of 16 rows; 13 × 11 of it written with rows 20 apart (its columns
+  // contiguous in the output), then added.
+  const std::int64_t mr = 16, mrb = 13, nrb = 11, rs = 20;
+  const Tensor tile = random_values<double>(mr * 14, 17);
+  const double* t = tile.data<double>();
+  std::vector<double> out(static_cast<std::size_t>(rs * mrb + 8), 0.5), want = out;
+  for (std::int64_t i = 0; i < mrb; ++i)
+    for (std::int64_t n = 0; n < nrb; ++n) want[i * rs + n] = t[n * mr + i];
+  transpose_out(t, mr, mrb, nrb, out.data(), rs, false, false);
+  EXPECT_EQ(out, want);
+  for (std::int64_t i = 0; i < mrb; ++i)
+    for (std::int64_t n = 0; n < nrb; ++n) want[i * rs + n] += t[n * mr + i];
+  transpose_out(t, mr, mrb, nrb, out.data(), rs, true, false);
+  EXPECT_EQ(out, want);
+
+  // Along evenly spaced runs (3 apart), the other direction at offsets of its own.
+  const std::vector<std::int64_t> at{0, 40, 7, 90};
+  std::vector<double> along(200, 0), expected(200, 0);
+  for (std::size_t j = 0; j < at.size(); ++j)
+    for (std::int64_t i = 0; i < 5; ++i)
+      expected[at[j] + i * 3] = t[static_cast<std::int64_t>(j) * 2 + i * mr];
+  write_along(t, mr, 2, 5, 4, along.data(), 3, at.data(), false, false);
+  EXPECT_EQ(along, expected);
+
+  // A line group of interleaved tiles: element (i, n) of tile j at group[(i + n·mr)·8 + j] goes
+  // to cm[i] + cn[n] + j, and the lines are whole (streamed, where the build can).
+  const std::int64_t line = kLineElements<double>, gr = 4, gc = 3;
+  const Tensor group = random_values<double>(gr * gc * line, 19);
+  Tensor target(Dtype::f64, {64 * 16});
+  const std::vector<std::int64_t> cm{0, 64, 128, 192}, cn{256, 512, 768};
+  write_lines(group.data<double>(), gr, gc, false, gc, target.data<double>(), cm.data(), cn.data(),
+              false, true);
+  for (std::int64_t i = 0; i < gr; ++i)
+    for (std::int64_t n = 0; n < gc; ++n)
+      for (std::int64_t j = 0; j < line; ++j)
+        EXPECT_EQ(target.data<double>()[cm[i] + cn[n] + j],
+                  group.data<double>()[(i + n * gr) * line + j]);
+}
+
+// ---- the macro-kernel
+
+// C[m, n] = Σ A[m, k] B[k, n] over the tables of a Contraction, summed in double.
+template <typename T>
+void expect_product(const Contraction& p, const T* a, const T* b, const T* c, double tolerance) {
+  for (std::int64_t i = 0; i < p.M; ++i)
+    for (std::int64_t j = 0; j < p.N; ++j) {
+      double want = 0;
+      for (std::int64_t l = 0; l < p.K; ++l)
+        want += static_cast<double>(a[p.am[i] + p.ak[l]]) * b[p.bn[j] + p.bk[l]];
+      ASSERT_NEAR(c[p.cm[i] + p.cn[j]], want, tolerance) << "row " << i << ", column " << j;
+    }
+}
+
+TEST(MacroKernel, ComputesEveryTileOverBlocksPassesAndUnevenRows) {
+  // A "mk", B "kn", C "nm" (the output's unit stride among the rows); the rows in an order that
+  // leaves some panels unevenly spaced in C; several blocks of rows and three summed passes.
+  const MicroKernel<double>& k = MicroKernel<double>::get();
+  const std::int64_t M = 5 * k.mr + 3, N = 2 * k.nr + 5, K = 150;
+  const Lengths len{{'m', M}, {'n', N}, {'k', K}};
+  const Tensor a = random_values<double>(M * K, 23), b = random_values<double>(K * N, 29);
+  Tensor c(Dtype::f64, {M * N});
+  Contraction p;
+  std::vector<std::int64_t> order(static_cast<std::size_t>(M));
+  std::iota(order.begin(), order.end(), 0);
+  std::reverse(order.begin() + k.mr, order.begin() + 2 * k.mr + 2);  // uneven around panel 1
+  p.am = Table(M), p.cm = Table(M);
+  for (std::int64_t i = 0; i < M; ++i) p.am[i] = order[i] * K, p.cm[i] = order[i];
+  p.bn = offsets("n", len, "kn", {N, 1});
+  p.cn = offsets("n", len, "nm", {M, 1});
+  p.ak = offsets("k", len, "mk", {K, 1});
+  p.bk = offsets("k", len, "kn", {N, 1});
+  p.ab = table({0});
+  p.bb = table({0});
+  p.cb = table({0});
+  p.M = M, p.N = N, p.K = K;
+  p.kc = 64;
+  p.mc = 2 * k.mr;
+  p.row_step = spacing(p.cm, k.mr);
+  p.row_runs = unit_runs(p.cm, k.mr, kLineElements<double>, p.row_step);
+  p.col_step = spacing(p.cn, k.nr);
+  ASSERT_NE(std::count(p.row_step.begin(), p.row_step.end(), kUneven), 0);
+  const std::int64_t a_elems = (p.mc + k.mr) / k.mr * k.packmr * p.kc,
+                     b_elems = (std::min(k.nc, N) + k.nr) / k.nr * k.packnr * p.kc;
+  Tensor space(Dtype::f64, {a_elems + b_elems + 16});
+  double* ap = space.data<double>();
+  double* bp = ap + (a_elems + 7) / 8 * 8;
+  const Gemm<double> gemm(p, a.data<double>(), b.data<double>(), c.data<double>());
+  gemm.run(0, 0, M, 0, N, ap, bp);
+  expect_product(p, a.data<double>(), b.data<double>(), c.data<double>(), 1e-11);
+  // A range of rows and columns alone (a thread's share) leaves the rest as it was.
+  std::fill(c.data<double>(), c.data<double>() + M * N, 0.0);
+  gemm.run(0, k.mr, M, k.nr, N, ap, bp);
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j)
+      if (i < k.mr || j < k.nr) {
+        ASSERT_EQ(c.data<double>()[p.cm[i] + p.cn[j]], 0.0);
+      }
+}
+
+// ---- the streamed algorithm
+
+TEST(Streamed, ATallSkinnyProductStreamsItsRowsInPlace) {
+  // ik,kj->ij with 8 columns: W = B packed once, X = A streamed a few rows at a time.
+  const Lengths len{{'i', 1000}, {'k', 48}, {'j', 8}};
+  const auto s = streamed<double>("ik", {48, 1}, "kj", {8, 1}, "ij", {8, 1}, len);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_FALSE(s->swap);
+  EXPECT_EQ(s->x_rs, 48);
+  EXPECT_EQ(s->x_ds, 1);
+  std::int64_t rows = 0;
+  for (const Piece& p : s->pieces) rows += p.rows;
+  EXPECT_EQ(rows, 1000);
+  const Tensor a = random_values<double>(1000 * 48, 31), b = random_values<double>(48 * 8, 37);
+  Tensor c(Dtype::f64, {1000 * 8});
+  ASSERT_TRUE(run_streamed<double>(*s, a.data<double>(), b.data<double>(), c.data<double>(), 2));
+  for (std::int64_t i = 0; i < 1000; ++i)
+    for (std::int64_t j = 0; j < 8; ++j) {
+      double want = 0;
+      for (std::int64_t l = 0; l < 48; ++l)
+        want += a.data<double>()[i * 48 + l] * b.data<double>()[l * 8 + j];
+      ASSERT_NEAR(c.data<double>()[i * 8 + j], want, 1e-12) << i << ", " << j;
+    }
+  // Wide columns are not streamed: W's row of the output would not be a few vectors.
+  EXPECT_FALSE(streamed<double>("ik", {48, 1}, "kj", {512, 1}, "ij", {512, 1},
+                                {{'i', 1000}, {'k', 48}, {'j', 512}})
+                   .has_value());
+}
+
+TEST(Streamed, LinesOfTheOutputComeWholeFromTransposedTiles) {
+  // dca,bd->abc (TCCG case 2's shape, small): the output runs along c, X = "dca" along a.
+  const Lengths len{{'a', 24}, {'b', 6}, {'c', 20}, {'d', 16}};
+  const std::vector<std::int64_t> xs{20 * 24, 24, 1}, ws{16, 1}, zs{6 * 20, 20, 1};
+  const auto s = streamed_lines<double>("dca", xs, "bd", ws, "abc", zs, len);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_FALSE(s->in_place);
+  const Tensor x = random_values<double>(16 * 20 * 24, 41), w = random_values<double>(6 * 16, 43);
+  Tensor z(Dtype::f64, {24 * 6 * 20});
+  ASSERT_TRUE(run_streamed_lines<double>(*s, x.data<double>(), w.data<double>(), z.data<double>(),
+                                         1, false));
+  for (std::int64_t a = 0; a < 24; ++a)
+    for (std::int64_t b = 0; b < 6; ++b)
+      for (std::int64_t c = 0; c < 20; ++c) {
+        double want = 0;
+        for (std::int64_t d = 0; d < 16; ++d)
+          want += x.data<double>()[d * xs[0] + c * xs[1] + a] * w.data<double>()[b * 16 + d];
+        ASSERT_NEAR(z.data<double>()[a * zs[0] + b * zs[1] + c], want, 1e-12)
+            << a << ", " << b << ", " << c;
+      }
+}
+
+}  // namespace
+}  // namespace einsumdb::tensor_gemm
+
+// ---- the whole strategy
+
+namespace einsumdb {
+namespace {
+
+using testing::binary_spec;
+using testing::terms_of;
+
+// tensor_gemm on the 48 contractions of the TCCG benchmark (tests/data/tccg.jsonl) at two sets
+// of lengths: short ones, that wrap index runs inside micro-tiles, and longer ones, that give
+// whole micro-panels and partial ones at the edges; in both dtypes, on 1 and 2 threads, and where
+// it streams an operand, on its packed path too: equal to
+// the reference every time.
+TEST(Strategies, TensorGemmAgreesWithTheReferenceOnEveryTccgContraction) {
+  std::ifstream in(std::string(EINSUMDB_TEST_DATA) + "/tccg.jsonl");
+  ASSERT_TRUE(in) << "tests/data/tccg.jsonl";
+  const std::map<char, int> short_lengths = {{'a', 7}, {'b', 5}, {'c', 9}, {'d', 6},
+                                             {'e', 4}, {'f', 3}, {'g', 5}};
+  const std::map<char, int> long_lengths = {{'a', 19}, {'b', 6}, {'c', 17}, {'d', 5},
+                                            {'e', 18}, {'f', 3}, {'g', 4}};
+  int cases = 0;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  for (const auto& lengths : {short_lengths, long_lengths})
+    for (const std::string& line : lines) {
+      const auto c = nlohmann::json::parse(line);
+      const std::string tccg = c["tccg"];
+      const auto dash = tccg.find('-'), dash2 = tccg.rfind('-');
+      const std::string out = tccg.substr(0, dash), a = tccg.substr(dash + 1, dash2 - dash - 1),
+                        b = tccg.substr(dash2 + 1);
+      auto shape = [&](const std::string& name, const std::string& labels) {
+        std::string s = name + "=";
+        for (std::size_t k = 0; k < labels.size(); ++k)
+          s += (k ? "x" : "") + std::to_string(lengths.at(labels[k]));
+        return s;
+      };
+      for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
+        SpecFlags f;
+        f.shapes = {shape("A", a), shape("B", b)};
+        f.dtypes = {std::string(to_string(dtype))};
+        const BatchedEinsum e = read_spec_argument(a + "," + b + "->" + out, f);
+        const Arrays arrays = random_arrays(e, 11);
+        const Bound bound(e, arrays);
+        const Results ref = run_reference(bound);
+        const double tol = tolerance(dtype, terms_of(e, bound.lengths()));
+        const bool streams = tensor_gemm_path(bound) != "packed";
+        for (bool packed : {false, true})
+          for (int threads : {1, 2}) {
+            if (packed && !streams) continue;
+            nlohmann::json params = {{"threads", threads}};
+            if (packed) params["stream_rows"] = false;
+            const Results got = execute(bound, "tensor_gemm", params);
+            EXPECT_LE(max_relative_error(got.at(0), ref.at(0)), tol)
+                << "case " << c["case"] << " " << e.einsum_string() << " " << to_string(dtype)
+                << " " << params.dump();
+          }
+      }
+      ++cases;
+    }
+  EXPECT_EQ(cases, 2 * 48);
+}
+
+// tensor_gemm's result on one and on two threads, against the reference result `ref`; `what`
+// names the case in a failure.
+// Where tensor_gemm streams an operand by default, its packed path (stream_rows false) as well,
+// so that the tests written for the packed path keep testing it.
+void expect_tensor_gemm_agrees(const Bound& bound, const Results& ref, const std::string& what,
+                               nlohmann::json params = nlohmann::json::object()) {
+  const Dtype dtype = ref.at(0).dtype();
+  std::vector<nlohmann::json> runs = {params};
+  if (!params.contains("stream_rows") && tensor_gemm_path(bound) != "packed")
+    runs.push_back(params), runs.back()["stream_rows"] = false;
+  for (auto run : runs)
+    for (int threads : {1, 2}) {
+      run["threads"] = threads;
+      const Results got = execute(bound, "tensor_gemm", run);
+      EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
+                tolerance(dtype, terms_of(bound.einsum(), bound.lengths())))
+          << what << " " << to_string(dtype) << " " << run.dump();
+    }
+}
+
+// Where an operand and the output are both larger than the cache and run at unit stride along
+// different indices, tensor_gemm orders the rows in tiles of the two; TCCG cases 6 and 7 at
+// lengths that make both tensors over 8 MB and leave partial tiles at every edge.
+TEST(Strategies, TensorGemmTilesLargeTensorsContiguousAlongDifferentIndices) {
+  for (const auto& [spec, f_len] : {std::pair{"efbad,cf->abcde", 6}, {"ecbfa,fd->abcde", 17}}) {
+    const BatchedEinsum e =
+        binary_spec(spec, {{'a', 33}, {'b', 17}, {'c', 6}, {'d', 18}, {'e', 19}, {'f', f_len}});
+    const Arrays arrays = random_arrays(e, 5);
+    const Bound bound(e, arrays);
+    ASSERT_GT(arrays.at("A").bytes(), 8u << 20) << spec;
+    const Results ref = run_reference(bound);
+    ASSERT_GT(ref.at(0).bytes(), 8u << 20) << spec;
+    expect_tensor_gemm_agrees(bound, ref, spec);
+  }
+}
+
+// Where both operands are larger than the cache and run at unit stride along different summed
+// indices, tensor_gemm takes the summed indices in tiles of the two (TCCG case 13, acd,dbc->ab),
+// and where only one of them does, in that one's order (case 14, cad,dcb->ab: dcb runs along b);
+// both at lengths that make both operands over 8 MB, with partial tiles at every edge and a tile
+// straddling the blocks of KC summed elements, in both dtypes (a tile's width is in bytes).
+TEST(Strategies, TensorGemmTilesTheSummedIndicesOfLargeOperandsContiguousAlongDifferentOnes) {
+  for (Dtype dtype : {Dtype::f64, Dtype::f32}) {
+    const int ab = dtype == Dtype::f64 ? 10 : 20;
+    for (const char* spec : {"acd,dbc->ab", "cad,dcb->ab"}) {
+      const BatchedEinsum e =
+          binary_spec(spec, {{'a', ab}, {'b', ab + 1}, {'c', 331}, {'d', 333}}, dtype);
+      const Arrays arrays = random_arrays(e, 7);
+      const Bound bound(e, arrays);
+      ASSERT_GT(arrays.at("A").bytes(), 8u << 20) << spec;
+      ASSERT_GT(arrays.at("B").bytes(), 8u << 20) << spec;
+      const Results ref = run_reference(bound);
+      expect_tensor_gemm_agrees(bound, ref, spec);
+    }
+  }
+}
+
+// Where the output's unit-stride index belongs to an operand with few free elements (TCCG case 1,
+// bda,dc->abc with a short c), tensor_gemm puts the other operand on the rows' side; either
+// spelling, row counts on both sides of the rule's threshold, one summed pass (d = 300 is one
+// too, up to 1.25 KC) and two, edge tiles on both sides. (The tiles' rows run across the output's
+// lines: they go out transposed through registers, edge tiles as well.)
+TEST(Strategies, TensorGemmPutsTheLargeOperandOnTheRowsSideWhenTheOtherHasFewElements) {
+  for (const char* spec : {"bda,dc->abc", "dc,bda->abc"}) {
+    for (int c : {1, 5, 24, 63, 64, 65}) {
+      for (int d : {7, 300, 400}) {
+        const BatchedEinsum e = binary_spec(spec, {{'a', 37}, {'b', 29}, {'c', c}, {'d', d}});
+        const Arrays arrays = random_arrays(e, 11);
+        const Bound bound(e, arrays);
+        const Results ref = run_reference(bound);
+        const std::string what =
+            std::string(spec) + " c=" + std::to_string(c) + " d=" + std::to_string(d);
+        expect_tensor_gemm_agrees(bound, ref, what);  // both paths where it streams
+      }
+    }
+  }
+}
+
+// A contraction at given lengths and the path tensor_gemm takes for it (tensor_gemm_path).
+struct PathCase {
+  const char* spec;
+  std::map<char, int> len;
+  Dtype dtype;
+  const char* path;
+};
+
+// Each case takes its path and agrees with the reference, streamed or not, with one thread and two,
+// and the tuner measures BLIS's path too wherever an operand streams. With `large`, each output is
+// larger than the cache.
+void expect_paths(const std::vector<PathCase>& cases, unsigned seed, bool large = false) {
+  for (const PathCase& c : cases) {
+    const BatchedEinsum e = binary_spec(c.spec, c.len, c.dtype);
+    const Arrays arrays = random_arrays(e, seed);
+    const Bound bound(e, arrays);
+    std::string what = std::string(c.spec) + " " + std::string(to_string(c.dtype));
+    for (const auto& [index, n] : c.len)
+      what += " " + std::string(1, index) + "=" + std::to_string(n);
+    EXPECT_EQ(tensor_gemm_path(bound), c.path) << what;
+    const Results ref = run_reference(bound);
+    if (large) {
+      EXPECT_GT(ref.at(0).bytes(), 8u << 20) << what;
+    }
+    expect_tensor_gemm_agrees(bound, ref, what);  // both paths where it streams
+    const auto space = find_strategy("tensor_gemm")->space(e, bound.lengths());
+    EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"stream_rows", false}}),
+              std::string(c.path) == "packed" ? 0 : 1)
+        << what;
+  }
+}
+
+// Where the output's unit-stride index belongs to an operand with few free elements, contiguous in
+// the output, and the other operand runs at unit stride along its rows (TCCG case 1, bda,dc->abc)
+// or along its summed indices (a tall, skinny ik,kj->ij), each evenly spaced, tensor_gemm streams
+// that operand's rows through libxsmm in place. Both spellings, runs of rows that end in short
+// pieces, one summed element and many, batch indices (on one thread and two: over the batch and
+// over the pieces), both dtypes; and where it does not apply (too few columns to fill a vector,
+// too many for the cache, summed indices unevenly spaced, the output's unit-stride index in both
+// operands), BLIS's path. Each agrees with the reference, streamed or not.
+TEST(Strategies, TensorGemmStreamsTheRowsOfAProductWithFewColumns) {
+  expect_paths(
+      {
+          {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 24}, {'d', 300}}, Dtype::f64, "rows"},
+          {"dc,bda->abc", {{'a', 37}, {'b', 29}, {'c', 24}, {'d', 7}}, Dtype::f64, "rows"},
+          {"bda,dc->abc", {{'a', 50}, {'b', 3}, {'c', 6}, {'d', 1}}, Dtype::f64, "rows"},
+          {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 128}, {'d', 40}}, Dtype::f64, "rows"},
+          {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 40}, {'d', 40}}, Dtype::f32, "rows"},
+          {"ik,kj->ij", {{'i', 1000}, {'j', 24}, {'k', 70}}, Dtype::f64, "rows"},
+          {"ik,kj->ij", {{'i', 333}, {'j', 13}, {'k', 5}}, Dtype::f32, "rows"},
+          {"zbda,zdc->zabc",
+           {{'a', 30}, {'b', 7}, {'c', 16}, {'d', 9}, {'z', 3}},
+           Dtype::f64,
+           "rows"},
+          {"zbda,dc->zabc",
+           {{'a', 30}, {'b', 7}, {'c', 16}, {'d', 9}, {'z', 3}},
+           Dtype::f64,
+           "rows"},
+          {"bdea,edc->abc",
+           {{'a', 20}, {'b', 9}, {'c', 16}, {'d', 5}, {'e', 6}},
+           Dtype::f64,
+           "rows"},
+          {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 4}, {'d', 40}}, Dtype::f64, "packed"},
+          {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 129}, {'d', 40}}, Dtype::f64, "packed"},
+          // (Too many summed elements for the rows: the product streams in place, in passes.)
+          {"ik,kj->ij", {{'i', 100}, {'j', 24}, {'k', 6000}}, Dtype::f64, "lines"},
+          {"bdae,edc->abc",
+           {{'a', 20}, {'b', 9}, {'c', 16}, {'d', 5}, {'e', 6}},
+           Dtype::f64,
+           "packed"},
+          {"bdac,dc->abc", {{'a', 20}, {'b', 9}, {'c', 16}, {'d', 5}}, Dtype::f64, "packed"},
+      },
+      13);
+}
+
+// Where the output's unit-stride index belongs to the large operand, which runs at unit stride
+// along another of its rows (TCCG cases 2-4 and 6-8, dca,bd->abc and its kin), with few columns,
+// tensor_gemm streams that operand in lines: a tile per value of the output's index, a line's
+// worth at a time, transposed on the way out. Lines cut short at the end of their index (13 = 8 +
+// 5 values), rows in pieces with a short last one or over several values of a second index, one
+// summed element and many, a batch index, both dtypes (a float line is 16 values), one thread and
+// two; where that operand runs along the output's own unit-stride index (TCCG cases 5, 10, 11 and
+// 19), the tiles go in place, between columns evenly spaced in the output, in several summed passes
+// where the columns' operand would not fit the cache in one; and where it does not apply (the
+// operand's unit-stride index too short to fill a vector; in place, columns unevenly spaced, or 4
+// KB apart in an output the cache holds), BLIS's path. Each agrees with the reference, streamed or
+// not, and the tuner measures both.
+TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
+  expect_paths(
+      {
+          {"dca,bd->abc", {{'a', 37}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::f64, "lines"},
+          {"bd,dca->abc", {{'a', 37}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::f64, "lines"},
+          {"dca,bd->abc", {{'a', 37}, {'b', 6}, {'c', 21}, {'d', 20}}, Dtype::f32, "lines"},
+          {"dca,bd->abc", {{'a', 16}, {'b', 6}, {'c', 16}, {'d', 1}}, Dtype::f64, "lines"},
+          {"ecbfa,fd->abcde",
+           {{'a', 24}, {'b', 3}, {'c', 2}, {'d', 5}, {'e', 11}, {'f', 7}},
+           Dtype::f64,
+           "lines"},
+          {"efbad,cf->abcde",
+           {{'a', 3}, {'b', 2}, {'c', 4}, {'d', 9}, {'e', 17}, {'f', 8}},
+           Dtype::f64,
+           "lines"},
+          // Rows over several values of the index that follows in the operand (a after d):
+          // three, four and eight of them, whole lines and lines cut short.
+          {"efbad,cf->abcde",
+           {{'a', 6}, {'b', 2}, {'c', 5}, {'d', 16}, {'e', 11}, {'f', 7}},
+           Dtype::f64,
+           "lines"},
+          {"efbad,cf->abcde",
+           {{'a', 4}, {'b', 3}, {'c', 6}, {'d', 8}, {'e', 16}, {'f', 5}},
+           Dtype::f64,
+           "lines"},
+          {"efbad,cf->abcde",
+           {{'a', 4}, {'b', 2}, {'c', 3}, {'d', 16}, {'e', 20}, {'f', 3}},
+           Dtype::f32,
+           "lines"},
+          {"zdca,zbd->zabc",
+           {{'a', 9}, {'b', 6}, {'c', 8}, {'d', 5}, {'z', 3}},
+           Dtype::f64,
+           "lines"},
+          {"dca,bd->abc", {{'a', 5}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::f64, "packed"},
+          // The operand runs along the output's own unit-stride index: tiles written in place.
+          {"ebad,ce->abcd",
+           {{'a', 3}, {'b', 4}, {'c', 6}, {'d', 24}, {'e', 5}},
+           Dtype::f64,
+           "lines"},
+          {"ec,abed->abcd",
+           {{'a', 3}, {'b', 4}, {'c', 6}, {'d', 37}, {'e', 5}},
+           Dtype::f32,
+           "lines"},
+          {"ebad,cge->abcgd",
+           {{'a', 3}, {'b', 4}, {'c', 2}, {'d', 24}, {'e', 5}, {'g', 3}},
+           Dtype::f64,
+           "lines"},
+          // ... over several passes of the summed elements where their columns' operand is too
+          // large
+          // for one (TCCG case 19's shape; the last pass shorter; 2 and 3 passes with 1 MB of L2).
+          {"adec,ebd->abc",
+           {{'a', 2}, {'b', 20}, {'c', 24}, {'d', 70}, {'e', 100}},
+           Dtype::f64,
+           "lines"},
+          {"adec,ebd->abc",
+           {{'a', 2}, {'b', 20}, {'c', 32}, {'d', 82}, {'e', 82}},
+           Dtype::f32,
+           "lines"},
+          // ... but not where the columns are unevenly spaced, or a multiple of 4 KB apart.
+          {"ebad,cge->acbgd",
+           {{'a', 3}, {'b', 4}, {'c', 2}, {'d', 24}, {'e', 5}, {'g', 3}},
+           Dtype::f64,
+           "packed"},
+          {"ea,ebcd->abcd",
+           {{'a', 5}, {'b', 4}, {'c', 4}, {'d', 32}, {'e', 6}},
+           Dtype::f64,
+           "packed"},
+      },
+      17);
+}
+
+// Where the output is larger than the cache, the streamed kernels write it around the cache, in
+// non-temporal stores of whole lines: streamed rows (TCCG case 1's shape, with a batch index),
+// lines transposed on their way out (cases 6 and 2's; with e = 132 the rows do not all start on a
+// line and take ordinary stores, with e = 136 they do), and in place (cases 9 and 11's), where
+// columns a multiple of 4 KB apart no longer share their sets of the cache (ea,ebcd->abcd streams
+// only so, so it is packed on a build without AVX-512's non-temporal stores), f64 and f32. Each
+// agrees with the reference, with one thread and two, streamed or not.
+TEST(Strategies, TensorGemmStreamsALargeOutputAroundTheCache) {
+  expect_paths(
+      {
+          {"bda,dc->abc", {{'a', 220}, {'b', 220}, {'c', 24}, {'d', 20}}, Dtype::f64, "rows"},
+          {"zbda,dc->zabc",
+           {{'a', 150}, {'b', 100}, {'c', 24}, {'d', 9}, {'z', 3}},
+           Dtype::f64,
+           "rows"},
+          {"ea,ebcd->abcd",
+           {{'a', 80}, {'b', 8}, {'c', 16}, {'d', 128}, {'e', 6}},
+           Dtype::f64,
+           tensor_gemm_streams() ? "lines" : "packed"},
+          {"ec,abed->abcd",
+           {{'a', 32}, {'b', 32}, {'c', 40}, {'d', 64}, {'e', 5}},
+           Dtype::f32,
+           "lines"},
+          {"ebad,ce->abcd",
+           {{'a', 30}, {'b', 30}, {'c', 24}, {'d', 72}, {'e', 7}},
+           Dtype::f64,
+           "lines"},
+          // Tiles transposed on their way out, each line streamed whole (TCCG cases 6 and 2).
+          {"efbad,cf->abcde",
+           {{'a', 8}, {'b', 8}, {'c', 10}, {'d', 16}, {'e', 132}, {'f', 3}},
+           Dtype::f64,
+           "lines"},
+          {"efbad,cf->abcde",
+           {{'a', 8}, {'b', 8}, {'c', 10}, {'d', 16}, {'e', 136}, {'f', 3}},
+           Dtype::f64,
+           "lines"},
+          {"dca,bd->abc", {{'a', 72}, {'b', 12}, {'c', 1248}, {'d', 5}}, Dtype::f64, "lines"},
+      },
+      23, true);
+}
+
+// Where the output's unit-stride index is among the rows and the operand's another one (TCCG cases
+// 3-8), tiles of consecutive micro-panels continue one another's output lines, and tensor_gemm
+// computes such a group and writes each line whole. TCCG case 6 with the output over 8 MB, panels
+// left over at the edges of both indices (d = 37: 16 + 16 + 5 rows in f64, 32 + 5 in f32; e = 19:
+// lines of 8 + 8 + 3 and 16 + 3), partial column panels (c = 6 and 64), one summed pass (the lines
+// are streamed) and two (the second adds to them), both dtypes, 1 and 2 threads.
+TEST(Strategies, TensorGemmWritesWholeOutputLinesFromGroupsOfTiles) {
+  struct Shape {
+    Dtype dtype;
+    int a, b, c, f;
+  };
+  for (const Shape& s : {Shape{Dtype::f64, 33, 17, 6, 6}, Shape{Dtype::f32, 33, 17, 6, 6},
+                         Shape{Dtype::f64, 7, 4, 64, 333}}) {
+    const BatchedEinsum e = binary_spec(
+        "efbad,cf->abcde", {{'a', s.a}, {'b', s.b}, {'c', s.c}, {'d', 37}, {'e', 19}, {'f', s.f}},
+        s.dtype);
+    const Arrays arrays = random_arrays(e, 17);
+    const Bound bound(e, arrays);
+    ASSERT_GT(arrays.at("A").bytes(), 8u << 20);
+    const Results ref = run_reference(bound);
+    ASSERT_GT(ref.at(0).bytes(), 8u << 20);
+    expect_tensor_gemm_agrees(bound, ref, "c=" + std::to_string(s.c) + " f=" + std::to_string(s.f));
+  }
+}
+
+// TCCG case 28's shape (eafb,fdec->abcd: the rows in tiles of c, the operand's fastest, and d, the
+// output's), scaled so that both are over 8 MB with one summed pass: c = 24 leaves 8 rows per line
+// of d after the line group of 16, in panels that hold two values of d; e × f = 36 summed elements
+// make row blocks of 106 panels, which would end inside a group of 8 (the test fails when they
+// end 3 rows early). (The panels written a line per run, unit_runs, are among those of
+// TensorGemmAgreesWithTheReferenceOnEveryTccgContraction.)
+TEST(Strategies, TensorGemmComputesLineGroupsWhole) {
+  const BatchedEinsum e = binary_spec(
+      "eafb,fdec->abcd", {{'a', 6}, {'b', 6}, {'c', 24}, {'d', 1300}, {'e', 6}, {'f', 6}});
+  const Arrays arrays = random_arrays(e, 19);
+  const Bound bound(e, arrays);
+  ASSERT_GT(arrays.at("B").bytes(), 8u << 20);
+  const Results ref = run_reference(bound);
+  ASSERT_GT(ref.at(0).bytes(), 8u << 20);
+  expect_tensor_gemm_agrees(bound, ref, "eafb,fdec->abcd");
+}
+
+// Where the rows follow the output (d, over several passes of the summed elements) and their
+// operand runs along another of their indices (fdec along c), a line of the operand holds the
+// same row of eight panels, and tensor_gemm packs the rows of a line's worth of panels at once,
+// each line transposed in registers into up to eight of them (pack_across, packing_span).
+// TCCG case 28's shape with the operand and the output over 8 MB: c = 16, lines whole, and c =
+// 13, lines that start at a different value of c in each row and hold the last values of c of one
+// value of e and the first of the next; spans of 960 and 1,152 rows; 1 and 2 threads. Checked
+// against ttgt's result (the operands transposed for OpenBLAS's GEMM, itself checked against the
+// reference loops by EveryCandidateAgreesWithTheReference): the loops take a minute here.
+TEST(Strategies, TensorGemmPacksTheRunsOfALineOfTheOperandTogether) {
+  for (const auto& [c_len, d_len] : {std::pair{16, 120}, {13, 144}}) {
+    const BatchedEinsum e =
+        binary_spec("eafb,fdec->abcd",
+                    {{'a', 24}, {'b', 24}, {'c', c_len}, {'d', d_len}, {'e', 24}, {'f', 24}});
+    const Arrays arrays = random_arrays(e, 29);
+    const Bound bound(e, arrays);
+    ASSERT_GT(arrays.at("B").bytes(), 8u << 20);
+    const Results ref = execute(bound, "ttgt", nlohmann::json::object());
+    ASSERT_GT(ref.at(0).bytes(), 8u << 20);
+    expect_tensor_gemm_agrees(bound, ref, "c = " + std::to_string(c_len));
+  }
+}
+
+// The output follows its own order, not tiles of the operand's and its own unit-stride indices,
+// where the operand runs at unit stride along a summed index (TCCG case 26, aefb,fdce->abcd: fdce
+// along e), whose packing reads whole lines in any order of the rows, and where the summed
+// elements take several passes over an output too large for the cache (case 28, eafb,fdec->abcd,
+// whose fdec runs along c and the output along d), which each pass reads back. Both shapes with
+// the operand and the output over 8 MB and two long passes (the second adds).
+TEST(Strategies, TensorGemmFollowsTheOutputWhereTilesWouldNotHelp) {
+  for (const char* spec : {"aefb,fdce->abcd", "eafb,fdec->abcd"}) {
+    const BatchedEinsum e =
+        binary_spec(spec, {{'a', 24}, {'b', 24}, {'c', 24}, {'d', 80}, {'e', 24}, {'f', 24}});
+    const Arrays arrays = random_arrays(e, 23);
+    const Bound bound(e, arrays);
+    ASSERT_GT(arrays.at("B").bytes(), 8u << 20);
+    const Results ref = run_reference(bound);
+    ASSERT_GT(ref.at(0).bytes(), 8u << 20);
+    expect_tensor_gemm_agrees(bound, ref, spec);
+  }
+}
+
+// TCCG's ccsd_t contractions interleave the operands' indices in the output: a micro-tile's
+// columns (or rows) straddle two values of an outer index wherever an index's length is not a
+// multiple of the tile's, and such tiles are computed into a buffer and copied out, or, where
+// the output streams past the cache and the tile's rows are whole lines of it, written there by
+// one libxsmm kernel per run of its columns (Gemm::write_around). Rows even and columns
+// straddling, rows straddling and columns even, and both; an output over 8 MB with one summed
+// pass (the tiles stream past the cache, even ones too with stream_even, else written in place) and
+// a summed index longer than a pass (the copy adds); both dtypes (f32's tile is 32 rows), 1 and 2
+// threads.
+TEST(Strategies, TensorGemmCopiesOutTilesThatStraddleAnOuterIndex) {
+  for (Dtype dtype : {Dtype::f64, Dtype::f32}) {
+    for (const auto& [e_len, f_len] : {std::pair{16, 16}, {14, 20}, {16, 20}}) {
+      for (int g : {5, 300}) {
+        const BatchedEinsum e = binary_spec("dfga,gebc->abcdef",
+                                            {{'a', g > 256 ? 2 : 23},
+                                             {'b', 6},
+                                             {'c', 7},
+                                             {'d', 10},
+                                             {'e', e_len},
+                                             {'f', f_len},
+                                             {'g', g}},
+                                            dtype);
+        const Arrays arrays = random_arrays(e, 13);
+        const Bound bound(e, arrays);
+        const Results ref = run_reference(bound);
+        if (g < 256) {
+          ASSERT_GT(ref.at(0).bytes(), 8u << 20);
+        }
+        for (bool stream_even : {false, true})
+          expect_tensor_gemm_agrees(bound, ref,
+                                    "e=" + std::to_string(e_len) + " f=" + std::to_string(f_len) +
+                                        " g=" + std::to_string(g),
+                                    {{"stream_even", stream_even}});
+      }
+    }
+  }
+}
+
+// Fetching the next block of rows' lines during this block's micro-kernel calls (fetch_ahead)
+// changes only when memory is read, never what is packed: TCCG case 2's shape (dca,bd->abc: 16
+// consecutive a of the operand to a panel, 312 summed, a 5.2 MB operand over L2) and case 3's
+// (dbea,ec->abcd: panels that straddle two values of b among those that do not), with the rows
+// in many blocks, the last one short; f64 and f32, on and off, 1 and 2 threads.
+TEST(Strategies, TensorGemmFetchesTheNextBlockAheadWithoutChangingTheResult) {
+  for (Dtype dtype : {Dtype::f64, Dtype::f32}) {
+    for (const auto& [spec, lengths] :
+         {std::pair<const char*, std::map<char, int>>{
+              "dca,bd->abc", {{'a', 45}, {'b', 24}, {'c', 47}, {'d', 312}}},
+          {"dbea,ec->abcd", {{'a', 30}, {'b', 9}, {'c', 24}, {'d', 21}, {'e', 72}}}}) {
+      const BatchedEinsum e = binary_spec(spec, lengths, dtype);
+      const Arrays arrays = random_arrays(e, 31);
+      const Bound bound(e, arrays);
+      const Results ref = run_reference(bound);
+      for (bool ahead : {true, false})
+        expect_tensor_gemm_agrees(bound, ref, spec, {{"fetch_ahead", ahead}});
+    }
+  }
+}
+
+// Where the operand of a group of indices fits in the cache and the output does not, the group
+// follows the output's order, or, where tiles are not written around the cache (stream_even
+// false), the operand's where that leaves fewer micro-panels unevenly spaced in the output. TCCG's
+// ccsd_t shapes with a 302 MB output scaled to 19-38 MB: case 31 (dega,gfbc->abcdef: the columns a,
+// d, e even in the output's order, not in the operand's), case 36 (dfgc,geab->abcdef: the columns
+// a, b, e even in the operand's order, e = 16 straddling the tiles in the output's), case 38
+// (efgb,gdac->abcdef: d = 24 and c merge into one even step in the output's order) and case 39
+// (efgc,gdab->abcdef: uneven in the output's order); even tiles in place and through the buffer.
+TEST(Strategies, TensorGemmOrdersACachedOperandsIndicesForTheOutput) {
+  // d = 24 where it is the output's step-256 index (cases 38 and 39), otherwise 12.
+  for (const auto& [spec, d] : {std::pair{"dega,gfbc->abcdef", 12},
+                                {"dfgc,geab->abcdef", 12},
+                                {"efgb,gdac->abcdef", 24},
+                                {"efgc,gdab->abcdef", 24}}) {
+    const std::map<char, int> lengths = {{'a', 12}, {'b', 8},  {'c', 8}, {'d', d},
+                                         {'e', 16}, {'f', 16}, {'g', 6}};
+    const BatchedEinsum e = binary_spec(spec, lengths);
+    const Arrays arrays = random_arrays(e, 29);
+    const Bound bound(e, arrays);
+    ASSERT_LT(arrays.at("A").bytes(), 8u << 20) << spec;
+    ASSERT_LT(arrays.at("B").bytes(), 8u << 20) << spec;
+    const Results ref = run_reference(bound);
+    ASSERT_GT(ref.at(0).bytes(), 8u << 20) << spec;
+    for (bool stream_even : {false, true})
+      expect_tensor_gemm_agrees(bound, ref, spec, {{"stream_even", stream_even}});
+  }
+}
+
+// Which way of writing even tiles is faster depends on the processor, so the tuner tries both
+// where the choice applies: an output over 8 MB summed over 24 elements or fewer (TCCG's ccsd_t
+// shape, scaled), in f64 and f32 (whose output is then half the bytes), and not where more are
+// summed or the output fits in the cache. Each candidate runs and agrees with the reference.
+TEST(Strategies, TensorGemmSpaceOffersBothWritesOfEvenTilesWhereTheyDiffer) {
+  const Strategy* s = find_strategy("tensor_gemm");
+  ASSERT_NE(s, nullptr);
+  const std::map<char, int> len = {{'a', 12}, {'b', 8},  {'c', 8}, {'d', 12},
+                                   {'e', 16}, {'f', 16}, {'g', 6}};
+  auto space = [&](std::map<char, int> l, Dtype dtype) {
+    const BatchedEinsum e = binary_spec("dega,gfbc->abcdef", l, dtype);
+    Lengths lengths;
+    for (const auto& [c, n] : l) lengths[c] = n;
+    return s->space(e, lengths);
+  };
+  const auto both = space(len, Dtype::f64);  // 18.9 MB
+  if (!tensor_gemm_streams()) {  // built without AVX-512: every tile takes ordinary stores
+    EXPECT_EQ(both.size(), 1u);
+    GTEST_SKIP() << "tensor_gemm does not write around the cache on this build (no AVX-512)";
+  }
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0], nlohmann::json::object());
+  ASSERT_TRUE(both[1].contains("stream_even"));
+  // The default streams them on Intel's processors and AMD's before Zen 5 (family 26).
+  __builtin_cpu_init();
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool amd = __builtin_cpu_is("amd") && __get_cpuid(1, &eax, &ebx, &ecx, &edx);
+  const unsigned base = (eax >> 8) & 0xF;
+  const bool before_zen5 = amd && base + (base == 0xF ? (eax >> 20) & 0xFF : 0) < 0x1A;
+  EXPECT_EQ(both[1]["stream_even"].get<bool>(), !(__builtin_cpu_is("intel") || before_zen5));
+  auto f32 = len;
+  f32['a'] = 8;  // 12.6 MB in f64, 6.3 MB in f32
+  EXPECT_EQ(space(f32, Dtype::f64).size(), 2u);
+  EXPECT_EQ(space(f32, Dtype::f32).size(), 1u);
+  auto deep = len;
+  deep['g'] = 25;
+  EXPECT_EQ(space(deep, Dtype::f64).size(), 1u);
+  auto small = len;
+  small['a'] = small['d'] = 4;  // 2.1 MB
+  EXPECT_EQ(space(small, Dtype::f64).size(), 1u);
+
+  const BatchedEinsum e = binary_spec("dega,gfbc->abcdef", len);
+  const Arrays arrays = random_arrays(e, 31);
+  const Bound bound(e, arrays);
+  const Results ref = run_reference(bound);
+  for (const auto& params : both) {
+    const Results got = execute(bound, "tensor_gemm", params);
+    EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
+              tolerance(Dtype::f64, terms_of(e, bound.lengths())))
+        << params.dump();
+  }
+}
+
+TEST(Strategies, TensorGemmUsesVectorKernelsWhereTheCpuHasThem) {
+  const std::string kernel = tensor_gemm_kernel();
+  ASSERT_FALSE(kernel.empty());
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_EQ(kernel.rfind("generic", 0), std::string::npos) << kernel;
+  }
+  if (!std::getenv("BLIS_ARCH_TYPE") && __builtin_cpu_supports("avx512f") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd")) {
+    EXPECT_EQ(kernel.rfind("skx", 0), 0u) << kernel;
+  }
+}
+
+}  // namespace
+}  // namespace einsumdb
