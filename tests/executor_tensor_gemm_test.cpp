@@ -362,9 +362,10 @@ void expect_product(const Contraction& p, const T* a, const T* b, const T* c, do
     }
 }
 
-TEST(MacroKernel, ComputesEveryTileOverBlocksPassesAndUnevenRows) {
-  // A "mk", B "kn", C "nm" (the output's unit stride among the rows); the rows in an order that
-  // leaves some panels unevenly spaced in C; several blocks of rows and three summed passes.
+TEST(MacroKernel, ComputesEveryTileOverBlocksPassesAndUnevenRowsAndColumns) {
+  // A "mk", B "kn", C "nm" (the output's unit stride among the rows); the rows and the columns in
+  // orders that leave some panels unevenly spaced in C; several blocks of rows and three summed
+  // passes.
   const MicroKernel<double>& k = MicroKernel<double>::get();
   const std::int64_t M = 5 * k.mr + 3, N = 2 * k.nr + 5, K = 150;
   const Lengths len{{'m', M}, {'n', N}, {'k', K}};
@@ -376,8 +377,12 @@ TEST(MacroKernel, ComputesEveryTileOverBlocksPassesAndUnevenRows) {
   std::reverse(order.begin() + k.mr, order.begin() + 2 * k.mr + 2);  // uneven around panel 1
   p.am = Table(M), p.cm = Table(M);
   for (std::int64_t i = 0; i < M; ++i) p.am[i] = order[i] * K, p.cm[i] = order[i];
-  p.bn = offsets("n", len, "kn", {N, 1});
-  p.cn = offsets("n", len, "nm", {M, 1});
+  // The columns too, so that some tiles are uneven both ways (written element by element).
+  std::vector<std::int64_t> cols(static_cast<std::size_t>(N));
+  std::iota(cols.begin(), cols.end(), 0);
+  std::reverse(cols.begin() + k.nr - 2, cols.begin() + 2 * k.nr);
+  p.bn = Table(N), p.cn = Table(N);
+  for (std::int64_t j = 0; j < N; ++j) p.bn[j] = cols[j], p.cn[j] = cols[j] * M;
   p.ak = offsets("k", len, "mk", {K, 1});
   p.bk = offsets("k", len, "kn", {N, 1});
   p.ab = table({0});
@@ -390,6 +395,7 @@ TEST(MacroKernel, ComputesEveryTileOverBlocksPassesAndUnevenRows) {
   p.row_runs = unit_runs(p.cm, k.mr, kLineElements<double>, p.row_step);
   p.col_step = spacing(p.cn, k.nr);
   ASSERT_NE(std::count(p.row_step.begin(), p.row_step.end(), kUneven), 0);
+  ASSERT_NE(std::count(p.col_step.begin(), p.col_step.end(), kUneven), 0);
   const std::int64_t a_elems = (p.mc + k.mr) / k.mr * k.packmr * p.kc,
                      b_elems = (std::min(k.nc, N) + k.nr) / k.nr * k.packnr * p.kc;
   Tensor space(Dtype::f64, {a_elems + b_elems + 16});
