@@ -26,8 +26,8 @@ printed, after numpy's product has been checked against its own loop (np.einsum 
 With --also LABEL=EINSUMDB (repeatable), another build of einsumdb runs each case too, in the same
 round right beside the first, and the table gives its time over the first's: how a change moved
 each case, with the machine's drift shared by both sides. The builds take turns going first, round
-by round: on a virtual machine the process that runs second was often a few per cent slower, so
-an even number of rounds gives each build the first place as often. With
+by round, so that an even number of rounds gives each build the first place as often (on a
+virtual machine, the order of two processes may matter). With
 --no-numpy, numpy and the plain GEMMs are left out (the limits are still measured). --output FILE
 writes every figure of every round as JSON, with the command and the machine.
 

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "einsumdb/tests/support/chain_graph.hpp"
 #include "einsumdb/tests/support/run_cli.hpp"
 #include "einsumdb/tests/support/temp_dir.hpp"
 
@@ -12,12 +13,7 @@ namespace {
 using einsumdb::testing::run_cli;
 using json = nlohmann::json;
 
-const char* kChain = R"({"inputs": {"A": {"shape": [1000, 100]}, "B": {"shape": [100, 1000]},
-  "C": {"shape": [1000, 100]}, "D": {"shape": [100, 10000]}, "E": {"shape": [10000, 1000]}},
- "nodes": [{"name": "AB", "einsum": "ij,jk->ik", "inputs": ["A", "B"]},
-           {"name": "DE", "einsum": "ij,jk->ik", "inputs": ["D", "E"]},
-           {"name": "CDE", "einsum": "ij,jk->ik", "inputs": ["C", "DE"]},
-           {"name": "Z", "einsum": "ij,ij->ij", "inputs": ["AB", "CDE"], "join": "add"}]})";
+const std::string kChain = einsumdb::testing::chain_graph(1000, 100, 1000, 100, 10000);
 
 class CliPlan : public ::testing::Test {
  protected:
@@ -56,12 +52,7 @@ TEST_F(CliPlan, PlansAGraphFromAFileInlineOrStdin) {
 // the fastest is written (here sqrt: EinDecomp moves fewer numbers but loads one link more), its
 // prediction per step summing to the total; --baseline keeps the method it names.
 TEST_F(CliPlan, OnANetworkThePlanPredictedFastestIsWritten) {
-  const char* square = R"({"inputs": {"A": {"shape": [200, 200]}, "B": {"shape": [200, 200]},
-    "C": {"shape": [200, 200]}, "D": {"shape": [200, 200]}, "E": {"shape": [200, 200]}},
-   "nodes": [{"name": "AB", "einsum": "ij,jk->ik", "inputs": ["A", "B"]},
-             {"name": "DE", "einsum": "ij,jk->ik", "inputs": ["D", "E"]},
-             {"name": "CDE", "einsum": "ij,jk->ik", "inputs": ["C", "DE"]},
-             {"name": "Z", "einsum": "ij,ij->ij", "inputs": ["AB", "CDE"], "join": "add"}]})";
+  const std::string square = einsumdb::testing::chain_graph(200, 200, 200, 200, 200);
   const std::string net = "bandwidth=1e6,latency=1e-5,ranks_per_host=2";
   auto r = run({"plan", square, "-P", "4", "--network", net, "--json"});
   ASSERT_EQ(r.code, 0) << r.err;

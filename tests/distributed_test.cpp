@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "einsumdb/executor/npy.hpp"
+#include "einsumdb/tests/support/chain_graph.hpp"
 #include "einsumdb/tests/support/run_cli.hpp"
 #include "einsumdb/tests/support/temp_dir.hpp"
 
@@ -97,12 +98,7 @@ nlohmann::json parse(const CliResult& r) {
   }
 }
 
-const char* kChain = R"({"inputs": {"A": {"shape": [96, 80]}, "B": {"shape": [80, 64]},
-  "C": {"shape": [96, 12]}, "D": {"shape": [12, 200]}, "E": {"shape": [200, 64]}},
-  "nodes": [{"name": "AB", "einsum": "ij,jk->ik", "inputs": ["A", "B"]},
-            {"name": "DE", "einsum": "ij,jk->ik", "inputs": ["D", "E"]},
-            {"name": "CDE", "einsum": "ij,jk->ik", "inputs": ["C", "DE"]},
-            {"name": "Z", "einsum": "ij,ij->ij", "inputs": ["AB", "CDE"], "join": "add"}]})";
+const std::string kChain = testing::chain_graph(96, 80, 64, 12, 200);
 
 // sqdiff/sum, absdiff/max, an n-ary node, reductions to a vector and to a scalar.
 const char* kOperators = R"({"inputs": {"X": {"shape": [48, 20]}, "Y": {"shape": [40, 20]},

@@ -19,9 +19,10 @@
 // streamed) are in unnamed namespaces and the write-out and packing routines declared inline: with
 // internal linkage, called from one place, and inline, GCC inlines them into the loops that call
 // them (pack(), copy_run() and transpose_out() into Gemm::run), as it did when they were one file
-// and the routines members of Gemm; otherwise it keeps them out of line, and the streamed lines
-// ran slower (docs/performance/tccg-stages.md). The types the stages share (Table, Contraction,
-// MicroKernel) and the planning functions compiled on their own have external linkage.
+// and the routines members of Gemm; with external linkage it keeps them out of line (the
+// object's symbols show it). docs/performance/tccg-stages.md compares this build with the single
+// file. The types the stages share (Table, Contraction, MicroKernel) and the planning functions
+// compiled on their own have external linkage.
 //
 // Batch indices are a loop around the GEMM. The micro-kernel writes contiguously along the columns
 // (or the rows, as it prefers): the output's unit-stride index goes there, the operands swapping
