@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -460,52 +461,45 @@ std::vector<Fact> facts_of(std::vector<Ranked>& ranked, std::size_t k) {
 
 }  // namespace
 
-std::vector<Fact> Store::top_k(const std::string& workload_hash,
-                               const std::vector<std::string>& machines, std::size_t k,
-                               const std::string& workload_key) {
-  // A workload's facts are read whole and ranked here: they are few, and SQL's ORDER BY would
-  // sort them in a temporary B-tree, which costs SQLite more than the read itself. Only the facts
-  // that rank within the first k (and those tied with the k-th) become Facts.
-  struct Row {
-    bool rated;
-    double cost;
-    std::int64_t transform;
-    std::size_t machine;
-    FactRow row;
-  };
-  std::vector<Row> rows;
-  std::string key = workload_key;
-  for (std::size_t mi = 0; mi < machines.size(); ++mi) {
-    const auto mid = find_machine(machines[mi]);
-    if (!mid) continue;
-      // One statement (one round trip to a server). Given the key, the workload is found in the
-      // index of hashes alone.
+namespace {
+
+// A fact as one statement reads it (kFactColumns from column `base` on), before it is ranked.
+struct FactRead {
+  bool rated;
+  double cost;
+  std::int64_t transform;
+  std::size_t machine;  // index into the machines asked about
+  store_detail::FactRow row;
+};
+
 #define EINSUMDB_FACT_COLUMNS                                                                   \
   "f.transform_id, f.unrated, f.cost, f.median_s, f.min_s, f.flops, f.gflops, f.measurements, " \
   "f.repetitions, f.bindings, f.origin"
-    auto s = key.empty() ? impl_->stmt("SELECT " EINSUMDB_FACT_COLUMNS
-                                       ", w.key FROM workloads w JOIN facts f ON f.workload_id = "
-                                       "w.id WHERE w.hash = ? AND f.machine_id = ?")
-                         : impl_->stmt("SELECT " EINSUMDB_FACT_COLUMNS
-                                       " FROM facts f WHERE f.workload_id = (SELECT id FROM "
-                                       "workloads WHERE hash = ?) AND f.machine_id = ?");
-#undef EINSUMDB_FACT_COLUMNS
-    s.bind(1, workload_hash).bind(2, id_value(*mid));
-    while (s.step()) {
-      Row r{s.column_int(1) == 0, s.column_double(2), s.column_int(0), mi, {}};
-      r.row.median_s = s.column_double(3);
-      r.row.min_s = s.column_double(4);
-      r.row.flops = s.column_optional_double(5);
-      r.row.gflops = s.column_optional_double(6);
-      r.row.measurements = s.column_int(7);
-      r.row.repetitions = s.column_int(8);
-      if (!s.is_null(9)) r.row.bindings = s.column_text(9);
-      if (!s.is_null(10)) r.row.origin = s.column_text(10);
-      if (key.empty()) key = s.column_text(11);
-      rows.push_back(std::move(r));
-    }
-  }
-  auto rate_order = [](const Row& a, const Row& b) {
+constexpr int kFactColumnCount = 11;
+
+template <class S>
+FactRead read_fact(S& s, int base, std::size_t machine) {
+  FactRead r{
+      s.column_int(base + 1) == 0, s.column_double(base + 2), s.column_int(base), machine, {}};
+  r.row.median_s = s.column_double(base + 3);
+  r.row.min_s = s.column_double(base + 4);
+  r.row.flops = s.column_optional_double(base + 5);
+  r.row.gflops = s.column_optional_double(base + 6);
+  r.row.measurements = s.column_int(base + 7);
+  r.row.repetitions = s.column_int(base + 8);
+  if (!s.is_null(base + 9)) r.row.bindings = s.column_text(base + 9);
+  if (!s.is_null(base + 10)) r.row.origin = s.column_text(base + 10);
+  return r;
+}
+
+// The first k of a workload's facts as read (and those tied with the k-th), as Facts.
+std::vector<Fact> ranked_facts(Store::Impl& impl, std::vector<FactRead>& rows, std::size_t k,
+                               const std::string& workload_hash, const std::string& workload_key,
+                               const std::vector<std::string>& machines) {
+  // A workload's facts are read whole and ranked here: they are few, and SQL's ORDER BY would
+  // sort them in a temporary B-tree, which costs SQLite more than the read itself. Only the facts
+  // that rank within the first k (and those tied with the k-th) become Facts.
+  auto rate_order = [](const FactRead& a, const FactRead& b) {
     if (a.rated != b.rated) return a.rated;
     return a.cost < b.cost;
   };
@@ -519,14 +513,96 @@ std::vector<Fact> Store::top_k(const std::string& workload_hash,
   ranked.reserve(cut);
   for (std::size_t i = 0; i < cut; ++i) {
     Fact f = fact_from_row(rows[i].row);
-    f.transform = impl_->transform(rows[i].transform);
+    f.transform = impl.transform(rows[i].transform);
     f.workload_hash = workload_hash;
-    f.workload_key = key;
+    f.workload_key = workload_key;
     f.machine = machines[rows[i].machine];
     ranked.push_back({std::move(f), rows[i].rated, rows[i].cost});
   }
   return facts_of(ranked, k);
 }
+
+}  // namespace
+
+std::vector<Fact> Store::top_k(const std::string& workload_hash,
+                               const std::vector<std::string>& machines, std::size_t k,
+                               const std::string& workload_key) {
+  std::vector<FactRead> rows;
+  std::string key = workload_key;
+  for (std::size_t mi = 0; mi < machines.size(); ++mi) {
+    const auto mid = find_machine(machines[mi]);
+    if (!mid) continue;
+    // One statement (one round trip to a server). Given the key, the workload is found in the
+    // index of hashes alone.
+    auto s = key.empty() ? impl_->stmt("SELECT " EINSUMDB_FACT_COLUMNS
+                                       ", w.key FROM workloads w JOIN facts f ON f.workload_id = "
+                                       "w.id WHERE w.hash = ? AND f.machine_id = ?")
+                         : impl_->stmt("SELECT " EINSUMDB_FACT_COLUMNS
+                                       " FROM facts f WHERE f.workload_id = (SELECT id FROM "
+                                       "workloads WHERE hash = ?) AND f.machine_id = ?");
+    s.bind(1, workload_hash).bind(2, id_value(*mid));
+    while (s.step()) {
+      rows.push_back(read_fact(s, 0, mi));
+      if (key.empty()) key = s.column_text(kFactColumnCount);
+    }
+  }
+  return ranked_facts(*impl_, rows, k, workload_hash, key, machines);
+}
+
+std::vector<std::vector<Fact>> Store::top_k_many(const std::vector<std::string>& hashes,
+                                                 const std::vector<std::string>& keys,
+                                                 const std::vector<std::string>& machines,
+                                                 std::size_t k) {
+  EINSUMDB_ASSERT(keys.size() == hashes.size(), "a key for every hash");
+  std::vector<std::vector<Fact>> out(hashes.size());
+  // The hashes go to the store as one parameter, an array (hex digits need no quoting): one
+  // statement per chunk, so per workload only the two index searches remain, and a server
+  // answers the whole chunk in one round trip. Rows come out grouped by the array's position.
+  const bool server = impl_->conn.dialect() == sql::Dialect::postgres;
+  constexpr std::size_t kChunk = 1000;
+  std::vector<std::vector<FactRead>> rows(std::min(kChunk, hashes.size()));
+  for (std::size_t first = 0; first < hashes.size(); first += kChunk) {
+    const std::size_t n = std::min(kChunk, hashes.size() - first);
+    std::string array = server ? "{" : "[";
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string& h = hashes[first + i];
+      if (h.empty() || !std::all_of(h.begin(), h.end(), [](char c) {
+            return std::isxdigit(static_cast<unsigned char>(c));
+          }))
+        throw SpecError("workload hash '" + h + "' is not hexadecimal");
+      array += (i ? "," : "");
+      array += server ? h : '"' + h + '"';
+    }
+    array += server ? "}" : "]";
+    for (auto& r : rows) r.clear();
+    for (std::size_t mi = 0; mi < machines.size(); ++mi) {
+      const auto mid = find_machine(machines[mi]);
+      if (!mid) continue;
+      auto s = server
+                   ? impl_->stmt("SELECT q.i - 1, " EINSUMDB_FACT_COLUMNS
+                                 " FROM unnest(CAST(? AS TEXT[])) WITH ORDINALITY AS q(hash, i) "
+                                 "JOIN workloads w ON w.hash = q.hash JOIN facts f ON "
+                                 "f.workload_id = w.id AND f.machine_id = ?")
+                   : impl_->stmt("SELECT q.key, " EINSUMDB_FACT_COLUMNS
+                                 " FROM json_each(?) q JOIN workloads w ON w.hash = q.value JOIN "
+                                 "facts f ON f.workload_id = w.id AND f.machine_id = ?");
+      s.bind(1, array).bind(2, id_value(*mid));
+      while (s.step()) {
+        const auto i = s.column_int(0);
+        if (i < 0 || static_cast<std::size_t>(i) >= n)
+          throw DatabaseError("a batch lookup returned position " + std::to_string(i) + " of " +
+                              std::to_string(n));
+        rows[static_cast<std::size_t>(i)].push_back(read_fact(s, 1, mi));
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      if (!rows[i].empty())
+        out[first + i] =
+            ranked_facts(*impl_, rows[i], k, hashes[first + i], keys[first + i], machines);
+  }
+  return out;
+}
+#undef EINSUMDB_FACT_COLUMNS
 
 std::vector<Fact> Store::top_k_measured(const std::string& workload_hash,
                                         const std::vector<std::string>& machines, std::size_t k) {

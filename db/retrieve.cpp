@@ -193,19 +193,22 @@ std::vector<Answer> top_k_beyond_exact(Store& store, const Canonical& query,
   return answers;
 }
 
-}  // namespace
-
-std::vector<Answer> top_k_for(Store& store, const Canonical& query,
-                              const std::vector<std::string>& machines, std::size_t k,
-                              bool nearest) {
+// The answers of the workload's own facts, in the query's names.
+std::vector<Answer> exact_answers(std::vector<Fact> facts, const Canonical& query) {
   std::vector<Answer> answers;
-  for (Fact& f : store.top_k(query.hash, machines, k, query.key)) {
+  answers.reserve(facts.size());
+  for (Fact& f : facts) {
     nlohmann::json params = to_input_names(f.transform.params, query.sigma);
     answers.push_back(answer_for(std::move(f), std::move(params), query));
   }
-  if (!answers.empty()) return answers;
-  // What follows asks several questions: one read transaction (one snapshot, and the locks taken
-  // once) for them all.
+  return answers;
+}
+
+// The answers when the workload has no facts of its own. What it asks are several questions: one
+// read transaction (one snapshot, and the locks taken once) for them all.
+std::vector<Answer> answers_beyond_exact(Store& store, const Canonical& query,
+                                         const std::vector<std::string>& machines, std::size_t k,
+                                         bool nearest) {
   return store.reading([&] {
     if (!query.structure_hash.empty())
       return top_k_beyond_exact(store, query, machines, k, nearest);
@@ -213,6 +216,16 @@ std::vector<Answer> top_k_for(Store& store, const Canonical& query,
     add_structure(labeled);
     return top_k_beyond_exact(store, labeled, machines, k, nearest);
   });
+}
+
+}  // namespace
+
+std::vector<Answer> top_k_for(Store& store, const Canonical& query,
+                              const std::vector<std::string>& machines, std::size_t k,
+                              bool nearest) {
+  auto answers = exact_answers(store.top_k(query.hash, machines, k, query.key), query);
+  if (!answers.empty()) return answers;
+  return answers_beyond_exact(store, query, machines, k, nearest);
 }
 
 std::vector<Answer> top_k_for(Store& store, const Canonical& query, const std::string& machine,
@@ -229,18 +242,34 @@ std::optional<Answer> best_for(Store& store, const Canonical& query, const std::
 
 std::vector<std::optional<Answer>> best_many(Store& store, const std::vector<Canonical>& queries,
                                              const std::string& machine, bool nearest) {
-  // Asked in the order of their hashes, so that consecutive lookups descend the store's index
-  // along shared pages; answered in the caller's order.
+  return best_many(store, queries, std::vector<std::string>{machine}, nearest);
+}
+
+std::vector<std::optional<Answer>> best_many(Store& store, const std::vector<Canonical>& queries,
+                                             const std::vector<std::string>& machines,
+                                             bool nearest) {
+  // The workloads' own facts in one batch lookup (Store::top_k_many), asked in the order of their
+  // hashes so that consecutive searches descend the store's index along shared pages; the
+  // workloads without facts of their own one by one; answered in the caller's order.
   std::vector<std::size_t> order(queries.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(),
             [&](std::size_t a, std::size_t b) { return queries[a].hash < queries[b].hash; });
+  std::vector<std::string> hashes, keys;
+  hashes.reserve(order.size());
+  keys.reserve(order.size());
+  for (std::size_t i : order) {
+    hashes.push_back(queries[i].hash);
+    keys.push_back(queries[i].key);
+  }
   return store.reading([&] {
     std::vector<std::optional<Answer>> answers(queries.size());
-    const std::vector<std::string> machines{machine};
-    for (std::size_t i : order) {
-      auto top = top_k_for(store, queries[i], machines, 1, nearest);
-      if (!top.empty()) answers[i] = std::move(top.front());
+    auto facts = store.top_k_many(hashes, keys, machines, 1);
+    for (std::size_t j = 0; j < order.size(); ++j) {
+      const Canonical& query = queries[order[j]];
+      auto top = facts[j].empty() ? answers_beyond_exact(store, query, machines, 1, nearest)
+                                  : exact_answers(std::move(facts[j]), query);
+      if (!top.empty()) answers[order[j]] = std::move(top.front());
     }
     return answers;
   });

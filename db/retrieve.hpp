@@ -52,8 +52,13 @@ std::vector<Answer> top_k_for(Store& store, const Canonical& query, const std::s
                               std::size_t k, bool nearest = true);
 std::optional<Answer> best_for(Store& store, const Canonical& query, const std::string& machine,
                                bool nearest = true);
-// best_for() of every query, in one read transaction (one snapshot of the store): the answers a
-// framework asks for many shapes at once, in the order of `queries`.
+// The best answer of every query (top_k_for's first; none where it has none), in one read
+// transaction (one snapshot of the store), the workloads' own facts read in batches
+// (Store::top_k_many): the answers a framework asks for many shapes at once, in the order of
+// `queries`.
+std::vector<std::optional<Answer>> best_many(Store& store, const std::vector<Canonical>& queries,
+                                             const std::vector<std::string>& machines,
+                                             bool nearest = true);
 std::vector<std::optional<Answer>> best_many(Store& store, const std::vector<Canonical>& queries,
                                              const std::string& machine, bool nearest = true);
 

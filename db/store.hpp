@@ -243,6 +243,12 @@ class Store {
   std::vector<Fact> top_k(const std::string& workload_hash,
                           const std::vector<std::string>& machines, std::size_t k,
                           const std::string& workload_key = {});
+  // top_k() of many workloads (hashes, each with its key) at once: a statement per thousand of
+  // them (on a server, one round trip), in the order given; no facts, an empty list.
+  std::vector<std::vector<Fact>> top_k_many(const std::vector<std::string>& hashes,
+                                            const std::vector<std::string>& keys,
+                                            const std::vector<std::string>& machines,
+                                            std::size_t k);
   std::optional<Fact> best(const std::string& workload_hash, const std::string& machine);
   // top_k() computed from the measurements themselves instead of the facts the store keeps
   // for them: the same answer, slower (check() and the tests compare the two).

@@ -2,11 +2,13 @@
 // and planner. numpy arrays cross without copies where their layout allows (float32/float64,
 // strides a multiple of the item size); results come back as numpy arrays that own the engine's
 // result memory. The GIL is released while canonicalizing, executing, tuning and planning.
-// Structured answers (canonical forms, store rows, reports) cross as JSON text that the Python
-// layer (einsumdb/__init__.py) turns into dicts and lists.
+// Structured answers (canonical forms, store rows, reports) are built as JSON values and cross as
+// Python dicts and lists (pybind11_json's conversion, with the GIL held: after the call returns),
+// not as text to decode.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <pybind11_json/pybind11_json.hpp>
 
 #include <atomic>
 #include <map>
@@ -413,14 +415,13 @@ py::list batched_einsum(const std::string& subscripts,
   return out;
 }
 
-std::string choice_json(const Choice& c) {
-  return ojson{{"strategy", c.candidate.strategy},
-               {"params", c.candidate.params},
-               {"source", c.source},
-               {"reason", c.reason},
-               {"stored", c.stored},
-               {"distance", c.distance}}
-      .dump();
+json choice_json(const Choice& c) {
+  return {{"strategy", c.candidate.strategy},
+          {"params", c.candidate.params},
+          {"source", c.source},
+          {"reason", c.reason},
+          {"stored", c.stored},
+          {"distance", c.distance}};
 }
 
 // A prepared execution for fixed shapes and dtypes (contract_expression).
@@ -467,8 +468,8 @@ class PyPrepared {
     }
     return to_numpy(std::move(r[0]));
   }
-  std::string choice() const { return choice_json(p_->choice()); }
-  std::string spec() const { return to_json(p_->einsum()).dump(); }
+  json choice() const { return choice_json(p_->choice()); }
+  json spec() const { return json(to_json(p_->einsum())); }
 
  private:
   std::shared_ptr<const Prepared> p_;
@@ -493,10 +494,10 @@ PyPrepared prepare(const std::string& subscripts,
   return PyPrepared(std::move(p), shapes.size());
 }
 
-std::string canonicalize_spec(const std::string& spec_json) {
+json canonicalize_spec(const std::string& spec_json) {
   const BatchedEinsum e = parse_spec_text(spec_json);
   py::gil_scoped_release release;
-  return to_json(canonicalize(e)).dump();
+  return json(to_json(canonicalize(e)));
 }
 
 // ---- the store
@@ -507,26 +508,25 @@ class PyStore {
       : path_(store_path(path)), shown_(store_display_name(path_)) {}
   const std::string& path() const { return shown_; }
 
-  std::string top_k(const std::string& spec_json, std::size_t k, bool exact,
-                    const std::string& machine) {
+  json top_k(const std::string& spec_json, std::size_t k, bool exact, const std::string& machine) {
     const BatchedEinsum e = parse_spec_text(spec_json);
     py::gil_scoped_release release;
     auto store = open_store_for_reading(path_);
     ojson out = ojson::array();
-    if (!store) return out.dump();
+    if (!store) return json(out);
     const Canonical c = canonicalize(e, kQueryCanon);
     // A named machine (fingerprint, its prefix, or model=NAME) must exist in the store.
     const std::vector<std::string> machines = machine.empty()
                                                   ? std::vector{this_machine().fingerprint()}
                                                   : store->machines_matching(machine);
     for (const auto& a : top_k_for(*store, c, machines, k, !exact)) out.push_back(to_json(a));
-    return out.dump();
+    return json(out);
   }
 
   // The best answer of each spec (null where none), canonicalized together and read in one
   // transaction of one open store.
-  std::string best_many(const std::vector<std::string>& spec_jsons, bool exact,
-                        const std::string& machine) {
+  json best_many(const std::vector<std::string>& spec_jsons, bool exact,
+                 const std::string& machine) {
     std::vector<BatchedEinsum> specs;
     specs.reserve(spec_jsons.size());
     for (std::size_t i = 0; i < spec_jsons.size(); ++i) {
@@ -541,7 +541,7 @@ class PyStore {
     auto store = open_store_for_reading(path_);
     if (!store) {
       for (std::size_t i = 0; i < specs.size(); ++i) out.push_back(nullptr);
-      return out.dump();
+      return json(out);
     }
     std::vector<Canonical> queries;
     queries.reserve(specs.size());
@@ -549,16 +549,12 @@ class PyStore {
     const std::vector<std::string> machines = machine.empty()
                                                   ? std::vector{this_machine().fingerprint()}
                                                   : store->machines_matching(machine);
-    store->reading([&] {
-      for (const auto& q : queries) {
-        const auto answers = top_k_for(*store, q, machines, 1, !exact);
-        out.push_back(answers.empty() ? ojson(nullptr) : to_json(answers.front()));
-      }
-    });
-    return out.dump();
+    for (const auto& a : einsumdb::best_many(*store, queries, machines, !exact))
+      out.push_back(a ? to_json(*a) : ojson(nullptr));
+    return json(out);
   }
 
-  std::string show(const std::string& spec_or_hash) {
+  json show(const std::string& spec_or_hash) {
     std::string hash = spec_or_hash;
     const bool hex = is_hash_prefix(hash);
     if (!hex) hash = canonicalize(parse_spec_text(spec_or_hash)).hash;
@@ -568,31 +564,31 @@ class PyStore {
     ojson out = ojson::array();
     if (store)
       for (auto& row : store->show(hash)) out.push_back(std::move(row));
-    return out.dump();
+    return json(out);
   }
 
-  std::string list(const std::string& machine, const std::string& strategy,
-                   const std::string& since, std::size_t limit) {
+  json list(const std::string& machine, const std::string& strategy, const std::string& since,
+            std::size_t limit) {
     py::gil_scoped_release release;
     auto store = open_store_for_reading(path_);
     ojson out = ojson::array();
-    if (!store) return out.dump();
+    if (!store) return json(out);
     ListFilter f{machine, strategy, since, limit};
     for (const auto& w : store->list(f)) out.push_back(to_json(w));
-    return out.dump();
+    return json(out);
   }
 
-  std::string stats() {
+  json stats() {
     py::gil_scoped_release release;
     auto store = open_store_for_reading(path_);
-    if (!store) return ojson{{"db", path_}, {"exists", false}}.dump();
+    if (!store) return {{"db", path_}, {"exists", false}};
     ojson s = store->stats();
     s["exists"] = true;
-    return s.dump();
+    return json(s);
   }
 
   // Lines as `einsumdb record` takes them; all checked before anything is written.
-  std::string record(const std::vector<std::string>& lines, const std::string& label) {
+  json record(const std::vector<std::string>& lines, const std::string& label) {
     py::gil_scoped_release release;
     RecordLines read(label, this_machine());
     for (std::size_t n = 0; n < lines.size(); ++n) {
@@ -610,7 +606,7 @@ class PyStore {
       out["runs"].push_back(r.id ? ojson(r.id) : ojson());  // null: nothing new, no run
     }
     forget(path_);
-    return out.dump();
+    return json(out);
   }
 
   std::string export_lines() {
@@ -621,23 +617,22 @@ class PyStore {
     return out.str();
   }
 
-  std::string import_feinsum_file(const std::string& file) {
+  json import_feinsum_file(const std::string& file) {
     py::gil_scoped_release release;
     Store store = open_store_for_writing(path_);
     const auto r = import_feinsum(store, file);
     forget(path_);
-    return ojson{{"rows", r.rows},         {"workloads", r.workloads},   {"machines", r.machines},
-                 {"inserted", r.inserted}, {"duplicates", r.duplicates}, {"runs", r.runs}}
-        .dump();
+    return {{"rows", r.rows},         {"workloads", r.workloads},   {"machines", r.machines},
+            {"inserted", r.inserted}, {"duplicates", r.duplicates}, {"runs", r.runs}};
   }
 
-  std::string import_lines(const std::string& text, const std::string& source) {
+  json import_lines(const std::string& text, const std::string& source) {
     py::gil_scoped_release release;
     Store store = open_store_for_writing(path_);
     std::istringstream in(text);
     const auto r = store.import_jsonl(in, source);
     forget(path_);
-    return ojson{{"inserted", r.inserted}, {"duplicates", r.duplicates}, {"runs", r.runs}}.dump();
+    return {{"inserted", r.inserted}, {"duplicates", r.duplicates}, {"runs", r.runs}};
   }
 
  private:
@@ -646,11 +641,11 @@ class PyStore {
 
 // ---- tuning: progress through a Python callable; Ctrl-C stops after the current candidate.
 
-std::string tune_workload(const std::string& spec_json, const std::string& db,
-                          std::optional<double> budget, const std::vector<int>& threads,
-                          const std::vector<std::string>& strategies, int warmup, int min_reps,
-                          double min_time, double time_limit, std::uint64_t seed,
-                          const std::string& label, const py::object& progress) {
+json tune_workload(const std::string& spec_json, const std::string& db,
+                   std::optional<double> budget, const std::vector<int>& threads,
+                   const std::vector<std::string>& strategies, int warmup, int min_reps,
+                   double min_time, double time_limit, std::uint64_t seed, const std::string& label,
+                   const py::object& progress) {
   const BatchedEinsum e = parse_spec_text(spec_json);
   TuneOptions o;
   o.space.threads = threads;
@@ -681,10 +676,10 @@ std::string tune_workload(const std::string& spec_json, const std::string& db,
     report = einsumdb::tune(store, this_machine(), e, o, report_progress);
   }
   forget(store_path(db));
-  return report_json(report).dump();
+  return json(report_json(report));
 }
 
-std::string plan(const std::string& graph_json, std::int64_t procs, const std::string& method) {
+json plan(const std::string& graph_json, std::int64_t procs, const std::string& method) {
   const auto m = parse_plan_method(method);
   if (!m) throw SpecError("method must be eindecomp, sqrt or data, got '" + method + "'");
   EinGraph g = parse_eingraph_text(graph_json);
@@ -693,7 +688,7 @@ std::string plan(const std::string& graph_json, std::int64_t procs, const std::s
   o.procs = procs;
   o.method = *m;
   const Plan p = make_plan(expand(g), o);
-  return plan_file_json(p, place(p)).dump();
+  return json(plan_file_json(p, place(p)));
 }
 
 }  // namespace
@@ -756,7 +751,7 @@ PYBIND11_MODULE(_einsumdb, m) {
   m.def("plan", &plan, py::arg("graph_json"), py::arg("procs"), py::arg("method"));
   m.def(
       "store_path", [](const std::string& p) { return store_path(p); }, py::arg("path"));
-  m.def("machine", [] { return to_json(this_machine()).dump(); });
+  m.def("machine", [] { return json(to_json(this_machine())); });
   m.def("strategies", [] { return strategy_names(); });
 
   py::class_<PyPrepared>(m, "Prepared")

@@ -6,7 +6,7 @@ EINSUMDB_PACKAGES=(
   libnauty2-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev sqlite3 libopenblas-dev
   python3-numpy libxtensor-dev libxsmm-dev libblis-serial-dev
-  python3-dev python3-pybind11 pybind11-dev python3-pytest python3-tqdm
+  python3-dev python3-pybind11 pybind11-dev pybind11-json-dev python3-pytest python3-tqdm
   python3-pip python3-setuptools python3-wheel
   libopenmpi-dev openmpi-bin libscalapack-openmpi-dev
   chromium fonts-dejavu-core

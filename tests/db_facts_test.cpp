@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/db/store.hpp"
@@ -114,14 +115,54 @@ TEST_F(FactsTest, FactsAnswerAsTheMeasurementsDo) {
   EXPECT_GT(answered, 200u);
   EXPECT_GT(tied, 10u);  // the tie-break was exercised
 
-  // best_many: one snapshot, the answers best_for gives one by one.
-  const auto many = best_many(store, workloads, ma.fingerprint());
-  ASSERT_EQ(many.size(), workloads.size());
-  for (std::size_t i = 0; i < workloads.size(); ++i) {
-    const auto one = best_for(store, workloads[i], ma.fingerprint());
+  // The batch lookup answers as top_k one workload at a time, over more workloads than one of
+  // its statements takes (each workload asked several times, some never measured).
+  std::vector<std::string> hashes, keys;
+  for (std::size_t i = 0; i < 2300; ++i) {
+    const Canonical& c = workloads[(i * 7) % workloads.size()];
+    hashes.push_back(i % 97 == 0 ? std::string(32, 'f') : c.hash);
+    keys.push_back(i % 97 == 0 ? "unknown" : c.key);
+  }
+  for (const auto& machines : machine_sets) {
+    for (std::size_t k : {0, 1, 2}) {
+      const auto batch = store.top_k_many(hashes, keys, machines, k);
+      ASSERT_EQ(batch.size(), hashes.size());
+      for (std::size_t i = 0; i < hashes.size(); ++i)
+        ASSERT_EQ(batch[i], store.top_k(hashes[i], machines, k)) << i << " k " << k;
+    }
+  }
+  EXPECT_THROW(store.top_k_many({"12\"]"}, {"x"}, machine_sets[0], 1), SpecError);
+
+  // best_many: one snapshot, the answers best_for gives one by one (exact, and for workloads
+  // never measured, symbolic or nearest), on one machine and on two.
+  std::vector<Canonical> asked = workloads;
+  for (std::size_t w = 0; w < 80; ++w) {
+    auto e = random_spec(rng, w);
+    e.arrays["A"].shape[0] = Length::of(static_cast<std::int64_t>(8 + w % 5));
+    asked.push_back(canonicalize(e, kQueryCanon));
+  }
+  const auto many = best_many(store, asked, ma.fingerprint());
+  ASSERT_EQ(many.size(), asked.size());
+  std::size_t exact = 0, beyond = 0;
+  for (std::size_t i = 0; i < asked.size(); ++i) {
+    const auto one = best_for(store, asked[i], ma.fingerprint());
     ASSERT_EQ(many[i].has_value(), one.has_value()) << i;
     if (one) {
       EXPECT_EQ(to_json(*many[i]), to_json(*one)) << i;
+      (one->match == Match::exact ? exact : beyond) += 1;
+    }
+  }
+  EXPECT_GT(exact, 0u);
+  EXPECT_GT(beyond, 0u);
+  std::vector<Canonical> queries;
+  for (std::size_t i = 0; i < 1500; ++i) queries.push_back(asked[(i * 11) % asked.size()]);
+  const auto both = best_many(store, queries, machine_sets[2]);
+  ASSERT_EQ(both.size(), queries.size());
+  for (std::size_t i = 0; i < queries.size(); ++i) {
+    const auto one = top_k_for(store, queries[i], machine_sets[2], 1);
+    ASSERT_EQ(both[i].has_value(), !one.empty()) << i;
+    if (!one.empty()) {
+      EXPECT_EQ(to_json(*both[i]), to_json(one.front())) << i;
     }
   }
 }

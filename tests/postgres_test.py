@@ -399,6 +399,12 @@ def test_the_python_module_uses_the_server(server):
     r = store.record(measurement_lines(30, 5, "from python", workloads=3))
     assert r["inserted"] == 30
     assert store.best(spec(8, 16, 24))["match"] == "exact"
+    # best_many reads the workloads' facts in one statement on the server: the answers best gives
+    # one by one, in the order asked, None where nothing is known (exact=True: no nearest size).
+    asked = [spec(8 + w % 4, 16, 24) for w in range(7)] + [spec(99, 16, 24)]
+    many = store.best_many(asked, exact=True)
+    assert many == [store.best(s, exact=True) for s in asked]
+    assert many[-1] is None and all(a["match"] == "exact" for a in many[:3])
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((20, 16)), rng.standard_normal((16, 12))
     got = einsumdb.batched_einsum("ik,kj->ij", [[a, b]], db=db)[0]

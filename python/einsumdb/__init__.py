@@ -139,7 +139,7 @@ class Expression:
     @property
     def choice(self):
         """The transform chosen: strategy, params (in these subscripts), source and reason."""
-        return _json.loads(self._prepared.choice)
+        return self._prepared.choice
 
     def __repr__(self):
         c = self.choice
@@ -192,7 +192,7 @@ def canonicalize(spec, shapes=None, batch=None, dtype=None):
     optional ``batch=[["A", "B"], ["A", "C"]]`` (default: one row of the arrays of ``shapes`` in
     their order) and ``dtype``.
     """
-    return _json.loads(_einsumdb.canonicalize(_spec(spec, shapes, batch, dtype)))
+    return _einsumdb.canonicalize(_spec(spec, shapes, batch, dtype))
 
 
 class Store:
@@ -213,8 +213,8 @@ class Store:
         the spec's own names. Each answer's ``match`` says what answered: ``"exact"``, a
         ``"symbolic"`` form of a concrete spec (with its ``binding``), or, unless ``exact``, the
         ``"nearest"`` measured size."""
-        return _json.loads(self._s.top_k(_spec(spec, shapes, batch, dtype), int(k), bool(exact),
-                                         machine or ""))
+        return self._s.top_k(_spec(spec, shapes, batch, dtype), int(k), bool(exact),
+                             machine or "")
 
     def best(self, spec, exact=False, machine=None, shapes=None, batch=None, dtype=None):
         """The fastest verified transform for the spec, or None when nothing is known."""
@@ -226,29 +226,29 @@ class Store:
         where nothing is known. One open store and one read transaction for them all: what a
         framework asking for many shapes at once should call."""
         texts = [_spec(s) for s in specs]
-        return _json.loads(self._s.best_many(texts, bool(exact), machine or ""))
+        return self._s.best_many(texts, bool(exact), machine or "")
 
     def show(self, spec_or_hash, shapes=None, batch=None, dtype=None):
         """Every measurement of one workload (spec, hash, or the hash's 12-digit prefix), all
         machines."""
         if isinstance(spec_or_hash, str) and 4 <= len(spec_or_hash) <= 32 and \
                 all(c in "0123456789abcdef" for c in spec_or_hash):
-            return _json.loads(self._s.show(spec_or_hash))
-        return _json.loads(self._s.show(_spec(spec_or_hash, shapes, batch, dtype)))
+            return self._s.show(spec_or_hash)
+        return self._s.show(_spec(spec_or_hash, shapes, batch, dtype))
 
     def list(self, machine="", strategy="", since="", limit=0):
         """The workloads with their counts, best GFLOP/s and strategy."""
-        return _json.loads(self._s.list(machine, strategy, since, int(limit)))
+        return self._s.list(machine, strategy, since, int(limit))
 
     def stats(self):
         """What the store holds."""
-        return _json.loads(self._s.stats())
+        return self._s.stats()
 
     def record(self, measurements, label=""):
         """Records measurements (dicts as ``einsumdb record`` reads them: spec, transform,
         seconds, status, max_rel_err, ...), all checked before any is written."""
         lines = [m if isinstance(m, str) else _json.dumps(m) for m in measurements]
-        return _json.loads(self._s.record(lines, label))
+        return self._s.record(lines, label)
 
     def export(self):
         """Every measurement as a dict (the lines of ``einsumdb export``)."""
@@ -257,12 +257,12 @@ class Store:
     def import_feinsum(self, path):
         """Imports Feinsum's fact database (FEINSUM_TIMING_FACTS of an SQLite file) as verified
         measurements; idempotent. Returns the counts."""
-        return _json.loads(self._s.import_feinsum(str(path)))
+        return self._s.import_feinsum(str(path))
 
     def import_(self, rows, source="python"):
         """Merges exported rows (dicts or JSON lines) in one transaction; returns the counts."""
         text = "\n".join(r if isinstance(r, str) else _json.dumps(r) for r in rows)
-        return _json.loads(self._s.import_lines(text, source))
+        return self._s.import_lines(text, source)
 
 
 def _progress_bar(total_hint):
@@ -316,12 +316,12 @@ def tune(spec, shapes=None, batch=None, dtype=None, db=None, budget=None, thread
     elif progress is False:
         progress = None
     try:
-        report = _json.loads(_einsumdb.tune(
+        report = _einsumdb.tune(
             _spec(spec, shapes, batch, dtype), _db(db),
             None if budget is None else float(budget), [int(t) for t in threads],
             [str(s) for s in strategies], int(warmup), int(min_reps), float(min_time),
             float(time_limit), int(seed),
-            label, progress))
+            label, progress)
     finally:
         if close is not None:
             close()
@@ -337,12 +337,12 @@ def plan(graph, procs, method="eindecomp"):
     contraction orders and EinDecomp partition vectors, with block placement; the plan file of
     ``einsumdb plan --output`` as a dict."""
     text = graph if isinstance(graph, str) else _json.dumps(graph)
-    return _json.loads(_einsumdb.plan(text, int(procs), method))
+    return _einsumdb.plan(text, int(procs), method)
 
 
 def machine():
     """This machine's fingerprint and description, as the store files facts under it."""
-    return _json.loads(_einsumdb.machine())
+    return _einsumdb.machine()
 
 
 def strategies():
