@@ -9,6 +9,7 @@
 // measurements at query time gives (top_k_measured, which check() and the tests compare with).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -235,6 +236,22 @@ void refresh_facts(Store::Impl& impl) {
 }
 
 const char* const kInsertSize = "INSERT INTO sizes VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+const char* const kInsertServerSize = "INSERT INTO sizes VALUES(?, CAST(? AS cube))";
+
+std::string server_point(const SizePoint& p) {
+  // A length's logarithm is below 64 ln 2 ≈ 44.4, so two workloads of one structure differ by at
+  // most 2 · 44.4 ≈ 89 over the four axes: a thousand per structure number puts every workload of
+  // another structure number farther than all of the query's own.
+  std::string text = "(";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", p.structure * kServerStructureScale);
+  text += buf;
+  for (double x : p.x) {
+    std::snprintf(buf, sizeof buf, ", %.17g", x);
+    text += buf;
+  }
+  return text + ")";
+}
 
 SizePoint size_point(const std::string& structure_hash, const std::vector<Length>& lengths) {
   SizePoint p;
@@ -291,8 +308,9 @@ void register_near_query(sql::Connection& conn) {
 }
 
 void build_sizes(sql::Connection& conn) {
+  const bool server = conn.dialect() == sql::Dialect::postgres;
   conn.exec("DELETE FROM sizes");
-  sql::Statement ins(conn, kInsertSize);
+  sql::Statement ins(conn, server ? kInsertServerSize : kInsertSize);
   sql::Statement s(conn,
                    "SELECT id, structure_hash, structure_lengths FROM workloads WHERE symbols = 0");
   while (s.step()) {
@@ -300,7 +318,11 @@ void build_sizes(sql::Connection& conn) {
     for (const auto& l : json::parse(s.column_text(2)))
       lengths.push_back(Length::of(l.get<std::int64_t>()));
     ins.reset();
-    bind_size(ins, s.column_int(0), size_point(s.column_text(1), lengths));
+    const SizePoint p = size_point(s.column_text(1), lengths);
+    if (server)
+      ins.bind(1, s.column_int(0)).bind(2, server_point(p));
+    else
+      bind_size(ins, s.column_int(0), p);
     ins.run();
   }
 }

@@ -758,7 +758,7 @@ std::optional<Store::Nearest> Store::nearest(const Canonical& query,
   for (const auto& machine : machines) {
     const auto mid = find_machine(machine);
     if (!mid) continue;
-    if (!use_sizes || !concrete || impl_->conn.dialect() != sql::Dialect::sqlite) {
+    if (!use_sizes || !concrete) {
       // Every measured workload of the structure.
       auto s = impl_->stmt(
           "SELECT w.hash, w.structure_lengths, w.structure_map FROM workloads w WHERE "
@@ -777,12 +777,41 @@ std::optional<Store::Nearest> Store::nearest(const Canonical& query,
       s.bind(1, query.structure_hash).bind(2, id_value(*mid));
       while (s.step()) offer(s.column_text(0), s.column_text(1), s.column_text(2));
     }
-    // ... then the concrete ones, nearest first from the sizes R*Tree (register_near_query). The
+    // ... then the concrete ones, nearest first from the sizes: on a server, the GiST index of
+    // cubes gives each point's distance from the query's, the structure number's term zero for
+    // the query's own (kServerStructureScale). Read until the next is farther than the nearest
+    // found (or as near with a larger hash), in growing batches should the first not reach that.
+    const SizePoint q = size_point(query.structure_hash, query.structure_lengths);
+    if (impl_->conn.dialect() == sql::Dialect::postgres) {
+      const std::string point = server_point(q);
+      bool done = false;
+      for (std::int64_t limit = 4; !done; limit *= 8) {
+        auto s = impl_->stmt(
+            "SELECT w.hash, w.structure_hash, w.structure_lengths, w.structure_map, z.point <-> "
+            "CAST(?1 AS cube) FROM sizes z JOIN workloads w ON w.id = z.workload_id WHERE EXISTS "
+            "(SELECT 1 FROM facts f WHERE f.workload_id = w.id AND f.machine_id = ?2) ORDER BY "
+            "z.point <-> CAST(?1 AS cube) LIMIT ?3");
+        s.bind(1, point).bind(2, id_value(*mid)).bind(3, limit);
+        std::int64_t rows = 0;
+        while (!done && s.step()) {
+          ++rows;
+          // Below the point's distance by its last bits, as for the R*Tree's boxes below.
+          const double bound = s.column_double(4) * (1 - 1e-9);
+          // Past the query's structure number there is nothing more to read.
+          if ((found && bound > std::get<0>(*found)) || bound > kServerStructureScale / 2)
+            done = true;
+          else if (s.column_text(1) == query.structure_hash && s.column_text(0) != query.hash)
+            offer(s.column_text(0), s.column_text(2), s.column_text(3));
+        }
+        done = done || rows < limit;  // every measured workload read
+      }
+      continue;
+    }
+    // ... on SQLite, nearest first from the sizes R*Tree (register_near_query). The
     // tree's box of a workload gives a lower bound of its distance (its coordinates are rounded
     // outward to 32 bits, and axes past the tree's are combined), so workloads are read whole
     // only until the bound passes the nearest found; that one is then the nearest (or as near
     // with the smallest hash).
-    const SizePoint q = size_point(query.structure_hash, query.structure_lengths);
     auto s = impl_->stmt(
         "SELECT z.workload_id, z.x0_lo, z.x0_hi, z.x1_lo, z.x1_hi, z.x2_lo, z.x2_hi, z.x3_lo, "
         "z.x3_hi FROM sizes z WHERE z.workload_id MATCH einsumdb_near(?, ?, ?, ?, ?)");

@@ -205,6 +205,9 @@ CREATE TABLE networks(
 CREATE INDEX networks_by_machine ON networks(machine_id, measured_at);
 )sql";
 
+// Version 6 gave a server store its sizes (kPostgresV6); a SQLite file has had its R*Tree of sizes
+// since version 4, and nothing changes in it.
+
 // Migrations: kMigrations[v] brings a database from version v to v + 1.
 using Migration = void (*)(sql::Connection&);
 constexpr Migration kMigrations[] = {
@@ -217,6 +220,7 @@ constexpr Migration kMigrations[] = {
       store_detail::build_sizes(c);
     },
     [](sql::Connection& c) { c.exec(kSchemaV5); },
+    [](sql::Connection&) {},
 };
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 
@@ -320,6 +324,16 @@ CREATE TABLE networks(
   source TEXT NOT NULL,
   measured_at TEXT NOT NULL);
 CREATE INDEX networks_by_machine ON networks(machine_id, measured_at);
+)sql";
+
+// Version 6 on a server: every concrete workload as a point (store_detail::size_point) in a GiST
+// index of PostgreSQL's cube extension, which finds the nearest points first (ORDER BY point <->
+// query), as the R*Tree does in a SQLite file. The cube extension is one of PostgreSQL's
+// contrib modules, trusted: a database owner may create it.
+constexpr const char* kPostgresV6 = R"sql(
+CREATE EXTENSION IF NOT EXISTS cube;
+CREATE TABLE sizes(workload_id BIGINT PRIMARY KEY, point cube NOT NULL);
+CREATE INDEX sizes_by_point ON sizes USING gist (point);
 )sql";
 
 // Version 4 on a server (see kSchemaV4); a version 3 server store is migrated to it.
@@ -438,6 +452,20 @@ Store::~Store() = default;
 
 namespace {
 
+// kPostgresV6, or an error that says what the server lacks.
+void create_server_sizes(sql::Connection& conn, const std::string& name) {
+  try {
+    conn.exec(kPostgresV6);
+  } catch (const DatabaseError& e) {
+    throw DatabaseError("PostgreSQL database '" + name +
+                        "' cannot hold einsumdb's sizes (the cube extension, from PostgreSQL's "
+                        "contrib modules, for nearest-size answers): " +
+                        e.what() +
+                        "; install the contrib modules on the server, or have the database owner "
+                        "run CREATE EXTENSION cube");
+  }
+}
+
 // A server store: identify the database before changing anything in it, then create the schema
 // in one transaction under an advisory lock (another process may be creating it meanwhile).
 sql::Connection open_postgres(const std::string& uri, const Store::Options& options) {
@@ -474,16 +502,20 @@ sql::Connection open_postgres(const std::string& uri, const Store::Options& opti
                             ", newer than this einsumdb supports (" +
                             std::to_string(Store::kSchemaVersion) +
                             "); upgrade einsumdb to use it");
-      if ((v == 3 || v == 4) && options.read_only)
+      if (v >= 3 && v < Store::kSchemaVersion && options.read_only)
         throw DatabaseError("PostgreSQL database '" + name + "' has schema version " + *version +
                             " and needs a migration; open it for writing once");
-      if (v == 3 || v == 4) {
+      if (v >= 3 && v < Store::kSchemaVersion) {
         if (v == 3) {
           conn.exec(kPostgresV4);
           store_detail::build_facts(conn);
         }
-        conn.exec(kPostgresV5);
-        conn.exec("UPDATE einsumdb_meta SET value = '5' WHERE key = 'schema_version'");
+        if (v <= 4) conn.exec(kPostgresV5);
+        create_server_sizes(conn, name);
+        store_detail::build_sizes(conn);
+        conn.exec(("UPDATE einsumdb_meta SET value = '" + std::to_string(Store::kSchemaVersion) +
+                   "' WHERE key = 'schema_version'")
+                      .c_str());
       } else if (v < Store::kSchemaVersion) {
         throw DatabaseError("PostgreSQL database '" + name + "' has schema version " + *version +
                             ", which no einsumdb wrote on a server");
@@ -495,6 +527,7 @@ sql::Connection open_postgres(const std::string& uri, const Store::Options& opti
       conn.exec(kPostgresSchema);
       conn.exec(kPostgresV4);
       conn.exec(kPostgresV5);
+      create_server_sizes(conn, name);
       conn.exec(("INSERT INTO einsumdb_meta VALUES ('application_id', '" +
                  std::to_string(Store::kApplicationId) + "'), ('schema_version', '" +
                  std::to_string(Store::kSchemaVersion) + "')")
@@ -540,7 +573,8 @@ Store Store::open(const std::string& path, const Options& options) {
   if (options.read_only) {
     if (app_id != kApplicationId)
       throw DatabaseError("'" + path + "' is empty: no einsumdb database there yet");
-    if (version < kSchemaVersion)
+    // Version 6 changed a server's schema only: a file of version 5 reads as one of 6.
+    if (version < 5)
       throw DatabaseError("database '" + path + "' has schema version " + std::to_string(version) +
                           " and needs a migration; open it for writing once");
   } else {
@@ -683,10 +717,17 @@ WorkloadId Store::workload_id(const Canonical& c) {
     std::int64_t id = 0;
     if (ins.step()) {
       id = ins.column_int(0);
-      if (symbol_names.empty() && impl_->conn.dialect() == sql::Dialect::sqlite) {
-        auto size = impl_->stmt(kInsertSize);
-        bind_size(size, id, size_point(c.structure_hash, c.structure_lengths));
-        size.run();
+      if (symbol_names.empty()) {
+        const SizePoint p = size_point(c.structure_hash, c.structure_lengths);
+        if (impl_->conn.dialect() == sql::Dialect::sqlite) {
+          auto size = impl_->stmt(kInsertSize);
+          bind_size(size, id, p);
+          size.run();
+        } else {
+          auto size = impl_->stmt(kInsertServerSize);
+          size.bind(1, id).bind(2, server_point(p));
+          size.run();
+        }
       }
     } else {  // stored already (by another process, perhaps): check its key
       auto sel = impl_->stmt("SELECT id, key FROM workloads WHERE hash = ?");

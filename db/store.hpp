@@ -169,7 +169,7 @@ class Store {
   Store& operator=(Store&&) noexcept;
   ~Store();
 
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
   static constexpr std::int64_t kApplicationId = 0x45534442;  // "ESDB", PRAGMA application_id
   int schema_version();
   const std::string& path() const;
@@ -286,7 +286,7 @@ class Store {
   };
   std::optional<Nearest> nearest(const Canonical& query, const std::string& machine);
   std::optional<Nearest> nearest(const Canonical& query, const std::vector<std::string>& machines);
-  // nearest() by reading every measured workload of the structure (what a server store does):
+  // nearest() by reading every measured workload of the structure instead of the sizes:
   // the same answer, slower (the tests compare the two).
   std::optional<Nearest> nearest_scanned(const Canonical& query,
                                          const std::vector<std::string>& machines);

@@ -67,11 +67,12 @@ void build_facts(sql::Connection& conn);
 std::vector<std::string> check_facts(sql::Connection& conn);
 // A fact's numbers as a Fact (transform, workload and machine left to the caller).
 Fact fact_from_row(const FactRow& row);
-// A concrete workload as a point of the sizes R*Tree (SQLite), where nearest() looks for the
-// measured size nearest to a query's: its structure as a number (the first 24 bits of the
-// structure hash, exact in the tree's 32-bit coordinates; two structures may share it) and the
-// natural logarithms of its structure lengths (0 for axes it does not have; the axes beyond the
-// tree's combined into its last coordinate, see size_point()).
+// A concrete workload as a point of the sizes R*Tree (SQLite; on a server, a GiST index of cubes),
+// where nearest() looks for the measured size nearest to a query's: its structure as a number
+// (the first 24 bits of the structure hash, exact in the tree's 32-bit coordinates; two
+// structures may share it) and the natural logarithms of its structure lengths (0 for axes it
+// does not have; the axes beyond the tree's combined into its last coordinate, see
+// size_point()).
 inline constexpr std::size_t kSizeAxes = 4;
 struct SizePoint {
   double structure = 0;
@@ -86,6 +87,12 @@ void bind_size(S& s, std::int64_t workload_id, const SizePoint& p) {
   for (std::size_t k = 0; k < kSizeAxes; ++k)
     s.bind(static_cast<int>(4 + 2 * k), p.x[k]).bind(static_cast<int>(5 + 2 * k), p.x[k]);
 }
+// The same point in a server store's sizes (PostgreSQL's cube, kPostgresV6): the structure number
+// scaled by kServerStructureScale, then the axes, as the text of a cube.
+inline constexpr double kServerStructureScale = 1000;
+std::string server_point(const SizePoint& p);
+// "INSERT INTO sizes ..." on a server (2 parameters: id, server_point()).
+extern const char* const kInsertServerSize;
 // Puts every concrete workload into the sizes tree (migrations).
 void build_sizes(sql::Connection& conn);
 // Registers the sizes tree's nearest-first query on a SQLite connection:

@@ -320,6 +320,25 @@ TEST_F(StoreTest, ForeignCorruptedNewerAndReadOnlyFilesAreRefusedUntouched) {
   EXPECT_TRUE(r.best(canon(kMatmul).hash, machine().fingerprint()));
   expect_error([&] { r.machine_id(machine("New CPU")); }, "read-only");
   expect_error([&] { Store::open(path("missing.sqlite"), ro); }, "cannot open database");
+  // A file of schema 5 (version 6 changed a server's schema only) reads as it is, a file of 4
+  // needs its migration first; the first writing open brings either to the current version.
+  for (const int version : {5, 4}) {
+    const std::string file = path("v" + std::to_string(version) + ".sqlite");
+    std::filesystem::copy_file(path("ro.sqlite"), file);
+    sqlite3* db;
+    ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+    sqlite3_exec(db, ("PRAGMA user_version=" + std::to_string(version)).c_str(), nullptr, nullptr,
+                 nullptr);
+    sqlite3_close(db);
+    if (version == 5) {
+      Store old = Store::open(file, ro);
+      EXPECT_TRUE(old.best(canon(kMatmul).hash, machine().fingerprint()));
+      EXPECT_EQ(old.schema_version(), 5);
+    } else {
+      expect_error([&] { Store::open(file, ro); }, "needs a migration");
+    }
+  }
+  EXPECT_EQ(Store::open(path("v5.sqlite")).schema_version(), Store::kSchemaVersion);
 
   // A filesystem (here: a VFS) where write-ahead logging cannot work.
   Store::Options dotfile;

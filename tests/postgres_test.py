@@ -154,7 +154,7 @@ def test_every_command_runs_on_the_server(server, tmp_path):
     listed = json.loads(cli("list", "--json", db=db).stdout)
     assert len(listed) == 5
     stats = json.loads(cli("stats", "--json", db=db).stdout)
-    assert stats["measurements"] == 20 + tuned["candidates"] and stats["schema_version"] == 5
+    assert stats["measurements"] == 20 + tuned["candidates"] and stats["schema_version"] == 6
     assert PASSWORD not in json.dumps(stats), "the password must never be printed"
     exported = cli("export", db=db).stdout
     assert len(exported.splitlines()) == stats["measurements"]
@@ -306,18 +306,50 @@ def test_bad_connections_are_clear_errors_and_change_nothing(server, tmp_path):
     r = cli("stats", db=newer, check=False)
     assert r.returncode == 1 and "newer than this einsumdb" in r.stderr
     assert count(server, "newer") == 3
-    # A store of schema 4 (before the networks table): read-only use asks for one writing open,
-    # which migrates it to 5 and keeps what it held.
+    # A store of schema 4 (before the networks table and the sizes): read-only use asks for one
+    # writing open, which migrates it to 6, keeps what it held and puts its workloads' sizes in.
     older = server.createdb("older")
     cli("record", "--file", m, db=older)
-    server.sql("older", "DROP TABLE networks; "
+    server.sql("older", "DROP TABLE networks; DROP TABLE sizes; "
                         "UPDATE einsumdb_meta SET value = '4' WHERE key = 'schema_version'")
     r = cli("stats", db=older, check=False)
     assert r.returncode == 1 and "needs a migration" in r.stderr, r.stderr
     cli("record", "--file", m, db=older)
-    assert json.loads(cli("stats", "--json", db=older).stdout)["schema_version"] == 5
+    assert json.loads(cli("stats", "--json", db=older).stdout)["schema_version"] == 6
     assert server.sql("older", "SELECT count(*) FROM networks") == "0"
+    assert server.sql("older", "SELECT count(*) FROM sizes") == \
+        server.sql("older", "SELECT count(*) FROM workloads WHERE symbols = 0") != "0"
     assert count(server, "older") == 3
+
+
+def test_the_nearest_size_on_the_server_is_the_files(server, tmp_path):
+    """Sizes never measured are answered by the nearest measured size of their structure: on a
+    server from its index of sizes, the same workload at the same distance as in a SQLite file
+    holding the same measurements (whose nearest sizes are tested against reading every
+    workload). The grid has ties: the smallest hash wins on both."""
+    rng = random.Random(5)
+    lines = []
+    for i in range(300):
+        m, k, n = (rng.choice([4, 8, 16, 32, 64]) for _ in range(3))
+        lines.append({"spec": spec(m, k, n), "run": "grid",
+                      "transform": {"name": "loop_nest", "params": {"block": i % 5}},
+                      "seconds": [1e-4 * (1 + i % 13)], "max_rel_err": 1e-15})
+    recorded = write_lines(tmp_path / "grid.jsonl", lines)
+    db, file = server.createdb("nearest"), str(tmp_path / "nearest.sqlite")
+    for store in (db, file):
+        cli("record", "--file", recorded, db=store)
+    answered = 0
+    for _ in range(25):
+        m, k, n = (rng.randint(3, 90) for _ in range(3))
+        asked = json.dumps(spec(m, k, n))
+        there, here = (json.loads(cli("best", asked, "--json", db=store).stdout)
+                       for store in (db, file))
+        assert there["match"] == here["match"], (there, here)
+        if there["match"] == "nearest":
+            answered += 1
+            assert abs(there["distance"] - here["distance"]) < 1e-9, (there, here)
+            assert there["measured_on"] == here["measured_on"], (there, here)
+    assert answered >= 20
 
 
 def top_answers(db, hashes):
