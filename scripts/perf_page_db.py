@@ -117,6 +117,8 @@ def main():
     p.add_argument("-o", "--output", default="docs/performance/db.md")
     p.add_argument("--before-name", default="the earlier build",
                    help="what the files labelled before measured (a commit, say)")
+    p.add_argument("--remark", action="append", default=[],
+                   help="a remark on these runs, listed with the page's notes")
     args = p.parse_args()
     data = pathlib.Path(args.data)
     sqlite_after, sqlite_before = load(data, "after", "sqlite"), load(data, "before", "sqlite")
@@ -149,6 +151,7 @@ def main():
         "- *symbolic workload*: concrete sizes answered by a symbolic workload's facts (30 "
         "symbolic workloads of one structure).",
         "- *best_many*: a batch of shapes answered in one read transaction.",
+        *(f"- {remark}" for remark in args.remark),
         "- The machine is a shared virtual machine whose speed varies from minute to minute, "
         "by up to 1.8 times between runs (canonicalization alone spans that range in its row): "
         "a build's absolute medians depend on which runs met a slow minute. The ratios to "
