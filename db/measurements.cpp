@@ -522,6 +522,14 @@ std::vector<Fact> ranked_facts(Store::Impl& impl, std::vector<FactRead>& rows, s
   return facts_of(ranked, k);
 }
 
+// Calls read(index, id) for each of `machines` the store knows, in order: the facts of a machine
+// it has never seen are none.
+template <class F>
+void for_each_known_machine(Store& store, const std::vector<std::string>& machines, F&& read) {
+  for (std::size_t mi = 0; mi < machines.size(); ++mi)
+    if (const auto mid = store.find_machine(machines[mi])) read(mi, id_value(*mid));
+}
+
 }  // namespace
 
 std::vector<Fact> Store::top_k(const std::string& workload_hash,
@@ -529,9 +537,7 @@ std::vector<Fact> Store::top_k(const std::string& workload_hash,
                                const std::string& workload_key) {
   std::vector<FactRead> rows;
   std::string key = workload_key;
-  for (std::size_t mi = 0; mi < machines.size(); ++mi) {
-    const auto mid = find_machine(machines[mi]);
-    if (!mid) continue;
+  for_each_known_machine(*this, machines, [&](std::size_t mi, std::int64_t mid) {
     // One statement (one round trip to a server). Given the key, the workload is found in the
     // index of hashes alone.
     auto s = key.empty() ? impl_->stmt("SELECT " EINSUMDB_FACT_COLUMNS
@@ -540,12 +546,12 @@ std::vector<Fact> Store::top_k(const std::string& workload_hash,
                          : impl_->stmt("SELECT " EINSUMDB_FACT_COLUMNS
                                        " FROM facts f WHERE f.workload_id = (SELECT id FROM "
                                        "workloads WHERE hash = ?) AND f.machine_id = ?");
-    s.bind(1, workload_hash).bind(2, id_value(*mid));
+    s.bind(1, workload_hash).bind(2, mid);
     while (s.step()) {
       rows.push_back(read_fact(s, 0, mi));
       if (key.empty()) key = s.column_text(kFactColumnCount);
     }
-  }
+  });
   return ranked_facts(*impl_, rows, k, workload_hash, key, machines);
 }
 
@@ -575,9 +581,7 @@ std::vector<std::vector<Fact>> Store::top_k_many(const std::vector<std::string>&
     }
     array += server ? "}" : "]";
     for (auto& r : rows) r.clear();
-    for (std::size_t mi = 0; mi < machines.size(); ++mi) {
-      const auto mid = find_machine(machines[mi]);
-      if (!mid) continue;
+    for_each_known_machine(*this, machines, [&](std::size_t mi, std::int64_t mid) {
       auto s = server
                    ? impl_->stmt("SELECT q.i - 1, " EINSUMDB_FACT_COLUMNS
                                  " FROM unnest(CAST(? AS TEXT[])) WITH ORDINALITY AS q(hash, i) "
@@ -586,7 +590,7 @@ std::vector<std::vector<Fact>> Store::top_k_many(const std::vector<std::string>&
                    : impl_->stmt("SELECT q.key, " EINSUMDB_FACT_COLUMNS
                                  " FROM json_each(?) q JOIN workloads w ON w.hash = q.value JOIN "
                                  "facts f ON f.workload_id = w.id AND f.machine_id = ?");
-      s.bind(1, array).bind(2, id_value(*mid));
+      s.bind(1, array).bind(2, mid);
       while (s.step()) {
         const auto i = s.column_int(0);
         if (i < 0 || static_cast<std::size_t>(i) >= n)
@@ -594,7 +598,7 @@ std::vector<std::vector<Fact>> Store::top_k_many(const std::vector<std::string>&
                               std::to_string(n));
         rows[static_cast<std::size_t>(i)].push_back(read_fact(s, 1, mi));
       }
-    }
+    });
     for (std::size_t i = 0; i < n; ++i)
       if (!rows[i].empty())
         out[first + i] =
@@ -608,20 +612,18 @@ std::vector<Fact> Store::top_k_measured(const std::string& workload_hash,
                                         const std::vector<std::string>& machines, std::size_t k) {
   std::string key;
   std::map<std::pair<std::int64_t, std::size_t>, FactSummariser> groups;  // (transform, machine)
-  for (std::size_t mi = 0; mi < machines.size(); ++mi) {
-    const auto mid = find_machine(machines[mi]);
-    if (!mid) continue;
+  for_each_known_machine(*this, machines, [&](std::size_t mi, std::int64_t mid) {
     auto s = impl_->stmt(
         "SELECT m.transform_id, m.median_s, m.min_s, m.repetitions, m.flops, m.binding, m.origin, "
         "w.key FROM workloads w JOIN measurements m ON m.workload_id = w.id WHERE w.hash = ? AND "
         "m.machine_id = ? AND m.status = 'ok' AND m.max_rel_err IS NOT NULL ORDER BY "
         "m.transform_id, m.digest");
-    s.bind(1, workload_hash).bind(2, id_value(*mid));
+    s.bind(1, workload_hash).bind(2, mid);
     while (s.step()) {
       if (key.empty()) key = s.column_text(7);
       groups[{s.column_int(0), mi}].add(s, 1);
     }
-  }
+  });
   std::vector<Ranked> ranked;
   for (const auto& [id, g] : groups) {
     const FactRow row = g.finish();

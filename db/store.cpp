@@ -205,10 +205,9 @@ CREATE TABLE networks(
 CREATE INDEX networks_by_machine ON networks(machine_id, measured_at);
 )sql";
 
-// Version 6 gave a server store its sizes (kPostgresV6); a SQLite file has had its R*Tree of sizes
-// since version 4, and nothing changes in it.
-
-// Migrations: kMigrations[v] brings a database from version v to v + 1.
+// Migrations: kMigrations[v] brings a database from version v to v + 1. Version 6 gave a server
+// store its sizes (kPostgresV6); a SQLite file has had its R*Tree of sizes since version 4, and
+// nothing changes in it (Store::kFileSchemaVersion).
 using Migration = void (*)(sql::Connection&);
 constexpr Migration kMigrations[] = {
     [](sql::Connection& c) { c.exec(kSchemaV1); },
@@ -573,8 +572,7 @@ Store Store::open(const std::string& path, const Options& options) {
   if (options.read_only) {
     if (app_id != kApplicationId)
       throw DatabaseError("'" + path + "' is empty: no einsumdb database there yet");
-    // Version 6 changed a server's schema only: a file of version 5 reads as one of 6.
-    if (version < 5)
+    if (version < kFileSchemaVersion)
       throw DatabaseError("database '" + path + "' has schema version " + std::to_string(version) +
                           " and needs a migration; open it for writing once");
   } else {

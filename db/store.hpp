@@ -170,6 +170,9 @@ class Store {
   ~Store();
 
   static constexpr int kSchemaVersion = 6;
+  // The last version that changed a SQLite file: a file of it or later is read as it is (later
+  // versions changed a server's schema only); an older one needs a writing open first.
+  static constexpr int kFileSchemaVersion = 5;
   static constexpr std::int64_t kApplicationId = 0x45534442;  // "ESDB", PRAGMA application_id
   int schema_version();
   const std::string& path() const;

@@ -322,6 +322,7 @@ TEST_F(StoreTest, ForeignCorruptedNewerAndReadOnlyFilesAreRefusedUntouched) {
   expect_error([&] { Store::open(path("missing.sqlite"), ro); }, "cannot open database");
   // A file of schema 5 (version 6 changed a server's schema only) reads as it is, a file of 4
   // needs its migration first; the first writing open brings either to the current version.
+  static_assert(Store::kFileSchemaVersion == 5);
   for (const int version : {5, 4}) {
     const std::string file = path("v" + std::to_string(version) + ".sqlite");
     std::filesystem::copy_file(path("ro.sqlite"), file);

@@ -350,6 +350,27 @@ def test_the_nearest_size_on_the_server_is_the_files(server, tmp_path):
             assert abs(there["distance"] - here["distance"]) < 1e-9, (there, here)
             assert there["measured_on"] == here["measured_on"], (there, here)
     assert answered >= 20
+    # The server answers from its sizes: every concrete workload has its point, and without
+    # them it finds no nearest size.
+    assert server.sql("nearest", "SELECT count(*) FROM sizes") == \
+        server.sql("nearest", "SELECT count(*) FROM workloads WHERE symbols = 0")
+    server.sql("nearest", "DELETE FROM sizes")
+    r = cli("best", json.dumps(spec(33, 33, 33)), "--json", db=db, check=False)
+    assert r.returncode == 3 and "nothing known" in r.stderr, (r.returncode, r.stderr)
+
+
+def test_a_server_without_the_cube_extension_is_a_clear_error(server, tmp_path):
+    """A user who may create tables but not extensions (CREATE on the schema, not on the
+    database): the store is refused with what the server lacks, and nothing is left behind."""
+    server.createdb("noext")
+    server.sql("noext", f"CREATE ROLE limited LOGIN PASSWORD '{PASSWORD}'; "
+                        "GRANT CREATE ON SCHEMA public TO limited")
+    m = write_lines(tmp_path / "m.jsonl", measurement_lines(3, 1, "x", workloads=1))
+    limited = f"postgresql://limited:{PASSWORD}@127.0.0.1:{server.port}/noext"
+    r = cli("record", "--file", m, db=limited, check=False)
+    assert r.returncode == 1 and "cube extension" in r.stderr, r.stderr
+    assert "CREATE EXTENSION cube" in r.stderr and PASSWORD not in r.stderr
+    assert server.sql("noext", "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'") == "0"
 
 
 def top_answers(db, hashes):
