@@ -1,6 +1,5 @@
 // einsumdb run: execute a workload with the best known transform (or a chosen one).
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <iostream>
 
@@ -12,7 +11,9 @@
 #include "einsumdb/cli/graph_run.hpp"
 #include "einsumdb/cli/spec_flags.hpp"
 #include "einsumdb/engine/choose.hpp"
+#include "einsumdb/executor/isa.hpp"
 #include "einsumdb/executor/npy.hpp"
+#include "einsumdb/tuner/sampling.hpp"
 #include "einsumdb/tuner/tuner.hpp"
 
 namespace einsumdb::cli {
@@ -241,20 +242,21 @@ int run_run(RunArgs& args) {
   Results results;
   std::vector<double> seconds;
   // At least --repeat runs, and more until they add up to --min-time.
-  double timed = 0;
-  for (int i = 0; i < args.repeat || timed < args.min_time; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    results.clear();  // free the last run's result first: every run starts from the same memory
-    std::string refused;
-    results = execute_or_default(bound, chosen, i == 0 && stored, &refused);
-    if (!refused.empty()) {
-      std::cerr << "einsumdb: note: the stored transform does not run here (" << refused
-                << "); running the default\n";
-      source = "default (the stored transform was refused)";
-    }
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    timed += seconds.back();
-  }
+  bool first = true;
+  sample_calls(
+      seconds, {args.repeat, args.min_time},
+      [&] {
+        results.clear();  // free the last run's result first: every run starts from the same memory
+        std::string refused;
+        results = execute_or_default(bound, chosen, first && stored, &refused);
+        first = false;
+        if (!refused.empty()) {
+          std::cerr << "einsumdb: note: the stored transform does not run here (" << refused
+                    << "); running the default\n";
+          source = "default (the stored transform was refused)";
+        }
+      },
+      [] { return false; });
   const double median_s = median(seconds);
   const double min_s = *std::min_element(seconds.begin(), seconds.end());
   const double flops = work_flops(e, bound.lengths());
@@ -284,6 +286,7 @@ int run_run(RunArgs& args) {
   if (want_json(args.out)) {
     ojson out = {{"transform", {{"strategy", chosen.strategy}, {"params", chosen.params}}},
                  {"source", source},
+                 {"kernels", isa_name(kernel_isa())},
                  {"repeat", seconds.size()},
                  {"median_s", median_s},
                  {"min_s", min_s},

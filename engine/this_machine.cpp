@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "einsumdb/executor/isa.hpp"
 #include "einsumdb/version.hpp"
 
 extern "C" char* openblas_get_config(void);
@@ -20,8 +21,15 @@ const Machine& this_machine() {
     nlohmann::ordered_json extra = {{"compiler", __VERSION__},
                                     {"einsumdb", kVersion},
                                     {"os", std::string(u.sysname) + " " + u.release},
-                                    {"openblas_num_threads", threads ? threads : ""}};
-    return detect_machine(blas ? blas : "unknown BLAS", extra);
+                                    {"openblas_num_threads", threads ? threads : ""},
+                                    {"kernels", std::string(isa_name(kernel_isa()))}};
+    Machine m = detect_machine(blas ? blas : "unknown BLAS", extra);
+    // Kernels narrower than the processor's (EINSUMDB_ISA) are another machine as far as the
+    // store is concerned: what they measure is not what this one runs by default.
+    if (kernel_isa() != supported_isa())
+      m.isa +=
+          std::string(m.isa.empty() ? "" : " ") + "kernels=" + std::string(isa_name(kernel_isa()));
+    return m;
   }();
   return machine;
 }

@@ -10,10 +10,28 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "einsumdb/canon/model.hpp"
 
 namespace einsumdb {
+
+// The loops DirectLoops plans, as its kernel (compiled once per instruction set, isa.hpp) reads
+// them.
+struct DirectPlan {
+  static constexpr std::size_t kMaxIndices = 16;
+  static constexpr std::size_t kMaxOperands = 8;
+  Dtype dtype = Dtype::f64;
+  JoinOp join = JoinOp::mul;
+  AggOp agg = AggOp::sum;
+  std::size_t operands = 0, indices = 0;
+  std::array<std::int64_t, kMaxIndices> length{};  // per index: summed indices last
+  std::size_t kept = 0;                            // the output's indices come first
+  // Per operand and axis: the index it is indexed by (repeats: a diagonal).
+  std::array<std::array<std::uint8_t, kMaxIndices>, kMaxOperands> axis_index{};
+  std::array<std::size_t, kMaxOperands> rank{};
+  std::array<std::uint8_t, kMaxIndices> out_index{};  // per output axis
+};
 
 class DirectLoops {
  public:
@@ -23,8 +41,8 @@ class DirectLoops {
   // and vector kernels win: a 12×12 by 12×12 product (1728 points) took longer direct than
   // through tensor_gemm's set-up.
   static constexpr std::int64_t kMaxPoints = 1024;
-  static constexpr std::size_t kMaxIndices = 16;
-  static constexpr std::size_t kMaxOperands = 8;
+  static constexpr std::size_t kMaxIndices = DirectPlan::kMaxIndices;
+  static constexpr std::size_t kMaxOperands = DirectPlan::kMaxOperands;
 
   // Why the direct loops do not apply: more points than kMaxPoints (or a symbolic length), too
   // many indices or operands, mixed dtypes, or a join/aggregation complex numbers lack. nullopt:
@@ -34,8 +52,8 @@ class DirectLoops {
   // The plan for row 0 of `e` (which must be accepted by rejects; SpecError otherwise).
   explicit DirectLoops(const BatchedEinsum& e);
 
-  Dtype dtype() const { return dtype_; }
-  std::size_t operands() const { return operands_; }
+  Dtype dtype() const { return plan_.dtype; }
+  std::size_t operands() const { return plan_.operands; }
   // The output's shape.
   const std::vector<std::int64_t>& shape() const { return shape_; }
 
@@ -47,20 +65,7 @@ class DirectLoops {
            const std::int64_t* out_strides = nullptr) const;
 
  private:
-  template <typename T>
-  void run_typed(const void* const* data, const std::int64_t* const* strides, void* out,
-                 const std::int64_t* out_strides) const;
-
-  Dtype dtype_ = Dtype::f64;
-  JoinOp join_ = JoinOp::mul;
-  AggOp agg_ = AggOp::sum;
-  std::size_t operands_ = 0, indices_ = 0;
-  std::array<std::int64_t, kMaxIndices> length_{};  // per index: summed indices last
-  std::size_t kept_ = 0;                            // the output's indices come first
-  // Per operand and axis: the index it is indexed by (repeats: a diagonal).
-  std::array<std::array<std::uint8_t, kMaxIndices>, kMaxOperands> axis_index_{};
-  std::array<std::size_t, kMaxOperands> rank_{};
-  std::array<std::uint8_t, kMaxIndices> out_index_{};  // per output axis
+  DirectPlan plan_;
   std::vector<std::int64_t> shape_;
 };
 

@@ -13,9 +13,11 @@
 #include <limits>
 #include <type_traits>
 
+#include "einsumdb/executor/isa_target.hpp"  // this file: once per instruction set
 #include "einsumdb/executor/kernels.hpp"
 
-namespace einsumdb {
+EINSUMDB_TARGET_BEGIN
+namespace einsumdb::EINSUMDB_ISA_NS {
 namespace {
 
 using kernels::contains;
@@ -421,12 +423,6 @@ void dispatch(JoinOp j, AggOp a, F&& f) {
 
 }  // namespace
 
-std::optional<std::string> loop_nest_rejects(const BatchedEinsum& e) {
-  if (e.inputs.size() > 64)
-    return "loop_nest runs at most 64 operands; this einsum has " + std::to_string(e.inputs.size());
-  return kernels::mixed_dtypes(e, "loop_nest");
-}
-
 Results run_loop_nest(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum& e = bound.einsum();
   if (const auto why = loop_nest_rejects(e)) throw SpecError("loop_nest does not apply: " + *why);
@@ -463,4 +459,5 @@ Results run_loop_nest(const Bound& bound, const nlohmann::json& params) {
   return out;
 }
 
-}  // namespace einsumdb
+}  // namespace einsumdb::EINSUMDB_ISA_NS
+EINSUMDB_TARGET_END

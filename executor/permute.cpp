@@ -16,18 +16,18 @@
 #include <cstring>
 #include <type_traits>
 
-#if defined(__AVX__)
 // (GCC 12's AVX-512 intrinsics start some results from _mm512_undefined_*(), which its
 // -Wuninitialized reports at the header's lines when they are inlined.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
-#endif
 
+#include "einsumdb/executor/isa_target.hpp"  // this file: once per instruction set
 #include "einsumdb/executor/kernels.hpp"
 
-namespace einsumdb::kernels {
+EINSUMDB_TARGET_BEGIN
+namespace einsumdb::kernels::EINSUMDB_ISA_NS {
 namespace {
 
 struct Axis {
@@ -87,7 +87,7 @@ constexpr std::int64_t kLine = 64 / static_cast<std::int64_t>(sizeof(T));
 // noise of each other.
 constexpr std::int64_t kBlockRows = 128;
 
-#if defined(__AVX512F__)
+#if EINSUMDB_AVX512
 // A micro-block in one go, by element size: the L × L transpose of the src lines s + col[j]
 // (j < L, each loaded whole into one register) into out[i], and a store of one register (one
 // line), non-temporal or not. Two shuffle stages within 128-bit lanes, then the 4 × 4 transpose
@@ -166,7 +166,7 @@ struct Lines<4> {  // 16 × 16 floats' bits
       _mm512_storeu_ps(static_cast<float*>(at), v);
   }
 };
-#elif defined(__AVX__)
+#elif EINSUMDB_AVX2
 // A register transpose by element size: the V × V transpose of the src rows s + row[j] (j < V)
 // into out[i], and a store of one register, non-temporal or not.
 template <std::size_t Bytes>
@@ -235,14 +235,14 @@ template <typename T, bool stream>
 inline void micro(const T* s, const std::int64_t* col, T* d, const std::int64_t* row) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8);
   constexpr std::int64_t L = kLine<T>;
-#if defined(__AVX512F__)
+#if EINSUMDB_AVX512
   // Each src line is loaded whole, once: with AVX's half lines, the 16 lines of a float block at
   // a power-of-two stride (one L1 set of 12 ways) were each fetched twice.
   using X = Lines<sizeof(T)>;
   typename X::R out[L];
   X::transpose(s, col, out);
   for (std::int64_t i = 0; i < L; ++i) X::template put<stream>(d + row[i], out[i]);
-#elif defined(__AVX__)
+#elif EINSUMDB_AVX2
   constexpr std::int64_t V = L / 2;
   using X = Registers<sizeof(T)>;
   for (std::int64_t h = 0; h < L; h += V) {  // dst rows h..h+V: columns 0..V, V..L
@@ -373,7 +373,7 @@ void transpose_runs(const T* src, T* dst, std::vector<Axis> cols, std::vector<Ax
       });
       step(nullptr);
     }
-#if defined(__AVX__)
+#if EINSUMDB_AVX2
   if (stream) _mm_sfence();  // the streamed lines ordered before what follows
 #endif
 }
@@ -443,4 +443,5 @@ void copy_layout(const void* src, const std::vector<std::int64_t>& src_strides, 
   });
 }
 
-}  // namespace einsumdb::kernels
+}  // namespace einsumdb::kernels::EINSUMDB_ISA_NS
+EINSUMDB_TARGET_END

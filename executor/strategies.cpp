@@ -66,6 +66,12 @@ int read_threads(const nlohmann::json& params, std::string_view strategy) {
   return it->get<int>();
 }
 
+std::optional<std::string> loop_nest_rejects(const BatchedEinsum& e) {
+  if (e.inputs.size() > 64)
+    return "loop_nest runs at most 64 operands; this einsum has " + std::to_string(e.inputs.size());
+  return kernels::mixed_dtypes(e, "loop_nest");
+}
+
 namespace {
 
 Results run_direct(const Bound& bound, const nlohmann::json& params) {

@@ -12,6 +12,7 @@ EINSUMDB_PACKAGES=(
   chromium fonts-dejavu-core
   libpq-dev postgresql-15
   iproute2 util-linux
+  qemu-user binutils
 )
 
 # Installs the packages that are missing (apt-get, as root or through sudo).

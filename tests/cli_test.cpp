@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "einsumdb/tests/support/run_cli.hpp"
+#include "einsumdb/tests/support/temp_dir.hpp"
 
 namespace {
 
@@ -144,6 +145,50 @@ TEST(Cli, BenchCanonReportsMedians) {
   EXPECT_EQ(j.at("cases").size(), 20u);  // 10 pairs, two sides each
   EXPECT_GT(j.at("median_us").get<double>(), 0.0);
   for (const auto& c : j.at("cases")) EXPECT_GT(c.at("median_us").get<double>(), 0.0);
+}
+
+// The kernels' instruction set (executor/isa.hpp): the run says which ran; EINSUMDB_ISA caps it,
+// and what was measured under a cap is filed under a machine of its own, which the processor's own
+// kernels do not answer from; a value that names no set is refused.
+TEST(Cli, KernelsNarrowerThanTheProcessorsAreFiledAsAnotherMachine) {
+  einsumdb::testing::TempDir dir("isa");
+  const std::string db = dir.path("store.sqlite");
+  const std::vector<std::string> spec = {"ij,jk->ik", "--shape", "A=24x16", "--shape", "B=16x20"};
+  auto with = [&](std::vector<std::string> head, const std::vector<std::string>& tail) {
+    head.insert(head.end(), spec.begin(), spec.end());
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  };
+  const auto native = run(with({"run"}, {"--verify", "--json", "--db", db}));
+  ASSERT_EQ(native.code, 0) << native.err;
+  const std::string widest = nlohmann::json::parse(native.out).at("kernels");
+  EXPECT_TRUE(widest == "baseline" || widest == "avx2" || widest == "avx512") << widest;
+
+  const std::vector<std::string> capped = {"EINSUMDB_ISA=baseline"};
+  const auto narrow = einsumdb::testing::run_cli(
+      with({"run"}, {"--verify", "--json", "--db", db, "--transform", "tensor_gemm"}), "", capped);
+  ASSERT_EQ(narrow.code, 0) << narrow.err;
+  EXPECT_EQ(nlohmann::json::parse(narrow.out).at("kernels"), "baseline");
+  EXPECT_TRUE(nlohmann::json::parse(narrow.out).at("verified").get<bool>());
+
+  const auto tuned = einsumdb::testing::run_cli(
+      with({"tune"},
+           {"--min-reps", "1", "--min-time", "0", "--standalone", "0", "--json", "--db", db}),
+      "", capped);
+  ASSERT_EQ(tuned.code, 0) << tuned.err;
+  const auto answer =
+      einsumdb::testing::run_cli(with({"best"}, {"--json", "--db", db}), "", capped);
+  EXPECT_EQ(answer.code, 0) << answer.err;
+  if (widest != "baseline") {
+    const auto own = run(with({"best"}, {"--json", "--db", db}));
+    EXPECT_EQ(own.code, 3) << own.out << own.err;  // nothing known for the processor's kernels
+  }
+
+  const auto bad =
+      einsumdb::testing::run_cli(with({"run"}, {"--json", "--db", db}), "", {"EINSUMDB_ISA=sse9"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("EINSUMDB_ISA=sse9"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("baseline, avx2 or avx512"), std::string::npos) << bad.err;
 }
 
 }  // namespace

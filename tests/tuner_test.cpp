@@ -15,6 +15,7 @@
 #include "einsumdb/executor/deadline.hpp"
 #include "einsumdb/tests/support/temp_dir.hpp"
 #include "einsumdb/tuner/roofline.hpp"
+#include "einsumdb/tuner/sampling.hpp"
 #include "einsumdb/tuner/tuner.hpp"
 
 namespace einsumdb {
@@ -183,6 +184,43 @@ TEST(Tuner, ProtocolTakesTheRepetitionsAndTheTimeAsked) {
   // Samples are per run (short runs are timed in groups): far below the time spent.
   for (double t : r.seconds) EXPECT_LT(t, 0.01);
   EXPECT_GT(*r.gflops, 0);
+}
+
+// The loop `run` and the protocol take their samples with: the count and the time asked, calls in
+// groups, a stop after any sample, the samples already held counted.
+TEST(Sampling, TakesTheSamplesAndTheTimeAskedInGroupsAndStopsWhenAsked) {
+  int calls = 0;
+  auto nap = [&] {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  auto never = [] { return false; };
+  std::vector<double> seconds;
+  sample_calls(seconds, {3, 0, 1}, nap, never);
+  EXPECT_EQ(seconds.size(), 3u);
+  EXPECT_EQ(calls, 3);
+  for (double t : seconds) EXPECT_GE(t, 0.001);
+
+  seconds.clear(), calls = 0;
+  sample_calls(seconds, {1, 0.02, 2}, nap, never);
+  double sum = 0;
+  for (double t : seconds) sum += 2 * t;  // each sample the mean of its two calls
+  EXPECT_GE(sum, 0.02);
+  EXPECT_EQ(calls, 2 * static_cast<int>(seconds.size()));
+
+  seconds = {1.0, 1.0};  // two samples held already: one more makes three
+  calls = 0;
+  sample_calls(seconds, {3, 0, 1}, nap, never);
+  EXPECT_EQ(seconds.size(), 3u);
+  EXPECT_EQ(calls, 1);
+
+  seconds.clear(), calls = 0;
+  sample_calls(seconds, {100, 10.0, 1}, nap, [&] { return calls == 4; });
+  EXPECT_EQ(seconds.size(), 4u);
+
+  seconds.clear(), calls = 0;
+  sample_calls(seconds, {100, 0, 1, 5}, nap, never);
+  EXPECT_EQ(seconds.size(), 5u);
 }
 
 TEST(Tuner, LargeWorkloadsAreVerifiedAgainstACheckedOracle) {
@@ -401,6 +439,10 @@ TEST(Tuner, TheFinalistsAreTimedAgainInTurns) {
   o.protocol = {1, 3, 0.0};
   o.protocol.long_run_s = 0;  // three rounds
   o.finalist_factor = 1e9;    // both are finalists
+  // Every run is a long one here (long_run_s = 0), and a long run slower than race_factor × the
+  // best is stopped: on a loaded machine one 2 ms run of the second took 4 ms, and it was then
+  // no finalist. Nothing races in this test.
+  o.race_factor = 1e9;
   o.extra = {noted("left"), noted("right")};
   o.space.strategies = {"left", "right"};
   const TuneReport report = tune(store, test_machine(), e, o);

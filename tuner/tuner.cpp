@@ -11,6 +11,7 @@
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/executor/deadline.hpp"
+#include "einsumdb/tuner/sampling.hpp"
 
 namespace einsumdb {
 namespace {
@@ -665,19 +666,13 @@ class Search {
           once();
           last = since(t0);
         }
-        const int group = runs_per_sample(last);
-        const auto measuring = Clock::now();
-        const int min_reps =
-            long_run ? std::min(protocol.min_reps, protocol.long_run_reps) : protocol.min_reps;
-        while (!out_raced &&
-               (static_cast<int>(r.seconds.size()) < min_reps ||
-                since(measuring) < (long_run ? 0 : protocol.min_time)) &&
-               r.seconds.size() < 100000) {
-          t0 = Clock::now();
-          for (int g = 0; g < group; ++g) once();
-          r.seconds.push_back(since(t0) / group);
-          if ((options_.stop && options_.stop->load()) || over_budget()) break;
-        }
+        const SamplingRule rule{
+            long_run ? std::min(protocol.min_reps, protocol.long_run_reps) : protocol.min_reps,
+            long_run ? 0 : protocol.min_time, runs_per_sample(last)};
+        t0 = Clock::now();
+        if (!out_raced)
+          sample_calls(r.seconds, rule, once,
+                       [&] { return (options_.stop && options_.stop->load()) || over_budget(); });
         r.median_s = summarize(r.seconds).median_s;
         if (flops_ && r.median_s > 0) r.gflops = *flops_ / r.median_s * 1e-9;
       }

@@ -6,7 +6,13 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "einsumdb/executor/isa.hpp"
+
 namespace einsumdb::tensor_gemm {
+
+bool streams() {
+  return kernel_isa() == Isa::avx512;
+}
 
 std::int64_t l2_bytes() {
   static const std::int64_t bytes = [] {
@@ -29,7 +35,7 @@ bool streams_even_tiles_by_default() {
 }
 
 bool even_tiles_may_stream(std::int64_t summed, double output_bytes) {
-  return kStreams && summed <= kStreamAllDepth && output_bytes > static_cast<double>(kCachedBytes);
+  return streams() && summed <= kStreamAllDepth && output_bytes > static_cast<double>(kCachedBytes);
 }
 
 std::string by_stride(std::string labels, const std::string& layout,
@@ -134,7 +140,7 @@ void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std
 template <typename T>
 std::int64_t packing_span(const MicroKernel<T>& k, const Contraction& p, std::int64_t a_bytes) {
   constexpr std::int64_t line = kLineElements<T>;
-  if (!kStreams || !std::is_same_v<T, double> || k.mr % line || a_bytes <= kCachedBytes ||
+  if (!streams() || !std::is_same_v<T, double> || k.mr % line || a_bytes <= kCachedBytes ||
       p.M < 2 || std::any_of(p.row_lines.begin(), p.row_lines.end(), [](char g) { return g; }))
     return 0;
   const std::int64_t* am = p.am.data();

@@ -64,12 +64,9 @@ inline constexpr std::int64_t kStreamAllDepth = 24;
 // the tuner tries both (tensor_gemm_space).
 bool streams_even_tiles_by_default();
 
-// Whether copy_run can stream (AVX-512): without, a buffered even tile is only a detour.
-#if defined(__AVX512F__)
-inline constexpr bool kStreams = true;
-#else
-inline constexpr bool kStreams = false;
-#endif
+// Whether copy_run can stream: where the kernels run AVX-512 (kernel_isa()). Without, a buffered
+// even tile is only a detour.
+bool streams();
 
 // Whether "stream_even" decides anything: an output too large for the cache, written once and
 // summed over kStreamAllDepth elements or fewer (the run and the tuner's space both ask).

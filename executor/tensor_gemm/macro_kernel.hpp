@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "einsumdb/executor/isa_target.hpp"
 #include "einsumdb/executor/kernels.hpp"
 #include "einsumdb/executor/small_gemm.hpp"
 #include "einsumdb/executor/tensor_gemm/blocking.hpp"
@@ -20,6 +21,7 @@
 #include "einsumdb/executor/tensor_gemm/packing.hpp"
 #include "einsumdb/executor/tensor_gemm/write_out.hpp"
 
+EINSUMDB_TARGET_BEGIN
 namespace einsumdb::tensor_gemm {
 // Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
 namespace {
@@ -255,7 +257,7 @@ class Gemm {
   // whose general-stride path stores element by element: line groups, and even tiles whose columns
   // are contiguous in the output.
   bool transposes() const {
-#if defined(__AVX512F__)
+#if EINSUMDB_AVX512
     return std::is_same_v<T, double> && !k_.prefers_rows && k_.mr % 8 == 0;
 #else
     return false;
@@ -276,3 +278,4 @@ class Gemm {
 
 }  // namespace
 }  // namespace einsumdb::tensor_gemm
+EINSUMDB_TARGET_END

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "einsumdb/executor/isa.hpp"
+
 namespace einsumdb::tensor_gemm {
 namespace {
 
@@ -14,14 +16,19 @@ namespace {
 // reports as a plain "Intel(R) Xeon(R) Processor" it falls back to its AVX2 (Haswell) kernels. Its
 // Skylake-X kernels run at the full rate on all of them (with one FMA unit, at the rate of the AVX2
 // kernels). BLIS reads the choice from BLIS_ARCH_TYPE when it initializes, so it is set here,
-// before the first call to BLIS, unless the user set it.
+// before the first call to BLIS, unless the user set it. Under a cap on einsumdb's kernels
+// (EINSUMDB_ISA, isa.hpp), BLIS's are capped with them: its Haswell kernels for AVX2, its generic
+// ones for the baseline.
 void choose_blis_kernels() {
   if (std::getenv("BLIS_ARCH_TYPE")) return;
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512cd"))
-    setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(BLIS_ARCH_SKX)).c_str(), 0);
+  const auto choose = [](arch_t arch) {
+    setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(arch)).c_str(), 0);
+  };
+  const Isa isa = kernel_isa();
+  if (isa == Isa::avx512)
+    choose(BLIS_ARCH_SKX);
+  else if (isa < supported_isa())
+    choose(isa == Isa::avx2 ? BLIS_ARCH_HASWELL : BLIS_ARCH_GENERIC);
 }
 
 }  // namespace

@@ -8,9 +8,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "einsumdb/executor/isa_target.hpp"
 #include "einsumdb/executor/tensor_gemm/blocking.hpp"
 #include "einsumdb/executor/tensor_gemm/transpose.hpp"
 
+EINSUMDB_TARGET_BEGIN
 namespace einsumdb::tensor_gemm {
 // Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
 namespace {
@@ -38,7 +40,7 @@ inline std::vector<char> pack_across(
     [[maybe_unused]] std::int64_t depth, [[maybe_unused]] std::int64_t width,
     [[maybe_unused]] std::int64_t pack_width, [[maybe_unused]] T* dst,
     [[maybe_unused]] const std::vector<char>& along) {
-#if defined(__AVX512F__)
+#if EINSUMDB_AVX512
   if constexpr (std::is_same_v<T, double>) {
     constexpr std::int64_t run = 8;
     if (width % run || pack_width % run || depth < 1) return {};
@@ -163,3 +165,4 @@ inline void pack(const T* src, const std::int64_t* row, std::int64_t rows, const
 
 }  // namespace
 }  // namespace einsumdb::tensor_gemm
+EINSUMDB_TARGET_END

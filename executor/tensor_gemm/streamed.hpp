@@ -20,12 +20,14 @@
 #include <type_traits>
 #include <vector>
 
+#include "einsumdb/executor/isa_target.hpp"
 #include "einsumdb/executor/kernels.hpp"
 #include "einsumdb/executor/small_gemm.hpp"
 #include "einsumdb/executor/tensor_gemm/blocking.hpp"
 #include "einsumdb/executor/tensor_gemm/scatter.hpp"
 #include "einsumdb/executor/tensor_gemm/transpose.hpp"
 
+EINSUMDB_TARGET_BEGIN
 namespace einsumdb::tensor_gemm {
 // Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
 namespace {
@@ -124,7 +126,7 @@ bool writes_around(const std::string& zl, const std::map<char, std::int64_t>& le
   constexpr std::int64_t line = 64 / sizeof(T);
   double bytes = sizeof(T);
   for (char c : zl) bytes *= static_cast<double>(len.at(c));
-  if (!kStreams || bytes <= static_cast<double>(kCachedBytes) || column % line || step % line)
+  if (!streams() || bytes <= static_cast<double>(kCachedBytes) || column % line || step % line)
     return false;
   for (const Piece& p : pieces)
     if (p.c % line) return false;
@@ -366,7 +368,7 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
                      std::int64_t N, T* z, const std::int64_t* cn, const StreamedLines& s,
                      bool stream) {
   const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
-#if defined(__AVX512F__)
+#if EINSUMDB_AVX512
   if constexpr (std::is_same_v<T, double>) {
     if (p.lines == 8) {
       // Rows outside, columns inside: the lines of consecutive blocks lie side by side in the
@@ -479,3 +481,4 @@ bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, in
 
 }  // namespace
 }  // namespace einsumdb::tensor_gemm
+EINSUMDB_TARGET_END

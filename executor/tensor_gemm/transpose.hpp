@@ -1,18 +1,20 @@
 // tensor_gemm's AVX-512 register blocks: a vector of T under a lane mask (Lanes) and 8 × 8
 // transposes of doubles, through which tiles and panels change direction on their way between the
-// tensors and the micro-kernel. Compiled only where the build targets AVX-512. Internal to
-// executor/.
+// tensors and the micro-kernel. Compiled only for AVX-512 (isa_target.hpp). Internal to executor/.
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
 
+#include "einsumdb/executor/isa_target.hpp"
+
+#if EINSUMDB_AVX512
+EINSUMDB_TARGET_BEGIN
 namespace einsumdb::tensor_gemm {
 // Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
 namespace {
 
-#if defined(__AVX512F__)
 // One AVX-512 register of T, its lanes under a mask.
 template <typename T>
 struct Lanes;
@@ -103,7 +105,7 @@ void transpose8(__m512d* r) {
     r[column[k] + 4] = _mm512_maskz_shuffle_f64x2(all, u[k], v[k], 0xEE);  // the high halves
   }
 }
-#endif
-
 }  // namespace
 }  // namespace einsumdb::tensor_gemm
+EINSUMDB_TARGET_END
+#endif

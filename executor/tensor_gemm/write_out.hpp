@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "einsumdb/executor/isa_target.hpp"
 #include "einsumdb/executor/tensor_gemm/blocking.hpp"
 #include "einsumdb/executor/tensor_gemm/transpose.hpp"
 
+EINSUMDB_TARGET_BEGIN
 namespace einsumdb::tensor_gemm {
 // Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
 namespace {
@@ -23,7 +25,7 @@ namespace {
 // the tile it writes, here the buffer's; the output's lines would miss one by one.
 template <typename T>
 inline void copy_run(const T* t, std::int64_t n, T* d, bool accumulate, bool stream) {
-#if defined(__AVX512F__)
+#if EINSUMDB_AVX512
   using V = Lanes<T>;
   if (stream && !accumulate && n % V::width == 0 &&  // whole lines: no masks
       reinterpret_cast<std::uintptr_t>(d) % 64 == 0) {
@@ -73,7 +75,7 @@ inline void write_along(const T* tile, std::int64_t run_step, std::int64_t line_
   }
 }
 
-#if defined(__AVX512F__)
+#if EINSUMDB_AVX512
 // d[0, 8) under `mask` = v, or += with `accumulate`; a whole aligned line streamed with `stream`.
 inline void put(double* d, __m512d v, __mmask8 mask, bool accumulate, bool stream) {
   if (accumulate) v = _mm512_add_pd(v, _mm512_maskz_loadu_pd(mask, d));
@@ -90,7 +92,7 @@ inline void put(double* d, __m512d v, __mmask8 mask, bool accumulate, bool strea
 template <typename T>
 inline void transpose_out(const T* tile, std::int64_t mr, std::int64_t mrb, std::int64_t nrb,
                           T* base, std::int64_t rs, bool accumulate, [[maybe_unused]] bool stream) {
-#if defined(__AVX512F__)
+#if EINSUMDB_AVX512
   if constexpr (std::is_same_v<T, double>) {
     for (std::int64_t n0 = 0; n0 < nrb; n0 += 8) {
       const std::int64_t w = std::min<std::int64_t>(8, nrb - n0);
@@ -122,12 +124,12 @@ inline void transpose_out(const T* tile, std::int64_t mr, std::int64_t mrb, std:
 // column-major into `group`, one after the other (`transposed`, AVX-512 and doubles only), or
 // interleaved, each line contiguous: element (i, n) of tile j at group[(i + n·mr)·line + j].
 template <typename T>
-inline void write_lines(const T* group, std::int64_t mr, std::int64_t nr,
+inline void write_lines(const T* group, std::int64_t mr, [[maybe_unused]] std::int64_t nr,
                         [[maybe_unused]] bool transposed, std::int64_t nrb, T* c,
                         const std::int64_t* cm, const std::int64_t* cn, bool accumulate,
                         bool stream) {
   constexpr std::int64_t line = kLineElements<T>;
-#if defined(__AVX512F__)
+#if EINSUMDB_AVX512
   if constexpr (std::is_same_v<T, double>) {
     if (transposed) {
       const std::int64_t tile = mr * nr;
@@ -149,3 +151,4 @@ inline void write_lines(const T* group, std::int64_t mr, std::int64_t nr,
 
 }  // namespace
 }  // namespace einsumdb::tensor_gemm
+EINSUMDB_TARGET_END

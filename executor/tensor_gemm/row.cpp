@@ -1,0 +1,202 @@
+// tensor_gemm's driver for one row of the batch: which algorithm (streamed or packed), which
+// operand takes the rows, the order of the rows, columns and summed elements, the block sizes, and
+// the threads. Compiled once per instruction set (isa_target.hpp), with the stages' templates it
+// instantiates; tensor_gemm.cpp calls the one kernel_isa() names (variants.cpp).
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "einsumdb/executor/kernels.hpp"
+#include "einsumdb/executor/tensor_gemm/blocking.hpp"
+#include "einsumdb/executor/tensor_gemm/micro_kernel.hpp"
+#include "einsumdb/executor/tensor_gemm/scatter.hpp"
+#include "einsumdb/executor/variants.hpp"
+
+// The stages this file alone instantiates, each in a target region of its own.
+#include "einsumdb/executor/isa_target.hpp"  // this file: once per instruction set
+#include "einsumdb/executor/tensor_gemm/macro_kernel.hpp"
+#include "einsumdb/executor/tensor_gemm/streamed.hpp"
+
+EINSUMDB_TARGET_BEGIN
+namespace einsumdb::tensor_gemm::EINSUMDB_ISA_NS {
+namespace {
+
+template <typename T>
+Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool stream_even,
+                       bool fetch_ahead, bool stream_rows) {
+  const BatchedEinsum& e = bound.einsum();
+  const auto& len = bound.lengths();
+  auto x = bound.operand(row, 0), y = bound.operand(row, 1);
+  std::string xl = e.inputs[0], yl = e.inputs[1];
+  const std::string& zl = e.output;
+  Tensor xf, yf;  // functional operands, evaluated in their arrays' layouts
+  kernels::evaluate_in_place<T>(x, xf, xl, len);
+  kernels::evaluate_in_place<T>(y, yf, yl, len);
+  Tensor z(x.tensor->dtype(), kernels::shape_of(zl, len), Tensor::Uninitialized{});
+  if (z.size() == 0) return z;
+  if (stream_rows) {
+    const T* xd = x.tensor->data<T>();
+    const T* yd = y.tensor->data<T>();
+    const auto xs = x.tensor->strides(), ys = y.tensor->strides(), zs = z.strides();
+    if (const auto s = streamed<T>(xl, xs, yl, ys, zl, zs, len))
+      if (run_streamed<T>(*s, s->swap ? yd : xd, s->swap ? xd : yd, z.data<T>(), threads)) return z;
+    if (const auto s = streamed_lines<T>(xl, xs, yl, ys, zl, zs, len))
+      if (run_streamed_lines<T>(*s, s->swap ? yd : xd, s->swap ? xd : yd, z.data<T>(), threads,
+                                static_cast<std::int64_t>(z.bytes()) > kCachedBytes))
+        return z;
+  }
+
+  const MicroKernel<T>& k = MicroKernel<T>::get();
+  const auto zs = z.strides();
+  // The micro-kernel writes contiguously along columns (rows when it prefers columns): the
+  // output's unit-stride index goes there, swapping the operands when it belongs to the left.
+  const char unit = zl.empty() ? '\0' : zl.back();  // none for a scalar result
+  const bool unit_in_x = contains(xl, unit) && !contains(yl, unit);
+  const bool unit_in_y = contains(yl, unit) && !contains(xl, unit);
+  bool swap = (k.prefers_rows && unit_in_x) || (!k.prefers_rows && unit_in_y);
+  // Unless that leaves fewer rows than a few micro-panels and many more columns: the large operand
+  // then goes on the rows' side, packed in blocks of MC rows and streamed through once, and the
+  // small one is packed once for all of them (padding a few rows up to MR wastes more).
+  const auto free_size = [&](const std::string& own, const std::string& other) {
+    std::int64_t n = 1;
+    for (char c : zl)
+      if (contains(own, c) && !contains(other, c)) n *= len.at(c);
+    return n;
+  };
+  const std::int64_t rows_if = swap ? free_size(yl, xl) : free_size(xl, yl);
+  const std::int64_t cols_if = swap ? free_size(xl, yl) : free_size(yl, xl);
+  if (rows_if < 4 * k.mr && cols_if > rows_if) swap = !swap;
+  if (swap) {
+    std::swap(x, y);
+    std::swap(xl, yl);
+  }
+  const auto [batch, m, n, sum] = gemm_groups(xl, yl, zl);
+  // The row and column orders (group_rows): tiled where operand and output disagree on the
+  // unit-stride index, otherwise by the strides of the larger of the two.
+  const auto xs = x.tensor->strides(), ys = y.tensor->strides();
+  constexpr std::int64_t line = 64 / sizeof(T);
+  const auto bytes = [](const Tensor& t) { return static_cast<std::int64_t>(t.bytes()); };
+  // Where the output is too large for the cache and the summed elements take several passes, each
+  // pass reads it back from memory: the rows and the columns then follow the output, whose tiles
+  // the micro-kernel adds to in place (prefetching them as it starts), rather than going in tiles
+  // whose line groups are read back one line at a time on their way out.
+  std::int64_t summed = 1;
+  for (char c : sum) summed *= len.at(c);
+  const bool reread = bytes(z) > kCachedBytes && !one_pass(k, summed);
+  // Where tiles are written around the cache (Gemm::write_around), they follow the output too: a
+  // tile whose columns straddle two runs costs one more kernel call there, no copy, and in the
+  // output's order its columns lie next to each other (TCCG case 34, dfga,gebc->abcdef: 16 × 14
+  // elements in one run of 1,792 bytes, where in gebc's order each of the 14 columns was 48 KB from
+  // the next).
+  const bool stream_all = stream_even && one_pass(k, summed) &&
+                          even_tiles_may_stream(summed, static_cast<double>(bytes(z)));
+  Rows rows = group_rows(m, len, xl, xs, zl, zs, bytes(*x.tensor), bytes(z), k.mr, line,
+                         reread || stream_all);
+  Rows cols = group_rows(n, len, yl, ys, zl, zs, bytes(*y.tensor), bytes(z), k.nr, line,
+                         reread || stream_all);
+
+  Contraction p;
+  p.am = std::move(rows.x);
+  p.cm = std::move(rows.z);
+  p.bn = std::move(cols.x);
+  p.cn = std::move(cols.z);
+  // The summed indices: tiled where both operands are too large for the cache and run at unit
+  // stride along different ones (kSumTile), otherwise in the order of the operand that runs along
+  // one of them, else of the left operand (its packing reads along them).
+  if (auto ks = tiles(sum, len, xl, xs, yl, ys, bytes(*x.tensor), bytes(*y.tensor),
+                      kSumTile / sizeof(T), line, true)) {
+    p.ak = std::move(ks->x);
+    p.bk = std::move(ks->z);
+  } else {
+    const std::string ordered = order(sum, xl, xs, yl, ys, true);
+    p.ak = offsets(ordered, len, xl, xs);
+    p.bk = offsets(ordered, len, yl, ys);
+  }
+  p.ab = offsets(batch, len, xl, xs);
+  p.bb = offsets(batch, len, yl, ys);
+  p.cb = offsets(batch, len, zl, zs);
+  p.M = p.am.size();
+  p.N = p.bn.size();
+  p.K = p.ak.size();
+  const std::int64_t nb = p.ab.size();
+  if (p.K == 0) {  // a summed index of length 0: every sum is empty
+    std::fill(z.data<T>(), z.data<T>() + z.size(), T{0});
+    return z;
+  }
+  const bool large = bytes(z) > kCachedBytes;  // the output is too large for the cache
+  if (large) p.row_lines = line_groups(p.cm, k.mr, line);
+  // A block of rows holds at least one line group (Gemm::block_end).
+  block_sizes(k, p, large, p.row_lines.empty() ? k.mr : line * k.mr);
+  p.span = packing_span(k, p, bytes(*x.tensor));
+  p.stream = large && p.K <= p.kc;
+  p.stream_all = stream_all;  // (one pass, an output beyond the cache: p.stream)
+  p.fetch_ahead = fetch_ahead;
+  p.row_step = spacing(p.cm, k.mr);
+  p.row_runs = unit_runs(p.cm, k.mr, line, p.row_step);
+  p.col_step = spacing(p.cn, k.nr);
+  // Tiles written around the cache (Gemm::write_around): where even ones would go through the
+  // buffer, rows contiguous in the output in whole lines, at the spacing of the first columns.
+  const std::int64_t col_spacing = p.N > 1 ? p.cn[1] - p.cn[0] : 0;
+  if (p.stream_all && (k.mr * sizeof(T)) % 64 == 0 && col_spacing > 0 &&
+      (col_spacing * sizeof(T)) % 64 == 0)
+    p.around_ldc = col_spacing;
+
+  const Gemm<T> gemm(p, x.tensor->data<T>(), y.tensor->data<T>(), z.data<T>());
+  // Packing space per thread: MC × KC of A and NC × KC of B at most, in micro-panels.
+  const std::int64_t kc = std::min(p.kc, p.K);
+  const std::int64_t a_elems =
+      (std::min(std::max(p.mc, p.span), p.M) + k.mr) / k.mr * k.packmr * kc;
+  const std::int64_t b_elems = (std::min(k.nc, p.N) + k.nr) / k.nr * k.packnr * kc;
+  const bool over_batch = nb >= threads;
+  const std::int64_t t =
+      std::max<std::int64_t>(1, over_batch ? std::min<std::int64_t>(threads, nb) : threads);
+  Tensor space(z.dtype(), {t * (a_elems + b_elems + 64)}, Tensor::Uninitialized{});
+  auto buffers = [&](std::int64_t slot) {
+    T* base = space.data<T>() + slot * (a_elems + b_elems + 64);
+    auto align = [](T* at) {
+      const auto u = reinterpret_cast<std::uintptr_t>(at);
+      return reinterpret_cast<T*>((u + 63) / 64 * 64);
+    };
+    T* ap = align(base);
+    return std::pair<T*, T*>{ap, align(ap + a_elems)};
+  };
+  if (over_batch) {
+    kernels::parallel_for(nb, static_cast<int>(t), [&](std::int64_t lo, std::int64_t hi) {
+      const auto [ap, bp] = buffers((lo * t + nb - 1) / nb);  // the slice's number
+      for (std::int64_t q = lo; q < hi; ++q) gemm.run(q, 0, p.M, 0, p.N, ap, bp);
+    });
+    return z;
+  }
+  // Split the wider of the two ranges, in whole micro-tiles.
+  const bool split_rows = p.M / k.mr >= p.N / k.nr;
+  const std::int64_t unit_len = split_rows ? k.mr : k.nr;
+  const std::int64_t tiles = ((split_rows ? p.M : p.N) + unit_len - 1) / unit_len;
+  kernels::parallel_for(tiles, static_cast<int>(t), [&](std::int64_t lo, std::int64_t hi) {
+    const auto [ap, bp] = buffers((lo * t + tiles - 1) / tiles);
+    const std::int64_t from = lo * unit_len;
+    const std::int64_t to = std::min(hi * unit_len, split_rows ? p.M : p.N);
+    for (std::int64_t q = 0; q < nb; ++q) {
+      if (split_rows)
+        gemm.run(q, from, to, 0, p.N, ap, bp);
+      else
+        gemm.run(q, 0, p.M, from, to, ap, bp);
+    }
+  });
+  return z;
+}
+
+}  // namespace
+
+Tensor row(const Bound& bound, std::size_t row, int threads, bool stream_even, bool fetch_ahead,
+           bool stream_rows) {
+  return result_dtype(bound.einsum(), row) == Dtype::f32
+             ? tensor_gemm_row<float>(bound, row, threads, stream_even, fetch_ahead, stream_rows)
+             : tensor_gemm_row<double>(bound, row, threads, stream_even, fetch_ahead, stream_rows);
+}
+
+}  // namespace einsumdb::tensor_gemm::EINSUMDB_ISA_NS
+EINSUMDB_TARGET_END

@@ -1,0 +1,48 @@
+// The kernels compiled once per instruction set (isa_target.hpp), each in a namespace of its own,
+// and the functions that call the one kernel_isa() names (variants.cpp). Internal to executor/.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "einsumdb/executor/direct.hpp"
+#include "einsumdb/executor/execute.hpp"
+
+// One declaration of each kernel entry point per instruction set.
+#define EINSUMDB_KERNEL_ENTRIES(ns)                                                                \
+  namespace kernels::ns {                                                                          \
+  void copy_layout(const void* src, const std::vector<std::int64_t>& src_strides, void* dst,       \
+                   const std::vector<std::int64_t>& dst_strides,                                   \
+                   const std::vector<std::int64_t>& shape, std::size_t element_bytes,              \
+                   std::size_t whole_bytes);                                                       \
+  }                                                                                                \
+  namespace ns {                                                                                   \
+  Results run_loop_nest(const Bound& bound, const nlohmann::json& params);                         \
+  void direct_run(const DirectPlan& plan, const void* const* data,                                 \
+                  const std::int64_t* const* strides, void* out, const std::int64_t* out_strides); \
+  }                                                                                                \
+  namespace tensor_gemm::ns {                                                                      \
+  Tensor row(const Bound& bound, std::size_t row, int threads, bool stream_even, bool fetch_ahead, \
+             bool stream_rows);                                                                    \
+  }
+
+namespace einsumdb {
+
+EINSUMDB_KERNEL_ENTRIES(baseline)
+EINSUMDB_KERNEL_ENTRIES(avx2)
+EINSUMDB_KERNEL_ENTRIES(avx512)
+
+// The direct loops' kernel (direct_kernel.cpp), for the instruction set kernel_isa() names.
+void direct_run(const DirectPlan& plan, const void* const* data, const std::int64_t* const* strides,
+                void* out, const std::int64_t* out_strides);
+
+namespace tensor_gemm {
+// One row of the batch (row.cpp), for the instruction set kernel_isa() names.
+Tensor row(const Bound& bound, std::size_t row, int threads, bool stream_even, bool fetch_ahead,
+           bool stream_rows);
+}  // namespace tensor_gemm
+
+}  // namespace einsumdb
