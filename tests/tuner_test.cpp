@@ -439,9 +439,9 @@ TEST(Tuner, TheFinalistsAreTimedAgainInTurns) {
   o.protocol = {1, 3, 0.0};
   o.protocol.long_run_s = 0;  // three rounds
   o.finalist_factor = 1e9;    // both are finalists
-  // Every run is a long one here (long_run_s = 0), and a long run slower than race_factor × the
-  // best is stopped: on a loaded machine one 2 ms run of the second took 4 ms, and it was then
-  // no finalist. Nothing races in this test.
+  // Every run is a long one here (long_run_s = 0), and a long run slower than race_factor (1.5) ×
+  // the best is stopped: with runs of 2 ms, a neighbour on the machine delaying one run by 1 ms
+  // makes the second candidate a timeout and no finalist. Nothing races in this test.
   o.race_factor = 1e9;
   o.extra = {noted("left"), noted("right")};
   o.space.strategies = {"left", "right"};
