@@ -301,7 +301,9 @@ int run_run(RunArgs& args) {
   } else {
     std::cout << chosen.strategy << " " << describe_params(chosen.params) << " (" << source
               << "): median " << format_seconds(median_s) << " over " << seconds.size()
-              << " run(s), " << format_number(flops / median_s * 1e-9) << " GFLOP/s\n";
+              << " run(s), " << format_number(flops / median_s * 1e-9) << " GFLOP/s"
+              << (is_complex(result_dtype(e, 0)) ? " (a complex multiply-add counts 8 FLOPs)" : "")
+              << "\n";
     if (!generated.empty()) {
       std::cout << "inputs generated from seed " << args.seed << ":";
       for (const auto& g : generated) std::cout << " " << g;

@@ -207,7 +207,7 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
   const Machine& machine = this_machine();
   const bool json = want_json(args.out);
   const bool show_progress = !args.no_progress && (args.progress || isatty(STDERR_FILENO));
-  const Dtype dtype = e.arrays.at(e.batch[0][0]).dtype;
+  const Dtype dtype = result_dtype(e, 0);  // a row's computation dtype (numpy's promotion)
   const Store::Roofline roof = machine_roofline(store, machine, dtype);
   const auto flops = flop_count(measured);
   const auto bytes = footprint_bytes(measured);
@@ -300,7 +300,8 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
               << report.results.size() << " of " << report.total << " candidates; verified against "
               << report.oracle << "; run " << report.run << ")\n"
               << "roofline (" << roof.dtype << "): " << format_number(roof.peak_gflops, 1)
-              << " GFLOP/s per core, " << format_number(roof.bandwidth_gbs, 1) << " GB/s\n\n";
+              << " GFLOP/s per core, " << format_number(roof.bandwidth_gbs, 1) << " GB/s"
+              << (is_complex(dtype) ? "; a complex multiply-add counts 8 FLOPs" : "") << "\n\n";
     std::vector<std::vector<std::string>> rows;
     for (const auto* r : sorted) {
       const auto f = fraction(*r);

@@ -53,7 +53,7 @@ void check_ref(const TensorRef& t, const std::string& what, bool need_data = tru
     throw SpecError(what + " has no data (null pointer)");
   if (!executable_dtype(t.dtype))
     throw SpecError(what + " has dtype " + std::string(to_string(t.dtype)) +
-                    "; the executor computes in f32 and f64");
+                    "; the executor computes in f32, f64, c64 and c128");
   if (reinterpret_cast<std::uintptr_t>(t.data) % dtype_bytes(t.dtype) != 0)
     throw SpecError(what + " is not aligned to its element size");
 }

@@ -74,7 +74,7 @@ std::optional<std::string> batch_fused_rejects(const BatchedEinsum& e) {
                  " has arrays of different shapes or dtypes in "
                  "different rows ('" +
                  e.batch[0][k] + "', '" + row[k] + "')";
-  return kernels::mixed_dtypes(e, "batch_fused", true);
+  return kernels::dtype_rejects(e, "batch_fused");
 }
 
 BatchedEinsum batch_fused_einsum(const BatchedEinsum& e) {
@@ -193,7 +193,7 @@ std::optional<std::string> contraction_tree_rejects(const BatchedEinsum& e) {
   if (!semiring(e))
     return std::string(to_string(e.join)) + "/" + std::string(to_string(e.agg)) +
            " cannot be evaluated pairwise (mul/sum, add/max, add/min, max/max, min/min can)";
-  return kernels::mixed_dtypes(e, "contraction_tree", true);
+  return kernels::dtype_rejects(e, "contraction_tree");
 }
 
 std::string contraction_step_result(const std::string& a, const std::string& b,
@@ -576,11 +576,13 @@ Results run_contraction_tree(const Bound& bound, const nlohmann::json& params) {
       s.arrays.emplace(names[a], info_of(a));
       s.arrays.emplace(names[b], info_of(b));
       const Bound sb(s, arrays, functions);
-      // loop_nest computes in real numbers: a complex step goes to ttgt, or where that cannot
-      // take it (an index summed within one operand), to the reference.
+      // A complex step goes to ttgt (complex GEMM) where it can, loop_nest (in real form) where
+      // it cannot (an index summed within one operand), the reference where neither can.
       const bool complex = is_complex(result_dtype(s, 0));
-      const char* strategy = !complex ? (gemm_pays(s, len) ? "ttgt" : "loop_nest")
-                                      : (ttgt_rejects(s) ? "reference" : "ttgt");
+      const char* strategy = !complex                ? (gemm_pays(s, len) ? "ttgt" : "loop_nest")
+                             : !ttgt_rejects(s)      ? "ttgt"
+                             : !loop_nest_rejects(s) ? "loop_nest"
+                                                     : "reference";
       Tensor t = std::move(execute(sb, strategy, nlohmann::json{{"threads", threads}}).at(0));
       names[n + k] = "~t" + std::to_string(k);
       arrays.emplace(names[n + k], std::move(t));
@@ -598,10 +600,7 @@ Results run_contraction_tree(const Bound& bound, const nlohmann::json& params) {
     s.batch = {{names[last]}};
     s.arrays.emplace(names[last], info_of(last));
     const Bound sb(s, arrays, functions);
-    out.push_back(std::move((is_complex(result_dtype(s, 0))
-                                 ? run_reference(sb)
-                                 : run_loop_nest(sb, nlohmann::json{{"threads", threads}}))
-                                .at(0)));
+    out.push_back(std::move(run_loop_nest(sb, nlohmann::json{{"threads", threads}}).at(0)));
   }
   return out;
 }

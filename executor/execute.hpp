@@ -75,6 +75,7 @@ class Bound {
   bool functional() const { return !functions_->empty(); }
   const Arrays& arrays() const { return *arrays_; }
   const Functions& functions() const { return *functions_; }
+  const Arrays* extra() const { return extra_; }
   static const Functions& no_functions();
 
  private:

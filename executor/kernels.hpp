@@ -406,24 +406,18 @@ inline std::vector<std::int64_t> shape_of(const std::string& labels,
 }
 
 // Why a GEMM-based strategy (`who`) cannot run `e`: not two operands under mul/sum, a diagonal,
-// an index summed within one operand, or mixed dtypes. nullopt: it can.
-std::optional<std::string> binary_product_rejects(const BatchedEinsum& e, std::string_view who,
-                                                  bool complex_ok = false);
+// an index summed within one operand, or a dtype it does not compute in. nullopt: it can.
+std::optional<std::string> binary_product_rejects(const BatchedEinsum& e, std::string_view who);
 
-// Whether every row's operands share one dtype (the fast strategies compute in one dtype), one
-// the strategy computes in (complex ones only with `complex_ok`).
-inline std::optional<std::string> mixed_dtypes(const BatchedEinsum& e, std::string_view who,
-                                               bool complex_ok = false) {
-  for (std::size_t r = 0; r < e.batch.size(); ++r)
-    for (const auto& name : e.batch[r])
-      if (e.arrays.at(name).dtype != e.arrays.at(e.batch[r][0]).dtype)
-        return std::string(who) + " computes in one dtype; row " + std::to_string(r) + " mixes " +
-               std::string(to_string(e.arrays.at(e.batch[r][0]).dtype)) + " and " +
-               std::string(to_string(e.arrays.at(name).dtype));
+// Whether the strategy computes in the dtypes of this einsum (f32, f64, c64, c128). Rows whose
+// operands differ in dtype are computed in the row's result dtype (numpy's promotion): the
+// operands of other dtypes are converted before the strategy runs (promoted(), strategies.cpp), so
+// a strategy sees one dtype per row.
+inline std::optional<std::string> dtype_rejects(const BatchedEinsum& e, std::string_view who) {
   for (const auto& [name, info] : e.arrays)
-    if (!executable_dtype(info.dtype) || (!complex_ok && is_complex(info.dtype)))
-      return std::string(who) + " computes in f32 and f64" + (complex_ok ? ", c64 and c128" : "") +
-             "; array '" + name + "' is " + std::string(to_string(info.dtype));
+    if (!executable_dtype(info.dtype))
+      return std::string(who) + " computes in f32, f64, c64 and c128; array '" + name + "' is " +
+             std::string(to_string(info.dtype));
   return std::nullopt;
 }
 

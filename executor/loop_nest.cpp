@@ -1,10 +1,11 @@
 // loop_nest: every index is a loop, in a chosen order, with up to two indices blocked (a tile
 // loop outside, its point loop in the index's place). The innermost loop is a kernel specialized
 // for ⊗, ⊕ and the dtype, and for unit or zero strides so that the compiler vectorizes it.
-// Functional operands are evaluated over the innermost run as it is read.
+// Functional operands are evaluated over the innermost run as it is read. A complex row runs as a
+// real one (real_form.hpp), its parts the outermost loops.
 //
-// Parameters: {"order": [{"index": i}, ...] (every index, outermost first; default: the
-// output's indices, then the summed ones), "block": [[{"index": i}, size], ...] (at most two),
+// Parameters: {"order": [{"index": i}, ...] (every index, outermost first; default: by locality,
+// default_order), "block": [[{"index": i}, size], ...] (at most two),
 // "threads": t}. With t > 1 the first loop over an output index is split among threads, so no
 // two threads write the same element.
 #include <algorithm>
@@ -15,6 +16,7 @@
 
 #include "einsumdb/executor/isa_target.hpp"  // this file: once per instruction set
 #include "einsumdb/executor/kernels.hpp"
+#include "einsumdb/executor/real_form.hpp"
 
 EINSUMDB_TARGET_BEGIN
 namespace einsumdb::EINSUMDB_ISA_NS {
@@ -139,6 +141,30 @@ struct NestPlan {
   std::vector<std::int64_t> block_size;
 };
 
+// The order when none is given, by locality: the index whose strides (summed over the operands
+// and the output) are largest outermost, the one with the smallest strides innermost; ties in
+// output order.
+std::string default_order(const BatchedEinsum& e, const std::map<char, std::int64_t>& len) {
+  std::string order;
+  for (char c : e.output) order += c;
+  for (const auto& in : e.inputs)
+    for (char c : in)
+      if (!contains(order, c)) order += c;
+  std::map<char, double> weight;
+  auto add = [&](const std::string& layout) {
+    double s = 1;
+    for (std::size_t a = layout.size(); a-- > 0;) {
+      weight[layout[a]] += s;
+      s *= static_cast<double>(len.at(layout[a]));
+    }
+  };
+  for (const auto& in : e.inputs) add(in);
+  add(e.output);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](char a, char b) { return weight[a] > weight[b]; });
+  return order;
+}
+
 NestPlan make_plan(const BatchedEinsum& e, const std::map<char, std::int64_t>& len,
                    const nlohmann::json& params) {
   std::string all;
@@ -146,7 +172,9 @@ NestPlan make_plan(const BatchedEinsum& e, const std::map<char, std::int64_t>& l
     for (char c : in)
       if (!contains(all, c)) all += c;
   std::string order;
-  if (params.contains("order")) {
+  if (!params.contains("order")) {
+    order = default_order(e, len);
+  } else {
     order = read_index_list(params, "order", "loop_nest");
     std::string a = all, b = order;
     std::sort(a.begin(), a.end());
@@ -154,24 +182,6 @@ NestPlan make_plan(const BatchedEinsum& e, const std::map<char, std::int64_t>& l
     if (a != b)
       throw SpecError("loop_nest: 'order' must list every index of the einsum once (" + all +
                       "), got " + order);
-  } else {
-    // By locality: the index whose strides (summed over the operands and the output) are
-    // largest outermost, the one with the smallest strides innermost; ties in output order.
-    for (char c : e.output) order += c;
-    for (char c : all)
-      if (!contains(order, c)) order += c;
-    std::map<char, double> weight;
-    auto add = [&](const std::string& layout) {
-      double s = 1;
-      for (std::size_t a = layout.size(); a-- > 0;) {
-        weight[layout[a]] += s;
-        s *= static_cast<double>(len.at(layout[a]));
-      }
-    };
-    for (const auto& in : e.inputs) add(in);
-    add(e.output);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](char a, char b) { return weight[a] > weight[b]; });
   }
   NestPlan plan;
   if (params.contains("block")) {
@@ -441,6 +451,21 @@ Results run_loop_nest(const Bound& bound, const nlohmann::json& params) {
   }
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
+    if (is_complex(result_dtype(e, r))) {
+      // In real form (real_form.hpp), its parts the outermost loops: each pass is the real loop
+      // nest over every other index in the order asked, reading and writing one part of each
+      // element (at a stride of 2).
+      const RealForm f = real_form(bound, r);
+      const Bound real(f.e, f.arrays);
+      nlohmann::json p = params;
+      const std::string order = params.contains("order")
+                                    ? read_index_list(params, "order", "loop_nest")
+                                    : default_order(e, bound.lengths());
+      p["order"] = index_list_param(std::string(1, f.part) +
+                                    (f.summed ? std::string(1, f.summed) : "") + order);
+      out.push_back(f.complex_result(EINSUMDB_ISA_NS::run_loop_nest(real, p).at(0)));
+      continue;
+    }
     Tensor z;
     auto run = [&](auto jc, auto ac) {
       constexpr JoinOp J = decltype(jc)::value;

@@ -1,10 +1,12 @@
 // The strategy registry and the parameter spellings the strategies share.
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <optional>
 
 #include "einsumdb/executor/direct.hpp"
 #include "einsumdb/executor/kernels.hpp"
+#include "einsumdb/executor/real_form.hpp"
 
 namespace einsumdb {
 
@@ -69,7 +71,12 @@ int read_threads(const nlohmann::json& params, std::string_view strategy) {
 std::optional<std::string> loop_nest_rejects(const BatchedEinsum& e) {
   if (e.inputs.size() > 64)
     return "loop_nest runs at most 64 operands; this einsum has " + std::to_string(e.inputs.size());
-  return kernels::mixed_dtypes(e, "loop_nest");
+  if (auto why = kernels::dtype_rejects(e, "loop_nest")) return why;
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    if (is_complex(result_dtype(e, r)))
+      if (auto why = real_form_rejects(e))
+        return "loop_nest computes complex rows in real form: " + *why;
+  return std::nullopt;
 }
 
 namespace {
@@ -123,14 +130,86 @@ std::optional<Results> empty_results(const Bound& bound) {
   return out;
 }
 
+// `x` converted to `to` (a functional operand evaluated first, in its array's dtype).
+Tensor converted(const Bound::Operand& x, Dtype to) {
+  const Tensor* from = x.tensor;
+  Tensor evaluated;
+  if (x.function) {
+    if (is_complex(from->dtype()))
+      throw SpecError("functional operands are real; array '" + x.function->array() +
+                      "' is complex");
+    evaluated = Tensor(from->dtype(), from->shape(), Tensor::Uninitialized{});
+    if (from->dtype() == Dtype::f32)
+      x.function->apply(from->data<float>(), 1, evaluated.data<float>(), evaluated.size());
+    else
+      x.function->apply(from->data<double>(), 1, evaluated.data<double>(), evaluated.size());
+    from = &evaluated;
+  }
+  Tensor out(to, from->shape(), Tensor::Uninitialized{});
+  with_element_type(from->dtype(), [&](auto s) {
+    with_element_type(to, [&](auto d) {
+      using S = decltype(s);
+      using D = decltype(d);
+      if constexpr (is_complex_v<S> && !is_complex_v<D>) {
+        EINSUMDB_ASSERT(false, "promotion never makes a complex number real");
+      } else {
+        const S* src = from->data<S>();
+        D* dst = out.data<D>();
+        for (std::int64_t k = 0; k < out.size(); ++k) dst[k] = static_cast<D>(src[k]);
+      }
+    });
+  });
+  return out;
+}
+
+// A batch whose rows mix dtypes, as the strategies that compute in one dtype per row receive it:
+// every operand whose dtype is not its row's result dtype (numpy's promotion) replaced by a copy
+// converted to it, named after the operand and the dtype ("A~c128"; rows that promote the same
+// operand alike share the copy).
+struct Promoted {
+  BatchedEinsum e;
+  Arrays arrays;
+};
+
+std::unique_ptr<Promoted> promoted(const Bound& bound) {
+  const BatchedEinsum& e = bound.einsum();
+  std::unique_ptr<Promoted> p;
+  for (std::size_t r = 0; r < e.batch.size(); ++r) {
+    const Dtype to = result_dtype(e, r);
+    for (std::size_t k = 0; k < e.inputs.size(); ++k) {
+      const std::string& name = e.batch[r][k];
+      const ArrayInfo& info = e.arrays.at(name);
+      if (info.dtype == to) continue;
+      if (!p) p = std::make_unique<Promoted>(Promoted{e, {}});
+      const std::string copy = name + "~" + std::string(to_string(to));
+      if (!p->arrays.count(copy)) {
+        p->arrays.emplace(copy, converted(bound.operand(r, k), to));
+        p->e.arrays[copy] = ArrayInfo{info.shape, to};
+      }
+      p->e.batch[r][k] = copy;
+    }
+  }
+  if (p && bound.extra())  // a composite strategy's intermediates stay visible
+    for (const auto& [name, t] : *bound.extra()) p->arrays.emplace(name, Tensor::view(t));
+  return p;
+}
+
 // Every strategy's run, answering an einsum with an axis of length 0 itself (nothing to compute,
-// and no strategy need handle the empty case).
+// and no strategy need handle the empty case), and, for those that compute in one dtype per row
+// (all but the reference and direct), converting the operands of rows that mix dtypes.
 std::vector<Strategy> with_empty_axes(std::vector<Strategy> strategies) {
-  for (auto& s : strategies)
-    s.run = [run = std::move(s.run)](const Bound& b, const nlohmann::json& params) {
+  for (auto& s : strategies) {
+    const bool mixes = s.name == "reference" || s.name == "direct";
+    s.run = [run = std::move(s.run), mixes](const Bound& b, const nlohmann::json& params) {
       if (auto empty = empty_results(b)) return std::move(*empty);
+      if (!mixes)
+        if (const auto p = promoted(b)) {
+          const Bound one_dtype(p->e, b.arrays(), b.functions(), &p->arrays);
+          return run(one_dtype, params);
+        }
       return run(b, params);
     };
+  }
   return strategies;
 }
 

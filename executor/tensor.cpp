@@ -24,7 +24,8 @@ Tensor Tensor::view(const Tensor& t) {
 
 Tensor Tensor::borrow(Dtype dtype, std::vector<std::int64_t> shape, void* data) {
   if (!executable_dtype(dtype))
-    throw SpecError("dtype " + std::string(to_string(dtype)) + " is not supported (f32 or f64)");
+    throw SpecError("dtype " + std::string(to_string(dtype)) +
+                    " is not supported (f32, f64, c64 or c128)");
   EINSUMDB_ASSERT(reinterpret_cast<std::uintptr_t>(data) % dtype_bytes(dtype) == 0,
                   "borrowed memory must be aligned to its element size");
   Tensor v;
@@ -46,6 +47,17 @@ Tensor Tensor::slice(const Tensor& t, std::int64_t offset, std::vector<std::int6
   char* base =
       static_cast<char*>(t.data_.get()) + offset * static_cast<std::int64_t>(dtype_bytes(t.dtype_));
   v.data_ = std::shared_ptr<void>(t.data_, base);  // aliasing: shares t's ownership
+  return v;
+}
+
+Tensor Tensor::reinterpret(const Tensor& t, Dtype dtype, std::vector<std::int64_t> shape) {
+  Tensor v;
+  v.dtype_ = dtype;
+  v.shape_ = std::move(shape);
+  v.size_ = 1;
+  for (auto len : v.shape_) v.size_ *= len;
+  EINSUMDB_ASSERT(v.bytes() == t.bytes(), "a reinterpreted tensor spans the bytes of its own");
+  v.data_ = t.data_;
   return v;
 }
 

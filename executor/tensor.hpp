@@ -79,6 +79,10 @@ class Tensor {
   // memory (it stays alive while either exists). The composite strategies return the rows of a
   // fused result this way, without copying.
   static Tensor slice(const Tensor& t, std::int64_t offset, std::vector<std::int64_t> shape);
+  // `t`'s elements read as `dtype` with `shape`, sharing ownership, where both span the same
+  // bytes: a complex tensor as a real one with a last axis of 2 (its real and imaginary parts),
+  // and back.
+  static Tensor reinterpret(const Tensor& t, Dtype dtype, std::vector<std::int64_t> shape);
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
   Tensor(const Tensor&) = delete;

@@ -49,8 +49,7 @@ GemmGroups gemm_groups(const std::string& x, const std::string& y, const std::st
 
 namespace kernels {
 
-std::optional<std::string> binary_product_rejects(const BatchedEinsum& e, std::string_view who,
-                                                  bool complex_ok) {
+std::optional<std::string> binary_product_rejects(const BatchedEinsum& e, std::string_view who) {
   if (e.inputs.size() != 2)
     return std::string(who) + " contracts two operands; this einsum has " +
            std::to_string(e.inputs.size());
@@ -68,7 +67,7 @@ std::optional<std::string> binary_product_rejects(const BatchedEinsum& e, std::s
                std::to_string(k) + " alone";
     }
   }
-  return kernels::mixed_dtypes(e, who, complex_ok);
+  return kernels::dtype_rejects(e, who);
 }
 
 }  // namespace kernels
@@ -185,7 +184,7 @@ GemmGroups ttgt_groups(const BatchedEinsum& e) {
 }
 
 std::optional<std::string> ttgt_rejects(const BatchedEinsum& e) {
-  return kernels::binary_product_rejects(e, "ttgt", true);
+  return kernels::binary_product_rejects(e, "ttgt");
 }
 
 Results run_ttgt(const Bound& bound, const nlohmann::json& params) {
@@ -195,7 +194,7 @@ Results run_ttgt(const Bound& bound, const nlohmann::json& params) {
   const int threads = read_threads(params, "ttgt");
   if (wants_swap(e, params, "ttgt")) {
     const BatchedEinsum s = swapped(e);
-    return run_ttgt(Bound(s, bound.arrays(), bound.functions()), params);
+    return run_ttgt(Bound(s, bound.arrays(), bound.functions(), bound.extra()), params);
   }
   GemmGroups g = ttgt_groups(e);
   g.m = group_param(params, "m", g.m, g.m, "ttgt");
@@ -211,7 +210,7 @@ Results run_ttgt(const Bound& bound, const nlohmann::json& params) {
 
 std::vector<std::array<std::string, 3>> loop_over_gemm_choices(const BatchedEinsum& e) {
   std::vector<std::array<std::string, 3>> out;
-  if (kernels::binary_product_rejects(e, "loop_over_gemm", true)) return out;
+  if (kernels::binary_product_rejects(e, "loop_over_gemm")) return out;
   const GemmGroups g = gemm_groups(e);
   const std::string &x = e.inputs[0], &y = e.inputs[1], &z = e.output;
   const std::vector<std::string> all{x, y, z};
@@ -231,7 +230,7 @@ std::vector<std::array<std::string, 3>> loop_over_gemm_choices(const BatchedEins
 }
 
 std::optional<std::string> loop_over_gemm_rejects(const BatchedEinsum& e) {
-  if (auto why = kernels::binary_product_rejects(e, "loop_over_gemm", true)) return why;
+  if (auto why = kernels::binary_product_rejects(e, "loop_over_gemm")) return why;
   if (loop_over_gemm_choices(e).empty())
     return "no index groups form matrices the BLAS can read in place (each operand and the "
            "output needs a group ending at its last axis)";
@@ -312,7 +311,7 @@ Results run_loop_over_gemm(const Bound& bound, const nlohmann::json& params) {
   const int threads = read_threads(params, "loop_over_gemm");
   if (wants_swap(e, params, "loop_over_gemm")) {
     const BatchedEinsum s = swapped(e);
-    return run_loop_over_gemm(Bound(s, bound.arrays(), bound.functions()), params);
+    return run_loop_over_gemm(Bound(s, bound.arrays(), bound.functions(), bound.extra()), params);
   }
   const auto choices = loop_over_gemm_choices(e);
   std::array<std::string, 3> pick = choices.front();

@@ -35,12 +35,22 @@ With --tune CASES, each of those cases is also tuned with default options on a f
 /usr/bin/time -v: the wall time, and the peak RSS against the workload's footprint (--cases none:
 the tunes only).
 
+With --dtype c128 (or c64, f32), every tensor, GEMM and numpy array is of that type, and the
+peak is that type's GEMM (ZGEMM for c128). A complex multiply-add counts 8 real FLOPs (a real one
+2), everywhere a rate is shown. Complex cases keep the lengths of TCCG's double-precision case
+but for its longest index, halved (the first of the longest where several are): a complex element
+holds two numbers, and the case's tensors stay within about the bytes of the f64 case. With
+--transforms A,B, einsumdb runs each case with each strategy and its time is the faster one's
+(the table names it): what a tuned store would pick among them. --batched B,M,N,K adds a batched
+matrix product bik,bkj->bij as case "bmm" (its plain GEMM: the B·M × K by K × N product).
+
 Everything is measured --rounds times (3 by default) and given as min / median / max over the
 rounds; the summary is taken on the medians.
 
 Usage: bench_tccg.py EINSUMDB [--threads 1] [--cases 1-48] [--repeat 5] [--rounds 3]
                      [--tune 1,12,33] [--keep-openblas-env] [--also LABEL=EINSUMDB ...]
-                     [--no-numpy] [--output FILE]
+                     [--no-numpy] [--output FILE] [--dtype f64] [--transforms tensor_gemm]
+                     [--batched B,M,N,K]
 """
 import argparse
 import ctypes
@@ -65,6 +75,20 @@ PINNED = {} if "--keep-openblas-env" in sys.argv else {
     k: os.environ.pop(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
 
 import numpy as np  # noqa: E402
+
+# numpy's type, bytes per element, the GEMM's name, and FLOPs per multiply-add.
+DTYPES = {"f64": (np.float64, 8, "DGEMM", 2), "f32": (np.float32, 4, "SGEMM", 2),
+          "c128": (np.complex128, 16, "ZGEMM", 8), "c64": (np.complex64, 8, "CGEMM", 8)}
+
+
+def rand(shape, dtype):
+    """Random numbers in [0, 1) (both parts of a complex number) of `dtype` (a DTYPES key)."""
+    t = DTYPES[dtype][0]
+    x = np.random.rand(*shape)
+    if np.issubdtype(t, np.complexfloating):
+        x = x + 1j * np.random.rand(*shape)
+    return x.astype(t)
+
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -91,7 +115,23 @@ def openblas_kernel():
     return "unknown"
 
 
-def cases(selection):
+def contraction(case, einsum, lengths):
+    """A case as the tables use it: its einsum, shapes, lengths and matrix shape."""
+    ab, cc = einsum.split("->")
+    a, b = ab.split(",")
+
+    def size(labels):
+        return math.prod(lengths[i] for i in labels)
+
+    return {"case": case, "einsum": einsum,
+            "A": [lengths[i] for i in a], "B": [lengths[i] for i in b],
+            "C": [lengths[i] for i in cc], "lengths": lengths,
+            # the matrix shape: rows, columns and summed elements of the GEMM
+            "M": size(i for i in a if i not in b), "N": size(i for i in b if i not in a),
+            "K": size(i for i in a if i in b and i not in cc)}
+
+
+def cases(selection, dtype="f64"):
     out = []
     with open(os.path.join(HERE, "..", "tests", "data", "tccg.jsonl")) as f:
         for line in f:
@@ -100,17 +140,12 @@ def cases(selection):
                 continue
             cc, a, b = c["tccg"].split("-")
             lengths = {chr(97 + i): int(n) for i, n in enumerate(c["sizes"].split())}
-
-            def size(labels):
-                return math.prod(lengths[i] for i in labels)
-
-            out.append({"case": c["case"], "einsum": f"{a},{b}->{cc}",
-                        "A": [lengths[i] for i in a], "B": [lengths[i] for i in b],
-                        "C": [lengths[i] for i in cc], "lengths": lengths,
-                        # the matrix shape: rows, columns and summed elements of the GEMM
-                        "M": size(i for i in a if i not in b), "N": size(i for i in b if i not in a),
-                        "K": size(i for i in a if i in b and i not in cc)})
+            if dtype.startswith("c"):  # the complex sizing rule (module docstring)
+                longest = max(lengths, key=lambda i: (lengths[i], -ord(i)))
+                lengths[longest] //= 2
+            out.append(contraction(c["case"], f"{a},{b}->{cc}", lengths))
     return out
+
 
 
 def selection(text):
@@ -138,9 +173,9 @@ def einsumdb(exe, args):
     return json.loads(p.stdout)
 
 
-def spec_args(c):
+def spec_args(c, dtype="f64"):
     return [c["einsum"], "--shape", "A=" + "x".join(map(str, c["A"])),
-            "--shape", "B=" + "x".join(map(str, c["B"]))]
+            "--shape", "B=" + "x".join(map(str, c["B"])), "--dtype", dtype]
 
 
 def tune_table(a, exe, spread):
@@ -148,12 +183,12 @@ def tune_table(a, exe, spread):
     print("\n| case | tune wall s | peak RSS MiB | footprint MiB | RSS / footprint | "
           "candidates | probed | measured | best |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for c in cases(selection(a.tune)):
+    for c in cases(selection(a.tune), a.dtype):
         walls, ratios = [], []
         for _ in range(a.rounds):
             with tempfile.TemporaryDirectory() as d:
                 t0 = time.perf_counter()
-                p = subprocess.run(["/usr/bin/time", "-v", exe, "tune"] + spec_args(c) +
+                p = subprocess.run(["/usr/bin/time", "-v", exe, "tune"] + spec_args(c, a.dtype) +
                                    ["--db", os.path.join(d, "tune.db"), "--json",
                                     "--no-progress"], capture_output=True, text=True)
                 walls.append(time.perf_counter() - t0)
@@ -161,7 +196,8 @@ def tune_table(a, exe, spread):
                 sys.exit(f"tune of case {c['case']} failed:\n{p.stderr}")
             rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)",
                                 p.stderr).group(1)) / 1024
-            footprint = 8 * (math.prod(c["A"]) + math.prod(c["B"]) + math.prod(c["C"]))
+            footprint = DTYPES[a.dtype][1] * (math.prod(c["A"]) + math.prod(c["B"]) +
+                                              math.prod(c["C"]))
             footprint /= 1 << 20
             ratios.append(rss / footprint)
             j = json.loads(p.stdout)
@@ -188,7 +224,13 @@ def main():
     ap.add_argument("--no-numpy", action="store_true",
                     help="leave out numpy and the plain GEMMs")
     ap.add_argument("--output", help="write every round's figures here as JSON")
+    ap.add_argument("--dtype", default="f64", choices=sorted(DTYPES))
+    ap.add_argument("--transforms", default="tensor_gemm",
+                    help="einsumdb's strategies, comma-separated: each case takes the fastest")
+    ap.add_argument("--batched", metavar="B,M,N,K",
+                    help="also a batched matrix product bik,bkj->bij of these lengths")
     a = ap.parse_args()
+    transforms = a.transforms.split(",")
     also = {}
     for item in a.also:
         label, _, path = item.partition("=")
@@ -201,22 +243,27 @@ def main():
     if a.cases == "none":  # the tunes only
         tune_table(a, exe, spread)
         return
-    chosen = cases(selection(a.cases))
+    chosen = cases(selection(a.cases), a.dtype)
+    if a.batched:
+        nb, m, n, k = map(int, a.batched.split(","))
+        chosen.append(contraction("bmm", "bik,bkj->bij", {"b": nb, "i": m, "k": k, "j": n}))
+        chosen[-1]["M"] = nb * m  # its plain GEMM: the batch's rows stacked
+    np_type, elem, gemm_name, fma_flops = DTYPES[a.dtype]
     # per case: lists over the rounds
     runs = {c["case"]: {"s": [], "roof": [], "view": [], "contig": [], "plain": [], "bound": "",
-                        "also": {label: [] for label in also}}
+                        "transform": [], "also": {label: [] for label in also}}
             for c in chosen}
     limits = []
     kernel = openblas_kernel()
     for k in range(a.rounds):
         # The limits, in this round.
-        n = 3000
-        x, y = np.random.rand(n, n), np.random.rand(n, n)
-        openblas = 2 * n**3 / median_time(lambda: x @ y, 3) / 1e9
+        n = 3000 if fma_flops == 2 else 2000
+        x, y = rand((n, n), a.dtype), rand((n, n), a.dtype)
+        openblas = fma_flops * n**3 / median_time(lambda: x @ y, 3) / 1e9
         j = einsumdb(exe, ["run", "ik,kj->ij", "--shape", f"A={n}x{n}", "--shape", f"B={n}x{n}",
-                           "--transform", "tensor_gemm", "--param", f"threads={t}", "--repeat",
-                           "3", "--json"])
-        blis = 2 * n**3 / j["median_s"] / 1e9
+                           "--dtype", a.dtype, "--transform", "tensor_gemm", "--param",
+                           f"threads={t}", "--repeat", "3", "--json"])
+        blis = fma_flops * n**3 / j["median_s"] / 1e9
         peak = max(openblas, blis)
         big = np.random.rand(64 << 20)
         dst = np.empty_like(big)
@@ -224,17 +271,17 @@ def main():
         del x, y, big, dst
         limits.append({"openblas_gflops": openblas, "einsumdb_gflops": blis, "peak_gflops": peak,
                        "copy_gbs": bandwidth})
-        print(f"round {k + 1} of {a.rounds}, {t} thread(s). DGEMM {n}³: OpenBLAS ({kernel}) "
+        print(f"round {k + 1} of {a.rounds}, {t} thread(s). {gemm_name} {n}³: OpenBLAS ({kernel}) "
               f"{openblas:.1f} GFLOP/s, einsumdb tensor_gemm {blis:.1f} GFLOP/s; peak taken as "
               f"{peak:.1f}. Copy bandwidth {bandwidth:.1f} GB/s (bytes read + written).",
               file=sys.stderr, flush=True)
         plain_times = {}
         for c in chosen:
-            flops = 2 * math.prod(c["lengths"].values())
-            nbytes = 8 * (math.prod(c["A"]) + math.prod(c["B"]) + math.prod(c["C"]))
+            flops = fma_flops * math.prod(c["lengths"].values())
+            nbytes = elem * (math.prod(c["A"]) + math.prod(c["B"]) + math.prod(c["C"]))
             view = contig = plain = math.nan
             if not a.no_numpy:
-                A, B = np.random.rand(*c["A"]), np.random.rand(*c["B"])
+                A, B = rand(c["A"], a.dtype), rand(c["B"], a.dtype)
                 view = median_time(lambda: np.einsum(c["einsum"], A, B, optimize=True), a.repeat)
                 contig = median_time(
                     lambda: np.ascontiguousarray(np.einsum(c["einsum"], A, B, optimize=True)),
@@ -244,27 +291,34 @@ def main():
             # shape in a round: cases 20-30 share theirs).
             shape = (c["M"], c["N"], c["K"])
             if not a.no_numpy and shape not in plain_times:
-                X, Y = np.random.rand(c["M"], c["K"]), np.random.rand(c["K"], c["N"])
-                Z = np.empty((c["M"], c["N"]))
+                X, Y = rand((c["M"], c["K"]), a.dtype), rand((c["K"], c["N"]), a.dtype)
+                Z = np.empty((c["M"], c["N"]), dtype=np_type)
                 plain = median_time(lambda: np.matmul(X, Y, out=Z), a.repeat)
                 del X, Y, Z
                 j = einsumdb(exe, ["run", "ik,kj->ij", "--shape", f"A={c['M']}x{c['K']}",
-                                   "--shape", f"B={c['K']}x{c['N']}", "--transform",
+                                   "--shape", f"B={c['K']}x{c['N']}", "--dtype", a.dtype,
+                                   "--transform",
                                    "tensor_gemm", "--param", f"threads={t}", "--repeat",
                                    str(a.repeat), "--json"])
                 plain_times[shape] = min(plain, j["median_s"])
             plain = plain_times.get(shape, math.nan)
-            run_args = ["run"] + spec_args(c) + ["--transform", "tensor_gemm", "--param",
-                                                 f"threads={t}", "--repeat", str(a.repeat),
-                                                 "--json"]
+            def run_args(transform):
+                return ["run"] + spec_args(c, a.dtype) + [
+                    "--transform", transform, "--param", f"threads={t}", "--repeat",
+                    str(a.repeat), "--json"]
+
+            def fastest(build):  # over --transforms: (seconds, strategy)
+                return min((einsumdb(build, run_args(s))["median_s"], s) for s in transforms)
+
             # The builds take turns going first, round by round.
             order = [None] + list(also) if k % 2 == 0 else list(also) + [None]
-            times = {label: einsumdb(also.get(label, exe), run_args)["median_s"]
-                     for label in order}
-            sec = times[None]
+            times = {label: fastest(also.get(label, exe)) for label in order}
+            sec, strategy = times.pop(None)
+            times = {label: v[0] for label, v in times.items()}
             compute, memory = flops / (peak * 1e9), nbytes / (bandwidth * 1e9)
             r = runs[c["case"]]
             r["s"].append(sec)
+            r["transform"].append(strategy)
             r["roof"].append(max(compute, memory) / sec)
             r["view"].append(view / sec)
             r["contig"].append(contig / sec)
@@ -273,7 +327,7 @@ def main():
                 r["also"][label].append(times[label] / sec)
             r["bound"] = "compute" if compute >= memory else "memory"
             r["gflop"] = flops / 1e9
-            print(f"  case {c['case']}: {sec * 1e3:.1f} ms"
+            print(f"  case {c['case']}: {sec * 1e3:.1f} ms ({strategy})"
                   + ("" if a.no_numpy else f", numpy view {view * 1e3:.1f} ms, contiguous "
                      f"{contig * 1e3:.1f} ms, plain GEMM {plain * 1e3:.1f} ms")
                   + "".join(f", {label} {times[label] * 1e3:.1f} ms" for label in also),
@@ -288,6 +342,7 @@ def main():
                       if line.startswith("model name")), platform.processor())
     result = {"command": ["scripts/bench_tccg.py"] + sys.argv[1:], "einsumdb": exe,
               "also": also, "threads": t, "rounds": a.rounds, "repeat": a.repeat,
+              "dtype": a.dtype, "gemm": gemm_name, "transforms": transforms,
               "machine": {"cpu": model, "cores": os.cpu_count(), "openblas": kernel},
               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "limits": limits,
               "cases": []}
@@ -295,8 +350,9 @@ def main():
         r = runs[c["case"]]
         result["cases"].append({
             "case": c["case"], "einsum": c["einsum"], "gflop": r["gflop"], "M": c["M"],
-            "N": c["N"], "K": c["K"], "bound": r["bound"], "seconds": r["s"],
-            "roofline": r["roof"], "also": r["also"],
+            "N": c["N"], "K": c["K"], "lengths": c["lengths"], "bound": r["bound"],
+            "seconds": r["s"],
+            "roofline": r["roof"], "also": r["also"], "transform": r["transform"],
             **({} if a.no_numpy else {"numpy_view": r["view"], "numpy_contiguous": r["contig"],
                                       "plain_gemm": r["plain"]})})
     print("\n".join(table_lines(result)))

@@ -3,7 +3,7 @@
 machine, the limits measured in each round, and per case the time and every ratio as min / median
 / max over the rounds, then the summary on the medians. bench_tccg.py prints the same table.
 
-Usage: scripts/perf_page_tccg.py OUT.md RUN.json --title TITLE [--intro TEXT]"""
+Usage: scripts/perf_page_tccg.py OUT.md RUN.json [RUN.json ...] --title TITLE [--intro TEXT]"""
 import argparse
 import json
 import math
@@ -29,7 +29,10 @@ def table_lines(result):
                    ("numpy_contiguous", "numpy contiguous / einsumdb"),
                    ("plain_gemm", "plain GEMM / einsumdb")]
     labels = list(result["also"])
+    several = len(result.get("transforms", [])) > 1  # each case took the fastest of these
     titles = ["case", "einsum", "GFLOP", "M × N × K", "einsumdb ms", "/ roofline", "bound"]
+    if several:
+        titles.insert(5, "strategy")
     titles += [title for _, title in ratios[1:]] + [f"{label} / einsumdb" for label in labels]
     lines = ["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
     med = {key: [] for key, _ in ratios}
@@ -42,6 +45,8 @@ def table_lines(result):
         cells = [str(c["case"]), c["einsum"], f"{c['gflop']:.2f}", f"{c['M']} × {c['N']} × {c['K']}",
                  spread([x * 1e3 for x in c["seconds"]], "{:.1f}"), spread(c["roofline"]),
                  c["bound"]]
+        if several:
+            cells.insert(5, ", ".join(sorted(set(c["transform"]))))
         cells += [spread(c[key]) for key, _ in ratios[1:]]
         cells += [spread(c["also"][label]) for label in labels]
         lines.append("| " + " | ".join(cells) + " |")
@@ -67,37 +72,52 @@ def table_lines(result):
     return lines
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("out")
-    ap.add_argument("run")
-    ap.add_argument("--title", required=True)
-    ap.add_argument("--intro", default="")
-    a = ap.parse_args()
-    with open(a.run) as f:
-        result = json.load(f)
+def run_lines(result, path, heading):
+    """One run's section: its command, machine, limits and table."""
     m, lim = result["machine"], result["limits"]
-    builds = ", ".join(f"{label}: `{path}`" for label, path in result["also"].items())
-    lines = [f"# {a.title}", ""]
-    if a.intro:
-        lines += [a.intro, ""]
+    builds = ", ".join(f"{label}: `{p}`" for label, p in result["also"].items())
+    lines = [heading, ""] if heading else []
     lines += [
-        f"Made by `scripts/perf_page_tccg.py` from `{a.run}`, written by:", "",
+        f"From `{path}`, written by:", "",
         "    " + " ".join(result["command"]), "",
         f"einsumdb: `{result['einsumdb']}`" + (f"; beside it, {builds}" if builds else "") + ".",
         f"Machine: {m['cpu']}, {m['cores']} cores; numpy's OpenBLAS: {m['openblas']}; "
         f"{result['threads']} thread(s) each side; {result['rounds']} rounds, each case the "
         f"median of {result['repeat']} runs; {result['time']}.", "",
-        "Limits per round (min / median / max): DGEMM peak "
+        "Limits per round (min / median / max): " + result.get("gemm", "DGEMM") + " peak "
         f"{spread([x['peak_gflops'] for x in lim], '{:.1f}')} GFLOP/s (OpenBLAS "
         f"{spread([x['openblas_gflops'] for x in lim], '{:.1f}')}, einsumdb "
         f"{spread([x['einsumdb_gflops'] for x in lim], '{:.1f}')}), copy bandwidth "
         f"{spread([x['copy_gbs'] for x in lim], '{:.1f}')} GB/s.", "",
         "Each ratio is min / median / max over the rounds. A case's roofline time is "
-        "max(flops / peak, (inputs + output bytes) / bandwidth).", ""]
-    lines += table_lines(result)
+        "max(flops / peak, (inputs + output bytes) / bandwidth)."
+        + (" A complex multiply-add counts 8 real FLOPs (GFLOP and the peak alike)."
+           if result.get("dtype", "f64").startswith("c") else "")
+        + (f" einsumdb ran each case with {', '.join(result['transforms'])} and its time is the "
+           "fastest one's (the strategy column names it, over the rounds)."
+           if len(result.get("transforms", [])) > 1 else ""), ""]
+    return lines + table_lines(result)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("run", nargs="+", help="runs of bench_tccg.py --output; several: a section each")
+    ap.add_argument("--title", required=True)
+    ap.add_argument("--intro", default="")
+    a = ap.parse_args()
+    lines = [f"# {a.title}", ""]
+    if a.intro:
+        lines += [a.intro, ""]
+    lines += ["Made by `scripts/perf_page_tccg.py` from the runs below.", ""]
+    for path in a.run:
+        with open(path) as f:
+            result = json.load(f)
+        heading = (f"## {result.get('dtype', 'f64')}, {result['threads']} thread(s)"
+                   if len(a.run) > 1 else "")
+        lines += run_lines(result, path, heading) + [""]
     with open(a.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write("\n".join(lines).rstrip("\n") + "\n")
 
 
 if __name__ == "__main__":

@@ -263,6 +263,36 @@ TEST(CanonProperties, TwinRowsDecideLikeTheFullGraph) {
   EXPECT_GT(multi_member_classes, 500);
 }
 
+// Complex and mixed workloads: the dtype of each operand is part of the key. A product in c64,
+// in c128 and in f64 are three keys; an f64 operand times a c128 one keeps its key under every
+// respelling, and differs from the same product with the dtypes of the two operands exchanged
+// (the real operand then shares the output's other index).
+TEST(CanonProperties, ComplexAndMixedDtypesArePartOfTheKey) {
+  const auto product = [](Dtype a, Dtype b) {
+    BatchedEinsum e;
+    e.inputs = {"ik", "kj"};
+    e.output = "ij";
+    e.arrays["A"] = {{Length::of(5), Length::of(6)}, a};
+    e.arrays["B"] = {{Length::of(6), Length::of(7)}, b};
+    e.batch = {{"A", "B"}};
+    return e;
+  };
+  const std::string c64 = canonicalize(product(Dtype::c64, Dtype::c64)).key;
+  const std::string c128 = canonicalize(product(Dtype::c128, Dtype::c128)).key;
+  const std::string f64 = canonicalize(product(Dtype::f64, Dtype::f64)).key;
+  EXPECT_NE(c64, c128);
+  EXPECT_NE(c128, f64);
+  EXPECT_NE(c64, f64);
+  const BatchedEinsum mixed = product(Dtype::f64, Dtype::c128);
+  const Canonical c = canonicalize(mixed);
+  EXPECT_EQ(apply(c.sigma, c.form), mixed);
+  std::mt19937_64 rng(29);
+  for (int t = 0; t < 20; ++t)
+    EXPECT_EQ(canonicalize(testing::random_respelling(mixed, rng)).key, c.key);
+  EXPECT_NE(canonicalize(product(Dtype::c128, Dtype::f64)).key, c.key);
+  EXPECT_NE(c.key, c128);
+}
+
 TEST(CanonProperties, SixtyFourRowBatchIsInvariant) {
   // b = 64 rows of 4 operands sharing two of them, as in a DG-FEM operator applied to 64 fields.
   BatchedEinsum e;

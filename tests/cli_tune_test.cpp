@@ -10,6 +10,7 @@
 #include <csignal>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -155,6 +156,54 @@ TEST_F(CliTune, EllipsisBroadcastingComplexAndEmptyAxesRunAsNumpy) {
   ASSERT_EQ(k1.code, 0) << k1.err;
   EXPECT_EQ(json::parse(k1.out)["key"], json::parse(k2.out)["key"]);
   EXPECT_NE(json::parse(k1.out)["key"], json::parse(k3.out)["key"]);
+}
+
+// Complex and mixed workloads are facts like any other: a c128 product is tuned (every strategy
+// measured and verified, held to a roofline), found again under another spelling, and not under
+// the same spelling in f64; a product of an f64 and a c128 operand (computed in c128) is found
+// with its operands swapped and renamed, and not with the dtypes the other way round (then the
+// real operand shares the output's other index: another computation); each runs verified.
+TEST_F(CliTune, ComplexAndMixedWorkloadsAreStoredFoundAndRunUnderTheirOwnKeys) {
+  auto r = run(with(
+      {"tune", "ik,kj->ij", "--shape", "A=24x20", "B=20x28", "--dtype", "c128", "--json"}, kQuick));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json tuned = json::parse(r.out);
+  std::set<std::string> strategies;  // measured: verified, or stopped by the race
+  for (const auto& row : tuned["results"]) {
+    EXPECT_NE(row["status"], "failed") << row;
+    strategies.insert(row["strategy"].get<std::string>());
+  }
+  for (const char* s : {"loop_nest", "ttgt", "loop_over_gemm", "tensor_gemm"})
+    EXPECT_TRUE(strategies.count(s)) << s << " measured";
+  EXPECT_EQ(tuned["roofline"]["dtype"], "c128");
+  const json winner = tuned["results"][0];
+  EXPECT_GT(winner["roofline_fraction"].get<double>(), 0);
+  r = run({"best", "rq,pr->pq", "--shape", "X=20x28", "Y=24x20", "--batch", "X,Y", "--dtype",
+           "c128", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["transform"], winner["strategy"]);
+  r = run({"best", "rq,pr->pq", "--shape", "X=20x28", "Y=24x20", "--batch", "X,Y", "--json"});
+  EXPECT_EQ(r.code, 3) << "an f64 product is another workload: " << r.out;
+
+  r = run(with({"tune", "ik,kj->ij", "--shape", "A=24x20", "B=20x28", "--dtype", "A=f64", "--dtype",
+                "B=c128", "--json"},
+               kQuick));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json mixed = json::parse(r.out);
+  EXPECT_EQ(mixed["roofline"]["dtype"], "c128");
+  r = run({"best", "rq,pr->pq", "--shape", "X=20x28", "Y=24x20", "--batch", "X,Y", "--dtype",
+           "X=c128", "--dtype", "Y=f64", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["transform"], mixed["results"][0]["strategy"]);
+  r = run({"best", "rq,pr->pq", "--shape", "X=20x28", "Y=24x20", "--batch", "X,Y", "--dtype",
+           "X=f64", "--dtype", "Y=c128", "--json"});
+  EXPECT_EQ(r.code, 3) << "the real operand on the other side is another workload: " << r.out;
+  r = run({"run", "rq,pr->pq", "--shape", "X=20x28", "Y=24x20", "--batch", "X,Y", "--dtype",
+           "X=c128", "--dtype", "Y=f64", "--verify", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json ran = json::parse(r.out);
+  EXPECT_EQ(ran["source"], "best known");
+  EXPECT_TRUE(ran["verified"].get<bool>());
 }
 
 TEST_F(CliTune, ASymbolicWorkloadTunedOnceServesEveryLength) {

@@ -12,7 +12,8 @@
 
 namespace einsumdb {
 
-// Measures the roofline for a dtype (f32 or f64); takes about a second.
+// Measures the roofline for a dtype (f32, f64, c64, c128; a complex one at its real type's GEMM
+// peak, in real FLOPs); takes about a second.
 Store::Roofline measure_roofline(Dtype dtype);
 
 // The stored roofline of this machine for the dtype, measured and stored first if absent.

@@ -42,7 +42,8 @@
 // by BLIS's micro-kernel; the default depends on the processor, kStreamAllDepth), "fetch_ahead"
 // (true or false, NextBlock) and "stream_rows" (true or false: whether an operand streams, in rows
 // or in lines, where it can; true by default, and the tuner measures both). A functional operand
-// is evaluated into a buffer in its array's layout first.
+// is evaluated into a buffer in its array's layout first. A complex row runs as a real one
+// (real_form.hpp): the same stages, on real numbers, with an index of two parts added.
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -51,6 +52,7 @@
 #include <vector>
 
 #include "einsumdb/executor/kernels.hpp"
+#include "einsumdb/executor/real_form.hpp"
 #include "einsumdb/executor/tensor_gemm/blocking.hpp"
 #include "einsumdb/executor/tensor_gemm/micro_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/scatter.hpp"
@@ -94,6 +96,10 @@ std::string tensor_gemm_kernel() {
 
 std::optional<std::string> tensor_gemm_rejects(const BatchedEinsum& e) {
   if (auto why = kernels::binary_product_rejects(e, "tensor_gemm")) return why;
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    if (is_complex(result_dtype(e, r)))
+      if (auto why = real_form_rejects(e))
+        return "tensor_gemm computes complex rows in real form: " + *why;
   // Dot products (every output index in both operands): no rows or columns to tile. A dot
   // product reads each element once; here both operands would be packed into panels first and
   // run through tiles of one row and one column, MR·NR times the work the result needs.
@@ -108,6 +114,15 @@ std::string tensor_gemm_path(const Bound& bound, std::size_t row) {
   const BatchedEinsum& e = bound.einsum();
   if (tensor_gemm_rejects(e)) return "";
   const auto& len = bound.lengths();
+  if (is_complex(result_dtype(e, row))) {  // its real form, as run_tensor_gemm runs it
+    const RealForm f = real_form_layout(e, row, len);
+    Lengths parts = len;
+    parts[f.part] = 2;
+    if (f.summed) parts[f.summed] = 2;
+    return tensor_gemm::streamed_path(f.e, kernels::row_major_strides(f.e.inputs[0], parts),
+                                      kernels::row_major_strides(f.e.inputs[1], parts), parts,
+                                      result_dtype(f.e, 0));
+  }
   const auto strides = [&](std::size_t k) {  // a functional operand is evaluated contiguously
     const auto x = bound.operand(row, k);
     return x.function ? kernels::row_major_strides(e.inputs[k], len) : x.tensor->strides();
@@ -124,18 +139,33 @@ std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Leng
   std::string sum;
   for (char c : e.inputs[0])
     if (kernels::contains(e.inputs[1], c) && !kernels::contains(e.output, c)) sum += c;
-  double bytes = 4;  // per element of the output: 8 where a row's result is f64
-  for (std::size_t r = 0; r < e.batch.size(); ++r)
-    if (result_dtype(e, r) == Dtype::f64) bytes = 8;
+  double bytes = 4;  // per element of the output: the largest of the rows' results
+  std::int64_t summed = kernels::product(sum, len);
+  for (std::size_t r = 0; r < e.batch.size(); ++r) {
+    bytes = std::max(bytes, static_cast<double>(dtype_bytes(result_dtype(e, r))));
+    if (is_complex(result_dtype(e, r))) summed = 2 * kernels::product(sum, len);  // real form
+  }
   for (char c : e.output) bytes *= static_cast<double>(len.at(c));
-  if (tensor_gemm::even_tiles_may_stream(kernels::product(sum, len), bytes))
+  if (tensor_gemm::even_tiles_may_stream(summed, bytes))
     space.push_back({{"stream_even", !tensor_gemm::streams_even_tiles_by_default()}});
-  // (Judged on contiguous operands.)
-  const auto xs = kernels::row_major_strides(e.inputs[0], len),
-             ys = kernels::row_major_strides(e.inputs[1], len);
+  // (Judged on contiguous operands; a complex row on its real form.)
   bool streams = false;
-  for (std::size_t r = 0; r < e.batch.size(); ++r)
-    streams |= tensor_gemm::streamed_path(e, xs, ys, len, result_dtype(e, r)) != "packed";
+  for (std::size_t r = 0; r < e.batch.size(); ++r) {
+    const Dtype d = result_dtype(e, r);
+    if (is_complex(d)) {
+      const RealForm f = real_form_layout(e, r, len);
+      Lengths parts = len;
+      parts[f.part] = 2;
+      if (f.summed) parts[f.summed] = 2;
+      streams |= tensor_gemm::streamed_path(f.e, kernels::row_major_strides(f.e.inputs[0], parts),
+                                            kernels::row_major_strides(f.e.inputs[1], parts), parts,
+                                            result_dtype(f.e, 0)) != "packed";
+      continue;
+    }
+    streams |= tensor_gemm::streamed_path(e, kernels::row_major_strides(e.inputs[0], len),
+                                          kernels::row_major_strides(e.inputs[1], len), len,
+                                          d) != "packed";
+  }
   if (streams) space.push_back({{"stream_rows", false}});
   return space;
 }
@@ -158,6 +188,13 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   const bool stream_rows = flag("stream_rows", true);
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
+    if (is_complex(result_dtype(e, r))) {  // real_form.hpp
+      const RealForm f = real_form(bound, r);
+      const Bound real(f.e, f.arrays);
+      out.push_back(f.complex_result(
+          tensor_gemm::row(real, 0, threads, stream_even, fetch_ahead, stream_rows)));
+      continue;
+    }
     out.push_back(tensor_gemm::row(bound, r, threads, stream_even, fetch_ahead, stream_rows));
   }
   return out;

@@ -1,0 +1,179 @@
+#include "einsumdb/executor/real_form.hpp"
+
+#include <complex>
+
+#include "einsumdb/executor/kernels.hpp"
+
+namespace einsumdb {
+
+namespace {
+
+// Two letters the einsum does not use, or fewer where it uses nearly all of them.
+std::string unused_letters(const BatchedEinsum& e) {
+  std::string used = e.output, free;
+  for (const auto& in : e.inputs) used += in;
+  for (char c = 'a'; c <= 'z' && free.size() < 2; ++c)
+    if (!kernels::contains(used, c)) free += c;
+  for (char c = 'A'; c <= 'Z' && free.size() < 2; ++c)
+    if (!kernels::contains(used, c)) free += c;
+  return free;
+}
+
+Dtype real_of(Dtype d) {
+  return d == Dtype::c64 ? Dtype::f32 : Dtype::f64;
+}
+
+std::vector<std::int64_t> concrete_shape(const std::string& labels, const Lengths& len) {
+  std::vector<std::int64_t> shape;
+  for (char c : labels) shape.push_back(len.at(c));
+  return shape;
+}
+
+// W from y: for every element, [[y₀, y₁], [−y₁, y₀]] (real_form.hpp), at W's strides for y's
+// axes (`at`) and for q and p.
+template <typename R>
+void expand(const std::complex<R>* y, const std::vector<std::int64_t>& shape,
+            const std::vector<std::int64_t>& at, std::int64_t q, std::int64_t p, R* w) {
+  std::int64_t n = 1;
+  for (auto len : shape) n *= len;
+  std::vector<std::int64_t> index(shape.size(), 0);
+  std::int64_t o = 0;
+  for (std::int64_t k = 0; k < n; ++k) {
+    const R re = y[k].real(), im = y[k].imag();
+    w[o] = re;
+    w[o + p] = im;
+    w[o + q] = -im;
+    w[o + q + p] = re;
+    for (std::size_t a = shape.size(); a-- > 0;) {  // the next element of y, row-major
+      o += at[a];
+      if (++index[a] < shape[a]) break;
+      o -= at[a] * shape[a];
+      index[a] = 0;
+    }
+  }
+}
+
+// W's labels: y's, with q after y's last summed index and p after its last index in the output
+// (each at the end where y has none). So W's summed indices run in the order of the other operand's
+// (whose q is its last index) and its output indices in the order of the output's (whose p is its
+// last): the GEMM reads W along the runs it reads the other operand and the output.
+std::string expanded_labels(const std::string& y, const std::string& output, char q, char p) {
+  std::size_t last_summed = std::string::npos, last_kept = std::string::npos;
+  for (std::size_t a = 0; a < y.size(); ++a)
+    (kernels::contains(output, y[a]) ? last_kept : last_summed) = a;
+  std::string w;
+  for (std::size_t a = 0; a < y.size(); ++a) {
+    w += y[a];
+    if (a == last_summed) w += q;
+    if (a == last_kept) w += p;
+  }
+  if (last_summed == std::string::npos) w += q;
+  if (last_kept == std::string::npos) w += p;
+  return w;
+}
+
+// Which operand of a product to expand. W puts p beside the expanded operand's last index in the
+// output, so where the output is written from memory (larger than the cache), expanding the
+// operand that holds the output's unit-stride index keeps the output's runs whole: its last index
+// and p are columns of the same operand, in the order they lie (the other way, each run of the
+// output alternates between a row index and a column index, every element a tile's edge). That is
+// worth W's memory unless that operand is more than four times the other's size; otherwise the
+// smaller operand is expanded (W costs twice its memory and a pass over it).
+// (The cache's size as tensor_gemm takes it, kCachedBytes: 8 MiB.)
+int expanded_operand(const BatchedEinsum& e, const Lengths& len, Dtype dtype) {
+  const std::int64_t x = kernels::product(e.inputs[0], len), y = kernels::product(e.inputs[1], len);
+  const int smaller = x < y ? 0 : 1;
+  const auto output_bytes =
+      kernels::product(e.output, len) * static_cast<std::int64_t>(dtype_bytes(dtype));
+  if (e.output.empty() || output_bytes <= (std::int64_t{8} << 20)) return smaller;
+  const char unit = e.output.back();
+  const bool in_x = kernels::contains(e.inputs[0], unit),
+             in_y = kernels::contains(e.inputs[1], unit);
+  if (in_x == in_y) return smaller;
+  const int holder = in_x ? 0 : 1;
+  return (holder == 0 ? x <= 4 * y : y <= 4 * x) ? holder : smaller;
+}
+
+}  // namespace
+
+std::optional<std::string> real_form_rejects(const BatchedEinsum& e) {
+  if (e.join != JoinOp::mul && e.join != JoinOp::add && e.join != JoinOp::sub)
+    return "complex numbers are combined by mul, add and sub only; this einsum uses " +
+           std::string(to_string(e.join));
+  if (e.agg != AggOp::sum)
+    return "complex numbers are aggregated by sum only; this einsum uses " +
+           std::string(to_string(e.agg));
+  if (e.join == JoinOp::mul && e.inputs.size() > 2)
+    return "a product of " + std::to_string(e.inputs.size()) +
+           " complex operands is computed pairwise (contraction_tree)";
+  if (unused_letters(e).size() < 2)
+    return "the real and imaginary parts need two index letters the einsum does not use";
+  return std::nullopt;
+}
+
+RealForm real_form_layout(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
+  EINSUMDB_ASSERT(!real_form_rejects(e), "the real form applies");
+  RealForm f;
+  const std::string letters = unused_letters(e);
+  f.part = letters[0];
+  f.complex_dtype = result_dtype(e, row);
+  f.shape = concrete_shape(e.output, len);
+  const Dtype real = real_of(f.complex_dtype);
+  const std::size_t n = e.inputs.size();
+  if (e.join == JoinOp::mul && n == 2) {
+    f.summed = letters[1];
+    f.expanded = expanded_operand(e, len, f.complex_dtype);
+  }
+  f.e.join = e.join;
+  f.e.agg = e.agg;
+  f.e.output = e.output + f.part;
+  f.e.batch.emplace_back();
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::string name = "~re" + std::to_string(k);
+    std::string labels = e.inputs[k];
+    if (static_cast<int>(k) == f.expanded)
+      labels = expanded_labels(labels, e.output, f.summed, f.part);
+    else
+      labels += f.summed ? f.summed : f.part;
+    ArrayInfo info;
+    info.dtype = real;
+    for (char c : labels)
+      info.shape.push_back(Length::of(c == f.part || c == f.summed ? 2 : len.at(c)));
+    f.e.inputs.push_back(labels);
+    f.e.batch[0].push_back(name);
+    f.e.arrays.emplace(name, std::move(info));
+  }
+  return f;
+}
+
+RealForm real_form(const Bound& bound, std::size_t row) {
+  const BatchedEinsum& e = bound.einsum();
+  RealForm f = real_form_layout(e, row, bound.lengths());
+  for (std::size_t k = 0; k < e.inputs.size(); ++k) {
+    const auto x = bound.operand(row, k);
+    EINSUMDB_ASSERT(!x.function && x.tensor->dtype() == f.complex_dtype,
+                    "the real form's operands are complex arrays of the row's dtype");
+    const std::string& name = f.e.batch[0][k];
+    std::vector<std::int64_t> shape;
+    for (const auto& l : f.e.arrays.at(name).shape) shape.push_back(l.value);
+    if (static_cast<int>(k) != f.expanded) {
+      f.arrays.emplace(name, Tensor::reinterpret(*x.tensor, real_of(f.complex_dtype), shape));
+      continue;
+    }
+    Tensor w(real_of(f.complex_dtype), shape, Tensor::Uninitialized{});
+    const std::string& labels = f.e.inputs[k];
+    const auto strides = w.strides();
+    std::vector<std::int64_t> at;  // W's strides along y's axes, in y's order
+    std::int64_t q = 0, p = 0;
+    for (std::size_t b = 0; b < labels.size(); ++b)
+      (labels[b] == f.summed ? q : labels[b] == f.part ? p : at.emplace_back()) = strides[b];
+    if (f.complex_dtype == Dtype::c64)
+      expand(x.tensor->data<std::complex<float>>(), x.tensor->shape(), at, q, p, w.data<float>());
+    else
+      expand(x.tensor->data<std::complex<double>>(), x.tensor->shape(), at, q, p, w.data<double>());
+    f.arrays.emplace(name, std::move(w));
+  }
+  return f;
+}
+
+}  // namespace einsumdb
