@@ -303,7 +303,9 @@ void copy_strided(const T* src, const std::vector<std::int64_t>& shape_in,
   for (auto len : shape_in) total *= len;
   if (total == 0) return;
   if constexpr (is_complex_v<T>) {  // functions are of real numbers
-    if (f) throw SpecError("functional operands are real; this product computes in complex");
+    if (f)
+      throw SpecError("functional operands are real; array '" + f->array() + "' is " +
+                      std::string(to_string(dtype_of<T>())));
     copy_layout(src, stride_in, dst, row_major_strides(shape_in), shape_in, sizeof(T));
     return;
   }

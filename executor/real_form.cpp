@@ -151,8 +151,11 @@ RealForm real_form(const Bound& bound, std::size_t row) {
   RealForm f = real_form_layout(e, row, bound.lengths());
   for (std::size_t k = 0; k < e.inputs.size(); ++k) {
     const auto x = bound.operand(row, k);
-    EINSUMDB_ASSERT(!x.function && x.tensor->dtype() == f.complex_dtype,
-                    "the real form's operands are complex arrays of the row's dtype");
+    if (x.function)
+      throw SpecError("functional operands are real; array '" + x.function->array() + "' is " +
+                      std::string(to_string(x.tensor->dtype())));
+    EINSUMDB_ASSERT(x.tensor->dtype() == f.complex_dtype,
+                    "the real form's operands are of the row's dtype (promoted() converts them)");
     const std::string& name = f.e.batch[0][k];
     std::vector<std::int64_t> shape;
     for (const auto& l : f.e.arrays.at(name).shape) shape.push_back(l.value);

@@ -127,10 +127,12 @@ Tensor reference_row(const Bound& bound, std::size_t r, std::vector<double>* mag
       t = op.tensor;
       in[k].resize(static_cast<std::size_t>(t->size()));
       for (std::int64_t x = 0; x < t->size(); ++x) {
-        if constexpr (std::is_same_v<V, double>)
-          in[k][x] = op.function ? (*op.function)(t->at(x)) : t->at(x);
+        if (op.function)  // of a real array (functions of complex ones are refused)
+          in[k][x] = V((*op.function)(t->at(x)));
+        else if constexpr (std::is_same_v<V, double>)
+          in[k][x] = t->at(x);
         else
-          in[k][x] = t->at_complex(x);  // functions are refused for complex
+          in[k][x] = t->at_complex(x);
       }
     }
     const auto s = t->strides();
@@ -234,9 +236,9 @@ Results run_reference(const Bound& bound, std::vector<double>* magnitudes) {
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
     if (is_complex(result_dtype(e, r))) {
       for (std::size_t k = 0; k < e.inputs.size(); ++k)
-        if (bound.operand(r, k).function)
-          throw SpecError("functional operands are real; this einsum computes in " +
-                          std::string(to_string(result_dtype(e, r))));
+        if (const auto op = bound.operand(r, k); op.function && is_complex(op.tensor->dtype()))
+          throw SpecError("functional operands are real; array '" + op.function->array() + "' is " +
+                          std::string(to_string(op.tensor->dtype())));
       out.push_back(reference_row<std::complex<double>>(bound, r, magnitudes));
     } else {
       out.push_back(reference_row<double>(bound, r, magnitudes));

@@ -93,7 +93,8 @@ Results run_direct(const Bound& bound, const nlohmann::json& params) {
     data[k] = op.tensor->raw();
     if (!op.function) continue;
     if (is_complex(op.tensor->dtype()))
-      throw SpecError("functional operands are real; this einsum computes in complex");
+      throw SpecError("functional operands are real; array '" + op.function->array() + "' is " +
+                      std::string(to_string(op.tensor->dtype())));
     Tensor& t =
         evaluated.emplace_back(op.tensor->dtype(), op.tensor->shape(), Tensor::Uninitialized{});
     if (t.dtype() == Dtype::f32)
@@ -162,10 +163,32 @@ Tensor converted(const Bound::Operand& x, Dtype to) {
   return out;
 }
 
+// The name of `operand`'s copy in `dtype` ("A~c128").
+std::string promoted_name(const std::string& operand, Dtype dtype) {
+  return operand + "~" + std::string(to_string(dtype));
+}
+
 // A batch whose rows mix dtypes, as the strategies that compute in one dtype per row receive it:
 // every operand whose dtype is not its row's result dtype (numpy's promotion) replaced by a copy
-// converted to it, named after the operand and the dtype ("A~c128"; rows that promote the same
-// operand alike share the copy).
+// in that dtype (promoted_name; rows that promote the same operand alike share the copy). Null
+// where no row mixes dtypes.
+std::optional<BatchedEinsum> promoted_einsum(const BatchedEinsum& e) {
+  std::optional<BatchedEinsum> p;
+  for (std::size_t r = 0; r < e.batch.size(); ++r) {
+    const Dtype to = result_dtype(e, r);
+    for (std::size_t k = 0; k < e.inputs.size(); ++k) {
+      const ArrayInfo& info = e.arrays.at(e.batch[r][k]);
+      if (info.dtype == to) continue;
+      if (!p) p = e;
+      const std::string copy = promoted_name(e.batch[r][k], to);
+      p->arrays[copy] = ArrayInfo{info.shape, to};
+      p->batch[r][k] = copy;
+    }
+  }
+  return p;
+}
+
+// The promoted einsum and the copies it reads.
 struct Promoted {
   BatchedEinsum e;
   Arrays arrays;
@@ -173,33 +196,26 @@ struct Promoted {
 
 std::unique_ptr<Promoted> promoted(const Bound& bound) {
   const BatchedEinsum& e = bound.einsum();
-  std::unique_ptr<Promoted> p;
-  for (std::size_t r = 0; r < e.batch.size(); ++r) {
-    const Dtype to = result_dtype(e, r);
+  auto pe = promoted_einsum(e);
+  if (!pe) return nullptr;
+  auto p = std::make_unique<Promoted>(Promoted{std::move(*pe), {}});
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
     for (std::size_t k = 0; k < e.inputs.size(); ++k) {
-      const std::string& name = e.batch[r][k];
-      const ArrayInfo& info = e.arrays.at(name);
-      if (info.dtype == to) continue;
-      if (!p) p = std::make_unique<Promoted>(Promoted{e, {}});
-      const std::string copy = name + "~" + std::string(to_string(to));
-      if (!p->arrays.count(copy)) {
-        p->arrays.emplace(copy, converted(bound.operand(r, k), to));
-        p->e.arrays[copy] = ArrayInfo{info.shape, to};
-      }
-      p->e.batch[r][k] = copy;
+      const std::string& copy = p->e.batch[r][k];
+      if (copy != e.batch[r][k] && !p->arrays.count(copy))
+        p->arrays.emplace(copy, converted(bound.operand(r, k), p->e.arrays.at(copy).dtype));
     }
-  }
-  if (p && bound.extra())  // a composite strategy's intermediates stay visible
+  if (bound.extra())  // a composite strategy's intermediates stay visible
     for (const auto& [name, t] : *bound.extra()) p->arrays.emplace(name, Tensor::view(t));
   return p;
 }
 
 // Every strategy's run, answering an einsum with an axis of length 0 itself (nothing to compute,
 // and no strategy need handle the empty case), and, for those that compute in one dtype per row
-// (all but the reference and direct), converting the operands of rows that mix dtypes.
+// (all but the reference), converting the operands of rows that mix dtypes.
 std::vector<Strategy> with_empty_axes(std::vector<Strategy> strategies) {
   for (auto& s : strategies) {
-    const bool mixes = s.name == "reference" || s.name == "direct";
+    const bool mixes = s.name == "reference";
     s.run = [run = std::move(s.run), mixes](const Bound& b, const nlohmann::json& params) {
       if (auto empty = empty_results(b)) return std::move(*empty);
       if (!mixes)
@@ -224,7 +240,11 @@ const std::vector<Strategy>& builtin_strategies() {
        },
        nullptr, 1000},
       {"direct", "one loop nest over the operands as they lie, no set-up (tiny workloads)",
-       DirectLoops::rejects, run_direct, nullptr, 1},
+       [](const BatchedEinsum& e) {  // rows that mix dtypes are promoted before it runs
+         const auto p = promoted_einsum(e);
+         return DirectLoops::rejects(p ? *p : e);
+       },
+       run_direct, nullptr, 1},
       {"loop_nest", "loop order, up to two blocked indices, vectorized innermost loop",
        loop_nest_rejects,
        [](const Bound& b, const nlohmann::json& p) { return run_loop_nest(b, p); }, loop_nest_space,
