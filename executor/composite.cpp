@@ -31,13 +31,8 @@ namespace {
 using kernels::contains;
 
 char fresh_label(const BatchedEinsum& e) {
-  std::string used = e.output;
-  for (const auto& in : e.inputs) used += in;
-  for (char c = 'a'; c <= 'z'; ++c)
-    if (!contains(used, c)) return c;
-  for (char c = 'A'; c <= 'Z'; ++c)
-    if (!contains(used, c)) return c;
-  return 0;
+  const std::string free = kernels::unused_letters(e, 1);
+  return free.empty() ? 0 : free[0];
 }
 
 std::vector<bool> varying_positions(const BatchedEinsum& e) {

@@ -16,9 +16,15 @@
 // Every strategy takes "threads" (1 by default): its own threads, or OpenBLAS's when it makes one
 // GEMM call at a time, never both (no nested oversubscription).
 //
+// Every strategy computes f32, f64, c64 and c128 (complex numbers under mul, add or sub and sum;
+// tensor_gemm and loop_nest in real form, real_form.hpp). A row whose operands differ in dtype is
+// computed in numpy's promoted dtype: the reference reads it as it is, every other strategy gets
+// its operands converted first (strategies.cpp).
+//
 // Parameters name indices as {"index": "i"} (see db/transform.hpp); at execution they are in the
 // einsum's own names. Functional operands (executor/expression.hpp) are evaluated in the pass
-// that reads their array.
+// that reads their array. Functions are of real arrays (Bound refuses a function of a
+// complex one); in a complex row, a function's values are promoted.
 #pragma once
 
 #include <array>
@@ -43,7 +49,7 @@ using Arrays = std::map<std::string, Tensor>;
 // The length of every index, read from the arrays bound to the einsum (so symbolic lengths get
 // their run-time values). A name in `functions` is bound to the array its expression reads.
 // Throws SpecError naming the array and axis that disagree with the spec or with another array,
-// a missing array, or a dtype the executor cannot compute in.
+// a missing array, a dtype the executor cannot compute in, or a function of a complex array.
 std::map<char, std::int64_t> bind_lengths(const BatchedEinsum& e, const Arrays& arrays,
                                           const Functions& functions = {});
 

@@ -75,6 +75,19 @@ inline bool contains(const std::string& s, char c) {
   return s.find(c) != std::string::npos;
 }
 
+// Up to `n` index letters the einsum does not use (a-z, then A-Z): names for the indices a
+// strategy adds (batch_fused's stacking index, the real form's parts). Fewer where it uses nearly
+// all of them.
+inline std::string unused_letters(const BatchedEinsum& e, std::size_t n) {
+  std::string used = e.output, free;
+  for (const auto& in : e.inputs) used += in;
+  for (char c = 'a'; c <= 'z' && free.size() < n; ++c)
+    if (!contains(used, c)) free += c;
+  for (char c = 'A'; c <= 'Z' && free.size() < n; ++c)
+    if (!contains(used, c)) free += c;
+  return free;
+}
+
 // Element strides of each label of `labels` in a row-major tensor indexed by `layout`
 // (repeated labels add their strides: a diagonal); 0 for a label the layout lacks. Axes whose
 // label is not in `labels` are ignored.
@@ -302,10 +315,9 @@ void copy_strided(const T* src, const std::vector<std::int64_t>& shape_in,
   std::int64_t total = 1;
   for (auto len : shape_in) total *= len;
   if (total == 0) return;
-  if constexpr (is_complex_v<T>) {  // functions are of real numbers
-    if (f)
-      throw SpecError("functional operands are real; array '" + f->array() + "' is " +
-                      std::string(to_string(dtype_of<T>())));
+  if constexpr (is_complex_v<T>) {
+    EINSUMDB_ASSERT(!f,
+                    "functions are of real arrays (bind_all refuses functions of complex ones)");
     copy_layout(src, stride_in, dst, row_major_strides(shape_in), shape_in, sizeof(T));
     return;
   }

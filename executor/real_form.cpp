@@ -8,25 +8,8 @@ namespace einsumdb {
 
 namespace {
 
-// Two letters the einsum does not use, or fewer where it uses nearly all of them.
-std::string unused_letters(const BatchedEinsum& e) {
-  std::string used = e.output, free;
-  for (const auto& in : e.inputs) used += in;
-  for (char c = 'a'; c <= 'z' && free.size() < 2; ++c)
-    if (!kernels::contains(used, c)) free += c;
-  for (char c = 'A'; c <= 'Z' && free.size() < 2; ++c)
-    if (!kernels::contains(used, c)) free += c;
-  return free;
-}
-
 Dtype real_of(Dtype d) {
   return d == Dtype::c64 ? Dtype::f32 : Dtype::f64;
-}
-
-std::vector<std::int64_t> concrete_shape(const std::string& labels, const Lengths& len) {
-  std::vector<std::int64_t> shape;
-  for (char c : labels) shape.push_back(len.at(c));
-  return shape;
 }
 
 // W from y: for every element, [[y₀, y₁], [−y₁, y₀]] (real_form.hpp), at W's strides for y's
@@ -106,7 +89,7 @@ std::optional<std::string> real_form_rejects(const BatchedEinsum& e) {
   if (e.join == JoinOp::mul && e.inputs.size() > 2)
     return "a product of " + std::to_string(e.inputs.size()) +
            " complex operands is computed pairwise (contraction_tree)";
-  if (unused_letters(e).size() < 2)
+  if (kernels::unused_letters(e, 2).size() < 2)
     return "the real and imaginary parts need two index letters the einsum does not use";
   return std::nullopt;
 }
@@ -114,14 +97,17 @@ std::optional<std::string> real_form_rejects(const BatchedEinsum& e) {
 RealForm real_form_layout(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
   EINSUMDB_ASSERT(!real_form_rejects(e), "the real form applies");
   RealForm f;
-  const std::string letters = unused_letters(e);
+  const std::string letters = kernels::unused_letters(e, 2);
   f.part = letters[0];
   f.complex_dtype = result_dtype(e, row);
-  f.shape = concrete_shape(e.output, len);
+  f.shape = kernels::shape_of(e.output, len);
+  f.lengths = len;
   const Dtype real = real_of(f.complex_dtype);
   const std::size_t n = e.inputs.size();
+  f.lengths[f.part] = 2;
   if (e.join == JoinOp::mul && n == 2) {
     f.summed = letters[1];
+    f.lengths[f.summed] = 2;
     f.expanded = expanded_operand(e, len, f.complex_dtype);
   }
   f.e.join = e.join;
@@ -137,8 +123,7 @@ RealForm real_form_layout(const BatchedEinsum& e, std::size_t row, const Lengths
       labels += f.summed ? f.summed : f.part;
     ArrayInfo info;
     info.dtype = real;
-    for (char c : labels)
-      info.shape.push_back(Length::of(c == f.part || c == f.summed ? 2 : len.at(c)));
+    for (char c : labels) info.shape.push_back(Length::of(f.lengths.at(c)));
     f.e.inputs.push_back(labels);
     f.e.batch[0].push_back(name);
     f.e.arrays.emplace(name, std::move(info));
@@ -151,11 +136,10 @@ RealForm real_form(const Bound& bound, std::size_t row) {
   RealForm f = real_form_layout(e, row, bound.lengths());
   for (std::size_t k = 0; k < e.inputs.size(); ++k) {
     const auto x = bound.operand(row, k);
-    if (x.function)
-      throw SpecError("functional operands are real; array '" + x.function->array() + "' is " +
-                      std::string(to_string(x.tensor->dtype())));
-    EINSUMDB_ASSERT(x.tensor->dtype() == f.complex_dtype,
-                    "the real form's operands are of the row's dtype (promoted() converts them)");
+    EINSUMDB_ASSERT(!x.function && x.tensor->dtype() == f.complex_dtype,
+                    "the real form's operands are arrays of the row's dtype (promoted() converts "
+                    "the others and evaluates functions of real arrays; bind_all refuses functions "
+                    "of complex ones)");
     const std::string& name = f.e.batch[0][k];
     std::vector<std::int64_t> shape;
     for (const auto& l : f.e.arrays.at(name).shape) shape.push_back(l.value);

@@ -36,6 +36,7 @@ struct RealForm {
   int expanded = -1;  // the operand expanded into W, or -1
   Dtype complex_dtype = Dtype::c128;
   std::vector<std::int64_t> shape;  // the complex result's
+  Lengths lengths;                  // the real einsum's: the complex one's, and 2 for p and q
   // The complex result whose real form `real` is (sharing its memory).
   Tensor complex_result(const Tensor& real) const {
     return Tensor::reinterpret(real, complex_dtype, shape);

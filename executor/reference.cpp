@@ -36,6 +36,9 @@ std::map<char, std::int64_t> bind_all(const BatchedEinsum& e, const Arrays& arra
       const Tensor* found = find_array(arrays, extra, name);
       if (!found) throw SpecError("no data bound to array '" + name + "'");
       const Tensor& t = *found;
+      if (f != functions.end() && is_complex(t.dtype()))  // expressions are real functions
+        throw SpecError("functional operands are real; array '" + name + "' is " +
+                        std::string(to_string(t.dtype())));
       const ArrayInfo& info = e.arrays.at(operand);
       if (t.dtype() != info.dtype)
         throw SpecError("array '" + name + "' holds " + std::string(to_string(t.dtype())) +
@@ -127,7 +130,7 @@ Tensor reference_row(const Bound& bound, std::size_t r, std::vector<double>* mag
       t = op.tensor;
       in[k].resize(static_cast<std::size_t>(t->size()));
       for (std::int64_t x = 0; x < t->size(); ++x) {
-        if (op.function)  // of a real array (functions of complex ones are refused)
+        if (op.function)  // of a real array (bind_all refuses functions of complex ones)
           in[k][x] = V((*op.function)(t->at(x)));
         else if constexpr (std::is_same_v<V, double>)
           in[k][x] = t->at(x);
@@ -235,10 +238,6 @@ Results run_reference(const Bound& bound, std::vector<double>* magnitudes) {
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
     if (is_complex(result_dtype(e, r))) {
-      for (std::size_t k = 0; k < e.inputs.size(); ++k)
-        if (const auto op = bound.operand(r, k); op.function && is_complex(op.tensor->dtype()))
-          throw SpecError("functional operands are real; array '" + op.function->array() + "' is " +
-                          std::string(to_string(op.tensor->dtype())));
       out.push_back(reference_row<std::complex<double>>(bound, r, magnitudes));
     } else {
       out.push_back(reference_row<double>(bound, r, magnitudes));

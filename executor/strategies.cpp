@@ -81,6 +81,17 @@ std::optional<std::string> loop_nest_rejects(const BatchedEinsum& e) {
 
 namespace {
 
+// `x`'s function applied to every element of its (real) array, in the array's dtype.
+Tensor evaluate(const Bound::Operand& x) {
+  const Tensor& from = *x.tensor;
+  Tensor out(from.dtype(), from.shape(), Tensor::Uninitialized{});
+  if (from.dtype() == Dtype::f32)
+    x.function->apply(from.data<float>(), 1, out.data<float>(), out.size());
+  else
+    x.function->apply(from.data<double>(), 1, out.data<double>(), out.size());
+  return out;
+}
+
 Results run_direct(const Bound& bound, const nlohmann::json& params) {
   check_param_keys(params, "direct", {"threads"});
   const BatchedEinsum& e = bound.einsum();
@@ -92,16 +103,7 @@ Results run_direct(const Bound& bound, const nlohmann::json& params) {
     const auto op = bound.operand(0, k);
     data[k] = op.tensor->raw();
     if (!op.function) continue;
-    if (is_complex(op.tensor->dtype()))
-      throw SpecError("functional operands are real; array '" + op.function->array() + "' is " +
-                      std::string(to_string(op.tensor->dtype())));
-    Tensor& t =
-        evaluated.emplace_back(op.tensor->dtype(), op.tensor->shape(), Tensor::Uninitialized{});
-    if (t.dtype() == Dtype::f32)
-      op.function->apply(op.tensor->data<float>(), 1, t.data<float>(), t.size());
-    else
-      op.function->apply(op.tensor->data<double>(), 1, t.data<double>(), t.size());
-    data[k] = t.raw();
+    data[k] = evaluated.emplace_back(evaluate(op)).raw();
   }
   Results out;
   out.emplace_back(plan.dtype(), plan.shape(), Tensor::Uninitialized{});
@@ -133,17 +135,10 @@ std::optional<Results> empty_results(const Bound& bound) {
 
 // `x` converted to `to` (a functional operand evaluated first, in its array's dtype).
 Tensor converted(const Bound::Operand& x, Dtype to) {
-  const Tensor* from = x.tensor;
   Tensor evaluated;
+  const Tensor* from = x.tensor;
   if (x.function) {
-    if (is_complex(from->dtype()))
-      throw SpecError("functional operands are real; array '" + x.function->array() +
-                      "' is complex");
-    evaluated = Tensor(from->dtype(), from->shape(), Tensor::Uninitialized{});
-    if (from->dtype() == Dtype::f32)
-      x.function->apply(from->data<float>(), 1, evaluated.data<float>(), evaluated.size());
-    else
-      x.function->apply(from->data<double>(), 1, evaluated.data<double>(), evaluated.size());
+    evaluated = evaluate(x);
     from = &evaluated;
   }
   Tensor out(to, from->shape(), Tensor::Uninitialized{});

@@ -204,6 +204,14 @@ TEST_F(CliTune, ComplexAndMixedWorkloadsAreStoredFoundAndRunUnderTheirOwnKeys) {
   const json ran = json::parse(r.out);
   EXPECT_EQ(ran["source"], "best known");
   EXPECT_TRUE(ran["verified"].get<bool>());
+  // The table's rate says how a complex multiply-add is counted; a real one's says nothing.
+  r = run({"run", "ik,kj->ij", "--shape", "A=24x20", "B=20x28", "--dtype", "c128", "--table"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("GFLOP/s (a complex multiply-add counts 8 FLOPs)"), std::string::npos)
+      << r.out;
+  r = run({"run", "ik,kj->ij", "--shape", "A=24x20", "B=20x28", "--table"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("complex"), std::string::npos) << r.out;
 }
 
 TEST_F(CliTune, ASymbolicWorkloadTunedOnceServesEveryLength) {

@@ -78,6 +78,17 @@ std::string streamed_path(const BatchedEinsum& e, const std::vector<std::int64_t
   return dtype == Dtype::f32 ? path(0.0f) : path(0.0);
 }
 
+// streamed_path on contiguous operands: for row `row`, or for its real form where it is complex
+// (as run_tensor_gemm runs it).
+std::string contiguous_path(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
+  if (is_complex(result_dtype(e, row))) {
+    const RealForm f = real_form_layout(e, row, len);
+    return contiguous_path(f.e, 0, f.lengths);
+  }
+  return streamed_path(e, kernels::row_major_strides(e.inputs[0], len),
+                       kernels::row_major_strides(e.inputs[1], len), len, result_dtype(e, row));
+}
+
 }  // namespace
 }  // namespace einsumdb::tensor_gemm
 
@@ -115,13 +126,7 @@ std::string tensor_gemm_path(const Bound& bound, std::size_t row) {
   if (tensor_gemm_rejects(e)) return "";
   const auto& len = bound.lengths();
   if (is_complex(result_dtype(e, row))) {  // its real form, as run_tensor_gemm runs it
-    const RealForm f = real_form_layout(e, row, len);
-    Lengths parts = len;
-    parts[f.part] = 2;
-    if (f.summed) parts[f.summed] = 2;
-    return tensor_gemm::streamed_path(f.e, kernels::row_major_strides(f.e.inputs[0], parts),
-                                      kernels::row_major_strides(f.e.inputs[1], parts), parts,
-                                      result_dtype(f.e, 0));
+    return tensor_gemm::contiguous_path(e, row, len);
   }
   const auto strides = [&](std::size_t k) {  // a functional operand is evaluated contiguously
     const auto x = bound.operand(row, k);
@@ -150,22 +155,8 @@ std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Leng
     space.push_back({{"stream_even", !tensor_gemm::streams_even_tiles_by_default()}});
   // (Judged on contiguous operands; a complex row on its real form.)
   bool streams = false;
-  for (std::size_t r = 0; r < e.batch.size(); ++r) {
-    const Dtype d = result_dtype(e, r);
-    if (is_complex(d)) {
-      const RealForm f = real_form_layout(e, r, len);
-      Lengths parts = len;
-      parts[f.part] = 2;
-      if (f.summed) parts[f.summed] = 2;
-      streams |= tensor_gemm::streamed_path(f.e, kernels::row_major_strides(f.e.inputs[0], parts),
-                                            kernels::row_major_strides(f.e.inputs[1], parts), parts,
-                                            result_dtype(f.e, 0)) != "packed";
-      continue;
-    }
-    streams |= tensor_gemm::streamed_path(e, kernels::row_major_strides(e.inputs[0], len),
-                                          kernels::row_major_strides(e.inputs[1], len), len,
-                                          d) != "packed";
-  }
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    streams |= tensor_gemm::contiguous_path(e, r, len) != "packed";
   if (streams) space.push_back({{"stream_rows", false}});
   return space;
 }
