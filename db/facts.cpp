@@ -236,18 +236,16 @@ void refresh_facts(Store::Impl& impl) {
 }
 
 const char* const kInsertSize = "INSERT INTO sizes VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-const char* const kInsertServerSize = "INSERT INTO sizes VALUES(?, CAST(? AS cube))";
+const char* const kInsertServerSize = "INSERT INTO sizes VALUES(?, ?, CAST(? AS cube))";
 
 std::string server_point(const SizePoint& p) {
-  // A length's logarithm is below 64 ln 2 ≈ 44.4, so two workloads of one structure differ by at
-  // most 2 · 44.4 ≈ 89 over the four axes: a thousand per structure number puts every workload of
-  // another structure number farther than all of the query's own.
+  // Only the axes the structure has: an axis every point of the structure has at 0 would give
+  // every box of the GiST index no volume, and the cube extension's index, which places and splits
+  // boxes by how much volume they gain, could no longer tell a near box from a far one.
   std::string text = "(";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", p.structure * kServerStructureScale);
-  text += buf;
-  for (double x : p.x) {
-    std::snprintf(buf, sizeof buf, ", %.17g", x);
+  for (std::size_t k = 0; k < std::max<std::size_t>(p.axes, 1); ++k) {
+    std::snprintf(buf, sizeof buf, "%s%.17g", k ? ", " : "", p.x[k]);
     text += buf;
   }
   return text + ")";
@@ -256,6 +254,7 @@ std::string server_point(const SizePoint& p) {
 SizePoint size_point(const std::string& structure_hash, const std::vector<Length>& lengths) {
   SizePoint p;
   p.structure = static_cast<double>(std::stoul(structure_hash.substr(0, 6), nullptr, 16));
+  p.axes = std::min(kSizeAxes, lengths.size());
   for (std::size_t k = 0; k < std::min(kSizeAxes - 1, lengths.size()); ++k)
     p.x[k] = std::log(static_cast<double>(lengths[k].value));
   // The last coordinate holds the axes from kSizeAxes - 1 on, as the sum of their logarithms
@@ -320,7 +319,7 @@ void build_sizes(sql::Connection& conn) {
     ins.reset();
     const SizePoint p = size_point(s.column_text(1), lengths);
     if (server)
-      ins.bind(1, s.column_int(0)).bind(2, server_point(p));
+      bind_server_size(ins, s.column_int(0), p);
     else
       bind_size(ins, s.column_int(0), p);
     ins.run();

@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <chrono>
@@ -730,11 +731,12 @@ std::optional<Store::Nearest> Store::nearest_scanned(const Canonical& query,
 std::optional<Store::Nearest> Store::nearest(const Canonical& query,
                                              const std::vector<std::string>& machines,
                                              bool use_sizes) {
-  std::optional<std::tuple<double, std::string, std::string>> found;  // distance, hash, map
-  // Offers a candidate (hash, structure lengths as JSON text, structure map): nearest first,
-  // then the smallest hash. Returns its distance (infinite for another number of axes).
+  // distance, hash, map, key
+  std::optional<std::tuple<double, std::string, std::string, std::string>> found;
+  // Offers a candidate (hash, structure lengths as JSON text, structure map, key): nearest
+  // first, then the smallest hash. Returns its distance (infinite for another number of axes).
   auto offer = [&](const std::string& hash, const std::string& lengths_text,
-                   const std::string& map_text) {
+                   const std::string& map_text, const std::string& key) {
     const json lengths = json::parse(lengths_text);
     if (lengths.size() != query.structure_lengths.size())
       return std::numeric_limits<double>::infinity();
@@ -752,7 +754,7 @@ std::optional<Store::Nearest> Store::nearest(const Canonical& query,
     const double d = std::sqrt(d2);
     if (!found || d < std::get<0>(*found) ||
         (d == std::get<0>(*found) && hash < std::get<1>(*found)))
-      found = std::make_tuple(d, hash, map_text);
+      found = std::make_tuple(d, hash, map_text, key);
     return d;
   };
   const bool concrete = std::none_of(query.structure_lengths.begin(), query.structure_lengths.end(),
@@ -763,47 +765,60 @@ std::optional<Store::Nearest> Store::nearest(const Canonical& query,
     if (!use_sizes || !concrete) {
       // Every measured workload of the structure.
       auto s = impl_->stmt(
-          "SELECT w.hash, w.structure_lengths, w.structure_map FROM workloads w WHERE "
+          "SELECT w.hash, w.structure_lengths, w.structure_map, w.key FROM workloads w WHERE "
           "w.structure_hash = ? AND w.hash <> ? AND EXISTS (SELECT 1 FROM facts f WHERE "
           "f.workload_id = w.id AND f.machine_id = ?)");
       s.bind(1, query.structure_hash).bind(2, query.hash).bind(3, id_value(*mid));
-      while (s.step()) offer(s.column_text(0), s.column_text(1), s.column_text(2));
+      while (s.step())
+        offer(s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3));
       continue;
     }
     // The symbolic workloads of the structure (few; each an e-fold away per symbol) ...
     {
       auto s = impl_->stmt(
-          "SELECT w.hash, w.structure_lengths, w.structure_map FROM workloads w WHERE "
+          "SELECT w.hash, w.structure_lengths, w.structure_map, w.key FROM workloads w WHERE "
           "w.structure_hash = ? AND w.symbols > 0 AND EXISTS (SELECT 1 FROM facts f WHERE "
           "f.workload_id = w.id AND f.machine_id = ?)");
       s.bind(1, query.structure_hash).bind(2, id_value(*mid));
-      while (s.step()) offer(s.column_text(0), s.column_text(1), s.column_text(2));
+      while (s.step())
+        offer(s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3));
     }
     // ... then the concrete ones, nearest first from the sizes: on a server, the GiST index of
-    // cubes gives each point's distance from the query's, the structure number's term zero for
-    // the query's own (kServerStructureScale). Read until the next is farther than the nearest
-    // found (or as near with a larger hash), in growing batches should the first not reach that.
+    // the structure number's points gives each one's distance from the query's. Read until the
+    // next is farther than the nearest found (or as near with a larger hash), in growing batches
+    // should the first not reach that.
     const SizePoint q = size_point(query.structure_hash, query.structure_lengths);
     if (impl_->conn.dialect() == sql::Dialect::postgres) {
+      // The limit is in the text, not a parameter: a plan for any limit cannot count on a small
+      // one, so PostgreSQL would plan the statement anew at every execution (as long as the
+      // search itself); with the limit known it keeps one plan.
+      static const std::array<std::pair<std::int64_t, std::string>, 4> kReads = [] {
+        const std::string text =
+            "SELECT w.hash, w.structure_hash, w.structure_lengths, w.structure_map, z.point <-> "
+            "CAST(?1 AS cube), w.key FROM sizes z JOIN workloads w ON w.id = z.workload_id WHERE "
+            "z.structure = ?2 AND EXISTS (SELECT 1 FROM facts f WHERE f.workload_id = w.id AND "
+            "f.machine_id = ?3) ORDER BY z.point <-> CAST(?1 AS cube)";
+        return std::array<std::pair<std::int64_t, std::string>, 4>{
+            {{4, text + " LIMIT 4"},
+             {64, text + " LIMIT 64"},
+             {1024, text + " LIMIT 1024"},
+             {std::numeric_limits<std::int64_t>::max(), text}}};
+      }();
       const std::string point = server_point(q);
       bool done = false;
-      for (std::int64_t limit = 4; !done; limit *= 8) {
-        auto s = impl_->stmt(
-            "SELECT w.hash, w.structure_hash, w.structure_lengths, w.structure_map, z.point <-> "
-            "CAST(?1 AS cube) FROM sizes z JOIN workloads w ON w.id = z.workload_id WHERE EXISTS "
-            "(SELECT 1 FROM facts f WHERE f.workload_id = w.id AND f.machine_id = ?2) ORDER BY "
-            "z.point <-> CAST(?1 AS cube) LIMIT ?3");
-        s.bind(1, point).bind(2, id_value(*mid)).bind(3, limit);
+      for (std::size_t round = 0; !done && round < kReads.size(); ++round) {
+        const auto& [limit, text] = kReads[round];
+        auto s = impl_->stmt(text.c_str());
+        s.bind(1, point).bind(2, static_cast<std::int64_t>(q.structure)).bind(3, id_value(*mid));
         std::int64_t rows = 0;
         while (!done && s.step()) {
           ++rows;
           // Below the point's distance by its last bits, as for the R*Tree's boxes below.
           const double bound = s.column_double(4) * (1 - 1e-9);
-          // Past the query's structure number there is nothing more to read.
-          if ((found && bound > std::get<0>(*found)) || bound > kServerStructureScale / 2)
+          if (found && bound > std::get<0>(*found))
             done = true;
           else if (s.column_text(1) == query.structure_hash && s.column_text(0) != query.hash)
-            offer(s.column_text(0), s.column_text(2), s.column_text(3));
+            offer(s.column_text(0), s.column_text(2), s.column_text(3), s.column_text(5));
         }
         done = done || rows < limit;  // every measured workload read
       }
@@ -838,18 +853,19 @@ std::optional<Store::Nearest> Store::nearest(const Canonical& query,
       // Whether it was measured on the machine is asked of the few read, not of every workload
       // the search passes.
       auto w = impl_->stmt(
-          "SELECT w.hash, w.structure_hash, w.structure_lengths, w.structure_map FROM workloads "
-          "w WHERE w.id = ? AND EXISTS (SELECT 1 FROM facts f WHERE f.workload_id = w.id AND "
+          "SELECT w.hash, w.structure_hash, w.structure_lengths, w.structure_map, w.key FROM "
+          "workloads w WHERE w.id = ? AND EXISTS (SELECT 1 FROM facts f WHERE f.workload_id = w.id "
+          "AND "
           "f.machine_id = ?)");
       w.bind(1, s.column_int(0)).bind(2, id_value(*mid));
       // Another structure may share the tree's structure number; the query's own workload is not
       // its own nearest size.
       if (w.step() && w.column_text(1) == query.structure_hash && w.column_text(0) != query.hash)
-        offer(w.column_text(0), w.column_text(2), w.column_text(3));
+        offer(w.column_text(0), w.column_text(2), w.column_text(3), w.column_text(4));
     }
   }
   if (!found) return std::nullopt;
-  auto facts = top_k(std::get<1>(*found), machines, 1);
+  auto facts = top_k(std::get<1>(*found), machines, 1, std::get<3>(*found));
   if (facts.empty()) return std::nullopt;
   auto fact = std::optional<Fact>(std::move(facts.front()));
   return Nearest{std::move(*fact), std::get<0>(*found),

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "einsumdb/db/sql.hpp"
@@ -99,6 +100,11 @@ class PgConnection final : public ConnectionBackend {
   }
 
   void exec(const char* sql) override {
+    settle();
+    if (begin_pending_) {
+      begin_pending_ = false;
+      exec(kBeginRead);
+    }
     PGresult* r = PQexec(conn_, sql);
     const auto status = PQresultStatus(r);
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
@@ -117,9 +123,74 @@ class PgConnection final : public ConnectionBackend {
   int busy_timeout_ms() const override { return busy_timeout_ms_; }
   void begin() override { exec("BEGIN"); }
   void rollback() noexcept override {
+    begin_pending_ = false;
+    settle();
     if (PQstatus(conn_) != CONNECTION_OK) return;
     const auto t = PQtransactionStatus(conn_);
     if (t == PQTRANS_INTRANS || t == PQTRANS_INERROR) PQclear(PQexec(conn_, "ROLLBACK"));
+  }
+  // A read transaction costs no round trip of its own: BEGIN goes out with its first statement
+  // (run_prepared), and ROLLBACK is sent without waiting for its answer, which the next command
+  // collects (settle) long after it arrived. Statements on one connection run in order, so that
+  // next command already sees a fresh snapshot.
+  void begin_read() override {
+    settle();
+    begin_pending_ = true;
+  }
+  void end_read() noexcept override {
+    if (std::exchange(begin_pending_, false)) return;  // no statement ran: nothing was begun
+    settle();
+    if (PQstatus(conn_) != CONNECTION_OK) return;
+    const auto t = PQtransactionStatus(conn_);
+    if (t != PQTRANS_INTRANS && t != PQTRANS_INERROR) return;
+    if (PQsendQuery(conn_, "ROLLBACK")) {
+      awaiting_ = true;
+    } else {
+      rollback();
+    }
+  }
+  // Collects the answer to a command sent without waiting (end_read's ROLLBACK).
+  void settle() noexcept {
+    while (awaiting_) {
+      PGresult* r = PQgetResult(conn_);
+      if (!r) awaiting_ = false;
+      PQclear(r);
+    }
+  }
+
+  // PQexecPrepared, preceded in the same round trip by the BEGIN of a read transaction begun
+  // since the last command (libpq's pipeline mode: both sent, then one sync).
+  PGresult* run_prepared(const char* name, int count, const char* const* values, const int* lengths,
+                         const int* formats) {
+    settle();
+    if (!std::exchange(begin_pending_, false))
+      return PQexecPrepared(conn_, name, count, values, lengths, formats, 0);
+    if (!PQenterPipelineMode(conn_)) fail(nullptr, "entering pipeline mode");
+    const bool sent =
+        PQsendQueryParams(conn_, kBeginRead, 0, nullptr, nullptr, nullptr, nullptr, 0) &&
+        PQsendQueryPrepared(conn_, name, count, values, lengths, formats, 0) &&
+        PQpipelineSync(conn_);
+    // Every result up to the sync point is read, whatever failed, so that the connection leaves
+    // pipeline mode idle: each command's result then a null, then the sync's.
+    PGresult* results[2] = {nullptr, nullptr};
+    bool synced = false;
+    for (int k = 0; sent && k < 2; ++k) {
+      results[k] = PQgetResult(conn_);
+      if (!results[k]) break;  // the connection failed
+      while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);
+    }
+    if (sent && results[1]) {
+      PGresult* sync = PQgetResult(conn_);
+      synced = PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+      PQclear(sync);
+    }
+    PQexitPipelineMode(conn_);
+    if (!sent || !synced || PQresultStatus(results[0]) != PGRES_COMMAND_OK) {
+      PQclear(results[1]);
+      fail(results[0], "beginning a read transaction");
+    }
+    PQclear(results[0]);
+    return results[1];
   }
 
   void note_changes(PGresult* r) {
@@ -135,6 +206,9 @@ class PgConnection final : public ConnectionBackend {
   int changes_ = 0;
   int busy_timeout_ms_ = 0;
   std::int64_t statements_ = 0;
+  bool begin_pending_ = false;  // begin_read() was called; BEGIN not yet sent
+  bool awaiting_ = false;       // a command was sent whose answer is not yet read
+  static constexpr const char* kBeginRead = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
 };
 
 class PgStatement final : public StatementBackend {
@@ -143,6 +217,7 @@ class PgStatement final : public StatementBackend {
       : conn_(&conn), name_(conn.next_name()), sql_(sql.substr(0, 60)) {
     int count = 0;
     const std::string text = to_postgres_placeholders(sql, &count);
+    conn.settle();
     PGresult* r = PQprepare(conn.handle(), name_.c_str(), text.c_str(), count, nullptr);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) conn.fail(r, "cannot prepare '" + sql_ + "'");
     PQclear(r);
@@ -156,6 +231,7 @@ class PgStatement final : public StatementBackend {
   ~PgStatement() override {
     PQclear(result_);
     PGconn* c = conn_->handle();
+    conn_->settle();
     if (PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) != PQTRANS_INERROR)
       PQclear(PQexec(c, ("DEALLOCATE " + name_).c_str()));
   }
@@ -224,8 +300,8 @@ class PgStatement final : public StatementBackend {
     std::vector<const char*> pointers(values_.size());
     for (std::size_t k = 0; k < values_.size(); ++k)
       pointers[k] = null_[k] ? nullptr : values_[k].data();
-    PGresult* r = PQexecPrepared(conn_->handle(), name_.c_str(), static_cast<int>(values_.size()),
-                                 pointers.data(), lengths_.data(), formats_.data(), 0);
+    PGresult* r = conn_->run_prepared(name_.c_str(), static_cast<int>(values_.size()),
+                                      pointers.data(), lengths_.data(), formats_.data());
     const auto status = PQresultStatus(r);
     if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK)
       conn_->fail(r, "'" + sql_ + "' failed");

@@ -223,9 +223,14 @@ std::vector<Answer> answers_beyond_exact(Store& store, const Canonical& query,
 std::vector<Answer> top_k_for(Store& store, const Canonical& query,
                               const std::vector<std::string>& machines, std::size_t k,
                               bool nearest) {
-  auto answers = exact_answers(store.top_k(query.hash, machines, k, query.key), query);
-  if (!answers.empty()) return answers;
-  return answers_beyond_exact(store, query, machines, k, nearest);
+  auto ask = [&] {
+    auto answers = exact_answers(store.top_k(query.hash, machines, k, query.key), query);
+    if (!answers.empty()) return answers;
+    return answers_beyond_exact(store, query, machines, k, nearest);
+  };
+  // Where it is free, the exact lookup shares the read transaction of what a miss asks next
+  // (SQLite then takes its read lock once); a server answers a hit in one statement, alone.
+  return store.free_read_transactions() ? store.reading(ask) : ask();
 }
 
 std::vector<Answer> top_k_for(Store& store, const Canonical& query, const std::string& machine,

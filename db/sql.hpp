@@ -91,6 +91,10 @@ class ConnectionBackend {
   virtual int busy_timeout_ms() const = 0;
   virtual void begin() = 0;              // a write transaction
   virtual void rollback() noexcept = 0;  // of the open transaction, if any
+  // A read transaction: the statements up to end_read() see one snapshot. Ended without waiting
+  // where the engine allows it (nothing was written, so it cannot fail in a way that matters).
+  virtual void begin_read() = 0;
+  virtual void end_read() noexcept = 0;
   // The sqlite3* of a SQLite connection (to register functions on it); nullptr for a server.
   virtual void* sqlite_handle() const { return nullptr; }
 };
@@ -128,6 +132,8 @@ class Connection {
   int busy_timeout_ms() const { return b_->busy_timeout_ms(); }
   void begin() { b_->begin(); }
   void rollback() noexcept { b_->rollback(); }
+  void begin_read() { b_->begin_read(); }
+  void end_read() noexcept { b_->end_read(); }
 
   // The file, or the server as user@host:port/dbname (never the password).
   const std::string& path() const { return b_->name(); }

@@ -29,7 +29,11 @@ class SqliteConnection final : public ConnectionBackend {
   }
   SqliteConnection(const SqliteConnection&) = delete;
   SqliteConnection& operator=(const SqliteConnection&) = delete;
-  ~SqliteConnection() override { sqlite3_close(db_); }
+  ~SqliteConnection() override {
+    sqlite3_finalize(begin_read_);
+    sqlite3_finalize(end_read_);
+    sqlite3_close(db_);
+  }
 
   [[noreturn]] void fail(int code, std::string_view what) const {
     std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(code);
@@ -82,10 +86,33 @@ class SqliteConnection final : public ConnectionBackend {
     if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   }
 
+  // BEGIN and ROLLBACK prepared once: sqlite3_exec would parse them on every read.
+  void begin_read() override { run_kept(begin_read_, "BEGIN"); }
+  void end_read() noexcept override {
+    if (sqlite3_get_autocommit(db_)) return;
+    try {
+      run_kept(end_read_, "ROLLBACK");
+    } catch (const DatabaseError&) {
+      rollback();
+    }
+  }
+
   sqlite3* handle() const { return db_; }
 
  private:
+  void run_kept(sqlite3_stmt*& kept, const char* sql) {
+    if (!kept) {
+      const int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &kept, nullptr);
+      if (rc != SQLITE_OK) fail(rc, std::string("cannot prepare '") + sql + "'");
+    }
+    const int rc = sqlite3_step(kept);
+    sqlite3_reset(kept);
+    if (rc != SQLITE_DONE) fail(rc, std::string("'") + sql + "' failed");
+  }
+
   sqlite3* db_ = nullptr;
+  sqlite3_stmt* begin_read_ = nullptr;
+  sqlite3_stmt* end_read_ = nullptr;
   std::string path_;
   int busy_timeout_ms_ = 0;
 };

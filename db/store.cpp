@@ -205,9 +205,9 @@ CREATE TABLE networks(
 CREATE INDEX networks_by_machine ON networks(machine_id, measured_at);
 )sql";
 
-// Migrations: kMigrations[v] brings a database from version v to v + 1. Version 6 gave a server
-// store its sizes (kPostgresV6); a SQLite file has had its R*Tree of sizes since version 4, and
-// nothing changes in it (Store::kFileSchemaVersion).
+// Migrations: kMigrations[v] brings a database from version v to v + 1. Versions 6 and 7 gave a
+// server store its sizes (kPostgresV7); a SQLite file has had its R*Tree of sizes since version 4,
+// and nothing changes in it (Store::kFileSchemaVersion).
 using Migration = void (*)(sql::Connection&);
 constexpr Migration kMigrations[] = {
     [](sql::Connection& c) { c.exec(kSchemaV1); },
@@ -219,6 +219,7 @@ constexpr Migration kMigrations[] = {
       store_detail::build_sizes(c);
     },
     [](sql::Connection& c) { c.exec(kSchemaV5); },
+    [](sql::Connection&) {},
     [](sql::Connection&) {},
 };
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
@@ -325,14 +326,19 @@ CREATE TABLE networks(
 CREATE INDEX networks_by_machine ON networks(machine_id, measured_at);
 )sql";
 
-// Version 6 on a server: every concrete workload as a point (store_detail::size_point) in a GiST
+// Version 7 on a server: every concrete workload as a point (store_detail::size_point) in a GiST
 // index of PostgreSQL's cube extension, which finds the nearest points first (ORDER BY point <->
-// query), as the R*Tree does in a SQLite file. The cube extension is one of PostgreSQL's
-// contrib modules, trusted: a database owner may create it.
-constexpr const char* kPostgresV6 = R"sql(
+// query), as the R*Tree does in a SQLite file; the structure number is the index's first column
+// (btree_gist), so that a search stays among the structure's points. Version 6 had the structure
+// number as one more axis of the cube: constant within a structure, it left every box of the
+// structure without volume, and the index without a way to place them. Both extensions are
+// PostgreSQL contrib modules, trusted: a database owner may create them.
+constexpr const char* kPostgresV7 = R"sql(
 CREATE EXTENSION IF NOT EXISTS cube;
-CREATE TABLE sizes(workload_id BIGINT PRIMARY KEY, point cube NOT NULL);
-CREATE INDEX sizes_by_point ON sizes USING gist (point);
+CREATE EXTENSION IF NOT EXISTS btree_gist;
+DROP TABLE IF EXISTS sizes;
+CREATE TABLE sizes(workload_id BIGINT PRIMARY KEY, structure BIGINT NOT NULL, point cube NOT NULL);
+CREATE INDEX sizes_by_point ON sizes USING gist (structure, point);
 )sql";
 
 // Version 4 on a server (see kSchemaV4); a version 3 server store is migrated to it.
@@ -451,17 +457,17 @@ Store::~Store() = default;
 
 namespace {
 
-// kPostgresV6, or an error that says what the server lacks.
+// kPostgresV7, or an error that says what the server lacks.
 void create_server_sizes(sql::Connection& conn, const std::string& name) {
   try {
-    conn.exec(kPostgresV6);
+    conn.exec(kPostgresV7);
   } catch (const DatabaseError& e) {
     throw DatabaseError("PostgreSQL database '" + name +
-                        "' cannot hold einsumdb's sizes (the cube extension, from PostgreSQL's "
-                        "contrib modules, for nearest-size answers): " +
+                        "' cannot hold einsumdb's sizes (the cube extension and btree_gist, from "
+                        "PostgreSQL's contrib modules, for nearest-size answers): " +
                         e.what() +
                         "; install the contrib modules on the server, or have the database owner "
-                        "run CREATE EXTENSION cube");
+                        "run CREATE EXTENSION cube; CREATE EXTENSION btree_gist");
   }
 }
 
@@ -615,10 +621,13 @@ Store Store::open(const std::string& path, const Options& options) {
 }
 
 int Store::schema_version() {
-  if (impl_->conn.dialect() == sql::Dialect::postgres)
-    return static_cast<int>(impl_->conn.query_int(
-        "SELECT CAST(value AS BIGINT) FROM einsumdb_meta WHERE key = 'schema_version'"));
-  return static_cast<int>(impl_->conn.query_int("PRAGMA user_version"));
+  // A kept statement, as every question the store is asked again and again: the cheapest
+  // question there is, so the floor under any answer (on a server, one round trip).
+  auto s = impl_->stmt(impl_->conn.dialect() == sql::Dialect::postgres
+                           ? "SELECT CAST(value AS BIGINT) FROM einsumdb_meta WHERE key = "
+                             "'schema_version'"
+                           : "PRAGMA user_version");
+  return s.step() ? static_cast<int>(s.column_int(0)) : 0;
 }
 const std::string& Store::path() const {
   return impl_->conn.path();
@@ -642,19 +651,20 @@ void Store::Transaction::commit() {
   done_ = true;
 }
 
+bool Store::free_read_transactions() const {
+  return impl_->conn.dialect() == sql::Dialect::sqlite;
+}
+
 Store::ReadTransaction::ReadTransaction(Store& store) : store_(store) {
   if (store_.impl_->transaction_depth > 0 || store_.impl_->reading) return;
-  auto& c = store_.impl_->conn;
-  c.exec(c.dialect() == sql::Dialect::postgres ? "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-                                               : "BEGIN");
+  store_.impl_->conn.begin_read();
   store_.impl_->reading = open_ = true;
 }
 
 Store::ReadTransaction::~ReadTransaction() {
   if (!open_) return;
   store_.impl_->reading = false;
-  // Nothing was written: ending it either way is the same, and rollback cannot throw.
-  store_.impl_->conn.rollback();
+  store_.impl_->conn.end_read();
 }
 
 MachineId Store::machine_id(const Machine& m) {
@@ -723,7 +733,7 @@ WorkloadId Store::workload_id(const Canonical& c) {
           size.run();
         } else {
           auto size = impl_->stmt(kInsertServerSize);
-          size.bind(1, id).bind(2, server_point(p));
+          bind_server_size(size, id, p);
           size.run();
         }
       }

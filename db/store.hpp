@@ -169,7 +169,7 @@ class Store {
   Store& operator=(Store&&) noexcept;
   ~Store();
 
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
   // The last version that changed a SQLite file: a file of it or later is read as it is (later
   // versions changed a server's schema only); an older one needs a writing open first.
   static constexpr int kFileSchemaVersion = 5;
@@ -264,6 +264,9 @@ class Store {
     ReadTransaction tx(*this);
     return f();
   }
+  // Whether a read transaction around a single statement costs nothing: on SQLite the statement
+  // takes the same read lock either way; a server's BEGIN and ROLLBACK are work of their own.
+  bool free_read_transactions() const;
   // The symbolic workloads of a structure (an axis of symbolic length) with a verified
   // measurement on one of the machines: candidates for generalising a concrete workload. Given
   // that workload's structure lengths, only those whose numbers are all among them (binding a

@@ -77,6 +77,7 @@ inline constexpr std::size_t kSizeAxes = 4;
 struct SizePoint {
   double structure = 0;
   std::array<double, kSizeAxes> x{};
+  std::size_t axes = 0;  // coordinates of x that hold axes: min(the structure's axes, kSizeAxes)
 };
 SizePoint size_point(const std::string& structure_hash, const std::vector<Length>& lengths);
 // "INSERT INTO sizes ..." for one workload (11 parameters: id, then each axis' bounds).
@@ -87,12 +88,15 @@ void bind_size(S& s, std::int64_t workload_id, const SizePoint& p) {
   for (std::size_t k = 0; k < kSizeAxes; ++k)
     s.bind(static_cast<int>(4 + 2 * k), p.x[k]).bind(static_cast<int>(5 + 2 * k), p.x[k]);
 }
-// The same point in a server store's sizes (PostgreSQL's cube, kPostgresV6): the structure number
-// scaled by kServerStructureScale, then the axes, as the text of a cube.
-inline constexpr double kServerStructureScale = 1000;
+// The same point in a server store's sizes (kPostgresV7): the structure number in a column of its
+// own, and the axes the structure has as a cube of that many dimensions, as its text.
 std::string server_point(const SizePoint& p);
-// "INSERT INTO sizes ..." on a server (2 parameters: id, server_point()).
+// "INSERT INTO sizes ..." on a server (3 parameters: id, structure number, server_point()).
 extern const char* const kInsertServerSize;
+template <class S>
+void bind_server_size(S& s, std::int64_t workload_id, const SizePoint& p) {
+  s.bind(1, workload_id).bind(2, static_cast<std::int64_t>(p.structure)).bind(3, server_point(p));
+}
 // Puts every concrete workload into the sizes tree (migrations).
 void build_sizes(sql::Connection& conn);
 // Registers the sizes tree's nearest-first query on a SQLite connection:

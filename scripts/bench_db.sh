@@ -28,7 +28,8 @@ print(f"\nworkloads {j['workloads']}, measurements {j['measurements']}, file {j[
 print(f"record: {rate:,.0f}/s batched vs {j['record_per_second_one_per_transaction']:,.0f}/s one per transaction "
       f"({j['record_batched_speedup']:.1f}x); target >= 50,000/s: {ok(rate >= 50000)}")
 print(f"best: median {best:.1f} us, p90 {p90:.1f} us ({j['best_over_canonicalize']:.1f}x canonicalization "
-      f"alone, {j['canonicalize_median_us']:.1f} us; lookup alone {j['lookup_median_us']:.1f} us); "
+      f"alone, {j['canonicalize_median_us']:.1f} us; lookup alone {j['lookup_median_us']:.1f} us; "
+      f"one statement, the floor, {j['statement_median_us']:.1f} us); "
       f"target <= 20 / 40 us: {ok(best <= 20 and p90 <= 40)}")
 print(f"nearest size: median {near:.1f} us, symbolic: {sym:.1f} us; target <= {2 * best:.1f} us: "
       f"{ok(near <= 2 * best and sym <= 2 * best)}")

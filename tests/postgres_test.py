@@ -154,7 +154,7 @@ def test_every_command_runs_on_the_server(server, tmp_path):
     listed = json.loads(cli("list", "--json", db=db).stdout)
     assert len(listed) == 5
     stats = json.loads(cli("stats", "--json", db=db).stdout)
-    assert stats["measurements"] == 20 + tuned["candidates"] and stats["schema_version"] == 6
+    assert stats["measurements"] == 20 + tuned["candidates"] and stats["schema_version"] == 7
     assert PASSWORD not in json.dumps(stats), "the password must never be printed"
     exported = cli("export", db=db).stdout
     assert len(exported.splitlines()) == stats["measurements"]
@@ -307,7 +307,7 @@ def test_bad_connections_are_clear_errors_and_change_nothing(server, tmp_path):
     assert r.returncode == 1 and "newer than this einsumdb" in r.stderr
     assert count(server, "newer") == 3
     # A store of schema 4 (before the networks table and the sizes): read-only use asks for one
-    # writing open, which migrates it to 6, keeps what it held and puts its workloads' sizes in.
+    # writing open, which migrates it to 7, keeps what it held and puts its workloads' sizes in.
     older = server.createdb("older")
     cli("record", "--file", m, db=older)
     server.sql("older", "DROP TABLE networks; DROP TABLE sizes; "
@@ -315,11 +315,25 @@ def test_bad_connections_are_clear_errors_and_change_nothing(server, tmp_path):
     r = cli("stats", db=older, check=False)
     assert r.returncode == 1 and "needs a migration" in r.stderr, r.stderr
     cli("record", "--file", m, db=older)
-    assert json.loads(cli("stats", "--json", db=older).stdout)["schema_version"] == 6
+    assert json.loads(cli("stats", "--json", db=older).stdout)["schema_version"] == 7
     assert server.sql("older", "SELECT count(*) FROM networks") == "0"
     assert server.sql("older", "SELECT count(*) FROM sizes") == \
         server.sql("older", "SELECT count(*) FROM workloads WHERE symbols = 0") != "0"
     assert count(server, "older") == 3
+    # A store of schema 6, whose sizes held the structure number as an axis of the cube: the
+    # writing open rebuilds them with the structure in a column of its own, and the nearest size
+    # is found from them.
+    six = server.createdb("six")
+    cli("record", "--file", m, db=six)
+    server.sql("six", "DROP TABLE sizes; CREATE TABLE sizes(workload_id BIGINT PRIMARY KEY, "
+                      "point cube NOT NULL); CREATE INDEX sizes_by_point ON sizes USING gist (point); "
+                      "UPDATE einsumdb_meta SET value = '6' WHERE key = 'schema_version'")
+    cli("record", "--file", m, db=six)
+    assert json.loads(cli("stats", "--json", db=six).stdout)["schema_version"] == 7
+    assert server.sql("six", "SELECT count(*) FROM sizes WHERE structure >= 0") == \
+        server.sql("six", "SELECT count(*) FROM workloads WHERE symbols = 0") != "0"
+    nearest = json.loads(cli("best", json.dumps(spec(9, 16, 24)), "--json", db=six).stdout)
+    assert nearest["match"] == "nearest", nearest
 
 
 def test_the_nearest_size_on_the_server_is_the_files(server, tmp_path):
@@ -437,6 +451,18 @@ def test_db_check_finds_a_broken_reference_on_the_server(server, tmp_path):
     report = json.loads(r.stdout)
     assert not report["ok"] and r.returncode != 0
     assert any("measurements" in p and "runs" in p for p in report["problems"]), report
+
+
+def test_read_transactions_on_the_server(server):
+    """BEGIN sent with a read transaction's first statement and ROLLBACK not waited for: one
+    snapshot until the end, and a connection as usable as before (tests/db_read_test.cpp)."""
+    binary = os.environ.get("EINSUMDB_DB_READ_TEST")
+    if not binary:
+        pytest.skip("EINSUMDB_DB_READ_TEST is not set (ctest sets it)")
+    r = subprocess.run([binary, "--gtest_filter=*server*"], capture_output=True, text=True,
+                       env=dict(ENV, EINSUMDB_TEST_SERVER=server.createdb("reads")), timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[  PASSED  ] 3 tests" in r.stdout and "SKIPPED" not in r.stdout, r.stdout
 
 
 def test_the_python_module_uses_the_server(server):
