@@ -5,7 +5,7 @@
 #include <limits>
 #include <tuple>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
 namespace {

@@ -11,7 +11,7 @@
 #undef _Thread_local
 
 #include "einsumdb/canon/enum_names.hpp"
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
 namespace {

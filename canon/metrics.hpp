@@ -30,7 +30,4 @@ std::optional<double> footprint_bytes(const BatchedEinsum& e);
 // indices (what a verification tolerance scales with).
 double reduction_terms(const BatchedEinsum& e, const std::map<char, std::int64_t>& lengths);
 
-// The median of `v` (the mean of the two middle values for an even count); 0 when empty.
-double median(std::vector<double> v);
-
 }  // namespace einsumdb

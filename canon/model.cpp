@@ -7,15 +7,9 @@
 #include <set>
 
 #include "einsumdb/canon/enum_names.hpp"
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
-
-void assertion_failed(const char* expr, const char* file, int line, const std::string& message) {
-  std::fprintf(stderr, "einsumdb: internal error: %s:%d: assertion '%s' failed: %s\n", file, line,
-               expr, message.c_str());
-  std::abort();
-}
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
 namespace {

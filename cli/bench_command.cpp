@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include "einsumdb/canon/canonicalize.hpp"
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/canon/parse.hpp"
 #include "einsumdb/cli/commands.hpp"
 #include "einsumdb/cli/jsonl.hpp"
+#include "einsumdb/core/error.hpp"
+#include "einsumdb/core/stats.hpp"
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/db/store.hpp"
 

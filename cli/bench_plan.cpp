@@ -10,6 +10,7 @@
 #include "einsumdb/cli/commands.hpp"
 #include "einsumdb/cli/common.hpp"
 #include "einsumdb/cli/network_model.hpp"
+#include "einsumdb/core/stats.hpp"
 #include "einsumdb/planner/eindecomp.hpp"
 
 namespace einsumdb::cli {

@@ -2,10 +2,10 @@
 #include <iostream>
 
 #include "einsumdb/canon/canonicalize.hpp"
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/cli/commands.hpp"
 #include "einsumdb/cli/jsonl.hpp"
 #include "einsumdb/cli/spec_flags.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb::cli {
 namespace {

@@ -15,7 +15,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/db/location.hpp"
 
 namespace einsumdb::cli {

@@ -8,12 +8,13 @@
 #include <map>
 #include <set>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
 #include "einsumdb/cli/commands.hpp"
 #include "einsumdb/cli/common.hpp"
 #include "einsumdb/cli/jsonl.hpp"
 #include "einsumdb/cli/spec_flags.hpp"
+#include "einsumdb/core/error.hpp"
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/db/feinsum.hpp"
 #include "einsumdb/db/location.hpp"
 #include "einsumdb/db/record_lines.hpp"

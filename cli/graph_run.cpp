@@ -13,9 +13,9 @@
 #include <sstream>
 
 #include "einsumdb/canon/canonicalize.hpp"
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/cli/commands.hpp"
 #include "einsumdb/cli/network_model.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/distributed/graph_job.hpp"
 #include "einsumdb/engine/choose.hpp"
 #include "einsumdb/executor/npy.hpp"

@@ -3,7 +3,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb::cli {
 

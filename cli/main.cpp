@@ -13,8 +13,9 @@
 #include <cstring>
 #include <iostream>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/cli/commands.hpp"
+#include "einsumdb/core/error.hpp"
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/version.hpp"
 
 namespace {

@@ -4,8 +4,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/engine/this_machine.hpp"
 #include "einsumdb/tuner/roofline.hpp"

@@ -8,11 +8,11 @@
 #include <optional>
 #include <sstream>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/cli/commands.hpp"
 #include "einsumdb/cli/common.hpp"
 #include "einsumdb/cli/jsonl.hpp"
 #include "einsumdb/cli/network_model.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/planner/plan_file.hpp"
 #include "einsumdb/planner/plan_store.hpp"
 #include "einsumdb/tuner/roofline.hpp"

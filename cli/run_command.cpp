@@ -4,12 +4,13 @@
 #include <iostream>
 
 #include "einsumdb/canon/canonicalize.hpp"
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/cli/commands.hpp"
 #include "einsumdb/cli/common.hpp"
 #include "einsumdb/cli/graph_run.hpp"
 #include "einsumdb/cli/spec_flags.hpp"
+#include "einsumdb/core/error.hpp"
+#include "einsumdb/core/stats.hpp"
 #include "einsumdb/engine/choose.hpp"
 #include "einsumdb/executor/isa.hpp"
 #include "einsumdb/executor/npy.hpp"

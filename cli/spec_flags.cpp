@@ -1,6 +1,6 @@
 #include "einsumdb/cli/spec_flags.hpp"
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb::cli {
 

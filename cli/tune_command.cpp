@@ -12,12 +12,14 @@
 #include <sstream>
 #include <tuple>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/cli/commands.hpp"
 #include "einsumdb/cli/common.hpp"
 #include "einsumdb/cli/jsonl.hpp"
 #include "einsumdb/cli/spec_flags.hpp"
+#include "einsumdb/core/error.hpp"
+#include "einsumdb/core/stats.hpp"
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/distributed/collectives.hpp"
 #include "einsumdb/distributed/graph_job.hpp"
 #include "einsumdb/executor/dispatch.hpp"

@@ -16,6 +16,8 @@
 #include <sqlite3.h>
 
 #include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/core/stats.hpp"
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/db/store_impl.hpp"
 
 namespace einsumdb::store_detail {

@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "einsumdb/canon/canonicalize.hpp"
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/db/sql.hpp"
 
 namespace einsumdb {

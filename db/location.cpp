@@ -5,7 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/db/sql.hpp"
 
 namespace einsumdb {

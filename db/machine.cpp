@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "einsumdb/canon/canonicalize.hpp"
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
 namespace {

@@ -1,5 +1,7 @@
 // Measurements: their statistics and soundness, recording, and the queries over them (top-k,
 // nearest size, list, show).
+#include "einsumdb/core/stats.hpp"
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/db/store.hpp"
 
 #include <xxhash.h>
@@ -22,9 +24,9 @@
 #include <unordered_map>
 
 #include "einsumdb/canon/enum_names.hpp"
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/db/store_impl.hpp"
 namespace einsumdb {
 

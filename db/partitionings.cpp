@@ -1,4 +1,5 @@
 // Partitionings (planner and distributed runs) and the machine's roofline figures.
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/db/store.hpp"
 
 #include <xxhash.h>
@@ -17,9 +18,9 @@
 #include <unordered_map>
 
 #include "einsumdb/canon/enum_names.hpp"
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/db/store_impl.hpp"
 namespace einsumdb {
 

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/db/sql.hpp"
 
 namespace einsumdb::sql {

@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/db/retrieve.hpp"
 
 namespace einsumdb {

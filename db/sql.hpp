@@ -21,7 +21,7 @@
 #include <thread>
 #include <utility>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/db/error.hpp"
 
 namespace einsumdb::sql {
 

@@ -6,6 +6,7 @@
 #include <thread>
 #include <utility>
 
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/db/sql.hpp"
 
 namespace einsumdb::sql {

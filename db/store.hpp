@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "einsumdb/canon/canonicalize.hpp"
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/db/machine.hpp"
 #include "einsumdb/db/transform.hpp"
 

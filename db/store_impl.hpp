@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/db/sql.hpp"
 #include "einsumdb/db/store.hpp"
 #include "einsumdb/version.hpp"

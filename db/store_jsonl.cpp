@@ -17,9 +17,9 @@
 #include <unordered_map>
 
 #include "einsumdb/canon/enum_names.hpp"
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/db/store_impl.hpp"
 namespace einsumdb {
 

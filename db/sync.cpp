@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/db/sql.hpp"
 
 namespace einsumdb {

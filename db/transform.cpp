@@ -1,6 +1,6 @@
 #include "einsumdb/db/transform.hpp"
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
 

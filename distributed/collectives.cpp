@@ -1,6 +1,7 @@
 #include "einsumdb/distributed/collectives.hpp"
 
 #include <unistd.h>
+#include "einsumdb/distributed/error.hpp"
 
 #include <algorithm>
 #include <thread>

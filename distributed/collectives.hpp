@@ -20,7 +20,8 @@
 
 #include <mpi.h>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
+#include "einsumdb/distributed/error.hpp"
 
 namespace einsumdb {
 

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/executor/npy.hpp"
 
 namespace einsumdb {

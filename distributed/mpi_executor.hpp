@@ -37,7 +37,7 @@
 
 #include <mpi.h>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/distributed/collectives.hpp"
 #include "einsumdb/distributed/graph_data.hpp"
 #include "einsumdb/planner/eindecomp.hpp"

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/core/stats.hpp"
 #include "einsumdb/distributed/collectives.hpp"
 
 namespace einsumdb {

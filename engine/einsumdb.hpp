@@ -6,10 +6,10 @@
 
 #include "einsumdb/canon/canonicalize.hpp"
 #include "einsumdb/canon/contraction_path.hpp"
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/canon/model.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/db/feinsum.hpp"
 #include "einsumdb/db/location.hpp"
 #include "einsumdb/db/machine.hpp"

@@ -6,8 +6,8 @@
 #include <shared_mutex>
 #include <unordered_map>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/db/location.hpp"
 #include "einsumdb/engine/this_machine.hpp"
 #include "einsumdb/executor/permute.hpp"

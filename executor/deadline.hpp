@@ -13,7 +13,7 @@
 #include <atomic>
 #include <chrono>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
 

@@ -5,7 +5,7 @@
 #include <complex>
 #include <limits>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/executor/execute.hpp"
 #include "einsumdb/executor/scalar_ops.hpp"
 #include "einsumdb/executor/tensor.hpp"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
 namespace {

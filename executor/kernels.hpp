@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/executor/deadline.hpp"
 #include "einsumdb/executor/execute.hpp"
 #include "einsumdb/executor/permute.hpp"

@@ -7,7 +7,7 @@
 #include <memory>
 #include <sstream>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
 namespace {

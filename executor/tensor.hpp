@@ -18,8 +18,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/model.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
 

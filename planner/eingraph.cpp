@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <set>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
 namespace {

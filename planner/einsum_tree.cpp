@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
 namespace {

@@ -6,8 +6,8 @@
 #include <set>
 #include <sstream>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/planner/traffic.hpp"
 
 namespace einsumdb {

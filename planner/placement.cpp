@@ -5,7 +5,7 @@
 #include <numeric>
 #include <tuple>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
 namespace {

@@ -1,6 +1,6 @@
 #include "einsumdb/planner/plan_file.hpp"
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
 namespace {

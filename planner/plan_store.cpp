@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <limits>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/core/error.hpp"
+#include "einsumdb/core/stats.hpp"
 #include "einsumdb/planner/eindecomp_cost.hpp"
 
 namespace einsumdb {

@@ -18,8 +18,9 @@
 #include <sstream>
 
 #include "einsumdb/canon/canonicalize.hpp"
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/db/feinsum.hpp"
 #include "einsumdb/db/location.hpp"
 #include "einsumdb/db/record_lines.hpp"

@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/report/html.hpp"
 #include "einsumdb/report/rooflines.hpp"
 #include "einsumdb/version.hpp"

@@ -4,8 +4,8 @@
 
 #include <sstream>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
 
 namespace einsumdb {
 namespace {

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "einsumdb/canon/canonicalize.hpp"
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/tests/support/einsum_oracle.hpp"
 
 namespace einsumdb {

@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/db/store.hpp"
 #include "einsumdb/tests/support/einsum_oracle.hpp"

@@ -10,7 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/db/feinsum.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/tests/support/einsum_oracle.hpp"

@@ -8,7 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/db/sql.hpp"
 #include "einsumdb/tests/support/temp_dir.hpp"
 

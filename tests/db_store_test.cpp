@@ -10,8 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/db/location.hpp"
 #include "einsumdb/db/record_lines.hpp"
 #include "einsumdb/db/retrieve.hpp"

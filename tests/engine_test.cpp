@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "einsumdb/canon/canonicalize.hpp"
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/db/location.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/engine/engine.hpp"

@@ -15,9 +15,9 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
 
 #include "einsumdb/executor/deadline.hpp"
 #include "einsumdb/executor/execute.hpp"

@@ -2,7 +2,7 @@
 // partition vectors (Sec. 6 and 8.1).
 #include <gtest/gtest.h>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/planner/eindecomp_cost.hpp"
 
 namespace einsumdb {

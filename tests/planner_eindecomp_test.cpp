@@ -6,7 +6,7 @@
 #include <fstream>
 #include <random>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/planner/eindecomp.hpp"
 #include "einsumdb/planner/plan_store.hpp"
 #include "einsumdb/tests/support/temp_dir.hpp"

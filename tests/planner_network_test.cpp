@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/planner/network.hpp"
 #include "einsumdb/planner/plan_file.hpp"
 #include "einsumdb/planner/traffic.hpp"

@@ -9,9 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "einsumdb/canon/contraction_path.hpp"
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
+#include "einsumdb/core/stats.hpp"
 #include "einsumdb/planner/einsum_tree.hpp"
 
 namespace einsumdb {

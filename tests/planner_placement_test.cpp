@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "einsumdb/canon/error.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/planner/plan_file.hpp"
 #include "einsumdb/tests/support/planner_graphs.hpp"
 

@@ -8,9 +8,9 @@
 #include <memory>
 #include <thread>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/executor/deadline.hpp"
 #include "einsumdb/tests/support/temp_dir.hpp"

@@ -7,8 +7,8 @@
 #include <limits>
 #include <set>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/db/retrieve.hpp"
 #include "einsumdb/executor/deadline.hpp"
 #include "einsumdb/tuner/sampling.hpp"

@@ -10,9 +10,9 @@
 #include <sstream>
 #include <string>
 
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/executor/execute.hpp"
 #include "einsumdb/executor/expression.hpp"
 #include "einsumdb/executor/npy.hpp"

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "einsumdb/canon/canonicalize.hpp"
-#include "einsumdb/canon/error.hpp"
 #include "einsumdb/canon/parse.hpp"
+#include "einsumdb/core/error.hpp"
 #include "einsumdb/planner/eindecomp.hpp"
 #include "einsumdb/planner/einsum_tree.hpp"
 

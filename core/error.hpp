@@ -1,4 +1,6 @@
-// The error family of einsumdb and the internal assert macro.
+// The root of einsumdb's error family and the internal assert macro: the base every module builds
+// on (a module's own errors derive from Error in its own header: DatabaseError in db/error.hpp,
+// MpiError in distributed/error.hpp).
 //
 // Expected failures that a user can cause (a malformed spec, a shape that does not agree, a
 // database that cannot be opened) throw a subclass of einsumdb::Error whose message says what
@@ -19,18 +21,6 @@ class Error : public std::runtime_error {
 
 // A spec (einsum string, flags, JSON) that is malformed or unsound.
 class SpecError : public Error {
- public:
-  using Error::Error;
-};
-
-// A database that cannot be opened, read or written.
-class DatabaseError : public Error {
- public:
-  using Error::Error;
-};
-
-// A failure of the distributed runtime.
-class MpiError : public Error {
  public:
   using Error::Error;
 };
