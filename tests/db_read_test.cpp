@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -20,9 +21,7 @@ class ReadTransactions : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     if (std::string(GetParam()) == "server") {
-      const char* uri = std::getenv("EINSUMDB_TEST_SERVER");
-      if (!uri || !*uri) GTEST_SKIP() << "EINSUMDB_TEST_SERVER names no server";
-      location_ = uri;
+      location_ = std::getenv("EINSUMDB_TEST_SERVER");
     } else {
       dir_.emplace("read");
       location_ = dir_->path("read.sqlite");
@@ -102,7 +101,15 @@ TEST_P(ReadTransactions, OneEndedBeforeAnyStatementLeavesNoTransactionOpen) {
   EXPECT_EQ(rows(c), 3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ReadTransactions, ::testing::Values("sqlite", "server"),
+// The server's tests exist only where a server is named: ctest runs the file's, and
+// postgres_test.py the server's.
+std::vector<const char*> backends() {
+  const char* server = std::getenv("EINSUMDB_TEST_SERVER");
+  if (server && *server) return {"sqlite", "server"};
+  return {"sqlite"};
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ReadTransactions, ::testing::ValuesIn(backends()),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
