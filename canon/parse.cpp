@@ -252,6 +252,7 @@ void take_pattern(BatchedEinsum& e, const EinsumPattern& pattern, std::string_vi
                         ") has no shape; give it one");
       ranks.push_back(it->second.shape.size());
       for (std::size_t r = 1; r < e.batch.size(); ++r) {
+        if (k >= e.batch[r].size()) continue;  // a row of another length: validate() says so
         const auto other = e.arrays.find(e.batch[r][k]);
         if (other != e.arrays.end() && other->second.shape.size() != ranks.back())
           throw SpecError("operand " + std::to_string(k) + " has rank " +

@@ -60,6 +60,19 @@ TEST(ParseSpec, EllipsisBroadcastingAndEmptyAxes) {
       EXPECT_EQ(e.arrays.at(name).shape, want) << c.einsum << " " << sq;
     }
   }
+  // A batch row shorter than the first is an error that names it, with or without an ellipsis
+  // (found by the spec fuzzer: the ellipsis's rank check read past the shorter row).
+  for (const char* einsum : {"ij,...j->i", "ij,j->i"}) {
+    SpecFlags flags;
+    flags.batch = "A,B;C";
+    flags.shapes = {"A=96x4", "B=4", "C=4"};
+    try {
+      parse_spec_flags(einsum, flags);
+      ADD_FAILURE() << einsum << ": a short batch row was accepted";
+    } catch (const SpecError& err) {
+      EXPECT_NE(std::string(err.what()).find("row 1"), std::string::npos) << err.what();
+    }
+  }
   // The JSON reader expands alike.
   const auto j = parse_spec_text(
       R"({"einsum":"...ij,...jk->...ik","batch":[["X","Y"]],"shapes":{"X":[5,1,3,4],"Y":[7,4,2]}})");
