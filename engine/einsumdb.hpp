@@ -1,7 +1,8 @@
 // einsumdb: every public header of the library. Link einsumdb::einsumdb (CMake) or `pkg-config
 // --libs einsumdb`. Start with einsumdb::Engine (engine/engine.hpp); the modules below it are
-// the canonical form (canon/), the performance store (db/), the executor's strategies
-// (executor/), the tuner (tuner/), the planner (planner/) and the MPI runtime (distributed/).
+// the base (core/: the errors a user can cause, timing statistics), the canonical form (canon/),
+// the performance store (db/), the executor's strategies (executor/), the tuner (tuner/), the
+// planner (planner/) and the MPI runtime (distributed/).
 #pragma once
 
 #include "einsumdb/canon/canonicalize.hpp"
@@ -10,6 +11,8 @@
 #include "einsumdb/canon/model.hpp"
 #include "einsumdb/canon/parse.hpp"
 #include "einsumdb/core/error.hpp"
+#include "einsumdb/core/stats.hpp"
+#include "einsumdb/db/error.hpp"
 #include "einsumdb/db/feinsum.hpp"
 #include "einsumdb/db/location.hpp"
 #include "einsumdb/db/machine.hpp"
