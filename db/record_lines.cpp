@@ -14,8 +14,17 @@ RecordLines::RecordLines(std::string label, Machine machine)
     : label_(std::move(label)), machine_(std::move(machine)) {}
 
 void RecordLines::add(const std::string& text) {
+  json j;
   try {
-    const json j = json::parse(text);
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw SpecError(e.what());
+  }
+  add(j);
+}
+
+void RecordLines::add(const json& j) {
+  try {
     check_json_depth(j, "line");
     check_record_line_keys(j);
     const std::string spec_text = j.at("spec").dump();

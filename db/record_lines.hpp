@@ -25,6 +25,8 @@ class RecordLines {
   // Reads and checks one line: its nesting depth, its keys (check_record_line_keys), its spec
   // and its measurement. Throws SpecError naming what is wrong; keeps nothing of a bad line.
   void add(const std::string& text);
+  // The same for a line already read as JSON (Python's dicts).
+  void add(const nlohmann::json& line);
   std::size_t size() const { return lines_; }
 
   struct Run {

@@ -2,9 +2,11 @@
 // and planner. numpy arrays cross without copies where their layout allows (float32/float64,
 // strides a multiple of the item size); results come back as numpy arrays that own the engine's
 // result memory. The GIL is released while canonicalizing, executing, tuning and planning.
-// Structured answers (canonical forms, store rows, reports) are built as JSON values and cross as
-// Python dicts and lists (pybind11_json's conversion, with the GIL held: after the call returns),
-// not as text to decode.
+// Answers that are objects of the model (an answer from the store, a canonical form, the engine's
+// choice, a tune report and its results, a workload of the store's list) cross as typed objects
+// over the library's own structs; documents (spec forms, parameters, store rows, plan files)
+// cross as Python dicts and lists (pybind11_json's conversion), and specs, graphs and
+// measurements given as dicts are read as JSON values, never through JSON text.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -16,6 +18,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <variant>
 
 #include "einsumdb/canon/canonicalize.hpp"
 #include "einsumdb/canon/parse.hpp"
@@ -141,6 +144,37 @@ std::vector<TensorRef> refs_of(const std::vector<py::array>& operands) {
   return refs;
 }
 
+// A Python value (dict, list, str, number, bool, None) as a JSON value, for the parsers that take
+// one. The conversion recurses, so nesting deeper than the parsers allow is refused first, by a
+// walk that stops at that depth.
+bool nested_deeper(const py::handle& value, std::size_t depth) {
+  if (depth > kMaxJsonDepth) return true;
+  if (py::isinstance<py::dict>(value)) {
+    for (const auto& item : py::reinterpret_borrow<py::dict>(value))
+      if (nested_deeper(item.second, depth + 1)) return true;
+  } else if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    for (const auto& item : value)
+      if (nested_deeper(item, depth + 1)) return true;
+  }
+  return false;
+}
+
+json json_value(const py::handle& value, const std::string& what) {
+  if (nested_deeper(value, 1))
+    throw SpecError(what + ": nested deeper than " + std::to_string(kMaxJsonDepth));
+  try {
+    return pyjson::to_json(value);
+  } catch (const std::runtime_error& e) {  // a value JSON has no form for (a set, an object)
+    throw SpecError(what + ": " + e.what());
+  }
+}
+
+// A spec as the module's functions take it: JSON text, or the spec as a dict.
+BatchedEinsum spec_of(const py::handle& spec) {
+  if (py::isinstance<py::str>(spec)) return parse_spec_text(spec.cast<std::string>());
+  return parse_spec_json(json_value(spec, "the spec"));
+}
+
 // einsum(..., transform=NAME, params={...}): that strategy instead of the store's choice. A
 // parameter value that is a string is read as the CLI's --param KEY=VALUE (order="ikj",
 // tile="e:256"); any other value as its JSON.
@@ -148,13 +182,12 @@ py::object run_chosen(Engine& engine, const std::string& subscripts,
                       const std::vector<TensorRef>& refs, Candidate chosen,
                       const py::object& params, const py::object& out, int threads) {
   if (!params.is_none()) {
-    const auto dumps = py::module_::import("json").attr("dumps");
     for (const auto& [key, value] : params.cast<py::dict>()) {
       const std::string k = py::str(key);
       if (py::isinstance<py::str>(value))
         apply_param(chosen.params, k + "=" + value.cast<std::string>());
       else
-        chosen.params[k] = json::parse(dumps(value).cast<std::string>());
+        chosen.params[k] = json_value(value, "params['" + k + "']");
     }
   }
   if (threads > 0) chosen.params["threads"] = threads;
@@ -416,15 +449,6 @@ py::list batched_einsum(const std::string& subscripts,
   return out;
 }
 
-json choice_json(const Choice& c) {
-  return {{"strategy", c.candidate.strategy},
-          {"params", c.candidate.params},
-          {"source", c.source},
-          {"reason", c.reason},
-          {"stored", c.stored},
-          {"distance", c.distance}};
-}
-
 // A prepared execution for fixed shapes and dtypes (contract_expression).
 class PyPrepared {
  public:
@@ -469,7 +493,7 @@ class PyPrepared {
     }
     return to_numpy(std::move(r[0]));
   }
-  json choice() const { return choice_json(p_->choice()); }
+  Choice choice() const { return p_->choice(); }
   json spec() const { return json(to_json(p_->einsum())); }
 
  private:
@@ -495,10 +519,10 @@ PyPrepared prepare(const std::string& subscripts,
   return PyPrepared(std::move(p), shapes.size());
 }
 
-json canonicalize_spec(const std::string& spec_json) {
-  const BatchedEinsum e = parse_spec_text(spec_json);
+Canonical canonicalize_spec(const py::object& spec) {
+  const BatchedEinsum e = spec_of(spec);
   py::gil_scoped_release release;
-  return json(to_json(canonicalize(e)));
+  return canonicalize(e);
 }
 
 // ---- the store
@@ -509,56 +533,50 @@ class PyStore {
       : path_(store_path(path)), shown_(store_display_name(path_)) {}
   const std::string& path() const { return shown_; }
 
-  json top_k(const std::string& spec_json, std::size_t k, bool exact, const std::string& machine) {
-    const BatchedEinsum e = parse_spec_text(spec_json);
+  std::vector<Answer> top_k(const py::object& spec, std::size_t k, bool exact,
+                            const std::string& machine) {
+    const BatchedEinsum e = spec_of(spec);
     py::gil_scoped_release release;
     auto store = open_store_for_reading(path_);
-    ojson out = ojson::array();
-    if (!store) return json(out);
+    if (!store) return {};
     const Canonical c = canonicalize(e, kQueryCanon);
     // A named machine (fingerprint, its prefix, or model=NAME) must exist in the store.
     const std::vector<std::string> machines = machine.empty()
                                                   ? std::vector{this_machine().fingerprint()}
                                                   : store->machines_matching(machine);
-    for (const auto& a : top_k_for(*store, c, machines, k, !exact)) out.push_back(to_json(a));
-    return json(out);
+    return top_k_for(*store, c, machines, k, !exact);
   }
 
   // The best answer of each spec (null where none), canonicalized together and read in one
   // transaction of one open store.
-  json best_many(const std::vector<std::string>& spec_jsons, bool exact,
-                 const std::string& machine) {
+  std::vector<std::optional<Answer>> best_many(const std::vector<py::object>& given, bool exact,
+                                               const std::string& machine) {
     std::vector<BatchedEinsum> specs;
-    specs.reserve(spec_jsons.size());
-    for (std::size_t i = 0; i < spec_jsons.size(); ++i) {
+    specs.reserve(given.size());
+    for (std::size_t i = 0; i < given.size(); ++i) {
       try {
-        specs.push_back(parse_spec_text(spec_jsons[i]));
+        specs.push_back(spec_of(given[i]));
       } catch (const SpecError& e) {
         throw SpecError("spec " + std::to_string(i) + ": " + e.what());
       }
     }
     py::gil_scoped_release release;
-    ojson out = ojson::array();
     auto store = open_store_for_reading(path_);
-    if (!store) {
-      for (std::size_t i = 0; i < specs.size(); ++i) out.push_back(nullptr);
-      return json(out);
-    }
+    if (!store) return std::vector<std::optional<Answer>>(specs.size());
     std::vector<Canonical> queries;
     queries.reserve(specs.size());
     for (const auto& e : specs) queries.push_back(canonicalize(e, kQueryCanon));
     const std::vector<std::string> machines = machine.empty()
                                                   ? std::vector{this_machine().fingerprint()}
                                                   : store->machines_matching(machine);
-    for (const auto& a : einsumdb::best_many(*store, queries, machines, !exact))
-      out.push_back(a ? to_json(*a) : ojson(nullptr));
-    return json(out);
+    return einsumdb::best_many(*store, queries, machines, !exact);
   }
 
-  json show(const std::string& spec_or_hash) {
-    std::string hash = spec_or_hash;
+  json show(const py::object& spec_or_hash) {
+    std::string hash =
+        py::isinstance<py::str>(spec_or_hash) ? spec_or_hash.cast<std::string>() : "";
     const bool hex = is_hash_prefix(hash);
-    if (!hex) hash = canonicalize(parse_spec_text(spec_or_hash)).hash;
+    if (!hex) hash = canonicalize(spec_of(spec_or_hash)).hash;
     py::gil_scoped_release release;
     auto store = open_store_for_reading(path_);
     if (store && hex) hash = store->resolve_workload(hash);  // a hash, or the prefix tables print
@@ -568,15 +586,12 @@ class PyStore {
     return json(out);
   }
 
-  json list(const std::string& machine, const std::string& strategy, const std::string& since,
-            std::size_t limit) {
+  std::vector<WorkloadSummary> list(const std::string& machine, const std::string& strategy,
+                                    const std::string& since, std::size_t limit) {
     py::gil_scoped_release release;
     auto store = open_store_for_reading(path_);
-    ojson out = ojson::array();
-    if (!store) return json(out);
-    ListFilter f{machine, strategy, since, limit};
-    for (const auto& w : store->list(f)) out.push_back(to_json(w));
-    return json(out);
+    if (!store) return {};
+    return store->list(ListFilter{machine, strategy, since, limit});
   }
 
   json stats() {
@@ -588,13 +603,22 @@ class PyStore {
     return json(s);
   }
 
-  // Lines as `einsumdb record` takes them; all checked before anything is written.
-  json record(const std::vector<std::string>& lines, const std::string& label) {
+  // Lines as `einsumdb record` takes them (JSON text, or dicts); all checked before anything is
+  // written.
+  json record(const std::vector<py::object>& lines, const std::string& label) {
+    std::vector<std::variant<std::string, json>> given;  // read while the GIL is held
+    given.reserve(lines.size());
+    for (std::size_t n = 0; n < lines.size(); ++n) {
+      if (py::isinstance<py::str>(lines[n]))
+        given.emplace_back(lines[n].cast<std::string>());
+      else
+        given.emplace_back(json_value(lines[n], "measurement " + std::to_string(n)));
+    }
     py::gil_scoped_release release;
     RecordLines read(label, this_machine());
-    for (std::size_t n = 0; n < lines.size(); ++n) {
+    for (std::size_t n = 0; n < given.size(); ++n) {
       try {
-        read.add(lines[n]);
+        std::visit([&](const auto& line) { read.add(line); }, given[n]);
       } catch (const SpecError& e) {
         throw SpecError("measurement " + std::to_string(n) + ": " + e.what());
       }
@@ -642,12 +666,12 @@ class PyStore {
 
 // ---- tuning: progress through a Python callable; Ctrl-C stops after the current candidate.
 
-json tune_workload(const std::string& spec_json, const std::string& db,
-                   std::optional<double> budget, const std::vector<int>& threads,
-                   const std::vector<std::string>& strategies, int warmup, int min_reps,
-                   double min_time, double time_limit, std::uint64_t seed, const std::string& label,
-                   const py::object& progress) {
-  const BatchedEinsum e = parse_spec_text(spec_json);
+TuneReport tune_workload(const py::object& spec, const std::string& db,
+                         std::optional<double> budget, const std::vector<int>& threads,
+                         const std::vector<std::string>& strategies, int warmup, int min_reps,
+                         double min_time, double time_limit, std::uint64_t seed,
+                         const std::string& label, const py::object& progress) {
+  const BatchedEinsum e = spec_of(spec);
   TuneOptions o;
   o.space.threads = threads;
   o.space.strategies = strategies;
@@ -677,19 +701,253 @@ json tune_workload(const std::string& spec_json, const std::string& db,
     report = einsumdb::tune(store, this_machine(), e, o, report_progress);
   }
   forget(store_path(db));
-  return json(report_json(report));
+  return report;
 }
 
-json plan(const std::string& graph_json, std::int64_t procs, const std::string& method) {
+json plan(const py::object& graph, std::int64_t procs, const std::string& method) {
   const auto m = parse_plan_method(method);
   if (!m) throw SpecError("method must be eindecomp, sqrt or data, got '" + method + "'");
-  EinGraph g = parse_eingraph_text(graph_json);
+  EinGraph g = py::isinstance<py::str>(graph) ? parse_eingraph_text(graph.cast<std::string>())
+                                              : parse_eingraph(json_value(graph, "the graph"));
   py::gil_scoped_release release;
   PlanOptions o;
   o.procs = procs;
   o.method = *m;
   const Plan p = make_plan(expand(g), o);
   return json(plan_file_json(p, place(p)));
+}
+
+// The typed results. Each field is a read-only attribute named as the key of the JSON the CLI
+// prints for the same object; `_fields` lists them in that order, and einsumdb/__init__.py gives
+// every class the mapping protocol over them (result["gflops"], keys(), as_dict(), ==).
+template <class T>
+class Typed {
+ public:
+  Typed(py::module_& m, const char* name, const char* doc) : cls_(m, name, doc) {}
+  template <class Get>
+  Typed& field(const char* name, Get get, const char* doc) {
+    cls_.def_property_readonly(name, get, doc);
+    fields_.append(name);
+    return *this;
+  }
+  template <class Get>
+  Typed& extra(const char* name, Get get, const char* doc) {  // an attribute not in the mapping
+    cls_.def_property_readonly(name, get, doc);
+    return *this;
+  }
+  ~Typed() { cls_.attr("_fields") = py::tuple(fields_); }
+
+ private:
+  py::class_<T> cls_;
+  py::list fields_;
+};
+
+template <class V>
+py::object or_none(const std::optional<V>& v) {
+  return v ? py::cast(*v) : py::none();
+}
+
+void bind_typed_results(py::module_& m) {
+  Typed<Answer>(m, "Answer",
+                "The store's answer for a workload: the transform to run, its parameters in the "
+                "spec's own names, what answered it (match) and the measured fact behind it.")
+      .field(
+          "transform", [](const Answer& a) { return a.fact.transform.name; },
+          "the strategy (einsumdb.strategies())")
+      .field(
+          "params", [](const Answer& a) { return a.params; },
+          "the transform's parameters in the spec's index and array names")
+      .field(
+          "match", [](const Answer& a) { return std::string(to_string(a.match)); },
+          "'exact', 'symbolic' (a symbolic workload bound to this size) or 'nearest'")
+      .field(
+          "approximate", [](const Answer& a) { return a.approximate; },
+          "measured on another size of the same structure")
+      .field(
+          "distance",
+          [](const Answer& a) { return a.approximate ? py::cast(a.distance) : py::none(); },
+          "log-ratio distance of the measured lengths (approximate answers; else None)")
+      .field(
+          "binding",
+          [](const Answer& a) {
+            return a.match == Match::symbolic ? py::cast(a.binding) : py::none();
+          },
+          "the symbolic workload's symbols bound to this size (symbolic answers; else None)")
+      .field(
+          "measured_on",
+          [](const Answer& a) -> py::object {
+            if (a.match == Match::exact) return py::none();
+            return py::dict(py::arg("hash") = a.fact.workload_hash,
+                            py::arg("key") = a.fact.workload_key);
+          },
+          "the workload measured, when not this one: its hash and key (else None)")
+      .field(
+          "median_s", [](const Answer& a) { return a.fact.median_s; }, "median seconds of the fact")
+      .field(
+          "min_s", [](const Answer& a) { return a.fact.min_s; }, "fastest seconds")
+      .field(
+          "gflops", [](const Answer& a) { return or_none(a.fact.gflops); },
+          "median rate in GFLOP/s (a complex multiply-add counts 8 FLOPs); None if unknown")
+      .field(
+          "flops", [](const Answer& a) { return or_none(a.fact.flops); },
+          "the work of one run in FLOPs; None if unknown")
+      .field(
+          "measured_at", [](const Answer& a) { return a.fact.bindings; },
+          "the symbol bindings timed (empty for a concrete workload)")
+      .field(
+          "measurements", [](const Answer& a) { return a.fact.measurements; },
+          "verified measurements behind the fact")
+      .field(
+          "repetitions", [](const Answer& a) { return a.fact.repetitions; },
+          "timed repetitions behind them")
+      .field(
+          "machine", [](const Answer& a) { return a.fact.machine; },
+          "the fingerprint of the machine measured")
+      .field(
+          "hash", [](const Answer& a) { return a.query_hash; }, "the query's workload hash")
+      .field(
+          "key", [](const Answer& a) { return a.query_key; }, "the query's canonical key")
+      .field(
+          "canonical_params", [](const Answer& a) { return a.fact.transform.params; },
+          "the parameters as stored, in canonical names")
+      .field(
+          "origin",
+          [](const Answer& a) {
+            return a.fact.origin.is_null() ? py::none() : py::cast(a.fact.origin);
+          },
+          "where an imported fact came from (None: measured by einsumdb)");
+
+  Typed<Canonical>(m, "CanonicalForm",
+                   "The canonical form of a batched einsum: its key and hash (the store's key), "
+                   "the structure's key and hash (every length abstracted), the canonical spec "
+                   "and sigma, the maps from canonical names to the spec's.")
+      .field(
+          "key", [](const Canonical& c) { return c.key; }, "the canonical key text")
+      .field(
+          "hash", [](const Canonical& c) { return c.hash; }, "the key's 128-bit hash (hex)")
+      .field(
+          "structure_key", [](const Canonical& c) { return c.structure_key; },
+          "the key without lengths: every size of this contraction has it")
+      .field(
+          "structure_hash", [](const Canonical& c) { return c.structure_hash; }, "its hash")
+      .field(
+          "canonical", [](const Canonical& c) { return json(to_json(c.form)); },
+          "the canonical spec (spec JSON as a dict)")
+      .field(
+          "sigma", [](const Canonical& c) { return json(to_json(c).at("sigma")); },
+          "canonical name -> the spec's: index, array, operand, row and symbol maps");
+
+  Typed<Choice>(m, "Choice",
+                "The engine's choice for a workload: the strategy and parameters it runs, where "
+                "they came from and why.")
+      .field(
+          "strategy", [](const Choice& c) { return c.candidate.strategy; }, "the strategy")
+      .field(
+          "params", [](const Choice& c) { return c.candidate.params; },
+          "its parameters in the workload's own names")
+      .field(
+          "source", [](const Choice& c) { return c.source; },
+          "'best known', 'best known for a nearby size' or 'default'")
+      .field(
+          "reason", [](const Choice& c) { return c.reason; },
+          "why the default was chosen (empty when the store answered)")
+      .field(
+          "stored", [](const Choice& c) { return c.stored; }, "the store supplied it")
+      .field(
+          "distance", [](const Choice& c) { return c.distance; },
+          "log-ratio distance of the measured size, for a nearby size");
+
+  Typed<TuneResult>(m, "TuneResult", "One candidate of a tuning run and what it measured.")
+      .field(
+          "strategy", [](const TuneResult& r) { return r.candidate.strategy; }, "")
+      .field(
+          "params", [](const TuneResult& r) { return r.candidate.params; }, "in canonical names")
+      .field(
+          "status", [](const TuneResult& r) { return std::string(to_string(r.status)); },
+          "'ok' (verified) or why it was not")
+      .field(
+          "median_s",
+          [](const TuneResult& r) {
+            return r.status == Outcome::ok ? py::cast(r.median_s) : py::none();
+          },
+          "median seconds (verified results; else None)")
+      .field(
+          "repetitions", [](const TuneResult& r) { return r.seconds.size(); }, "timed repetitions")
+      .field(
+          "seconds", [](const TuneResult& r) { return r.seconds; }, "every timed repetition")
+      .field(
+          "search_median_s", [](const TuneResult& r) { return or_none(r.search_median_s); },
+          "a finalist's median in the search, before the final round (else None)")
+      .field(
+          "gflops", [](const TuneResult& r) { return or_none(r.gflops); },
+          "median rate (a complex multiply-add counts 8 FLOPs)")
+      .field(
+          "max_rel_err", [](const TuneResult& r) { return or_none(r.max_rel_err); },
+          "largest relative error against the reference")
+      .field(
+          "error",
+          [](const TuneResult& r) { return r.error.empty() ? py::none() : py::cast(r.error); },
+          "what went wrong, for a failed candidate (else None)");
+
+  Typed<TuneReport>(m, "TuneReport",
+                    "What einsumdb.tune measured and recorded: the workload, the run, the oracle, "
+                    "the counts and flags, and every result.")
+      .field(
+          "workload",
+          [](const TuneReport& r) {
+            return py::dict(py::arg("hash") = r.workload_hash, py::arg("key") = r.workload_key);
+          },
+          "the workload tuned: its hash and key")
+      .field(
+          "run", [](const TuneReport& r) { return r.run; }, "the run's id in the store")
+      .field(
+          "oracle", [](const TuneReport& r) { return r.oracle; },
+          "'reference', or the strategy checked against it on a reduced size")
+      .field(
+          "binding",
+          [](const TuneReport& r) { return r.binding.empty() ? py::none() : py::cast(r.binding); },
+          "the lengths the spec's symbols were tuned at (None: concrete)")
+      .field(
+          "candidates", [](const TuneReport& r) { return r.total; }, "candidates enumerated")
+      .field(
+          "measured", [](const TuneReport& r) { return r.results.size(); }, "candidates measured")
+      .field(
+          "probed", [](const TuneReport& r) { return r.probed; },
+          "candidates the probe ran (0: no probe)")
+      .field(
+          "interrupted", [](const TuneReport& r) { return r.interrupted; }, "")
+      .field(
+          "budget_exhausted", [](const TuneReport& r) { return r.budget_exhausted; }, "")
+      .field(
+          "time_limit_reached", [](const TuneReport& r) { return r.time_limit_reached; }, "")
+      .field(
+          "not_measured", [](const TuneReport& r) { return r.not_measured; },
+          "candidates the time limit left out")
+      .field(
+          "results", [](const TuneReport& r) { return r.results; }, "in the order measured")
+      .extra(
+          "best",
+          [](const TuneReport& r) {
+            const TuneResult* b = r.best();
+            return b ? py::cast(*b) : py::none();
+          },
+          "the fastest verified result, or None");
+
+  Typed<WorkloadSummary>(m, "Workload", "A workload of the store with what is known about it.")
+      .field(
+          "hash", [](const WorkloadSummary& w) { return w.hash; }, "")
+      .field(
+          "key", [](const WorkloadSummary& w) { return w.key; }, "")
+      .field(
+          "measurements", [](const WorkloadSummary& w) { return w.measurements; }, "")
+      .field(
+          "ok", [](const WorkloadSummary& w) { return w.ok; }, "verified measurements")
+      .field(
+          "best_gflops", [](const WorkloadSummary& w) { return or_none(w.best_gflops); }, "")
+      .field(
+          "best_strategy", [](const WorkloadSummary& w) { return w.best_strategy; }, "")
+      .field(
+          "last_recorded", [](const WorkloadSummary& w) { return w.last_recorded_at; }, "");
 }
 
 }  // namespace
@@ -716,6 +974,8 @@ PYBIND11_MODULE(_einsumdb, m) {
       PyErr_SetString(error, e.what());
     }
   });
+
+  bind_typed_results(m);
 
   m.def("einsum", &einsum_call,
         "einsum(subscripts, *operands, out=None, dtype=None, order='K', casting='safe',\n"
@@ -744,12 +1004,12 @@ PYBIND11_MODULE(_einsumdb, m) {
         py::arg("threads"));
   m.def("prepare", &prepare, py::arg("subscripts"), py::arg("shapes"), py::arg("dtypes"),
         py::arg("db"), py::arg("threads"));
-  m.def("canonicalize", &canonicalize_spec, py::arg("spec_json"));
-  m.def("tune", &tune_workload, py::arg("spec_json"), py::arg("db"), py::arg("budget"),
+  m.def("canonicalize", &canonicalize_spec, py::arg("spec"));
+  m.def("tune", &tune_workload, py::arg("spec"), py::arg("db"), py::arg("budget"),
         py::arg("threads"), py::arg("strategies"), py::arg("warmup"), py::arg("min_reps"),
         py::arg("min_time"), py::arg("time_limit"), py::arg("seed"), py::arg("label"),
         py::arg("progress"));
-  m.def("plan", &plan, py::arg("graph_json"), py::arg("procs"), py::arg("method"));
+  m.def("plan", &plan, py::arg("graph"), py::arg("procs"), py::arg("method"));
   m.def(
       "store_path", [](const std::string& p) { return store_path(p); }, py::arg("path"));
   m.def("machine", [] { return json(to_json(this_machine())); });

@@ -12,6 +12,12 @@ contractions. ``einsumdb.tune`` measures and records; ``einsumdb.Store`` inspect
 ``einsumdb.canonicalize`` shows the canonical key; ``einsumdb.plan`` partitions a graph of
 einsums over P processes.
 
+Results that are objects of the model are typed: ``Answer`` (the store's answer), ``CanonicalForm``,
+``Choice`` (what an Expression runs), ``TuneReport`` with its ``TuneResult`` rows, ``Workload``
+(a row of ``Store.list``). Their fields are attributes named as the keys of the JSON the
+``einsumdb`` command prints, and each also reads as a mapping (``answer["gflops"]``, ``keys()``,
+``as_dict()``). Documents (spec forms, parameters, store rows, statistics, plan files) are dicts.
+
 The store is ``db=`` when given, else ``$EINSUMDB_DB``, else
 ``$XDG_DATA_HOME/einsumdb/einsumdb.sqlite`` (``~/.local/share/einsumdb/einsumdb.sqlite``), the same
 file the ``einsumdb`` command uses. Every function may be called from several threads at once;
@@ -19,6 +25,7 @@ the GIL is released while kernels, tuning and planning run.
 """
 
 import json as _json
+import numbers as _numbers
 import operator as _operator
 import sys as _sys
 
@@ -29,7 +36,8 @@ from . import _einsumdb
 __all__ = [
     "Error", "SpecError", "DatabaseError", "einsum", "tensordot", "transpose", "batched_einsum",
     "contract_expression", "Expression", "canonicalize", "Store", "tune", "plan", "machine",
-    "strategies", "NATIVE_DTYPES",
+    "strategies", "NATIVE_DTYPES", "Answer", "CanonicalForm", "Choice", "TuneReport", "TuneResult",
+    "Workload",
 ]
 
 #: Every error einsumdb raises (a bad spec, an unreadable store, ...).
@@ -40,6 +48,67 @@ SpecError = _einsumdb.SpecError
 DatabaseError = _einsumdb.DatabaseError
 
 from ._numpy_einsum import NATIVE_DTYPES  # noqa: E402
+
+#: The store's answer for a workload (Store.best, top_k, best_many).
+Answer = _einsumdb.Answer
+#: The canonical form of a batched einsum (canonicalize).
+CanonicalForm = _einsumdb.CanonicalForm
+#: What an Expression runs and why (Expression.choice).
+Choice = _einsumdb.Choice
+#: What tune measured and recorded, and one candidate's result.
+TuneReport = _einsumdb.TuneReport
+TuneResult = _einsumdb.TuneResult
+#: A workload of the store with what is known about it (Store.list).
+Workload = _einsumdb.Workload
+
+
+def _plain(value):
+    """A field's value with typed results (also inside lists) as dicts."""
+    if hasattr(type(value), "_fields"):
+        return value.as_dict()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _as_mapping(cls):
+    """Gives a typed result class the read-only mapping protocol over its ``_fields``."""
+
+    def __getitem__(self, key):
+        if key not in cls._fields:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.as_dict() == other.as_dict()
+
+    def __repr__(self):
+        shown = ", ".join(f"{f}={getattr(self, f)!r}" for f in cls._shown)
+        return f"einsumdb.{cls.__name__}({shown})"
+
+    cls.__getitem__ = __getitem__
+    cls.__contains__ = lambda self, key: key in cls._fields
+    cls.__iter__ = lambda self: iter(cls._fields)
+    cls.__len__ = lambda self: len(cls._fields)
+    cls.keys = lambda self: list(cls._fields)
+    cls.get = lambda self, key, default=None: getattr(self, key) if key in cls._fields else default
+    cls.as_dict = lambda self: {f: _plain(getattr(self, f)) for f in cls._fields}
+    cls.as_dict.__doc__ = "Every field as a dict (typed results within as dicts too)."
+    cls.__eq__ = __eq__
+    cls.__hash__ = None
+    cls.__repr__ = __repr__
+
+
+for _cls, _shown in ((Answer, ("transform", "params", "match", "gflops")),
+                     (CanonicalForm, ("hash", "key")),
+                     (Choice, ("strategy", "params", "source")),
+                     (TuneReport, ("workload", "run", "candidates", "measured")),
+                     (TuneResult, ("strategy", "params", "status", "gflops")),
+                     (Workload, ("hash", "measurements", "best_gflops", "best_strategy"))):
+    _cls._shown = _shown
+    _as_mapping(_cls)
 
 _FLOAT = tuple(d.type for d in NATIVE_DTYPES)
 
@@ -143,7 +212,7 @@ class Expression:
 
     def __repr__(self):
         c = self.choice
-        return f"<einsumdb.Expression {self.subscripts!r}: {c['strategy']} ({c['source']})>"
+        return f"<einsumdb.Expression {self.subscripts!r}: {c.strategy} ({c.source})>"
 
 
 def contract_expression(subscripts, *shapes, dtype="float64", db=None, threads=0):
@@ -165,10 +234,16 @@ def contract_expression(subscripts, *shapes, dtype="float64", db=None, threads=0
     return Expression(prepared, subscripts)
 
 
+def _length(n):
+    """An axis length as spec JSON holds it: an int (numpy's too), or a symbol's name."""
+    return int(n) if isinstance(n, _numbers.Integral) else n
+
+
 def _spec(spec, shapes=None, batch=None, dtype=None):
-    """A spec as JSON text: a dict, JSON text, or subscripts with shapes (and batch rows)."""
+    """A spec as the core reads it: a dict, JSON text, or subscripts with shapes (and batch
+    rows), made a dict."""
     if isinstance(spec, dict):
-        return _json.dumps(spec)
+        return spec
     text = str(spec)
     if text.lstrip().startswith("{"):
         return text
@@ -178,15 +253,15 @@ def _spec(spec, shapes=None, batch=None, dtype=None):
     if batch is not None:
         j["batch"] = [list(row) for row in batch]
     if shapes is not None:
-        j["shapes"] = {k: list(v) for k, v in dict(shapes).items()}
+        j["shapes"] = {k: [_length(n) for n in v] for k, v in dict(shapes).items()}
     if dtype is not None:
-        j["dtype"] = dtype
-    return _json.dumps(j)
+        j["dtype"] = str(dtype)
+    return j
 
 
 def canonicalize(spec, shapes=None, batch=None, dtype=None):
-    """The canonical form of a batched einsum: key, hash, structure key, canonical spec and the
-    sigma maps from canonical names to yours, as a dict.
+    """The canonical form of a batched einsum (a CanonicalForm): key, hash, structure key,
+    canonical spec and the sigma maps from canonical names to yours.
 
     ``spec`` is spec JSON (a dict or text) or subscripts with ``shapes={"A": (96, 4), ...}``,
     optional ``batch=[["A", "B"], ["A", "C"]]`` (default: one row of the arrays of ``shapes`` in
@@ -208,7 +283,7 @@ class Store:
         return self._s.path
 
     def top_k(self, spec, k=5, exact=False, machine=None, shapes=None, batch=None, dtype=None):
-        """The k fastest verified transforms for the spec on this machine (or ``machine``: a
+        """The k fastest verified transforms (Answers) for the spec on this machine (or ``machine``: a
         fingerprint, its 12-digit prefix, or ``"model=NAME"``), highest rate first, parameters in
         the spec's own names. Each answer's ``match`` says what answered: ``"exact"``, a
         ``"symbolic"`` form of a concrete spec (with its ``binding``), or, unless ``exact``, the
@@ -217,7 +292,8 @@ class Store:
                              machine or "")
 
     def best(self, spec, exact=False, machine=None, shapes=None, batch=None, dtype=None):
-        """The fastest verified transform for the spec, or None when nothing is known."""
+        """The fastest verified transform for the spec (an Answer), or None when nothing is
+        known."""
         answers = self.top_k(spec, 1, exact, machine, shapes, batch, dtype)
         return answers[0] if answers else None
 
@@ -237,7 +313,7 @@ class Store:
         return self._s.show(_spec(spec_or_hash, shapes, batch, dtype))
 
     def list(self, machine="", strategy="", since="", limit=0):
-        """The workloads with their counts, best GFLOP/s and strategy."""
+        """The workloads (Workloads) with their counts, best GFLOP/s and strategy."""
         return self._s.list(machine, strategy, since, int(limit))
 
     def stats(self):
@@ -247,8 +323,7 @@ class Store:
     def record(self, measurements, label=""):
         """Records measurements (dicts as ``einsumdb record`` reads them: spec, transform,
         seconds, status, max_rel_err, ...), all checked before any is written."""
-        lines = [m if isinstance(m, str) else _json.dumps(m) for m in measurements]
-        return self._s.record(lines, label)
+        return self._s.record(list(measurements), label)
 
     def export(self):
         """Every measurement as a dict (the lines of ``einsumdb export``)."""
@@ -300,7 +375,7 @@ def tune(spec, shapes=None, batch=None, dtype=None, db=None, budget=None, thread
          strategies=(), warmup=5, min_reps=20, min_time=2.0, time_limit=60.0, seed=1, label="",
          progress=None):
     """Measures the applicable transforms of a workload on this machine, verifies each against
-    the reference, and records every candidate in the store; returns the report as a dict.
+    the reference, and records every candidate in the store; returns the TuneReport.
 
     ``time_limit`` bounds the tune of a workload large enough to be probed (more than 2^27 loop
     iterations): at that many seconds the search stops once one candidate is measured, and the
@@ -325,10 +400,10 @@ def tune(spec, shapes=None, batch=None, dtype=None, db=None, budget=None, thread
     finally:
         if close is not None:
             close()
-    if report["interrupted"]:
+    if report.interrupted:
         raise KeyboardInterrupt(
-            f"einsumdb.tune interrupted: {report['measured']} of {report['candidates']} "
-            f"candidates measured and recorded (run {report['run']})")
+            f"einsumdb.tune interrupted: {report.measured} of {report.candidates} "
+            f"candidates measured and recorded (run {report.run})")
     return report
 
 
@@ -336,8 +411,7 @@ def plan(graph, procs, method="eindecomp"):
     """Plans a graph of einsums (EinGraph JSON as a dict or text) for ``procs`` processes:
     contraction orders and EinDecomp partition vectors, with block placement; the plan file of
     ``einsumdb plan --output`` as a dict."""
-    text = graph if isinstance(graph, str) else _json.dumps(graph)
-    return _einsumdb.plan(text, int(procs), method)
+    return _einsumdb.plan(graph, int(procs), method)
 
 
 def machine():

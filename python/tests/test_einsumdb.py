@@ -193,7 +193,7 @@ def test_store_record_show_list_export_import(db, tmp_path):
     deep = 1
     for _ in range(70):
         deep = [deep]
-    with pytest.raises(einsumdb.SpecError, match="measurement 1: line: nested deeper than 64"):
+    with pytest.raises(einsumdb.SpecError, match="measurement 1: nested deeper than 64"):
         store.record([{**line, "run": "new"}, {**line, "x": deep}])
     with pytest.raises(einsumdb.SpecError, match="measurement 0: unknown key 'speed'"):
         store.record([{**line, "speed": 1}])
@@ -329,6 +329,62 @@ def test_tune_canonicalize_plan_and_help(db):
     assert "numpy.einsum" in einsumdb.einsum.__doc__
     assert "ttgt" in einsumdb.strategies()
     assert len(einsumdb.machine()["fingerprint"]) == 32
+
+
+def test_typed_results_read_as_the_clis_json(db, cli):
+    # The typed results carry the fields of the JSON the CLI prints for the same object, as
+    # attributes and as a mapping; as_dict() is that JSON (with None for a field that does not
+    # apply, where the CLI leaves the key out).
+    spec = {"einsum": "ik,kj->ij", "batch": [["A", "B"]], "shapes": {"A": [24, 16], "B": [16, 8]}}
+    report = einsumdb.tune(spec, db=db, warmup=1, min_reps=2, min_time=0, progress=False)
+    assert isinstance(report, einsumdb.TuneReport)
+    assert all(isinstance(r, einsumdb.TuneResult) for r in report.results)
+    assert report.best is not None and report.best.status == "ok"
+    assert report.best.median_s == min(r.median_s for r in report.results if r.status == "ok")
+    answer = einsumdb.Store(db).best(spec)
+    assert isinstance(answer, einsumdb.Answer)
+    assert answer.transform == answer["transform"] == report.best.strategy
+    r = subprocess.run([cli, "best", json.dumps(spec), "--db", db, "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    printed = json.loads(r.stdout)
+    printed = printed[0] if isinstance(printed, list) else printed
+    mine = {k: v for k, v in answer.as_dict().items() if v is not None}
+    assert {k: printed[k] for k in mine} == mine
+    assert list(answer.keys()) == list(einsumdb.Answer._fields)
+    assert "gflops" in answer and answer.get("nothing", 7) == 7
+    with pytest.raises(KeyError):
+        answer["nothing"]
+    assert repr(answer).startswith("einsumdb.Answer(transform=")
+    c = einsumdb.canonicalize(spec)
+    assert isinstance(c, einsumdb.CanonicalForm) and c.hash == answer.hash
+    assert c == einsumdb.canonicalize(json.dumps(spec)) and c != einsumdb.canonicalize(
+        "ij,j->i", shapes={"A": (4, 3), "x": (3,)})
+    rows = einsumdb.Store(db).list()
+    assert [w.hash for w in rows] == [c.hash] and rows[0].best_strategy == answer.transform
+    choice = einsumdb.contract_expression("ik,kj->ij", (24, 16), (16, 8), db=db).choice
+    assert isinstance(choice, einsumdb.Choice) and choice.strategy == answer.transform
+    assert json.dumps(report.as_dict())  # plain data throughout
+
+
+def test_dict_inputs_are_read_as_json_values(db):
+    # Specs, measurements and graphs given as dicts reach the parsers as JSON values: numpy's
+    # integers as lengths, errors that name the value, and nesting refused before it is walked.
+    n = np.int64(12)
+    c = einsumdb.canonicalize("ij,j->i", shapes={"A": (n, 5), "x": (np.int32(5),)})
+    assert c == einsumdb.canonicalize("ij,j->i", shapes={"A": (12, 5), "x": (5,)})
+    deep = []
+    for _ in range(10000):
+        deep = [deep]
+    with pytest.raises(einsumdb.SpecError, match="the spec: nested deeper than 64"):
+        einsumdb.canonicalize({"einsum": "ij->", "batch": deep})
+    with pytest.raises(einsumdb.SpecError, match="the spec"):
+        einsumdb.canonicalize({"einsum": "ij->", "shapes": {"A": {1, 2}}})
+    with pytest.raises(einsumdb.SpecError, match="measurement 0"):
+        einsumdb.Store(db).record([{"spec": deep}])
+    with pytest.raises(einsumdb.SpecError, match=r"params\['order'\]"):
+        einsumdb.einsum("ij,jk->ik", rand(3, 4), rand(4, 5), transform="loop_nest",
+                        params={"order": {1}})
 
 
 def test_tune_time_limit_ends_a_large_workloads_search(db):
