@@ -3,7 +3,7 @@
 # the paper's induced digraph labeled by sparse and by dense nauty, all measured in this run on
 # tests/data/bench_canon.jsonl (two-operand contractions with up to 6 indices; b = 64 rows of 4
 # operands). Prints per-case medians, the ratios, and checks the targets: <= 20 us for every
-# two-operand case and <= 1 ms for b = 64. Usage: scripts/bench_canon.sh [REPEAT]
+# two-operand case and <= 1 ms for b = 64. Usage: bench/canon.sh [REPEAT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

@@ -1,5 +1,5 @@
 // The chain (A×B) + (C×(D×E)) of Sec. 9 of the EinDecomp paper as the baselines of
-// scripts/bench_distributed.sh read it from their command line:
+// bench/distributed.sh read it from their command line:
 //   --shape square|skewed --s N [--repeat R] [--nb NB]
 // square: every matrix s×s; skewed: A s×t, B t×s, C s×t, D t×w, E w×s with t = s/10, w = 10s.
 #pragma once

@@ -1,4 +1,4 @@
-// The floor of scripts/bench_distributed.sh: the chain (A×B) + (C×(D×E)) as the same sequence
+// The floor of bench/distributed.sh: the chain (A×B) + (C×(D×E)) as the same sequence
 // of calls a user would write by hand in one process — cblas_dgemm three times and one
 // element-wise addition into a fourth array — with every array allocated and touched
 // beforehand, and this machine's memory-copy bandwidth (memcpy of a buffer far larger than the

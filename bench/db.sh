@@ -9,7 +9,7 @@
 # Targets: >= 50,000 measurements/s batched; best() median <= 20 us and p90 <= 40 us; nearest and
 # symbolic answers within twice that (median <= 40 us, p90 <= 80 us); best_many >= 100,000
 # answers/s. The ratios to best() of the same run are printed beside them.
-# Usage: scripts/bench_db.sh [WORKLOADS] [MEASUREMENTS]
+# Usage: bench/db.sh [WORKLOADS] [MEASUREMENTS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

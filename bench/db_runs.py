@@ -5,9 +5,9 @@ the nearest size, symbolic workloads, best_many) several times on a fresh SQLite
 with --postgres on a fresh database of a PostgreSQL server of its own (initdb in a temporary
 directory, 127.0.0.1, stopped and removed at the end); writes each run's JSON, with the command
 and machine, to OUT/db-LABEL-sqlite-N.json and OUT/db-LABEL-postgres-N.json.
-scripts/perf_page_db.py makes docs/performance/db.md from those files.
+bench/page_db.py makes docs/performance/db.md from those files.
 
-Usage: bench_db_runs.py [--bin build/bin/einsumdb] [--label after] [--runs 3] [--postgres]
+Usage: db_runs.py [--bin build/bin/einsumdb] [--label after] [--runs 3] [--postgres]
                    [--also LABEL=BINARY ...] [--out docs/performance/data]
                    [--workloads 100000] [--measurements 1000000]
 
@@ -44,7 +44,7 @@ class Server:
         self.lib("start_postgres")
 
     def lib(self, function):
-        lib = pathlib.Path(__file__).resolve().parent / "lib.sh"
+        lib = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "lib.sh"
         subprocess.run(["bash", "-c", f'source "{lib}" && {function} "$0" "$1"', self.root,
                         str(self.port)], check=True, timeout=120)
 
@@ -66,7 +66,7 @@ def bench(binary, db, args, extra=()):
                str(args.measurements), "--db", db, *extra]
     r = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     if r.returncode != 0:
-        raise SystemExit(f"bench_db_runs.py: {' '.join(command)} failed ({r.returncode}):\n{r.stderr}")
+        raise SystemExit(f"db_runs.py: {' '.join(command)} failed ({r.returncode}):\n{r.stderr}")
     shown = [c if not c.startswith("postgresql://") else "postgresql://einsum@127.0.0.1/DB"
              for c in command]
     return json.loads(r.stdout), " ".join(shown)
@@ -105,7 +105,7 @@ def main():
     for item in args.also:
         label, sep, binary = item.partition("=")
         if not sep or not label or not binary:
-            raise SystemExit(f"bench_db_runs.py: --also wants LABEL=BINARY, not '{item}'")
+            raise SystemExit(f"db_runs.py: --also wants LABEL=BINARY, not '{item}'")
         builds.append((label, binary))
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

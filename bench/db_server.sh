@@ -6,7 +6,7 @@
 #   - recording in batched runs (10,000 measurements per run, one transaction each),
 #   - best() for a user's spec (canonicalization, lookup, translation to the user's names).
 # Prints both and the ratios server / SQLite.
-# Usage: scripts/bench_db_server.sh [WORKLOADS] [MEASUREMENTS]
+# Usage: bench/db_server.sh [WORKLOADS] [MEASUREMENTS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

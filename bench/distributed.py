@@ -24,6 +24,10 @@ import tempfile
 
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OPENBLAS_NUM_THREADS="1", OMPI_MCA_btl="self,vader")
+# OpenBLAS picks the kernel for this CPU, for einsumdb and ScaLAPACK alike: a machine may pin an
+# older one.
+for _pin in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+    ENV.pop(_pin, None)
 
 
 def mpirun(np_, argv, timeout=1800):

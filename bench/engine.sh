@@ -3,7 +3,7 @@
 # Engine::einsum (subscripts and the caller's arrays every call) and a caller-held Prepared run,
 # against the engine's chosen strategy called directly on tensors bound once
 # (bench/engine_bench.cpp). Prints the medians of 5 repetitions and the overhead per call.
-# Usage: scripts/bench_engine.sh [extra Google Benchmark flags]
+# Usage: bench/engine.sh [extra Google Benchmark flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

@@ -1,7 +1,7 @@
 // The cost of calling einsumdb through its library API on small workloads, against calling the
 // strategy the engine chose directly on tensors bound once: what a repeated Engine::einsum call
 // adds beyond the kernel (the prepared-execution cache lookup, binding the caller's memory,
-// copying the result into the caller's buffer). scripts/bench_engine.sh prints the differences.
+// copying the result into the caller's buffer). bench/engine.sh prints the differences.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>

@@ -18,7 +18,7 @@
 
 Every time is the median of at least --reps runs that add up to at least --min-time seconds.
 
-Usage: bench_executor.py EINSUMDB [--budget S] [--reps N] [--min-time S] [--quick]
+Usage: executor.py EINSUMDB [--budget S] [--reps N] [--min-time S] [--quick]
 """
 import argparse
 import json
@@ -32,6 +32,9 @@ import time
 # One BLAS thread on numpy's side too (set before numpy loads its BLAS).
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 os.environ["OMP_NUM_THREADS"] = "1"
+# OpenBLAS picks the kernel for this CPU on both sides: a machine may pin an older one.
+for _pin in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+    os.environ.pop(_pin, None)
 
 import numpy as np  # noqa: E402
 

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""Makes docs/performance/db.md from the JSON files scripts/bench_db_runs.py wrote: every figure of
+"""Makes docs/performance/db.md from the JSON files bench/db_runs.py wrote: every figure of
 `einsumdb bench db` as min / median / max over the runs, per store (SQLite, PostgreSQL), for the
 build measured (label "after") and, where present, an earlier build (label "before") beside it.
 
-Usage: perf_page_db.py [--data docs/performance/data] [-o docs/performance/db.md]
+Usage: page_db.py [--data docs/performance/data] [-o docs/performance/db.md]
 """
 import argparse
 import json
@@ -124,12 +124,12 @@ def main():
     sqlite_after, sqlite_before = load(data, "after", "sqlite"), load(data, "before", "sqlite")
     pg_after, pg_before = load(data, "after", "postgres"), load(data, "before", "postgres")
     if not sqlite_after and not pg_after:
-        raise SystemExit(f"perf_page_db.py: no db-after-*.json in {data}")
+        raise SystemExit(f"page_db.py: no db-after-*.json in {data}")
     first = (sqlite_after or pg_after)[0]
     lines = [
         "# Retrieval and recording in the store",
         "",
-        "Made by `scripts/perf_page_db.py` from the files `scripts/bench_db_runs.py` wrote "
+        "Made by `bench/page_db.py` from the files `bench/db_runs.py` wrote "
         f"(`{data}/db-*.json`). Machine: {first['machine']}, {first['cores']} cores. Each figure "
         "is min / median / max over the runs; each run fills a fresh store with the benchmark's "
         "100,000 workloads and 1,000,000 measurements, then asks. The recording figures come "
@@ -159,7 +159,7 @@ def main():
         "and machines best (this build's canonicalization is its own, the same work or less, so "
         "the ratios do not flatter it).",
         f"- The earlier build, {args.before_name}, ran the same benchmark in the same session, "
-        "round by round in turn with this one (`scripts/bench_db_runs.py --also`).",
+        "round by round in turn with this one (`bench/db_runs.py --also`).",
         "",
     ]
     lines += section("sqlite", "SQLite (the default store)", sqlite_after, sqlite_before,

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""Makes docs/performance/python.md from the JSON files scripts/bench_python.py wrote (--json):
+"""Makes docs/performance/python.md from the JSON files bench/python.py wrote (--json):
 every figure as min / median / max over the runs given, the ratio numpy / einsumdb measured in
 the same run, and, where files of an earlier build are given too (--before), the same figures for
 it beside.
 
-Usage: perf_page_python.py --after A1.json A2.json A3.json [--before B1.json ...] [--machine TEXT]
+Usage: page_python.py --after A1.json A2.json A3.json [--before B1.json ...] [--machine TEXT]
                            [-o docs/performance/python.md]
 """
 import argparse
@@ -74,13 +74,13 @@ def main():
     after = [json.loads(pathlib.Path(f).read_text()) for f in a.after]
     before = [json.loads(pathlib.Path(f).read_text()) for f in a.before]
     lines = ["# Python: einsumdb.einsum against numpy.einsum", "",
-             "Made by `scripts/perf_page_python.py` from the JSON that `scripts/bench_python.py "
+             "Made by `bench/page_python.py` from the JSON that `bench/python.py "
              "--json` wrote; do not edit by hand. Each figure is min / median / max over "
              f"{len(after)} runs of the benchmark; every ratio compares two times measured in "
              "the same run, one BLAS thread on both sides.", ""]
     if a.machine:
         lines += [f"Machine: {a.machine}", ""]
-    lines += ["Command: `" + after[0].get("command", "scripts/bench_python.py") + "`", ""]
+    lines += ["Command: `" + after[0].get("command", "bench/python.py") + "`", ""]
     if before:
         lines += ["The *before* columns are the same benchmark, in runs alternating with these, "
                   f"importing the module of {a.before_label} (`--module`): `"

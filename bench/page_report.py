@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""docs/performance/report.md from the JSON files of scripts/bench_report.sh (OUT=FILE), one per
+"""docs/performance/report.md from the JSON files of bench/report.sh (OUT=FILE), one per
 run: the page's size, the time to write it and Chromium's time to load it, as min / median / max
 over the runs' repetitions.
 
-Usage: scripts/perf_page_report.py OUT.md RUN.json [RUN.json ...]"""
+Usage: bench/page_report.py OUT.md RUN.json [RUN.json ...]"""
 import json
 import statistics
 import sys
@@ -23,7 +23,7 @@ def main(out, paths):
     lines = [
         "# einsumdb report on a large store",
         "",
-        "Made by `scripts/perf_page_report.py` from the files of `OUT=FILE "
+        "Made by `bench/page_report.py` from the files of `OUT=FILE "
         f"{first['command']}` ({len(runs)} run(s), three repetitions each): "
         f"{first['cpu']}, {first['cores']} cores. Figures are min / median / max over all "
         "repetitions.",

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""A page of TCCG figures from the JSON of scripts/bench_tccg.py --output FILE: the command, the
+"""A page of TCCG figures from the JSON of bench/tccg.py --output FILE: the command, the
 machine, the limits measured in each round, and per case the time and every ratio as min / median
-/ max over the rounds, then the summary on the medians. bench_tccg.py prints the same table.
+/ max over the rounds, then the summary on the medians. tccg.py prints the same table.
 
-Usage: scripts/perf_page_tccg.py OUT.md RUN.json [RUN.json ...] --title TITLE [--intro TEXT]"""
+Usage: bench/page_tccg.py OUT.md RUN.json [RUN.json ...] --title TITLE [--intro TEXT]"""
 import argparse
 import json
 import math
@@ -102,14 +102,14 @@ def run_lines(result, path, heading):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
-    ap.add_argument("run", nargs="+", help="runs of bench_tccg.py --output; several: a section each")
+    ap.add_argument("run", nargs="+", help="runs of tccg.py --output; several: a section each")
     ap.add_argument("--title", required=True)
     ap.add_argument("--intro", default="")
     a = ap.parse_args()
     lines = [f"# {a.title}", ""]
     if a.intro:
         lines += [a.intro, ""]
-    lines += ["Made by `scripts/perf_page_tccg.py` from the runs below.", ""]
+    lines += ["Made by `bench/page_tccg.py` from the runs below.", ""]
     for path in a.run:
         with open(path) as f:
             result = json.load(f)

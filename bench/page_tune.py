@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""docs/performance/tune.md from the JSON files of scripts/bench_tune_fidelity.py (--out FILE):
+"""docs/performance/tune.md from the JSON files of bench/tune_fidelity.py (--out FILE):
 per TCCG case, over its tunes, how far the winner's time in the tune was from the same transform
 run in a process of its own, and the tuned run against the untuned default.
 
 With --before FILE (the same script run with an earlier build), the same summary of that run
 follows, for comparison.
 
-Usage: scripts/perf_page_tune.py OUT.md RUN.json [RUN.json ...] [--before RUN.json]"""
+Usage: bench/page_tune.py OUT.md RUN.json [RUN.json ...] [--before RUN.json]"""
 import collections
 import json
 import os
@@ -58,7 +58,7 @@ def main(out, paths, before=None):
     lines = [
         "# Does the tuner measure what a run measures?",
         "",
-        f"Made by `scripts/perf_page_tune.py` from the files of `{first['command']}` "
+        f"Made by `bench/page_tune.py` from the files of `{first['command']}` "
         f"({len(runs)} file(s); build {first.get('build', 'not recorded')}, {first['date']}): "
         f"{first['cpu']}, {first['cores']} cores, one BLAS thread, "
         "OpenBLAS's own kernel choice (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset).",

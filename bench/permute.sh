@@ -4,7 +4,7 @@
 # glibc's memcpy and a vector copy (bench/permute_bench.cpp). Each round runs every method on
 # every workload (median of 3 repetitions); printed: min / median / max over the rounds of the
 # time ratios, and copy_layout's speed in GB/s (bytes read + written).
-# Usage: scripts/bench_permute.sh [ROUNDS=3] [extra Google Benchmark flags]
+# Usage: bench/permute.sh [ROUNDS=3] [extra Google Benchmark flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

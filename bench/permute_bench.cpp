@@ -4,7 +4,7 @@
 // rows (what the permutation was before copy_layout). Sizes far beyond the caches: 2-D
 // transposes at a power-of-two and another leading dimension, in f64 and f32, and permutations
 // of a 4-index tensor (TCCG's 72⁴) and a 6-index one (16⁶, the interleaving of ccsd_t).
-//   scripts/bench_permute.sh  (ratios per round; or build/bin/permute_bench directly)
+//   bench/permute.sh  (ratios per round; or build/bin/permute_bench directly)
 #include <benchmark/benchmark.h>
 
 #include <cstring>

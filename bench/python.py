@@ -17,7 +17,7 @@
 Each time is the median of runs adding up to at least --min-time seconds (at least 5 runs).
 --module DIR imports einsumdb from DIR (default: the build tree's build/python), so that two
 builds can be compared; --json FILE writes every figure for docs/performance/python.md.
-Usage: bench_python.py [--budget S] [--min-time S] [--quick] [--module DIR] [--json FILE]
+Usage: python.py [--budget S] [--min-time S] [--quick] [--module DIR] [--json FILE]
 """
 import argparse
 import json
@@ -29,6 +29,9 @@ import time
 
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 os.environ["OMP_NUM_THREADS"] = "1"
+# OpenBLAS picks the kernel for this CPU on both sides: a machine may pin an older one.
+for _pin in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+    os.environ.pop(_pin, None)
 
 import numpy as np  # noqa: E402
 

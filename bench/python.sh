@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # einsumdb's Python module against numpy.einsum: per-call overhead on small products and speed
-# on DG-FEM and TCCG-shaped contractions (scripts/bench_python.py; pass --quick for a short run).
+# on DG-FEM and TCCG-shaped contractions (bench/python.py; pass --quick for a short run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 install_deps
 build_release
-exec /usr/bin/python3 scripts/bench_python.py "$@"
+exec /usr/bin/python3 bench/python.py "$@"

@@ -8,7 +8,7 @@
 #     start-up), when chromium is installed.
 # Prints min / median / max and the ratios, and writes them as JSON to $OUT when it is set (the
 # performance page docs/performance/report.md is made from such files by
-# scripts/perf_page_report.py). Usage: [OUT=FILE] scripts/bench_report.sh [WORKLOADS] [MEASUREMENTS]
+# bench/page_report.py). Usage: [OUT=FILE] bench/report.sh [WORKLOADS] [MEASUREMENTS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -64,7 +64,7 @@ else:
     print("chromium is not installed: page load not measured")
 if out:
     summary = json.load(open(os.path.join(d, "report.out")))
-    json.dump({"command": "scripts/bench_report.sh " + sys.argv[5] + " " + sys.argv[6],
+    json.dump({"command": "bench/report.sh " + sys.argv[5] + " " + sys.argv[6],
                "cpu": sys.argv[7], "cores": os.cpu_count(), "workloads": int(sys.argv[5]),
                "measurements": int(sys.argv[6]), "store_bytes": db_bytes,
                "page_bytes": page_bytes, "page": summary,

@@ -1,4 +1,4 @@
-// The baseline of scripts/bench_distributed.sh: the chain (A×B) + (C×(D×E)) with ScaLAPACK —
+// The baseline of bench/distributed.sh: the chain (A×B) + (C×(D×E)) with ScaLAPACK —
 // pdgemm three times and pdgeadd once on a BLACS process grid (block-cyclic, square blocks) —
 // timed the way einsumdb times a graph: inputs in place beforehand, the slowest rank's time.
 //   mpirun -np P scalapack_chain --shape square|skewed --s N [--nb 128] [--repeat 3]

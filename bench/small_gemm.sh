@@ -3,12 +3,14 @@
 # OpenBLAS's cblas_dgemm, on the DG-FEM shapes and at the executor's size limit for libxsmm
 # (bench/small_gemm_bench.cpp). Prints both timings per shape and their ratio, measured in the
 # same run.
-# Usage: scripts/bench_small_gemm.sh [extra Google Benchmark flags]
+# Usage: bench/small_gemm.sh [extra Google Benchmark flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 install_deps
 build_release
+# OpenBLAS picks the kernel for this CPU: a machine may pin an older one.
+unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 google_benchmark_json "$out" build/bin/small_gemm_bench "$@"

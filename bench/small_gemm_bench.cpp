@@ -2,7 +2,7 @@
 // small_gemm_batch) against OpenBLAS's cblas_dgemm on the same row-major operands, one thread.
 // Shapes: the GEMM steps of the DG-FEM operators (e = 10000 elements; N and K from 4 faces × 15
 // nodes, 3 directions × 35 nodes, ...), a batch of 10000 tiny per-element products, and batched
-// products at the executor's size limit for libxsmm (kSmallGemmArea). scripts/bench_small_gemm.sh
+// products at the executor's size limit for libxsmm (kSmallGemmArea). bench/small_gemm.sh
 // prints the ratios.
 #include <benchmark/benchmark.h>
 #include <cblas.h>

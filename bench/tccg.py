@@ -47,7 +47,7 @@ matrix product bik,bkj->bij as case "bmm" (its plain GEMM: the B·M × K by K ×
 Everything is measured --rounds times (3 by default) and given as min / median / max over the
 rounds; the summary is taken on the medians.
 
-Usage: bench_tccg.py EINSUMDB [--threads 1] [--cases 1-48] [--repeat 5] [--rounds 3]
+Usage: tccg.py EINSUMDB [--threads 1] [--cases 1-48] [--repeat 5] [--rounds 3]
                      [--tune 1,12,33] [--keep-openblas-env] [--also LABEL=EINSUMDB ...]
                      [--no-numpy] [--output FILE] [--dtype f64] [--transforms tensor_gemm]
                      [--batched B,M,N,K]
@@ -92,7 +92,7 @@ def rand(shape, dtype):
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from perf_page_tccg import spread, table_lines  # noqa: E402
+from page_tccg import spread, table_lines  # noqa: E402
 
 
 def openblas_kernel():
@@ -340,7 +340,7 @@ def main():
     with open("/proc/cpuinfo") as f:
         model = next((line.split(":", 1)[1].strip() for line in f
                       if line.startswith("model name")), platform.processor())
-    result = {"command": ["scripts/bench_tccg.py"] + sys.argv[1:], "einsumdb": exe,
+    result = {"command": ["bench/tccg.py"] + sys.argv[1:], "einsumdb": exe,
               "also": also, "threads": t, "rounds": a.rounds, "repeat": a.repeat,
               "dtype": a.dtype, "gemm": gemm_name, "transforms": transforms,
               "machine": {"cpu": model, "cores": os.cpu_count(), "openblas": kernel},

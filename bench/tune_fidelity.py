@@ -19,10 +19,10 @@ and the spread of the default's own runs (max / min of its medians over the tune
 machine's noise. The tune's own standalone check (its `standalone` field: the winner and the
 default in processes of their own) is kept in --out with every candidate's samples.
 
-OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are removed (see bench_tccg.py); one BLAS thread.
+OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are removed (see tccg.py); one BLAS thread.
 Results go to --out as JSON (one object per tune) when given.
 
-Usage: bench_tune_fidelity.py EINSUMDB [--cases 1-8,13,33,37,43] [--tunes 5] [--repeat 3]
+Usage: tune_fidelity.py EINSUMDB [--cases 1-8,13,33,37,43] [--tunes 5] [--repeat 3]
                               [--out FILE]
 """
 import argparse
@@ -36,8 +36,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_db_runs import cpu_model  # noqa: E402
-from bench_tccg import cases, einsumdb, selection, spec_args  # noqa: E402
+from db_runs import cpu_model  # noqa: E402
+from tccg import cases, einsumdb, selection, spec_args  # noqa: E402
 
 
 def transform_text(t):
@@ -122,7 +122,7 @@ def main():
               f"{spread(s['tuned_over_default'])} | {s['default_spread']:.2f} |")
     if a.out:
         with open(a.out, "w") as f:
-            json.dump({"command": " ".join(["scripts/bench_tune_fidelity.py"] + sys.argv[1:]),
+            json.dump({"command": " ".join(["bench/tune_fidelity.py"] + sys.argv[1:]),
                        "cpu": cpu_model(), "cores": os.cpu_count(),
                        "date": time.strftime("%Y-%m-%d"), "build": build_id(exe),
                        "rows": rows, "summary": summary},

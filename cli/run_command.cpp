@@ -7,7 +7,7 @@
 #include "einsumdb/canon/metrics.hpp"
 #include "einsumdb/cli/commands.hpp"
 #include "einsumdb/cli/common.hpp"
-#include "einsumdb/cli/graph_run.hpp"
+#include "einsumdb/cli/run_graph_command.hpp"
 #include "einsumdb/cli/spec_flags.hpp"
 #include "einsumdb/core/error.hpp"
 #include "einsumdb/core/stats.hpp"

@@ -1,4 +1,4 @@
-#include "einsumdb/cli/graph_run.hpp"
+#include "einsumdb/cli/run_graph_command.hpp"
 
 #include <mpi.h>
 

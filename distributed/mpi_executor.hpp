@@ -15,7 +15,7 @@
 // so transfers proceed while earlier kernels run; without it each step exchanges its data in a
 // phase of its own. By default a run overlaps unless the node's ranks share cores: the receiving
 // rank's CPU moves the data, and on a shared core that time is taken from a kernel (measured in
-// scripts/bench_distributed.py: no overlap is then up to 5% faster, and never slower).
+// bench/distributed.py: no overlap is then up to 5% faster, and never slower).
 //
 // Nothing waits without a deadline (collectives.hpp): a rank that stops answering ends the job
 // with a TimeoutError instead of a hang. Before any data moves, every rank sets up what it can

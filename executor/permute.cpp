@@ -3,8 +3,8 @@
 // axes contiguous in dst, the rows the run contiguous in src. Done element by element along
 // dst's rows it reads one element per src line, and with the large (often power-of-two)
 // strides of tensor layouts the lines of a column evict one another before their neighbours
-// are read: 3-18× the time of what follows (medians of three rounds of scripts/bench_permute.sh,
-// "elementwise / layout").
+// are read: each element then costs a whole line's transfer, up to 8 (16 for floats) times the
+// traffic of what follows (bench/permute.sh times both).
 // Here micro-blocks of one cache line square (8 × 8 doubles, 16 × 16 floats) are transposed in
 // vector registers, so that each src line is read whole and each dst line written whole, with
 // streaming stores when the result is larger than the cache; the micro-blocks go down a block

@@ -13,7 +13,7 @@ namespace einsumdb::kernels {
 
 // small_gemm() takes a product whose two dimensions it does not block over are each at most
 // kSmallGemmMax, with a product of at most kSmallGemmArea: beyond that, OpenBLAS's packed kernels
-// are faster (scripts/bench_small_gemm.sh measures both sides at the limit).
+// are faster (bench/small_gemm.sh measures both sides at the limit).
 inline constexpr std::int64_t kSmallGemmMax = 128;
 inline constexpr std::int64_t kSmallGemmArea = 64 * 128;
 

@@ -7,6 +7,7 @@ refusals that name the host, the stores of the hosts and a team PostgreSQL serve
 and faults (a cut link, a killed rank) that end the job within its time-out.
 
 Skipped, with the reason printed, where namespaces cannot be made (not root, no iproute2)."""
+import atexit
 import glob
 import json
 import os
@@ -20,7 +21,23 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "scripts", "cluster.sh")
-EINSUMDB = os.path.abspath(os.environ.get("EINSUMDB_BIN", "einsumdb"))
+
+
+def installed_on_every_host(path):
+    """The executable where every host sees it. Each host mounts a /tmp of its own, so a build
+    under /tmp (a clone made there) is invisible to them: it is copied to /var/tmp, as a cluster
+    has einsumdb installed on each node, and removed when the tests end."""
+    real = os.path.realpath(path)
+    if real != "/tmp" and not real.startswith("/tmp/"):
+        return path
+    where = tempfile.mkdtemp(prefix="einsumdb-bin-", dir="/var/tmp")
+    atexit.register(shutil.rmtree, where, True)
+    copy = os.path.join(where, os.path.basename(real))
+    shutil.copy2(real, copy)
+    return copy
+
+
+EINSUMDB = installed_on_every_host(os.path.abspath(os.environ.get("EINSUMDB_BIN", "einsumdb")))
 JOB = "/tmp/job"  # the working directory of a job, on every host: each host's own /tmp
 
 CHAIN = {"inputs": {"A": {"shape": [96, 80]}, "B": {"shape": [80, 64]},

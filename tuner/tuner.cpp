@@ -639,9 +639,9 @@ class Search {
         // its samples are capped by the time limit.
         const bool long_run = second >= protocol.long_run_s;
         // A long run already this much slower than the best cannot win: one warm run is what
-        // is recorded (the first may include one-time costs, so a second run decides). On TCCG
-        // case 12, where loop_over_gemm and ttgt take about twice tensor_gemm's 2.9 s, this saves
-        // two runs of each: its tune took 48.0 / 50.4 / 50.9 s in three (bench_tccg.py --tune 12).
+        // is recorded (the first may include one-time costs, so a second run decides). Each
+        // repetition it spares a candidate at twice the best's time saves two of the best's
+        // runs, which on a full-size case are seconds each.
         auto behind = [&](double seconds) {
           return best_ && seconds > options_.race_factor * report_.results[*best_].median_s;
         };
@@ -698,10 +698,10 @@ class Search {
     record(std::move(r));
     // The candidate's mappings, kept for its own next runs, are returned before the next
     // candidate, whose blocks have other sizes: the cache may hold as much as the tensors alive
-    // (the inputs among them), and held the scratch of earlier candidates. TCCG case 1
-    // (bda,dc->abc, a 250 MB footprint; ttgt permutes the 243 MB operand), `bench_tccg.py
-    // --tune 1`, three tunes each: peak RSS 3.22× the footprint with them kept (23.7 / 24.3 /
-    // 24.3 s), 2.16× with them returned (22.1 / 22.8 / 27.7 s).
+    // (the inputs among them), and held the scratch of earlier candidates. Kept, a candidate
+    // that permutes its largest operand (ttgt) leaves a copy of it cached while the next one
+    // allocates its own: three footprints at the peak where returning them leaves about two
+    // (the tensors, and one candidate's scratch).
     release_recycled_memory();
     return Step::next;
   }
