@@ -25,7 +25,7 @@ phase "Release tests"
 install_python_package
 repo=$PWD
 (cd "$(mktemp -d)" && EINSUMDB_EXPECT_INSTALLED=1 EINSUMDB_BIN="$repo/build/bin/einsumdb" \
-  /usr/bin/python3 -m pytest -q -p no:cacheprovider "$repo/python/tests")
+  /usr/bin/python3 -m pytest -q -p no:cacheprovider "$repo/tests/python")
 /usr/bin/python3 -m pip uninstall --quiet -y --break-system-packages --root-user-action=ignore einsumdb
 if (cd / && /usr/bin/python3 -c 'import einsumdb' 2>/dev/null); then
   echo "einsumdb: pip uninstall left the package importable" >&2
