@@ -283,7 +283,9 @@ int near_query(sqlite3_rtree_query_info* info) {
   const auto* box = info->aCoord;  // lo, hi of the structure, then of each coordinate
   if (info->nParam != 1 + static_cast<int>(kSizeAxes) || info->nCoord != 2 + 2 * kSizeAxes)
     return SQLITE_ERROR;
-  if (q[0] < box[0] || q[0] > box[1]) {
+  // An entry's structure number is its box's lower bound (bind_size); a node's box spans its
+  // entries'.
+  if (info->iLevel == 0 ? box[0] != q[0] : q[0] < box[0] || q[0] > box[1]) {
     info->eWithin = NOT_WITHIN;
     return SQLITE_OK;
   }

@@ -208,7 +208,9 @@ CREATE INDEX networks_by_machine ON networks(machine_id, measured_at);
 
 // Migrations: kMigrations[v] brings a database from version v to v + 1. Versions 6 and 7 gave a
 // server store its sizes (kPostgresV7); a SQLite file has had its R*Tree of sizes since version 4,
-// and nothing changes in it (Store::kFileSchemaVersion).
+// and nothing changes in it (Store::kFileSchemaVersion). Version 8 rebuilds a file's tree with
+// entries that span their structure number and the axes their structure lacks (bind_size); the
+// points of earlier versions answer alike, from a tree that searches more of itself.
 using Migration = void (*)(sql::Connection&);
 constexpr Migration kMigrations[] = {
     [](sql::Connection& c) { c.exec(kSchemaV1); },
@@ -222,6 +224,7 @@ constexpr Migration kMigrations[] = {
     [](sql::Connection& c) { c.exec(kSchemaV5); },
     [](sql::Connection&) {},
     [](sql::Connection&) {},
+    store_detail::build_sizes,
 };
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 
@@ -517,8 +520,10 @@ sql::Connection open_postgres(const std::string& uri, const Store::Options& opti
           store_detail::build_facts(conn);
         }
         if (v <= 4) conn.exec(kPostgresV5);
-        create_server_sizes(conn, name);
-        store_detail::build_sizes(conn);
+        if (v < 7) {  // version 8 changed only a file's sizes
+          create_server_sizes(conn, name);
+          store_detail::build_sizes(conn);
+        }
         conn.exec(("UPDATE einsumdb_meta SET value = '" + std::to_string(Store::kSchemaVersion) +
                    "' WHERE key = 'schema_version'")
                       .c_str());

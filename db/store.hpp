@@ -170,9 +170,10 @@ class Store {
   Store& operator=(Store&&) noexcept;
   ~Store();
 
-  static constexpr int kSchemaVersion = 7;
-  // The last version that changed a SQLite file: a file of it or later is read as it is (later
-  // versions changed a server's schema only); an older one needs a writing open first.
+  static constexpr int kSchemaVersion = 8;
+  // The oldest version of a SQLite file that is read as it is (later versions changed a server's
+  // schema, or rebuilt a file's sizes tree, whose earlier entries answer alike); an older one
+  // needs a writing open first.
   static constexpr int kFileSchemaVersion = 5;
   static constexpr std::int64_t kApplicationId = 0x45534442;  // "ESDB", PRAGMA application_id
   int schema_version();

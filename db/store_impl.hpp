@@ -82,12 +82,20 @@ struct SizePoint {
 };
 SizePoint size_point(const std::string& structure_hash, const std::vector<Length>& lengths);
 // "INSERT INTO sizes ..." for one workload (11 parameters: id, then each axis' bounds).
+// The R*Tree puts an entry where it grows the boxes it might join least in volume. Within one
+// structure the structure number and the axes the structure lacks are constant, so as points
+// every box would have no volume and every choice would tie, leaving the tree ordered by
+// insertion rather than by size. So an entry spans one structure number, [s, s + 1] (the query
+// matches its lower bound exactly; numbers below 2^24 are exact in the tree's 32-bit floats), and
+// one unit on each axis its structure lacks, [0, 1] (where every query of the structure is 0),
+// which leaves the volumes to the axes that vary.
 extern const char* const kInsertSize;
 template <class S>
 void bind_size(S& s, std::int64_t workload_id, const SizePoint& p) {
-  s.bind(1, workload_id).bind(2, p.structure).bind(3, p.structure);
+  s.bind(1, workload_id).bind(2, p.structure).bind(3, p.structure + 1);
   for (std::size_t k = 0; k < kSizeAxes; ++k)
-    s.bind(static_cast<int>(4 + 2 * k), p.x[k]).bind(static_cast<int>(5 + 2 * k), p.x[k]);
+    s.bind(static_cast<int>(4 + 2 * k), p.x[k])
+        .bind(static_cast<int>(5 + 2 * k), k < p.axes ? p.x[k] : p.x[k] + 1);
 }
 // The same point in a server store's sizes (kPostgresV7): the structure number in a column of its
 // own, and the axes the structure has as a cube of that many dimensions, as its text.

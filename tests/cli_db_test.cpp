@@ -89,7 +89,7 @@ TEST_F(CliDb, RecordBestShowListStatsExportImportCheck) {
   const auto stats = json::parse(r.out);
   EXPECT_EQ(stats["measurements"], 3);
   EXPECT_EQ(stats["measurements_by_status"]["invalid"], 1);
-  EXPECT_EQ(stats["schema_version"], 7);
+  EXPECT_EQ(stats["schema_version"], 8);
 
   const std::string exported = dir_.path("export.jsonl");
   r = run({"export", "--output", exported});

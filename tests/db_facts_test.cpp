@@ -3,6 +3,7 @@
 // symbolic workloads, several machines, failed and duplicate measurements, recorded in runs and
 // one by one; best_many() answers as best_for() one query at a time; and the sizes tree finds
 // the nearest measured size that reading every workload of the structure finds.
+#include <sqlite3.h>
 #include <random>
 #include <set>
 
@@ -245,6 +246,72 @@ TEST_F(FactsTest, TheSizesTreeFindsTheNearestSizeAsAScanDoes) {
   }
   EXPECT_GT(found, 500u);
   EXPECT_GT(symbolic_ruled_out, 0u);
+}
+
+// Sizes as versions 4 to 7 wrote them, points with no extent on the structure number or on the
+// axes a structure lacks, answer as a scan does; the first writing open rebuilds them.
+TEST_F(FactsTest, SizesOfAnEarlierVersionAnswerAlikeAndAreRebuilt) {
+  std::mt19937_64 rng(5);
+  const std::string path = dir_.path("v7.sqlite");
+  const Machine ma = machine("CPU A");
+  std::vector<Canonical> queries;
+  {
+    Store store = Store::open(path);
+    for (std::size_t w = 0; w < 200; ++w) {
+      // Products (three axes: the tree's fourth is one they lack) and six-axis contractions.
+      const BatchedEinsum e = w % 2 ? six_axes(rng) : random_spec(rng, 4 * w + 1);
+      const Canonical c = canonicalize(e);
+      Measurement x;
+      x.transform = {"ttgt", json::object()};
+      x.seconds = {1e-3};
+      x.max_rel_err = 1e-15;
+      store.record_run({"run", "test", "", ""}, ma, {{&c, to_canonical(c, x)}});
+      queries.push_back(canonicalize(w % 2 ? six_axes(rng) : random_spec(rng, 4 * w + 1)));
+    }
+  }
+  auto query = [&](const char* sql) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* s = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql, -1, &s, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    const int rc = sqlite3_step(s);
+    EXPECT_TRUE(rc == SQLITE_ROW || rc == SQLITE_DONE) << sqlite3_errmsg(db);
+    const std::int64_t value = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return value;
+  };
+  const char* const kSpanned = "SELECT count(*) FROM sizes WHERE structure_hi = structure_lo + 1";
+  const char* const kLacking = "SELECT count(*) FROM sizes WHERE x3_lo = 0 AND x3_hi = 1";
+  // Every workload (a few of the random ones repeat), and the products among them.
+  const std::int64_t workloads = query("SELECT count(*) FROM sizes"), products = query(kLacking);
+  ASSERT_GT(workloads, 150);
+  ASSERT_GT(products, 50);
+  ASSERT_EQ(query(kSpanned), workloads);
+  query("UPDATE sizes SET x3_hi = 0 WHERE x3_lo = 0 AND x3_hi = 1");
+  query("UPDATE sizes SET structure_hi = structure_lo");
+  query("PRAGMA user_version = 7");
+  ASSERT_EQ(query(kSpanned) + query(kLacking), 0);
+  Store::Options read_only;
+  read_only.read_only = true;
+  {
+    Store old = Store::open(path, read_only);
+    EXPECT_EQ(old.schema_version(), 7);
+    std::size_t found = 0;
+    for (const Canonical& c : queries) {
+      const auto tree = old.nearest(c, {ma.fingerprint()});
+      const auto scan = old.nearest_scanned(c, {ma.fingerprint()});
+      ASSERT_EQ(tree.has_value(), scan.has_value()) << c.key;
+      if (!tree) continue;
+      ++found;
+      EXPECT_EQ(tree->fact, scan->fact) << c.key;
+      EXPECT_EQ(tree->distance, scan->distance) << c.key;
+    }
+    EXPECT_GT(found, 150u);
+  }
+  EXPECT_EQ(Store::open(path).schema_version(), Store::kSchemaVersion);
+  EXPECT_EQ(query(kSpanned), workloads);
+  EXPECT_EQ(query(kLacking), products);
 }
 
 }  // namespace

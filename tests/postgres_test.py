@@ -154,7 +154,7 @@ def test_every_command_runs_on_the_server(server, tmp_path):
     listed = json.loads(cli("list", "--json", db=db).stdout)
     assert len(listed) == 5
     stats = json.loads(cli("stats", "--json", db=db).stdout)
-    assert stats["measurements"] == 20 + tuned["candidates"] and stats["schema_version"] == 7
+    assert stats["measurements"] == 20 + tuned["candidates"] and stats["schema_version"] == 8
     assert PASSWORD not in json.dumps(stats), "the password must never be printed"
     exported = cli("export", db=db).stdout
     assert len(exported.splitlines()) == stats["measurements"]
@@ -315,7 +315,7 @@ def test_bad_connections_are_clear_errors_and_change_nothing(server, tmp_path):
     r = cli("stats", db=older, check=False)
     assert r.returncode == 1 and "needs a migration" in r.stderr, r.stderr
     cli("record", "--file", m, db=older)
-    assert json.loads(cli("stats", "--json", db=older).stdout)["schema_version"] == 7
+    assert json.loads(cli("stats", "--json", db=older).stdout)["schema_version"] == 8
     assert server.sql("older", "SELECT count(*) FROM networks") == "0"
     assert server.sql("older", "SELECT count(*) FROM sizes") == \
         server.sql("older", "SELECT count(*) FROM workloads WHERE symbols = 0") != "0"
@@ -329,7 +329,7 @@ def test_bad_connections_are_clear_errors_and_change_nothing(server, tmp_path):
                       "point cube NOT NULL); CREATE INDEX sizes_by_point ON sizes USING gist (point); "
                       "UPDATE einsumdb_meta SET value = '6' WHERE key = 'schema_version'")
     cli("record", "--file", m, db=six)
-    assert json.loads(cli("stats", "--json", db=six).stdout)["schema_version"] == 7
+    assert json.loads(cli("stats", "--json", db=six).stdout)["schema_version"] == 8
     assert server.sql("six", "SELECT count(*) FROM sizes WHERE structure >= 0") == \
         server.sql("six", "SELECT count(*) FROM workloads WHERE symbols = 0") != "0"
     nearest = json.loads(cli("best", json.dumps(spec(9, 16, 24)), "--json", db=six).stdout)
