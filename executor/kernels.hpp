@@ -210,8 +210,9 @@ bool gemv(std::int64_t rows, std::int64_t cols, View<T> mat, const T* x, std::in
 
 // small_gemm() on BLAS-addressable views when it fits: A is read as it lies (libxsmm takes it
 // transposed), a transposed B — the small operand — is copied into row-major order first, when
-// at least 256 rows of A reuse the copy (the copy of a 32×48 B before each 64×48×32 product made
-// abcd,dbe->aec under loop_over_gemm 1.2× slower than OpenBLAS). Only on one BLAS thread: with
+// at least 256 rows of A reuse the copy (the copy is a pass over B at every call, which only
+// enough rows of A, each reading all of B, amortize: a copy of a 32×48 B before each 64-row
+// product cost more than reading B transposed saved). Only on one BLAS thread: with
 // more, the call is OpenBLAS's to parallelize.
 template <typename T>
 bool small_gemm_view(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, CBLAS_TRANSPOSE ta,
@@ -298,8 +299,8 @@ void gemm_batch(std::int64_t nb, std::int64_t m, std::int64_t n, std::int64_t k,
 }
 
 // dst[i] = src[i] for i < n, in pieces of 2 KiB: glibc's memmove copies long runs with
-// `rep movsb`, which on this project's AMD machines moved a 40 KiB block 17× slower than vector
-// loads and stores do (bench/expression_bench: copy against copy_run).
+// `rep movsb`, which AMD's cores run far slower than vector loads and stores where source and
+// destination are not aligned alike (bench/expression_bench times both: copy against copy_run).
 template <typename T>
 inline void copy_run(const T* src, std::int64_t n, T* dst) {
   constexpr std::int64_t kPiece = 2048 / sizeof(T);
@@ -332,9 +333,10 @@ void copy_strided(const T* src, const std::vector<std::int64_t>& shape_in,
   const std::size_t r = shape.size();
   const std::int64_t inner = r ? shape[r - 1] : 1, inner_stride = r ? stride[r - 1] : 1;
   // Short runs: gathered first, then f evaluated once over the whole of dst (in place), not
-  // once per run. For U*U-1 on 5118 doubles in strided runs of 3, evaluating run by run took
-  // 36.4 µs, gathering then evaluating 6.3 µs (build/bin/expression_bench: evaluate_runs_of_3
-  // against pack_runs_of_3).
+  // once per run: an evaluation's fixed cost (walking the expression, its loop's start and
+  // remainder) is then paid once rather than for every few elements, and its loop runs long
+  // enough to vectorize (build/bin/expression_bench times both: evaluate_runs_of_3 against
+  // pack_runs_of_3).
   if (!f || (inner < 64 && total > inner)) {
     copy_layout(src, stride, dst, row_major_strides(shape), shape, sizeof(T));
     if (f) f->apply(dst, 1, dst, total);

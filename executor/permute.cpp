@@ -82,9 +82,10 @@ template <typename T>
 constexpr std::int64_t kLine = 64 / static_cast<std::int64_t>(sizeof(T));
 
 // Src rows per block. A strip reads one line of each; the next strip's lines are prefetched
-// (they lie at src's large stride, where the hardware prefetchers do not look). In single runs of
-// permute_bench at each of 32, 64, 128, 256 and 512 rows, 64 to 512 were within the machine's
-// noise of each other.
+// (they lie at src's large stride, where the hardware prefetchers do not look). 128 rows: a
+// strip's lines and the next strip's (2 × 128 × 64 B = 16 KiB) stay in the L1 cache beside the
+// micro-blocks' dst lines, and 128 lines requested ahead cover the memory's latency at its
+// bandwidth (bench/permute.sh times other block sizes).
 constexpr std::int64_t kBlockRows = 128;
 
 #if EINSUMDB_AVX512

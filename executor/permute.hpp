@@ -14,8 +14,9 @@ namespace einsumdb::kernels {
 // layouts are merged. Where src and dst are contiguous along different axes (4- and 8-byte
 // elements), the run of axes contiguous in src is transposed against the run contiguous in dst
 // in micro-blocks of one cache line square, in vector registers, so that both sides are read
-// and written in whole lines; results over 8 MiB are written with streaming stores. Within
-// 1.5× of memcpy's time on the median of every layout bench/permute.sh times.
+// and written in whole lines; results over 8 MiB are written with streaming stores. Each line
+// is then read once and written once, as memcpy reads and writes it (bench/permute.sh compares
+// the two on every layout).
 // Row-major element strides of `shape`.
 inline std::vector<std::int64_t> row_major_strides(const std::vector<std::int64_t>& shape) {
   std::vector<std::int64_t> s(shape.size(), 1);

@@ -122,8 +122,9 @@ Product<T>::Product(const GemmGroups& g, const std::map<char, std::int64_t>& len
     // The cut: the outermost row label whose later labels' rows fit a chunk, then as many of
     // its values as fit (at least one). A chunk must write whole cache lines of the result, so
     // the cut and the labels before it have strides of a line or more there. (Cut along the
-    // result's unit stride, `efbad,cf->abcde` at TCCG case 6's size wrote each line 48 times:
-    // 420 ms, not 250.) Where the first row label does not, the cut is a column label's, and a
+    // result's unit stride, each chunk writes a part of every line it touches, and each line is
+    // read and written once per chunk: `efbad,cf->abcde` at TCCG case 6's size, 48 times.) Where
+    // the first row label does not, the cut is a column label's, and a
     // chunk is every row of a range of columns: TCCG cases 46-48 (`gfab,degc->abcdef`, rows
     // f, a, b with f the unit stride) held their whole 288 MiB result in scratch before. Where
     // neither group's first label does, the result is one chunk.
@@ -161,7 +162,7 @@ Product<T>::Product(const GemmGroups& g, const std::map<char, std::int64_t>& len
     // Each chunk of a column cut reads all of A: the cut is taken only where a chunk has columns
     // enough that this costs little beside writing them (8 per summed element, and 64 for the
     // GEMM's speed); else the result is one chunk. (TCCG case 2, `dca,bd->abc`: its 24 columns
-    // cut into 22 and 2, each reading 230 MB of A, took 118 ms, not 80.)
+    // cut into 22 and 2 would read A's 230 MB twice to write a result of the same size.)
     if (k.by_columns && k.step * k.per_value < std::max<std::int64_t>(64, 8 * k_)) place_cut(false);
     auto into_box = [&](const std::string& labels) {
       for (char l : labels) {

@@ -76,11 +76,11 @@ constexpr std::size_t kPage = 4096;
 
 // Tensors of 128 KiB and more live in mappings of their own, populated when mapped and kept for
 // reuse when freed (glibc maps blocks of that size afresh for each request, or gives freed heap
-// pages back when it trims: the tuner's probe timed a 128³ tensor_gemm at 0.40–0.43 ms, its
-// 128 KiB result on new pages every run, against 0.052–0.056 ms once recycled); those of 4 MiB and
-// more are 2 MiB-aligned with transparent huge pages (as numpy does: a kernel that streams a large
-// tensor misses the TLB 512 times less often — a 4000×4000 matrix-vector product took 5–10% longer
-// than numpy's identical OpenBLAS call without them).
+// pages back when it trims, and every new page costs a fault and its zeroing by the kernel: for
+// the result of a small contraction, such as the tuner's probe times over and over, more than
+// computing it); those of 4 MiB and more are 2 MiB-aligned with transparent huge pages (as numpy
+// does: a kernel that streams a large tensor misses the TLB once per 2 MiB instead of once per
+// 4 KiB).
 //
 // Memory the process has not written before is expensive on a virtual machine: its first write
 // faults in the guest and in the host. Kernels allocate their results afresh on every run, and

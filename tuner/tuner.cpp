@@ -292,8 +292,8 @@ Oracle make_oracle(const BatchedEinsum& e, const std::map<char, std::int64_t>& l
                   std::to_string(err) + "); refusing to tune against it");
   }
   // The check's tensors are gone before the full size (at length 16 a result of six indices
-  // is 128 MiB; kept alive and cached, two of them made TCCG case 33's tune peak at 2.97× its
-  // footprint).
+  // is 128 MiB; kept alive and cached, two of them would sit beside the full size's tensors for
+  // the whole tune, adding their size to its peak).
   release_recycled_memory();
   const auto t0 = Clock::now();
   o.want = execute(bound, oracle);

@@ -31,8 +31,8 @@
 // recorded as timeout (timed samples are only stopped by the time limit): in the probe at 3 times
 // the fastest there; at full size at `slow_factor` times the best median, or `race_factor` times
 // when a run that long is a long run. A first run gets 0.1 s more for one-time costs. So a
-// hopeless candidate costs at most 1.5 runs of the best at full size (TCCG case 12's
-// matrix-vector loops of loop_over_gemm, 10.5 times the best, took two 53 s runs each before).
+// hopeless candidate costs at most 1.5 runs of the best at full size, not two of its own (a
+// candidate ten times slower than the best would cost twenty of the best's runs).
 //
 // Time limit: the search of a workload large enough to be probed ends `time_limit` seconds (60)
 // after the tune began, once one candidate is measured (the most promising first, in the order

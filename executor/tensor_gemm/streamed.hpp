@@ -312,9 +312,8 @@ std::optional<StreamedLines> streamed_lines(
   s.span = s.longest;
   // Where ux's values are whole vectors in one piece and the next index of the tiles' rows, vx,
   // follows them in X, a piece takes up to eight lines of rows over several of vx's values: each
-  // kernel call then reads runs of X twice as long or more, which the hardware fetches ahead. (A
-  // standalone loop of case 6's kernel calls, not writing the tiles out, ran at the DGEMM peak with
-  // two values of a per call and at 0.8 of it with one.)
+  // kernel call then reads runs of X twice as long or more, which the hardware fetches ahead (a
+  // run of one line is over before a prefetcher has seen enough of it to follow).
   char vx = '\0';
   std::int64_t per = 1;  // vx's values per piece
   const auto next = std::find_if(others.begin(), others.end(),
