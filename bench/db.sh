@@ -19,7 +19,7 @@ workloads="${1:-100000}"
 measurements="${2:-1000000}"
 out=$(build/bin/einsumdb bench db --workloads "$workloads" --measurements "$measurements")
 echo "$out"
-/usr/bin/python3 - "$out" <<'PY'
+"$PYTHON" - "$out" <<'PY'
 import json, sys
 j = json.loads(sys.argv[1])
 rate, best, p90 = j["record_per_second_batched"], j["best_median_us"], j["best_p90_us"]

@@ -11,4 +11,4 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 install_deps
 build_release
-exec /usr/bin/python3 bench/distributed.py build/bin "$@"
+exec "$PYTHON" bench/distributed.py build/bin "$@"

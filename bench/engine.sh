@@ -12,7 +12,7 @@ build_release
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 google_benchmark_json "$out" build/bin/engine_bench "$@"
-/usr/bin/python3 - "$out" <<'PY'
+"$PYTHON" - "$out" <<'PY'
 import json, sys
 runs = json.load(open(sys.argv[1]))["benchmarks"]
 med = {r["run_name"]: r["real_time"] for r in runs if r.get("aggregate_name") == "median"}

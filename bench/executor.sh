@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 install_deps
 build_release
-exec /usr/bin/python3 bench/executor.py build/bin/einsumdb "$@"
+exec "$PYTHON" bench/executor.py build/bin/einsumdb "$@"

@@ -19,7 +19,7 @@ for r in $(seq "$rounds"); do
   OPENBLAS_NUM_THREADS=1 build/bin/permute_bench --benchmark_repetitions=3 \
     --benchmark_report_aggregates_only=true --benchmark_format=json "$@" > "$dir/$r.json"
 done
-/usr/bin/python3 - "$dir" "$rounds" <<'PY'
+"$PYTHON" - "$dir" "$rounds" <<'PY'
 import json, statistics, sys
 d, rounds = sys.argv[1], int(sys.argv[2])
 per = []  # per round: {(method, workload): (seconds, bytes/s)}

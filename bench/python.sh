@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 install_deps
 build_release
-exec /usr/bin/python3 bench/python.py "$@"
+exec "$PYTHON" bench/python.py "$@"

@@ -14,7 +14,7 @@ unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 google_benchmark_json "$out" build/bin/small_gemm_bench "$@"
-/usr/bin/python3 - "$out" <<'PY'
+"$PYTHON" - "$out" <<'PY'
 import json, sys
 runs = json.load(open(sys.argv[1]))["benchmarks"]
 median = {r["run_name"]: r for r in runs if r.get("aggregate_name") == "median"}

@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 install_deps
 build_release
-exec /usr/bin/python3 bench/tccg.py build/bin/einsumdb "$@"
+exec "$PYTHON" bench/tccg.py build/bin/einsumdb "$@"

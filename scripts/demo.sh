@@ -70,7 +70,7 @@ echo "run it (best transform from the database, checked against the reference):"
 $bin run "$renamed" --db "$db" --repeat 20 --verify --table
 echo
 echo "== The same from Python (import einsumdb): numpy.einsum's call, the store's transform"
-(cd / && EINSUMDB_DB="$db" OPENBLAS_NUM_THREADS=1 /usr/bin/python3 -) <<'PY'
+(cd / && EINSUMDB_DB="$db" OPENBLAS_NUM_THREADS=1 "$PYTHON" -) <<'PY'
 import time
 import numpy as np
 import einsumdb

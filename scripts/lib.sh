@@ -1,5 +1,9 @@
 # Shared helpers for the einsumdb scripts. Source it; do not run it.
 
+# The Python the module is built for and the scripts' Python parts run on: Debian's, which the
+# packages below equip (numpy, pybind11, pytest). EINSUMDB_PYTHON names another that has them.
+PYTHON=${EINSUMDB_PYTHON:-/usr/bin/python3}
+
 # The Debian packages einsumdb needs to build, test, fuzz and benchmark.
 EINSUMDB_PACKAGES=(
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config python3
@@ -40,7 +44,8 @@ google_benchmark_json() {
 
 # Configures and builds the Release tree in build/ (warnings are errors).
 build_release() {
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEINSUMDB_WERROR=ON >/dev/null
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEINSUMDB_WERROR=ON \
+    -DPython3_EXECUTABLE="$PYTHON" >/dev/null
   cmake --build build -j "$(nproc)"
 }
 
@@ -49,7 +54,7 @@ build_release() {
 # again). Debian marks its Python as externally managed, so pip needs --break-system-packages to
 # install into /usr/local.
 install_python_package() {
-  EINSUMDB_BUILD_DIR="$PWD/build" /usr/bin/python3 -m pip install --quiet --no-build-isolation \
+  EINSUMDB_BUILD_DIR="$PWD/build" "$PYTHON" -m pip install --quiet --no-build-isolation \
     --no-deps --break-system-packages --root-user-action=ignore .
 }
 

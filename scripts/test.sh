@@ -25,9 +25,9 @@ phase "Release tests"
 install_python_package
 repo=$PWD
 (cd "$(mktemp -d)" && EINSUMDB_EXPECT_INSTALLED=1 EINSUMDB_BIN="$repo/build/bin/einsumdb" \
-  /usr/bin/python3 -m pytest -q -p no:cacheprovider "$repo/tests/python")
-/usr/bin/python3 -m pip uninstall --quiet -y --break-system-packages --root-user-action=ignore einsumdb
-if (cd / && /usr/bin/python3 -c 'import einsumdb' 2>/dev/null); then
+  "$PYTHON" -m pytest -q -p no:cacheprovider "$repo/tests/python")
+"$PYTHON" -m pip uninstall --quiet -y --break-system-packages --root-user-action=ignore einsumdb
+if (cd / && "$PYTHON" -c 'import einsumdb' 2>/dev/null); then
   echo "einsumdb: pip uninstall left the package importable" >&2
   exit 1
 fi
@@ -60,6 +60,7 @@ if [ "${EINSUMDB_SKIP_SANITIZE:-0}" != 1 ]; then
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
     -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
     -DEINSUMDB_WERROR=ON -DCMAKE_CXX_COMPILER=clang++ -DEINSUMDB_PYTHON=OFF \
+    -DPython3_EXECUTABLE="$PYTHON" \
     -DEINSUMDB_BENCHMARKS=OFF >/dev/null
   cmake --build build-asan -j "$(nproc)"
   phase "sanitizer build"
