@@ -447,26 +447,31 @@ nlohmann::ordered_json to_json(const Canonical& c) {
     j["structure_hash"] = c.structure_hash;
   }
   j["canonical"] = to_json(c.form);
+  j["sigma"] = sigma_json(c.sigma);
+  return j;
+}
+
+nlohmann::ordered_json sigma_json(const Substitution& sigma) {
+  using ojson = nlohmann::ordered_json;
   ojson index = ojson::object(), array = ojson::object(), operand = ojson::object(),
         row = ojson::object(), symbol = ojson::object();
   // In canonical order: a, b, ...; A0, A1, ...; 0, 1, ...; N0, N1, ...
-  for (std::size_t k = 0; k < c.sigma.index.size(); ++k) {
+  for (std::size_t k = 0; k < sigma.index.size(); ++k) {
     const char name = canonical_index_name(k);
-    index[std::string(1, name)] = std::string(1, c.sigma.index.at(name));
+    index[std::string(1, name)] = std::string(1, sigma.index.at(name));
   }
-  for (std::size_t k = 0; k < c.sigma.array.size(); ++k)
-    array[array_name(k)] = c.sigma.array.at(array_name(k));
-  for (std::size_t k = 0; k < c.sigma.operand.size(); ++k)
-    operand[std::to_string(k)] = c.sigma.operand[k];
-  for (std::size_t k = 0; k < c.sigma.row.size(); ++k) row[std::to_string(k)] = c.sigma.row[k];
-  for (std::size_t k = 0; k < c.sigma.symbol.size(); ++k)
-    symbol[symbol_name(k)] = c.sigma.symbol.at(symbol_name(k));
-  j["sigma"] = {{"index", std::move(index)},
-                {"array", std::move(array)},
-                {"operand", std::move(operand)},
-                {"row", std::move(row)},
-                {"symbol", std::move(symbol)}};
-  return j;
+  for (std::size_t k = 0; k < sigma.array.size(); ++k)
+    array[array_name(k)] = sigma.array.at(array_name(k));
+  for (std::size_t k = 0; k < sigma.operand.size(); ++k)
+    operand[std::to_string(k)] = sigma.operand[k];
+  for (std::size_t k = 0; k < sigma.row.size(); ++k) row[std::to_string(k)] = sigma.row[k];
+  for (std::size_t k = 0; k < sigma.symbol.size(); ++k)
+    symbol[symbol_name(k)] = sigma.symbol.at(symbol_name(k));
+  return {{"index", std::move(index)},
+          {"array", std::move(array)},
+          {"operand", std::move(operand)},
+          {"row", std::move(row)},
+          {"symbol", std::move(symbol)}};
 }
 
 }  // namespace einsumdb

@@ -103,6 +103,8 @@ std::string hash_text(std::string_view text);
 // {"key", "hash", "structure_key", "structure_hash", "canonical", "sigma": {"index", "array",
 // "operand", "row", "symbol"}}
 nlohmann::ordered_json to_json(const Canonical& c);
+// Its "sigma": canonical names -> the input's, {"index", "array", "operand", "row", "symbol"}.
+nlohmann::ordered_json sigma_json(const Substitution& sigma);
 
 // The canonical index name of the k-th index: a..z, then A..Z.
 char canonical_index_name(std::size_t k);

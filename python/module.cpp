@@ -735,6 +735,7 @@ class Typed {
     cls_.def_property_readonly(name, get, doc);
     return *this;
   }
+  // The class is declared in one chained statement; at its end, this records the fields.
   ~Typed() { cls_.attr("_fields") = py::tuple(fields_); }
 
  private:
@@ -834,7 +835,7 @@ void bind_typed_results(py::module_& m) {
           "canonical", [](const Canonical& c) { return json(to_json(c.form)); },
           "the canonical spec (spec JSON as a dict)")
       .field(
-          "sigma", [](const Canonical& c) { return json(to_json(c).at("sigma")); },
+          "sigma", [](const Canonical& c) { return json(sigma_json(c.sigma)); },
           "canonical name -> the spec's: index, array, operand, row and symbol maps");
 
   Typed<Choice>(m, "Choice",

@@ -367,6 +367,38 @@ def test_typed_results_read_as_the_clis_json(db, cli):
     assert json.dumps(report.as_dict())  # plain data throughout
 
 
+def test_typed_fields_are_the_clis_keys(db, cli):
+    # Each typed class has a field for every key the CLI prints for the same object, and no
+    # other (a tune's report and its rows: every field, the command printing more beside): the JSON of the CLI and the classes' fields are written apart (to_json in C++, the
+    # bindings), and this keeps them one vocabulary.
+    spec = {"einsum": "ij,j->i", "batch": [["A", "x"]], "shapes": {"A": [32, 16], "x": [16]}}
+    text = json.dumps(spec)
+
+    def printed(*args, store=True):  # canon prints JSON to a pipe and takes no store
+        r = subprocess.run([cli, *args, *(["--db", db, "--json"] if store else [])],
+                           capture_output=True, text=True,
+                           env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    report = printed("tune", text, "--warmup", "1", "--min-reps", "2", "--min-time", "0")
+    # The command adds what it knows beside the report (the machine, the roofline, ...).
+    assert set(einsumdb.TuneReport._fields) <= set(report)
+    ok = [row for row in report["results"] if row["status"] == "ok"]
+    assert ok
+    for row in ok:  # a finalist's search median and a failure's error aside
+        assert set(einsumdb.TuneResult._fields) <= set(row) | {"search_median_s", "error"}
+    best = printed("best", text)
+    best = best[0] if isinstance(best, list) else best
+    optional = {"distance", "binding", "measured_on", "origin"}  # printed where they apply
+    assert set(best) <= set(einsumdb.Answer._fields) <= set(best) | optional
+    (row,) = printed("list")
+    assert set(row) == set(einsumdb.Workload._fields)
+    assert set(printed("canon", text, store=False)) == set(einsumdb.CanonicalForm._fields)
+    assert set(einsumdb.contract_expression("ij,j->i", (32, 16), (16,), db=db).choice.keys()) == \
+        {"strategy", "params", "source", "reason", "stored", "distance"}
+
+
 def test_dict_inputs_are_read_as_json_values(db):
     # Specs, measurements and graphs given as dicts reach the parsers as JSON values: numpy's
     # integers as lengths, errors that name the value, and nesting refused before it is walked.
