@@ -73,14 +73,17 @@ def bench(binary, db, args, extra=()):
 
 
 def run(binary, label, db, args):
-    """One run: a process fills the store and times recording; unless --same-process, a second
-    process opens the store the first left and times the answers, as an application opens a
-    store a tuner filled (in the filling process, after a million records, every figure is
-    slower, canonicalization's too)."""
+    """One run: a process fills the store, times recording and then the answers (`bench db`
+    alone, the benchmark as one command); unless --same-process, a second process opens the
+    store the first left and times the answers again, as an application opens a store a tuner
+    filled. The filling process's answers are kept under "filling"."""
     result, command = bench(binary, db, args)
     if not args.same_process:
+        filling = {k: v for k, v in result.items()
+                   if k.endswith("_us") or k.startswith("best_many")}
         answers, reuse = bench(binary, db, args, ["--reuse"])
         result.update(answers)
+        result["filling"] = filling
         command += " ; " + reuse
     return {"command": command, "machine": cpu_model(), "cores": os.cpu_count(),
             "label": label, "result": result}

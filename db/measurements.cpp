@@ -191,7 +191,7 @@ std::string multi_row_insert(std::size_t rows) {
 Row measurement_row(Store::Impl& impl, std::int64_t run, std::int64_t workload,
                     std::int64_t machine, const Measurement& m) {
   impl.require_run(run);
-  const auto& w = impl.workload(workload);
+  const Store::Impl::WorkloadInfo w = impl.workload(workload);
   const std::string& fp = impl.machine_fingerprint(machine);
   Row r;
   r.run = run;
@@ -200,19 +200,19 @@ Row measurement_row(Store::Impl& impl, std::int64_t run, std::int64_t workload,
   // The work and the bytes of one run: given, or the workload's (at the binding).
   r.flops = m.flops;
   r.bytes = m.bytes_moved;
-  if (w.symbols.empty()) {
+  if (!w.symbolic) {
     if (!m.binding.empty())
       throw SpecError("measurement of '" + m.transform.name + "' binds " + to_string(m.binding) +
                       ", but workload " + w.hash + " has no symbolic length");
     if (!r.flops) r.flops = w.flops;
     if (!r.bytes) r.bytes = w.footprint;
   } else if (!m.binding.empty()) {
-    for (const auto& symbol : w.symbols)
+    for (const auto& symbol : w.symbolic->symbols)
       if (!m.binding.count(symbol))
         throw SpecError("measurement of '" + m.transform.name + "' binds " + to_string(m.binding) +
                         " but leaves the symbol '" + symbol + "' of workload " + w.hash +
                         " unbound");
-    const BatchedEinsum bound = bind_symbols(*w.form, m.binding);
+    const BatchedEinsum bound = bind_symbols(w.symbolic->form, m.binding);
     if (!r.flops) r.flops = flop_count(bound);
     if (!r.bytes) r.bytes = footprint_bytes(bound);
     r.binding = json(m.binding).dump();

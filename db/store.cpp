@@ -712,8 +712,7 @@ std::vector<Machine> Store::machines() {
 }
 
 WorkloadId Store::workload_id(const Canonical& c) {
-  if (const auto it = impl_->workloads_by_hash.find(c.hash); it != impl_->workloads_by_hash.end())
-    return WorkloadId{it->second.id};
+  if (const auto id = impl_->known_workload_id(c.hash)) return WorkloadId{*id};
   EINSUMDB_ASSERT(!c.structure_hash.empty(), "workloads need the structure key");
   return impl_->write([&] {
     const auto flops = flop_count(c.form);
@@ -753,17 +752,15 @@ WorkloadId Store::workload_id(const Canonical& c) {
                             "'");
       id = sel.column_int(0);
     }
-    Impl::WorkloadInfo info{id, c.hash, flops, footprint, symbol_names, {}};
-    if (!symbol_names.empty()) info.form = c.form;
-    impl_->workloads_by_id[info.id] = info;
-    impl_->workloads_by_hash[c.hash] = info;
-    return WorkloadId{info.id};
+    std::optional<Impl::SymbolicForm> symbolic;
+    if (!symbol_names.empty()) symbolic = Impl::SymbolicForm{symbol_names, c.form};
+    impl_->remember_workload(id, c.hash, flops, footprint, std::move(symbolic));
+    return WorkloadId{id};
   });
 }
 
 std::optional<WorkloadId> Store::find_workload(const std::string& hash) {
-  if (const auto it = impl_->workloads_by_hash.find(hash); it != impl_->workloads_by_hash.end())
-    return WorkloadId{it->second.id};
+  if (const auto id = impl_->known_workload_id(hash)) return WorkloadId{*id};
   auto s = impl_->stmt("SELECT id FROM workloads WHERE hash = ?");
   s.bind(1, hash);
   if (!s.step()) return std::nullopt;

@@ -9,9 +9,11 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <memory_resource>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -127,15 +129,38 @@ struct Store::Impl {
   // Ids cached for speed; cleared whenever a transaction rolls back.
   std::map<std::string, std::int64_t> machine_ids;
   std::map<std::int64_t, std::string> machine_fingerprints;
+  // A symbolic workload's canonical symbols (N0, N1, ...) and form, which recording binds.
+  struct SymbolicForm {
+    std::vector<std::string> symbols;
+    BatchedEinsum form;
+  };
+  // What recording asks of a measurement's workload.
   struct WorkloadInfo {
     std::int64_t id;
     std::string hash;
     std::optional<double> flops, footprint;  // nullopt for a symbolic workload
-    std::vector<std::string> symbols;        // canonical: N0, N1, ...
-    std::optional<BatchedEinsum> form;       // the canonical form, kept for symbolic workloads
+    const SymbolicForm* symbolic;            // null for a concrete workload
   };
-  std::map<std::string, WorkloadInfo> workloads_by_hash;
-  std::map<std::int64_t, WorkloadInfo> workloads_by_id;
+  // The workloads this connection has met, so that recording asks no statement for them. A
+  // store of a million facts meets some 100,000 workloads, met batch by batch among each
+  // batch's short-lived allocations. So an entry is of fixed size (a hash is 32 hex digits,
+  // kept inline) and entries come from a pool of their own: as a node and a string apiece on
+  // the common heap, interleaved with the batches' freed memory, they left that heap a
+  // patchwork in which every later allocation of the process searched for room.
+  using HashKey = std::array<char, 32>;
+  struct HashKeyHash {
+    std::size_t operator()(const HashKey& k) const noexcept {
+      return std::hash<std::string_view>{}(std::string_view(k.data(), k.size()));
+    }
+  };
+  struct KnownWorkload {
+    HashKey hash;
+    std::optional<double> flops, footprint;
+  };
+  std::pmr::unsynchronized_pool_resource workload_pool;
+  std::pmr::unordered_map<HashKey, std::int64_t, HashKeyHash> workload_ids{&workload_pool};
+  std::pmr::unordered_map<std::int64_t, KnownWorkload> known_workloads{&workload_pool};
+  std::map<std::int64_t, SymbolicForm> symbolic_forms;  // few
   // Symbolic workloads met by symbolic_workloads(), by id: structure lengths and names parsed, and
   // form and key once one was read.
   std::map<std::int64_t, Store::SymbolicWorkload> symbolic_by_id;
@@ -165,8 +190,9 @@ struct Store::Impl {
   void clear_caches() {
     machine_ids.clear();
     machine_fingerprints.clear();
-    workloads_by_hash.clear();
-    workloads_by_id.clear();
+    workload_ids.clear();
+    known_workloads.clear();
+    symbolic_forms.clear();
     symbolic_by_id.clear();
     transform_ids.clear();
     transforms_by_id.clear();
@@ -174,20 +200,51 @@ struct Store::Impl {
     pending_facts.clear();
   }
 
-  const WorkloadInfo& workload(std::int64_t id) {
-    const auto it = workloads_by_id.find(id);
-    if (it != workloads_by_id.end()) return it->second;
+  // The key of a workload hash, if it has the form of one.
+  static std::optional<HashKey> hash_key(std::string_view hash) {
+    HashKey k;
+    if (hash.size() != k.size()) return std::nullopt;
+    std::copy(hash.begin(), hash.end(), k.begin());
+    return k;
+  }
+
+  std::optional<std::int64_t> known_workload_id(std::string_view hash) const {
+    const auto k = hash_key(hash);
+    if (!k) return std::nullopt;
+    const auto it = workload_ids.find(*k);
+    if (it == workload_ids.end()) return std::nullopt;
+    return it->second;
+  }
+
+  // Remembers a workload met (`symbolic` for one of symbolic lengths).
+  void remember_workload(std::int64_t id, std::string_view hash, std::optional<double> flops,
+                         std::optional<double> footprint, std::optional<SymbolicForm> symbolic) {
+    if (symbolic) symbolic_forms[id] = std::move(*symbolic);
+    const auto k = hash_key(hash);
+    if (!k) return;  // not of a hash's form: asked of the store each time
+    workload_ids[*k] = id;
+    known_workloads[id] = {*k, flops, footprint};
+  }
+
+  WorkloadInfo workload(std::int64_t id) {
+    if (const auto it = known_workloads.find(id); it != known_workloads.end()) {
+      const auto form = symbolic_forms.find(id);
+      return {id, std::string(it->second.hash.data(), it->second.hash.size()), it->second.flops,
+              it->second.footprint, form == symbolic_forms.end() ? nullptr : &form->second};
+    }
     auto s = stmt("SELECT hash, flops, footprint_bytes, symbols, spec FROM workloads WHERE id = ?");
     s.bind(1, id);
     if (!s.step()) throw DatabaseError("no workload with id " + std::to_string(id));
-    WorkloadInfo info{
-        id, s.column_text(0), s.column_optional_double(1), s.column_optional_double(2), {}, {}};
+    const std::string hash = s.column_text(0);
+    const auto flops = s.column_optional_double(1), footprint = s.column_optional_double(2);
+    std::optional<SymbolicForm> symbolic;
     if (s.column_int(3) > 0) {
-      info.form = parse_spec_text(s.column_text(4));
-      info.symbols = symbols(*info.form);
+      BatchedEinsum form = parse_spec_text(s.column_text(4));
+      symbolic = SymbolicForm{symbols(form), std::move(form)};
     }
-    workloads_by_hash[info.hash] = info;
-    return workloads_by_id[id] = info;
+    const bool concrete = !symbolic;
+    remember_workload(id, hash, flops, footprint, std::move(symbolic));
+    return {id, hash, flops, footprint, concrete ? nullptr : &symbolic_forms.at(id)};
   }
 
   const std::string& machine_fingerprint(std::int64_t id) {

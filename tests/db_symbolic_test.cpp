@@ -120,6 +120,34 @@ TEST_F(SymbolicTest, ASymbolicMeasurementNeedsItsBindingOrItsWork) {
   EXPECT_EQ(store_.stats()["measurements"], 1);
 }
 
+TEST_F(SymbolicTest, AWorkloadIsRecordedAlikeMetOrReadFromTheFile) {
+  // store_ meets both workloads as it records them; `other` reads them from the file by id.
+  const BatchedEinsum concrete = two_products(Length::of(7));
+  record(store_, symbolic_, ok("t", params_, {1e-3}, {{"Ne", 1000}}));
+  record(store_, concrete, ok("t", params_, {1e-3}));
+  Store other = Store::open(dir_.path("db.sqlite"));
+  const MachineId on = other.machine_id(machine());
+  const RunId run = other.begin_run({"other", "", "", ""}, on);
+  const Canonical cs = canonicalize(symbolic_), cc = canonicalize(concrete);
+  const auto symbolic_id = other.find_workload(cs.hash), concrete_id = other.find_workload(cc.hash);
+  ASSERT_TRUE(symbolic_id && concrete_id);
+  EXPECT_THROW(other.record(run, *symbolic_id, on, to_canonical(cs, ok("u", params_, {1e-3}))),
+               SpecError);  // neither binding nor work
+  EXPECT_THROW(
+      other.record(run, *concrete_id, on, to_canonical(cc, ok("u", params_, {1e-3}, {{"Ne", 5}}))),
+      SpecError);  // a concrete workload binds nothing
+  EXPECT_TRUE(other.record(run, *symbolic_id, on,
+                           to_canonical(cs, ok("u", params_, {2e-3}, {{"Ne", 1000}}))));
+  EXPECT_TRUE(other.record(run, *concrete_id, on, to_canonical(cc, ok("u", params_, {2e-3}))));
+  // The work of each is the one store_ recorded: the binding's, and the concrete workload's own.
+  for (const Canonical* c : {&cs, &cc}) {
+    const auto facts = other.top_k(c->hash, machine().fingerprint(), 0);
+    ASSERT_EQ(facts.size(), 2u) << c->key;
+    EXPECT_EQ(facts[0].transform.name, "t");
+    EXPECT_NEAR(*facts[1].flops, *facts[0].flops, 1e-9 * *facts[0].flops) << c->key;
+  }
+}
+
 TEST_F(SymbolicTest, AConcreteWorkloadFindsItsSymbolicFormInAnySpelling) {
   record(store_, symbolic_, ok("tuned", params_, {1e-3}, {{"Ne", 1000}}));
   std::mt19937_64 rng(7);
