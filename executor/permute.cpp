@@ -5,10 +5,10 @@
 // strides of tensor layouts the lines of a column evict one another before their neighbours
 // are read: each element then costs a whole line's transfer, up to 8 (16 for floats) times the
 // traffic of what follows (bench/permute.sh times both).
-// Here micro-blocks of one cache line square (8 × 8 doubles, 16 × 16 floats) are transposed in
-// vector registers, so that each src line is read whole and each dst line written whole, with
-// streaming stores when the result is larger than the cache; the micro-blocks go down a block
-// of src rows strip by strip, prefetching the next strip's lines.
+// Here micro-blocks of one cache line square (8 × 8 doubles, 16 × 16 floats, 4 × 4 complex
+// doubles) are transposed in vector registers, so that each src line is read whole and each dst
+// line written whole, with streaming stores when the result is larger than the cache; the
+// micro-blocks go down a block of src rows strip by strip, prefetching the next strip's lines.
 #include "einsumdb/executor/permute.hpp"
 
 #include <algorithm>
@@ -32,6 +32,11 @@ namespace {
 
 struct Axis {
   std::int64_t len, s, d;  // length, src stride, dst stride (elements)
+};
+
+// A complex128 element's bits.
+struct Bytes16 {
+  std::uint64_t lo, hi;
 };
 
 // The copy's axes without those of length 1, ordered by dst stride (the largest first), with
@@ -136,6 +141,23 @@ struct Lines<8> {  // 8 × 8 doubles' bits
 };
 
 template <>
+struct Lines<16> {  // 4 × 4 complex doubles' bits: the transpose of the lanes alone
+  using R = __m512i;
+  static void transpose(const void* from, const std::int64_t* col, R out[4]) {
+    const auto* s = static_cast<const Bytes16*>(from);
+    transpose_lanes(_mm512_loadu_si512(s + col[0]), _mm512_loadu_si512(s + col[1]),
+                    _mm512_loadu_si512(s + col[2]), _mm512_loadu_si512(s + col[3]), out);
+  }
+  template <bool stream>
+  static void put(void* at, R v) {
+    if constexpr (stream)
+      _mm512_stream_si512(static_cast<__m512i*>(at), v);
+    else
+      _mm512_storeu_si512(at, v);
+  }
+};
+
+template <>
 struct Lines<4> {  // 16 × 16 floats' bits
   using R = __m512;
   static void transpose(const void* from, const std::int64_t* col, R out[16]) {
@@ -197,6 +219,25 @@ struct Registers<8> {  // 4 × 4 doubles' bits
 };
 
 template <>
+struct Registers<16> {  // 2 × 2 complex doubles' bits
+  using R = __m256d;
+  static void transpose(const void* from, const std::int64_t* row, R out[2]) {
+    const auto* s = static_cast<const Bytes16*>(from);
+    const R r0 = _mm256_loadu_pd(reinterpret_cast<const double*>(s + row[0])),
+            r1 = _mm256_loadu_pd(reinterpret_cast<const double*>(s + row[1]));
+    out[0] = _mm256_permute2f128_pd(r0, r1, 0x20);
+    out[1] = _mm256_permute2f128_pd(r0, r1, 0x31);
+  }
+  template <bool stream>
+  static void put(void* at, R v) {
+    if constexpr (stream)
+      _mm256_stream_pd(static_cast<double*>(at), v);
+    else
+      _mm256_storeu_pd(static_cast<double*>(at), v);
+  }
+};
+
+template <>
 struct Registers<4> {  // 8 × 8 floats' bits
   using R = __m256;
   static void transpose(const void* from, const std::int64_t* row, R out[8]) {
@@ -234,7 +275,7 @@ struct Registers<4> {  // 8 × 8 floats' bits
 // spare reading dst's lines first.
 template <typename T, bool stream>
 inline void micro(const T* s, const std::int64_t* col, T* d, const std::int64_t* row) {
-  static_assert(sizeof(T) == 4 || sizeof(T) == 8);
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
   constexpr std::int64_t L = kLine<T>;
 #if EINSUMDB_AVX512
   // Each src line is loaded whole, once: with AVX's half lines, the 16 lines of a float block at
@@ -388,7 +429,7 @@ void copy_axes(const T* src, T* dst, std::vector<Axis> axes, std::size_t whole_b
   // A transposition where src and dst are contiguous along different axes: the run of axes
   // contiguous in dst from its unit stride on are the columns, the run contiguous in src the
   // rows; they are transposed in micro-blocks for every point of the other axes.
-  if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+  if constexpr (sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16) {
     std::vector<Axis> outer = axes;
     std::vector<Axis> cols = take_run(outer, &Axis::d), rows = take_run(outer, &Axis::s);
     if (!cols.empty() && !rows.empty() && elements(cols) >= kLine<T> && elements(rows) >= kLine<T>)
@@ -403,11 +444,6 @@ void copy_axes(const T* src, T* dst, std::vector<Axis> axes, std::size_t whole_b
       for (std::int64_t j = 0; j < w.len; ++j) dst[d + j * w.d] = src[s + j * w.s];
   });
 }
-
-// A complex128 element's bits.
-struct Bytes16 {
-  std::uint64_t lo, hi;
-};
 
 }  // namespace
 

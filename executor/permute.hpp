@@ -11,7 +11,7 @@ namespace einsumdb::kernels {
 // dst[x] = src[x] for every index x of `shape`, with element strides `src_strides` and
 // `dst_strides` (any sign; elements of `element_bytes` bytes, copied bit for bit). Axes are
 // reordered so that the writes run along dst's smallest stride, and axes adjacent in both
-// layouts are merged. Where src and dst are contiguous along different axes (4- and 8-byte
+// layouts are merged. Where src and dst are contiguous along different axes (4-, 8- and 16-byte
 // elements), the run of axes contiguous in src is transposed against the run contiguous in dst
 // in micro-blocks of one cache line square, in vector registers, so that both sides are read
 // and written in whole lines; results over 8 MiB are written with streaming stores. Each line

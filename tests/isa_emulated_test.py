@@ -33,6 +33,7 @@ CASES = [
     ("loop_nest", "abc,cd->abd", ["A=6x10x16", "B=16x24"], "f64"),
     ("ttgt", "abc,cd->dba", ["A=24x40x32", "B=32x48"], "f64"),
     ("ttgt", "abc,cd->dba", ["A=24x40x32", "B=32x48"], "f32"),
+    ("ttgt", "abc,cd->dba", ["A=24x40x32", "B=32x48"], "c128"),
     ("loop_over_gemm", "abc,cd->abd", ["A=6x40x32", "B=32x48"], "f64"),
     ("tensor_gemm", "abc,cd->abd", ["A=24x40x32", "B=32x48"], "f64"),
     ("tensor_gemm", "bda,dc->abc", ["A=40x16x200", "B=16x8"], "f64"),
