@@ -219,21 +219,13 @@ struct Registers<8> {  // 4 × 4 doubles' bits
 };
 
 template <>
-struct Registers<16> {  // 2 × 2 complex doubles' bits
-  using R = __m256d;
+struct Registers<16> : Registers<8> {  // 2 × 2 complex doubles' bits, stored as doubles' are
   static void transpose(const void* from, const std::int64_t* row, R out[2]) {
     const auto* s = static_cast<const Bytes16*>(from);
     const R r0 = _mm256_loadu_pd(reinterpret_cast<const double*>(s + row[0])),
             r1 = _mm256_loadu_pd(reinterpret_cast<const double*>(s + row[1]));
     out[0] = _mm256_permute2f128_pd(r0, r1, 0x20);
     out[1] = _mm256_permute2f128_pd(r0, r1, 0x31);
-  }
-  template <bool stream>
-  static void put(void* at, R v) {
-    if constexpr (stream)
-      _mm256_stream_pd(static_cast<double*>(at), v);
-    else
-      _mm256_storeu_pd(static_cast<double*>(at), v);
   }
 };
 
