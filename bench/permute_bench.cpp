@@ -1,9 +1,10 @@
 // Permuting a tensor (ttgt's packing and the write-back of its result, and the engine taking a
 // caller's strided array) against a plain copy of the same bytes: kernels::copy_layout, glibc's
 // memcpy, a vector copy (kernels::copy_run), and an element-by-element copy along the output's
-// rows (what the permutation was before copy_layout). Sizes far beyond the caches: 2-D
-// transposes at a power-of-two and another leading dimension, in f64 and f32, and permutations
-// of a 4-index tensor (TCCG's 72⁴) and a 6-index one (16⁶, the interleaving of ccsd_t).
+// rows (what the permutation was before copy_layout, and of complex doubles before their
+// micro-blocks). Sizes far beyond the caches: 2-D transposes at a power-of-two and another
+// leading dimension, in f64, f32 and c128, and permutations of a 4-index tensor (TCCG's 72⁴; 56⁴
+// in c128) and a 6-index one (16⁶, the interleaving of ccsd_t).
 //   bench/permute.sh  (ratios per round; or build/bin/permute_bench directly)
 #include <benchmark/benchmark.h>
 
@@ -29,6 +30,9 @@ const std::vector<Workload>& workloads() {
       {"f64_4096x2048_transposed", {4096, 2048}, {1, 0}, 8},
       {"f64_3000x3000_transposed", {3000, 3000}, {1, 0}, 8},
       {"f32_4096x4096_transposed", {4096, 4096}, {1, 0}, 4},
+      {"c128_2048x2048_transposed", {2048, 2048}, {1, 0}, 16},
+      {"c128_2000x2000_transposed", {2000, 2000}, {1, 0}, 16},
+      {"c128_56^4_from_dbca", {56, 56, 56, 56}, {3, 1, 2, 0}, 16},
       {"f64_72^4_from_dbca", {72, 72, 72, 72}, {3, 1, 2, 0}, 8},
       {"f64_16^6_from_decfab", {16, 16, 16, 16, 16, 16}, {3, 4, 2, 5, 0, 1}, 8},
   };
@@ -82,6 +86,10 @@ void elementwise(const T* src, const std::vector<std::int64_t>& shape,
   }
 }
 
+struct Complex128 {  // a complex double's bits
+  std::uint64_t re, im;
+};
+
 enum class Method { memcpy_, vector_copy, copy_layout, elementwise };
 
 void run(benchmark::State& state, const Workload& w, Method m) {
@@ -101,7 +109,10 @@ void run(benchmark::State& state, const Workload& w, Method m) {
                                        b.element_bytes);
         break;
       case Method::elementwise:
-        if (b.element_bytes == 8)
+        if (b.element_bytes == 16)
+          elementwise(reinterpret_cast<const Complex128*>(src), b.shape, b.src_strides,
+                      reinterpret_cast<Complex128*>(dst));
+        else if (b.element_bytes == 8)
           elementwise(src, b.shape, b.src_strides, dst);
         else
           elementwise(reinterpret_cast<const std::uint32_t*>(src), b.shape, b.src_strides,

@@ -8,6 +8,13 @@
 
 namespace einsumdb::kernels {
 
+// Row-major element strides of `shape`.
+inline std::vector<std::int64_t> row_major_strides(const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> s(shape.size(), 1);
+  for (std::size_t a = shape.size(); a-- > 1;) s[a - 1] = s[a] * shape[a];
+  return s;
+}
+
 // dst[x] = src[x] for every index x of `shape`, with element strides `src_strides` and
 // `dst_strides` (any sign; elements of `element_bytes` bytes, copied bit for bit). Axes are
 // reordered so that the writes run along dst's smallest stride, and axes adjacent in both
@@ -17,13 +24,6 @@ namespace einsumdb::kernels {
 // and written in whole lines; results over 8 MiB are written with streaming stores. Each line
 // is then read once and written once, as memcpy reads and writes it (bench/permute.sh compares
 // the two on every layout).
-// Row-major element strides of `shape`.
-inline std::vector<std::int64_t> row_major_strides(const std::vector<std::int64_t>& shape) {
-  std::vector<std::int64_t> s(shape.size(), 1);
-  for (std::size_t a = shape.size(); a-- > 1;) s[a - 1] = s[a] * shape[a];
-  return s;
-}
-
 // `whole_bytes`: the size of the destination tensor this copy is a part of, when it is one (a
 // chunk of a result), for the choice of streaming stores.
 void copy_layout(const void* src, const std::vector<std::int64_t>& src_strides, void* dst,

@@ -377,9 +377,9 @@ def test_typed_results_read_as_the_clis_json(db, cli):
 
 
 def test_typed_fields_are_the_clis_keys(db, cli):
-    # Each typed class has a field for every key the CLI prints for the same object, and no
-    # other (a tune's report and its rows: every field, the command printing more beside): the JSON of the CLI and the classes' fields are written apart (to_json in C++, the
-    # bindings), and this keeps them one vocabulary.
+    # The CLI's JSON (to_json in C++) and the typed classes' fields (the bindings) are written
+    # apart; this keeps them one vocabulary. Each class's fields are the keys the CLI prints for
+    # the same object, except that a tune's report and its rows print more than their fields.
     spec = {"einsum": "ij,j->i", "batch": [["A", "x"]], "shapes": {"A": [32, 16], "x": [16]}}
     text = json.dumps(spec)
 
