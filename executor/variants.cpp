@@ -35,9 +35,8 @@ void direct_run(const DirectPlan& plan, const void* const* data, const std::int6
   EINSUMDB_BY_ISA(, direct_run, plan, data, strides, out, out_strides);
 }
 
-Tensor tensor_gemm::row(const Bound& bound, std::size_t row, int threads, bool stream_even,
-                        bool fetch_ahead, bool stream_rows) {
-  EINSUMDB_BY_ISA(tensor_gemm::, row, bound, row, threads, stream_even, fetch_ahead, stream_rows);
+Tensor tensor_gemm::row(const Bound& bound, std::size_t row, const RowOptions& options) {
+  EINSUMDB_BY_ISA(tensor_gemm::, row, bound, row, options);
 }
 
 }  // namespace einsumdb

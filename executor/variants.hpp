@@ -4,12 +4,23 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "einsumdb/executor/direct.hpp"
 #include "einsumdb/executor/execute.hpp"
+
+namespace einsumdb::tensor_gemm {
+// tensor_gemm's parameters for one row (tensor_gemm.cpp says what each does).
+struct RowOptions {
+  int threads = 1;
+  std::optional<bool> stream_even;  // without it, measured (streams_even_tiles_by_default)
+  bool fetch_ahead = true;
+  bool stream_rows = true;
+};
+}  // namespace einsumdb::tensor_gemm
 
 // One declaration of each kernel entry point per instruction set.
 #define EINSUMDB_KERNEL_ENTRIES(ns)                                                                \
@@ -25,8 +36,7 @@
                   const std::int64_t* const* strides, void* out, const std::int64_t* out_strides); \
   }                                                                                                \
   namespace tensor_gemm::ns {                                                                      \
-  Tensor row(const Bound& bound, std::size_t row, int threads, bool stream_even, bool fetch_ahead, \
-             bool stream_rows);                                                                    \
+  Tensor row(const Bound& bound, std::size_t row, const RowOptions& options);                      \
   }
 
 namespace einsumdb {
@@ -41,8 +51,7 @@ void direct_run(const DirectPlan& plan, const void* const* data, const std::int6
 
 namespace tensor_gemm {
 // One row of the batch (row.cpp), for the instruction set kernel_isa() names.
-Tensor row(const Bound& bound, std::size_t row, int threads, bool stream_even, bool fetch_ahead,
-           bool stream_rows);
+Tensor row(const Bound& bound, std::size_t row, const RowOptions& options);
 }  // namespace tensor_gemm
 
 }  // namespace einsumdb

@@ -1,9 +1,13 @@
 #include "einsumdb/executor/tensor_gemm/blocking.hpp"
 
-#include <cpuid.h>
+#include <emmintrin.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <type_traits>
 
 #include "einsumdb/executor/isa.hpp"
@@ -22,16 +26,61 @@ std::int64_t l2_bytes() {
   return bytes;
 }
 
-bool streams_even_tiles_by_default() {
-  static const bool stream = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_is("intel")) return true;
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
-    const unsigned base = (eax >> 8) & 0xF;
-    return base + (base == 0xF ? (eax >> 20) & 0xFF : 0) < 0x1A;
+namespace {
+
+// Seconds to write the lines of `buffer` (`bytes` long, a multiple of kProbeStride)
+// in the order a tile's columns go out: a run of kProbeColumn bytes at each of the columns
+// kProbeStride bytes apart, then the next run of every column. `stream` writes them in
+// non-temporal stores (whole lines, four 16-byte stores each: the write-combining buffer sends the
+// line out whole), otherwise in ordinary ones.
+constexpr std::size_t kProbeColumn = 128, kProbeStride = std::size_t{1} << 19;
+double time_scattered_lines(char* buffer, std::size_t bytes, bool stream) {
+  const __m128i v = _mm_set1_epi32(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t run = 0; run < kProbeStride; run += kProbeColumn)
+    for (std::size_t col = run; col < bytes; col += kProbeStride)
+      for (std::size_t b = col; b < col + kProbeColumn; b += 16) {
+        auto* p = reinterpret_cast<__m128i*>(buffer + b);
+        if (stream)
+          _mm_stream_si128(p, v);
+        else
+          _mm_store_si128(p, v);
+      }
+  _mm_sfence();
+  asm volatile("" : : "r"(buffer) : "memory");  // stores the compiler must not drop as unread
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+bool scattered_stores_read_lines() {
+  static const bool reads = [] {
+    // Twice the last-level cache, so that the lines go to memory: twice what one processor's L3
+    // holds (sysfs; glibc's sysconf sums a virtual machine's host), 64 MiB to 256 MiB.
+    std::size_t l3 = 0;
+    if (std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index3/size"); f >> l3)
+      if (f.peek() == 'K') l3 <<= 10;
+    const std::size_t bytes =
+        std::clamp<std::size_t>(2 * l3, std::size_t{64} << 20, std::size_t{256} << 20) /
+        kProbeStride * kProbeStride;
+    void* mem = std::aligned_alloc(64, bytes);
+    if (!mem) return true;
+    char* buffer = static_cast<char*>(mem);
+    std::memset(buffer, 0, bytes);  // every page mapped before the timing
+    asm volatile("" : : "r"(buffer) : "memory");
+    double ordinary = 1e300, streamed = 1e300;
+    for (int round = 0; round < 3; ++round) {  // the fastest of three, alternating
+      ordinary = std::min(ordinary, time_scattered_lines(buffer, bytes, false));
+      streamed = std::min(streamed, time_scattered_lines(buffer, bytes, true));
+    }
+    std::free(mem);
+    return ordinary > kReadFirstMargin * streamed;
   }();
-  return stream;
+  return reads;
+}
+
+bool streams_even_tiles_by_default() {
+  return streams() && scattered_stores_read_lines();
 }
 
 bool even_tiles_may_stream(std::int64_t summed, double output_bytes) {

@@ -57,10 +57,19 @@ inline constexpr std::int64_t kSumTile = 256;
 // written.
 inline constexpr std::int64_t kStreamAllDepth = 24;
 
-// On AMD's Zen 5, an ordinary store that writes a whole line does not read it from memory first, so
-// there the micro-kernel writes even tiles faster in place, prefetching their lines as it starts;
-// Intel's processors and Zen 4 read the line first. The parameter "stream_even" chooses; by default
-// even tiles go through the buffer on Intel's processors and on AMD's before Zen 5 (family 26), and
+// Whether an ordinary store that writes a whole cache line far from the last one reads the line
+// from memory first, as on Intel's processors and AMD's Zen 4: measured once per process, on its
+// first call, by writing twice the last-level cache in the order a tile's columns go out, in
+// ordinary stores and in non-temporal ones, the fastest of three passes each. A store that reads
+// first moves each line twice, so its pass takes up to twice as long; one that does not, about as
+// long: kReadFirstMargin lies between, clear of the noise either way. Two Zen 5 machines have
+// answered both ways, so it is measured rather than read from the processor's family.
+inline constexpr double kReadFirstMargin = 1.3;
+bool scattered_stores_read_lines();
+
+// Where an ordinary store reads its line first, even tiles of an output beyond the cache go
+// through the buffer and out in non-temporal stores by default; otherwise the micro-kernel writes
+// them in place, prefetching their lines as it starts. The parameter "stream_even" chooses, and
 // the tuner tries both (tensor_gemm_space).
 bool streams_even_tiles_by_default();
 

@@ -26,8 +26,8 @@ namespace einsumdb::tensor_gemm::EINSUMDB_ISA_NS {
 namespace {
 
 template <typename T>
-Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool stream_even,
-                       bool fetch_ahead, bool stream_rows) {
+Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& options) {
+  const int threads = options.threads;
   const BatchedEinsum& e = bound.einsum();
   const auto& len = bound.lengths();
   auto x = bound.operand(row, 0), y = bound.operand(row, 1);
@@ -38,7 +38,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
   kernels::evaluate_in_place<T>(y, yf, yl, len);
   Tensor z(x.tensor->dtype(), kernels::shape_of(zl, len), Tensor::Uninitialized{});
   if (z.size() == 0) return z;
-  if (stream_rows) {
+  if (options.stream_rows) {
     const T* xd = x.tensor->data<T>();
     const T* yd = y.tensor->data<T>();
     const auto xs = x.tensor->strides(), ys = y.tensor->strides(), zs = z.strides();
@@ -92,8 +92,10 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
   // output's order its columns lie next to each other (TCCG case 34, dfga,gebc->abcdef: 16 × 14
   // elements in one run of 1,792 bytes, where in gebc's order each of the 14 columns was 48 KB from
   // the next).
-  const bool stream_all = stream_even && one_pass(k, summed) &&
-                          even_tiles_may_stream(summed, static_cast<double>(bytes(z)));
+  // (The default is measured on its first use, streams_even_tiles_by_default: asked last.)
+  const bool stream_all =
+      one_pass(k, summed) && even_tiles_may_stream(summed, static_cast<double>(bytes(z))) &&
+      (options.stream_even ? *options.stream_even : streams_even_tiles_by_default());
   Rows rows = group_rows(m, len, xl, xs, zl, zs, bytes(*x.tensor), bytes(z), k.mr, line,
                          reread || stream_all);
   Rows cols = group_rows(n, len, yl, ys, zl, zs, bytes(*y.tensor), bytes(z), k.nr, line,
@@ -134,7 +136,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
   p.span = packing_span(k, p, bytes(*x.tensor));
   p.stream = large && p.K <= p.kc;
   p.stream_all = stream_all;  // (one pass, an output beyond the cache: p.stream)
-  p.fetch_ahead = fetch_ahead;
+  p.fetch_ahead = options.fetch_ahead;
   p.row_step = spacing(p.cm, k.mr);
   p.row_runs = unit_runs(p.cm, k.mr, line, p.row_step);
   p.col_step = spacing(p.cn, k.nr);
@@ -191,11 +193,10 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, int threads, bool st
 
 }  // namespace
 
-Tensor row(const Bound& bound, std::size_t row, int threads, bool stream_even, bool fetch_ahead,
-           bool stream_rows) {
+Tensor row(const Bound& bound, std::size_t row, const RowOptions& options) {
   return result_dtype(bound.einsum(), row) == Dtype::f32
-             ? tensor_gemm_row<float>(bound, row, threads, stream_even, fetch_ahead, stream_rows)
-             : tensor_gemm_row<double>(bound, row, threads, stream_even, fetch_ahead, stream_rows);
+             ? tensor_gemm_row<float>(bound, row, options)
+             : tensor_gemm_row<double>(bound, row, options);
 }
 
 }  // namespace einsumdb::tensor_gemm::EINSUMDB_ISA_NS

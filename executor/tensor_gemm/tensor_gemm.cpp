@@ -39,7 +39,8 @@
 // the row and column ranges, each thread packing its own blocks; streamed rows, over the rows),
 // "stream_even" (true or false: whether the tiles of a large output summed over few elements go
 // out in streaming stores, written around the cache or through the buffer, rather than in place
-// by BLIS's micro-kernel; the default depends on the processor, kStreamAllDepth), "fetch_ahead"
+// by BLIS's micro-kernel; kStreamAllDepth; by default, where this machine's ordinary stores read a
+// line before writing it, as measured once per process: scattered_stores_read_lines), "fetch_ahead"
 // (true or false, NextBlock) and "stream_rows" (true or false: whether an operand streams, in rows
 // or in lines, where it can; true by default, and the tuner measures both). A functional operand
 // is evaluated into a buffer in its array's layout first. A complex row runs as a real one
@@ -166,7 +167,8 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   if (const auto why = tensor_gemm_rejects(e))
     throw SpecError("tensor_gemm does not apply: " + *why);
   check_param_keys(params, "tensor_gemm", {"threads", "stream_even", "fetch_ahead", "stream_rows"});
-  const int threads = read_threads(params, "tensor_gemm");
+  tensor_gemm::RowOptions options;
+  options.threads = read_threads(params, "tensor_gemm");
   const auto flag = [&](const char* name, bool otherwise) {
     if (!params.contains(name)) return otherwise;
     if (!params[name].is_boolean())
@@ -174,19 +176,19 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
                       params[name].dump());
     return params[name].get<bool>();
   };
-  const bool stream_even = flag("stream_even", tensor_gemm::streams_even_tiles_by_default());
-  const bool fetch_ahead = flag("fetch_ahead", true);
-  const bool stream_rows = flag("stream_rows", true);
+  // Without the parameter, the row decides where the choice applies (the default is measured).
+  if (params.contains("stream_even")) options.stream_even = flag("stream_even", false);
+  options.fetch_ahead = flag("fetch_ahead", options.fetch_ahead);
+  options.stream_rows = flag("stream_rows", options.stream_rows);
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
     if (is_complex(result_dtype(e, r))) {  // real_form.hpp
       const RealForm f = real_form(bound, r);
       const Bound real(f.e, f.arrays);
-      out.push_back(f.complex_result(
-          tensor_gemm::row(real, 0, threads, stream_even, fetch_ahead, stream_rows)));
+      out.push_back(f.complex_result(tensor_gemm::row(real, 0, options)));
       continue;
     }
-    out.push_back(tensor_gemm::row(bound, r, threads, stream_even, fetch_ahead, stream_rows));
+    out.push_back(tensor_gemm::row(bound, r, options));
   }
   return out;
 }
