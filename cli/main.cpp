@@ -16,6 +16,7 @@
 #include "einsumdb/cli/commands.hpp"
 #include "einsumdb/core/error.hpp"
 #include "einsumdb/db/error.hpp"
+#include "einsumdb/executor/execute.hpp"
 #include "einsumdb/version.hpp"
 
 namespace {
@@ -90,5 +91,7 @@ int run_command(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
+  // This process's OpenBLAS calls come from einsumdb's threads, one at a time (execute.hpp).
+  einsumdb::set_blas_calls_exclusive(true);
   return finish_output(run_command(argc, argv));
 }

@@ -129,6 +129,18 @@ const Strategy* find_strategy(std::string_view name);
 Results execute(const Bound& bound, std::string_view strategy,
                 const nlohmann::json& params = nlohmann::json::object());
 
+// Whether this process makes its OpenBLAS calls only from threads einsumdb runs, one call at a
+// time (the einsumdb command's processes say so as they start; false by default). Then, before
+// einsumdb starts threads of its own for a kernel, it stops OpenBLAS's pool of worker threads: an
+// idle worker spins (sched_yield) for a while after the library loads and after each threaded
+// call (OpenBLAS's THREAD_TIMEOUT, 2^28 cycles by default, a tenth of a second at 2.7 GHz), and
+// where einsumdb's threads fill the cores, the spinning worker shares a core with one of them,
+// which then runs at half its speed while the others wait for it. OpenBLAS starts the pool again
+// on its next threaded call, as it does after a fork. Where other threads may be inside OpenBLAS
+// at the time (a Python process beside numpy, a program that embeds the library), stopping the
+// pool under them is not safe, so it is left alone.
+void set_blas_calls_exclusive(bool exclusive);
+
 // The reference results. With `magnitudes`, also the scale of each row for verification: the
 // largest, over the row's output elements, of the sum (the maximum, for ⊕ = max/min) of the
 // terms' absolute sizes. A result that cancels to nearly zero is judged against the size of

@@ -37,6 +37,10 @@ class BlasThreads {
   int saved_;
 };
 
+// Stops OpenBLAS's worker threads where set_blas_calls_exclusive(true) allows it (execute.hpp
+// says why), before parallel_for starts threads of its own.
+void quiet_blas_pool();
+
 // Calls f(lo, hi) on `threads` contiguous slices of [0, n); the calling thread takes the first.
 // An exception in any slice is rethrown after all have finished. The slices run under the
 // calling thread's deadline (deadline.hpp).
@@ -47,6 +51,7 @@ void parallel_for(std::int64_t n, int threads, F&& f) {
     if (n > 0) f(std::int64_t{0}, n);
     return;
   }
+  quiet_blas_pool();
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(t));
   std::vector<std::thread> pool;
   const auto* deadline = detail::deadline_flag();

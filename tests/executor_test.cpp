@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -440,6 +441,48 @@ TEST(Strategies, BlasCallsReachOpenBlasWithBlisLinked) {
   ASSERT_NE(dladdr(reinterpret_cast<void*>(&cblas_dgemm), &info), 0);
   ASSERT_NE(info.dli_fname, nullptr);
   EXPECT_NE(std::string(info.dli_fname).find("openblas"), std::string::npos) << info.dli_fname;
+}
+
+// Where the process says its OpenBLAS calls are einsumdb's alone (set_blas_calls_exclusive, as the
+// einsumdb command does), parallel_for stops OpenBLAS's worker threads before it starts its own;
+// otherwise it leaves them. OpenBLAS starts them again on its next threaded call, which computes
+// as before.
+TEST(Threads, ParallelForStopsOpenBlasWorkersOnlyWhereTheProcessAllowsIt) {
+  if (!dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"))
+    GTEST_SKIP() << "this OpenBLAS has no pool of threads of its own";
+  const auto threads = [] {  // of this process
+    std::int64_t n = 0;
+    for ([[maybe_unused]] const auto& entry :
+         std::filesystem::directory_iterator("/proc/self/task"))
+      ++n;
+    return n;
+  };
+  const int saved = openblas_get_num_threads();
+  openblas_set_num_threads(2);
+  constexpr int n = 600;  // large enough for OpenBLAS to split it between its threads
+  std::vector<double> a(n * n, 1.0), b(n * n, 2.0), c(n * n, 0.0);
+  const auto gemm = [&] {
+    std::fill(c.begin(), c.end(), 0.0);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a.data(), n, b.data(), n,
+                0.0, c.data(), n);
+  };
+  gemm();
+  const std::int64_t with_pool = threads();
+  const auto nothing = [](std::int64_t, std::int64_t) {};
+  kernels::parallel_for(2, 2, nothing);
+  EXPECT_EQ(threads(), with_pool) << "the pool was stopped though the process did not allow it";
+  set_blas_calls_exclusive(true);
+  kernels::parallel_for(2, 2, nothing);
+  const std::int64_t stopped = threads();
+  kernels::parallel_for(2, 2, nothing);  // a pool already stopped: nothing to do
+  set_blas_calls_exclusive(false);
+  EXPECT_LT(stopped, with_pool);
+  EXPECT_EQ(threads(), stopped);
+  gemm();
+  EXPECT_EQ(threads(), with_pool);  // started again
+  EXPECT_EQ(c[0], 2.0 * n);
+  EXPECT_EQ(c[n * n - 1], 2.0 * n);
+  openblas_set_num_threads(saved);
 }
 
 TEST(Strategies, BadParametersAreRefusedByName) {
