@@ -62,8 +62,9 @@ inline constexpr std::int64_t kStreamAllDepth = 24;
 // first call, by writing twice the last-level cache in the order a tile's columns go out, in
 // ordinary stores and in non-temporal ones, the fastest of three passes each. A store that reads
 // first moves each line twice, so its pass takes up to twice as long; one that does not, about as
-// long: kReadFirstMargin lies between, clear of the noise either way. Two Zen 5 machines have
-// answered both ways, so it is measured rather than read from the processor's family.
+// long: kReadFirstMargin lies between, clear of the noise either way. Even tiles have gone faster
+// in place on one Zen 5 machine and through the buffer on another, so the answer is measured
+// rather than read from the processor's family.
 inline constexpr double kReadFirstMargin = 1.3;
 bool scattered_stores_read_lines();
 
