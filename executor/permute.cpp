@@ -25,6 +25,7 @@
 
 #include "einsumdb/executor/isa_target.hpp"  // this file: once per instruction set
 #include "einsumdb/executor/kernels.hpp"
+#include "einsumdb/executor/line_transpose.hpp"
 
 EINSUMDB_TARGET_BEGIN
 namespace einsumdb::kernels::EINSUMDB_ISA_NS {
@@ -96,22 +97,9 @@ constexpr std::int64_t kBlockRows = 128;
 #if EINSUMDB_AVX512
 // A micro-block in one go, by element size: the L × L transpose of the src lines s + col[j]
 // (j < L, each loaded whole into one register) into out[i], and a store of one register (one
-// line), non-temporal or not. Two shuffle stages within 128-bit lanes, then the 4 × 4 transpose
-// of the lanes.
+// line), non-temporal or not (the transposes: line_transpose.hpp).
 template <std::size_t Bytes>
 struct Lines;
-
-// The last stage of both: given u[k] (k < 4) whose 128-bit lane l holds piece l of row group k,
-// out[l] = piece l of every group, groups in order (a 4 × 4 transpose of lanes; the bits are
-// moved as they are, whatever the element type).
-inline void transpose_lanes(__m512i u0, __m512i u1, __m512i u2, __m512i u3, __m512i out[4]) {
-  const __m512i x0 = _mm512_shuffle_i64x2(u0, u1, 0x44), x1 = _mm512_shuffle_i64x2(u0, u1, 0xEE),
-                x2 = _mm512_shuffle_i64x2(u2, u3, 0x44), x3 = _mm512_shuffle_i64x2(u2, u3, 0xEE);
-  out[0] = _mm512_shuffle_i64x2(x0, x2, 0x88);
-  out[1] = _mm512_shuffle_i64x2(x0, x2, 0xDD);
-  out[2] = _mm512_shuffle_i64x2(x1, x3, 0x88);
-  out[3] = _mm512_shuffle_i64x2(x1, x3, 0xDD);
-}
 
 template <>
 struct Lines<8> {  // 8 × 8 doubles' bits
@@ -162,24 +150,9 @@ struct Lines<4> {  // 16 × 16 floats' bits
   using R = __m512;
   static void transpose(const void* from, const std::int64_t* col, R out[16]) {
     const auto* s = static_cast<const float*>(from);
-    R r[16], t[16], u[16];
+    R r[16];
     for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_ps(s + col[j]);
-    for (int j = 0; j < 16; j += 2) {  // lane l of t[j + e]: columns 4l + 2e, +1 of rows j, j + 1
-      t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
-      t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
-    }
-    for (int h = 0; h < 16; h += 4) {  // lane l of u[h + q]: column 4l + q of rows h..h+3
-      u[h + 0] = _mm512_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
-      u[h + 1] = _mm512_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
-      u[h + 2] = _mm512_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
-      u[h + 3] = _mm512_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int q = 0; q < 4; ++q) {  // columns 4l + q
-      __m512i o[4];
-      transpose_lanes(_mm512_castps_si512(u[q]), _mm512_castps_si512(u[4 + q]),
-                      _mm512_castps_si512(u[8 + q]), _mm512_castps_si512(u[12 + q]), o);
-      for (int l = 0; l < 4; ++l) out[4 * l + q] = _mm512_castsi512_ps(o[l]);
-    }
+    transpose16(r, out);
   }
   template <bool stream>
   static void put(void* at, R v) {

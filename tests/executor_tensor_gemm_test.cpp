@@ -308,44 +308,74 @@ TEST(MicroKernel, ComputesATileFromPackedPanels) {
 
 // ---- write-out
 
-TEST(WriteOut, TilesReachTheOutputAsALoopWouldWriteThem) {
-  // A column-major tile of 16 rows; 13 × 11 of it written with rows 20 apart (its columns
-  // contiguous in the output), then added.
-  const std::int64_t mr = 16, mrb = 13, nrb = 11, rs = 20;
-  const Tensor tile = random_values<double>(mr * 14, 17);
-  const double* t = tile.data<double>();
-  std::vector<double> out(static_cast<std::size_t>(rs * mrb + 8), 0.5), want = out;
-  for (std::int64_t i = 0; i < mrb; ++i)
-    for (std::int64_t n = 0; n < nrb; ++n) want[i * rs + n] = t[n * mr + i];
-  transpose_out(t, mr, mrb, nrb, out.data(), rs, false, false);
-  EXPECT_EQ(out, want);
-  for (std::int64_t i = 0; i < mrb; ++i)
-    for (std::int64_t n = 0; n < nrb; ++n) want[i * rs + n] += t[n * mr + i];
-  transpose_out(t, mr, mrb, nrb, out.data(), rs, true, false);
-  EXPECT_EQ(out, want);
+// A column-major tile of a multiple of a line's rows (f64: 16, f32: 32) whose columns are
+// contiguous in the output, its corner written row by row through register transposes: rows evenly
+// spaced, then unevenly; 11 columns (short of a line in both dtypes) and a line and a bit (f64:
+// 11, f32: 19); set, then added. Then line groups: tiles interleaved element by element, and
+// (AVX-512) tiles column-major one after the other, transposed a line square at a time.
+template <typename T>
+void tiles_reach_the_output_as_a_loop_would_write_them() {
+  constexpr std::int64_t line = kLineElements<T>;
+  const std::int64_t mr = 2 * line, mrb = mr - 3, rs = 40;
+  for (const std::int64_t nrb : {std::int64_t{11}, line + 3}) {
+    const Tensor tile = random_values<T>(mr * nrb, 17);
+    const T* t = tile.data<T>();
+    for (const bool even : {true, false}) {
+      std::vector<std::int64_t> rows(static_cast<std::size_t>(mrb));
+      for (std::int64_t i = 0; i < mrb; ++i) rows[i] = even ? i * rs : (i * 7 % mrb) * rs + i % 3;
+      std::vector<T> out(static_cast<std::size_t>(rs * mrb + line), T(0.5)), want = out;
+      for (std::int64_t i = 0; i < mrb; ++i)
+        for (std::int64_t n = 0; n < nrb; ++n) want[rows[i] + n] = t[n * mr + i];
+      transpose_out(t, mr, mrb, nrb, out.data(), rows.data(), false, false);
+      EXPECT_EQ(out, want) << "nrb " << nrb << (even ? ", even rows" : ", uneven rows");
+      for (std::int64_t i = 0; i < mrb; ++i)
+        for (std::int64_t n = 0; n < nrb; ++n) want[rows[i] + n] += t[n * mr + i];
+      transpose_out(t, mr, mrb, nrb, out.data(), rows.data(), true, false);
+      EXPECT_EQ(out, want) << "nrb " << nrb << (even ? ", even rows" : ", uneven rows")
+                           << ", added";
+    }
+  }
 
   // Along evenly spaced runs (3 apart), the other direction at offsets of its own.
+  const Tensor tile = random_values<T>(mr * 14, 17);
+  const T* t = tile.data<T>();
   const std::vector<std::int64_t> at{0, 40, 7, 90};
-  std::vector<double> along(200, 0), expected(200, 0);
+  std::vector<T> along(200, 0), expected(200, 0);
   for (std::size_t j = 0; j < at.size(); ++j)
     for (std::int64_t i = 0; i < 5; ++i)
       expected[at[j] + i * 3] = t[static_cast<std::int64_t>(j) * 2 + i * mr];
   write_along(t, mr, 2, 5, 4, along.data(), 3, at.data(), false, false);
   EXPECT_EQ(along, expected);
 
-  // A line group of interleaved tiles: element (i, n) of tile j at group[(i + n·mr)·8 + j] goes
-  // to cm[i] + cn[n] + j, and the lines are whole (streamed, where the build can).
-  const std::int64_t line = kLineElements<double>, gr = 4, gc = 3;
-  const Tensor group = random_values<double>(gr * gc * line, 19);
-  Tensor target(Dtype::f64, {64 * 16});
-  const std::vector<std::int64_t> cm{0, 64, 128, 192}, cn{256, 512, 768};
-  write_lines(group.data<double>(), gr, gc, false, gc, target.data<double>(), cm.data(), cn.data(),
-              false, true);
-  for (std::int64_t i = 0; i < gr; ++i)
-    for (std::int64_t n = 0; n < gc; ++n)
-      for (std::int64_t j = 0; j < line; ++j)
-        EXPECT_EQ(target.data<double>()[cm[i] + cn[n] + j],
-                  group.data<double>()[(i + n * gr) * line + j]);
+  // A line group, element (i, n) of tile j going to cm[i] + cn[n] + j, each line whole (streamed,
+  // where the build can): tiles of gr rows interleaved, element (i, n) of tile j at
+  // group[(i + n·gr)·line + j]; then tiles of a line's rows column-major one after the other,
+  // tile j at group + j·gr·gc.
+  const std::int64_t gc = 3;
+  const std::vector<std::int64_t> cn{2048, 4096, 6144};
+  for (const bool transposed : {false, true}) {
+#if !EINSUMDB_AVX512
+    if (transposed) continue;
+#endif
+    const std::int64_t gr = transposed ? line : 4;
+    const Tensor group = random_values<T>(gr * gc * line, 19);
+    const T* g = group.data<T>();
+    Tensor target(std::is_same_v<T, double> ? Dtype::f64 : Dtype::f32, {8192});
+    std::vector<std::int64_t> cm(static_cast<std::size_t>(gr));
+    for (std::int64_t i = 0; i < gr; ++i) cm[i] = i * 128;
+    write_lines(g, gr, gc, transposed, gc, target.data<T>(), cm.data(), cn.data(), false, true);
+    for (std::int64_t i = 0; i < gr; ++i)
+      for (std::int64_t n = 0; n < gc; ++n)
+        for (std::int64_t j = 0; j < line; ++j)
+          ASSERT_EQ(target.data<T>()[cm[i] + cn[n] + j],
+                    transposed ? g[j * gr * gc + n * gr + i] : g[(i + n * gr) * line + j])
+              << (transposed ? "transposed" : "interleaved") << " row " << i << ", column " << n;
+  }
+}
+
+TEST(WriteOut, TilesReachTheOutputAsALoopWouldWriteThem) {
+  tiles_reach_the_output_as_a_loop_would_write_them<double>();
+  tiles_reach_the_output_as_a_loop_would_write_them<float>();
 }
 
 // ---- the macro-kernel
@@ -463,6 +493,33 @@ TEST(Streamed, LinesOfTheOutputComeWholeFromTransposedTiles) {
         ASSERT_NEAR(z.data<double>()[a * zs[0] + b * zs[1] + c], want, 1e-12)
             << a << ", " << b << ", " << c;
       }
+}
+
+// In place, in floats (a line of 16): where ux's values leave a line part full, the rows' indices
+// that run on from ux in both X and the output make one run with it, cut into pieces of whole
+// lines (TCCG case 9's shape, ea,ebcd->abcd with d = 24, c = 4, b = 3: 288 rows in four pieces of
+// 64 and one of 32); where ux's values are whole lines (d = 32), each value of c and b is a piece
+// of its own.
+TEST(Streamed, InPlaceRowsThatRunOnInBothAreOnePieceOfWholeLines) {
+  const auto plan = [](std::int64_t d, std::int64_t a_stride) {
+    const Lengths len{{'a', 5}, {'b', 3}, {'c', 4}, {'d', d}, {'e', 6}};
+    const std::int64_t n = 3 * 4 * d;
+    const std::vector<std::int64_t> ws{5, 1}, xs{n, 4 * d, d, 1}, zs{a_stride, 4 * d, d, 1};
+    return streamed_lines<float>("ea", ws, "ebcd", xs, "abcd", zs, len);
+  };
+  const auto s = plan(24, 3 * 4 * 24);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_TRUE(s->in_place);
+  std::vector<std::int64_t> rows, at;
+  for (const Piece& p : s->pieces) rows.push_back(p.rows), at.push_back(p.c);
+  EXPECT_EQ(rows, (std::vector<std::int64_t>{64, 64, 64, 64, 32}));
+  EXPECT_EQ(at, (std::vector<std::int64_t>{0, 64, 128, 192, 256}));
+
+  // Whole lines already: a piece per value of c and b.
+  const auto whole = plan(32, 3 * 4 * 32);
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_EQ(whole->pieces.size(), 12u);
+  for (const Piece& p : whole->pieces) EXPECT_EQ(p.rows, 32);
 }
 
 }  // namespace
@@ -732,6 +789,16 @@ TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
            {{'a', 9}, {'b', 6}, {'c', 8}, {'d', 5}, {'z', 3}},
            Dtype::f64,
            "lines"},
+          // TCCG case 4's 72 values of the operand's unit-stride index: three pieces of 24 in
+          // f64, one of four and a half vectors in f32; the output's lines cut short (d = 19).
+          {"deca,be->abcd",
+           {{'a', 72}, {'b', 5}, {'c', 3}, {'d', 19}, {'e', 6}},
+           Dtype::f32,
+           "lines"},
+          {"deca,be->abcd",
+           {{'a', 72}, {'b', 5}, {'c', 3}, {'d', 19}, {'e', 6}},
+           Dtype::f64,
+           "lines"},
           {"dca,bd->abc", {{'a', 5}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::f64, "packed"},
           // The operand runs along the output's own unit-stride index: tiles written in place.
           {"ebad,ce->abcd",
@@ -766,6 +833,12 @@ TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
            {{'a', 5}, {'b', 4}, {'c', 4}, {'d', 32}, {'e', 6}},
            Dtype::f64,
            "packed"},
+          // ... and in floats where ux's values leave a line part full (d = 24) and the rows'
+          // next indices run on in both (c, b): one run of 288 rows, in pieces of whole lines.
+          {"ea,ebcd->abcd",
+           {{'a', 5}, {'b', 3}, {'c', 4}, {'d', 24}, {'e', 6}},
+           Dtype::f32,
+           "lines"},
       },
       17);
 }
@@ -793,6 +866,12 @@ TEST(Strategies, TensorGemmStreamsALargeOutputAroundTheCache) {
            {{'a', 32}, {'b', 32}, {'c', 40}, {'d', 64}, {'e', 5}},
            Dtype::f32,
            "lines"},
+          // TCCG case 9's shape in floats: d's 72 values leave a line half full, and d, c and b
+          // run on together in both, as one run of rows in pieces of whole lines.
+          {"ea,ebcd->abcd",
+           {{'a', 40}, {'b', 32}, {'c', 24}, {'d', 72}, {'e', 6}},
+           Dtype::f32,
+           tensor_gemm_streams() ? "lines" : "packed"},
           {"ebad,ce->abcd",
            {{'a', 30}, {'b', 30}, {'c', 24}, {'d', 72}, {'e', 7}},
            Dtype::f64,

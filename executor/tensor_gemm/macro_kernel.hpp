@@ -177,7 +177,7 @@ class Gemm {
               const bool whole_lines = rs == 1 ? tile_rs == 1 : cs == 1 && tile_cs == 1;
               if (even && cs == 1 && transposes()) {  // rows of the output across the tile
                 kernel(ir, mrb, &zero, tile, 1, k_.mr);
-                transpose_out(tile, k_.mr, mrb, nrb, c + cm[0] + cn[0], rs, accumulate, p_.stream);
+                transpose_out(tile, k_.mr, mrb, nrb, c + cn[0], cm, accumulate, p_.stream);
               } else if (even && !(p_.stream_all && whole_lines)) {
                 kernel(ir, mrb, beta, c + cm[0] + cn[0], rs, cs);
               } else if (rs == 1 && mrb == k_.mr && !accumulate &&
@@ -190,6 +190,8 @@ class Gemm {
                     for (std::int64_t i = 0; i < mrb; i += kLine)
                       copy_run(tile + n * tile_cs + i, kLine, c + cm[i] + cn[n], accumulate,
                                p_.stream);
+                } else if (cs == 1 && transposes()) {  // rows of the output, unevenly spaced
+                  transpose_out(tile, k_.mr, mrb, nrb, c + cn[0], cm, accumulate, p_.stream);
                 } else if (rs != kUneven && (cs == kUneven || rs == 1))  // along evenly spaced rows
                   write_along(tile, tile_rs, tile_cs, mrb, nrb, c + cm[0], rs, cn, accumulate,
                               p_.stream);
@@ -252,13 +254,13 @@ class Gemm {
     return end;
   }
 
-  // Whether tiles go out through registers, transposed 8 × 8 (AVX-512, doubles, a micro-kernel that
-  // writes columns fastest, MR a multiple of 8), rather than along strides by the micro-kernel,
-  // whose general-stride path stores element by element: line groups, and even tiles whose columns
-  // are contiguous in the output.
+  // Whether tiles go out through registers, transposed a cache line square at a time (AVX-512, a
+  // micro-kernel that writes columns fastest, MR a multiple of a line), rather than along strides
+  // by the micro-kernel, whose general-stride path stores element by element: line groups, and
+  // even tiles whose columns are contiguous in the output.
   bool transposes() const {
 #if EINSUMDB_AVX512
-    return std::is_same_v<T, double> && !k_.prefers_rows && k_.mr % 8 == 0;
+    return !k_.prefers_rows && k_.mr % kLine == 0;  // (T: double or float)
 #else
     return false;
 #endif

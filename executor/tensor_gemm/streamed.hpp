@@ -289,8 +289,25 @@ std::optional<StreamedLines> streamed_lines(
     s.c_cs = N > 1 ? s.cn[1] : len.at(ux);
     for (std::int64_t j = 0; j < N; ++j)
       if (s.cn[j] != j * s.c_cs) return std::nullopt;
-    if (s.c_cs < len.at(ux)) return std::nullopt;
   }
+  // In place, where ux's values leave a line part full, the rows' indices that continue ux's run in
+  // both X and the output, up to the columns' spacing, make one run of rows with it, cut into
+  // pieces of whole lines wherever they fall (TCCG case 9 in floats, ea,ebcd->abcd: d's 72 values
+  // are four and a half lines, and d, c and b run on together in both). A piece's last line is then
+  // whole, and its stores may go around the cache.
+  const std::int64_t nx = len.at(ux);
+  std::int64_t run = nx;
+  if (s.in_place && nx % lanes != 0)
+    for (auto c = others.begin(); c != others.end();) {
+      if (Xs[Xl.find(*c)] == run && zs[zl.find(*c)] == run && run * len.at(*c) <= s.c_cs) {
+        run *= len.at(*c);
+        others.erase(c);
+        c = others.begin();
+      } else {
+        ++c;
+      }
+    }
+  if (s.in_place && s.c_cs < run) return std::nullopt;
   sum = by_stride(sum, Xl, Xs);
   const Table ak = offsets(sum, len, Xl, Xs);
   const std::int64_t K = ak.size();
@@ -300,10 +317,19 @@ std::optional<StreamedLines> streamed_lines(
   if (K < 1 || fit < 1 || (K > fit && !s.in_place)) return std::nullopt;
   const std::int64_t passes = (K + fit - 1) / fit;
   s.kc = (K + passes - 1) / passes;
-  // Pieces of at most four lines' worth of ux, in equal shares of whole vectors: TCCG case 6's 32
-  // values of d (efbad,cf->abcde) in one piece rather than 24 + 8, cases 3 and 4's 72 in 24s.
-  const std::int64_t nx = len.at(ux), shares = (nx + 4 * lanes - 1) / (4 * lanes);
-  s.longest = std::min(nx, ((nx + shares - 1) / shares + lanes - 1) / lanes * lanes);
+  // Pieces of ux in equal shares of whole vectors, at most four: TCCG case 6's 32 values of d
+  // (efbad,cf->abcde) in one piece rather than 24 + 8, cases 3 and 4's 72 in 24s in doubles. Each
+  // kernel call reads a run of a piece's lines at each summed element; where those lie further
+  // apart in X than ux's values reach (case 4, deca,be->abcd), the calls' runs are all the hardware
+  // sees to fetch ahead, and in floats 72 values go faster whole (five vectors, the last half
+  // full, runs of 288 bytes) than as 48 + 24; where the summed elements continue ux's run (case
+  // 19, adec,ebd->abc), X is read as one stream whatever the pieces, and 48 + 24 go faster.
+  // (Doubles: 72 as 40 + 32 went slower than as 3 × 24 in cases 3 and 4; bench/tccg.py cases 2-5,
+  // 19.)
+  const bool apart = K > 1 && ak[1] > run;
+  const std::int64_t vectors = sizeof(T) == 4 && apart ? 5 : 4;
+  const std::int64_t shares = (run + vectors * lanes - 1) / (vectors * lanes);
+  s.longest = std::min(run, ((run + shares - 1) / shares + lanes - 1) / lanes * lanes);
   const std::int64_t sa = K > 1 ? ak[1] : s.longest;
   for (std::int64_t l = 0; l < K; ++l)
     if (ak[l] != l * sa) return std::nullopt;
@@ -342,10 +368,10 @@ std::optional<StreamedLines> streamed_lines(
   for (std::int64_t o = 0; o < ox.size(); ++o)
     for (std::int64_t v0 = 0; v0 < nv; v0 += per)
       for (std::int64_t u0 = 0; u0 < (s.in_place ? 1 : nu); u0 += line)
-        for (std::int64_t i0 = 0; i0 < nx; i0 += s.span)
+        for (std::int64_t i0 = 0; i0 < run; i0 += s.span)
           s.pieces.push_back({ox[o] + v0 * nx + u0 * s.x_us + i0,
                               oz[o] + v0 * s.c_vs + u0 + i0 * s.c_rs,
-                              vx != '\0' ? s.longest : std::min(s.span, nx - i0),
+                              vx != '\0' ? s.longest : std::min(s.span, run - i0),
                               s.in_place ? 1 : std::min(line, nu - u0)});
   s.address(cols, sum, batch, len, Xl, Xs, Wl, Ws, zl, zs);
   if (s.in_place) {
@@ -368,17 +394,21 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
                      bool stream) {
   const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
 #if EINSUMDB_AVX512
-  if constexpr (std::is_same_v<T, double>) {
-    if (p.lines == 8) {
-      // Rows outside, columns inside: the lines of consecutive blocks lie side by side in the
-      // output where its columns do (TCCG case 7, ecbfa,fd->abcde: a block's 8 rows 9 MB apart
-      // there, its columns 384 bytes).
-      for (std::int64_t i0 = 0; i0 < p.rows; i0 += 8) {
-        double* const zi = z + p.c + row(i0);  // (span a multiple of 8 where over 8)
-        const std::int64_t h = std::min<std::int64_t>(8, p.rows - i0);
-        for (std::int64_t j = 0; j < N; ++j) {
+  using V = Lanes<T>;
+  constexpr std::int64_t L = V::width;  // a line's elements: 8 doubles, 16 floats
+  if (p.lines == L) {
+    // Blocks of L rows by a line's L tiles, each transposed in registers into L whole lines of the
+    // output. Rows outside, columns inside: the lines of consecutive blocks lie side by side in the
+    // output where its columns do (TCCG case 7, ecbfa,fd->abcde: a block's rows 9 MB apart there,
+    // its columns 384 bytes apart).
+    for (std::int64_t i0 = 0; i0 < p.rows; i0 += L) {
+      T* const zi = z + p.c + row(i0);  // (span a multiple of L where over L)
+      const std::int64_t h = std::min(L, p.rows - i0);
+      const auto mask = V::first(h);
+      for (std::int64_t j = 0; j < N; ++j) {
+        T* const d = zi + cn[j];
+        if constexpr (std::is_same_v<T, double>) {
           if (h == 8) {
-            double* const d = zi + cn[j];
             if (stream && s.c_rs % 8 == 0 && reinterpret_cast<std::uintptr_t>(d) % 64 == 0) {
               __m512d r[8];  // whole lines, each streamed in one store
               load_transposed8(buf + i0 + j * P, tile, r);
@@ -388,22 +418,18 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
             }
             continue;
           }
-          const auto mask = static_cast<__mmask8>((1u << h) - 1);
-          __m512d r[8];
-          for (std::int64_t u = 0; u < 8; ++u)
-            r[u] = _mm512_maskz_loadu_pd(mask, buf + u * tile + i0 + j * P);
-          transpose8(r);
-          for (std::int64_t i = 0; i < h; ++i) {
-            double* d = zi + cn[j] + i * s.c_rs;
-            if (stream && reinterpret_cast<std::uintptr_t>(d) % 64 == 0)
-              _mm512_stream_pd(d, r[i]);
-            else
-              _mm512_storeu_pd(d, r[i]);
-          }
         }
+        decltype(V::loadu(buf)) r[L];
+        if (h == L) {
+          load_transposed(buf + i0 + j * P, tile, r);
+        } else {
+          for (std::int64_t u = 0; u < L; ++u) r[u] = V::load(mask, buf + u * tile + i0 + j * P);
+          transpose_block(r);
+        }
+        for (std::int64_t i = 0; i < h; ++i) put(d + i * s.c_rs, r[i], V::first(L), false, stream);
       }
-      return;
     }
+    return;
   }
 #endif
   (void)stream;

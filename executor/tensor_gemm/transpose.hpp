@@ -1,13 +1,16 @@
-// tensor_gemm's AVX-512 register blocks: a vector of T under a lane mask (Lanes) and 8 × 8
-// transposes of doubles, through which tiles and panels change direction on their way between the
-// tensors and the micro-kernel. Compiled only for AVX-512 (isa_target.hpp). Internal to executor/.
+// tensor_gemm's AVX-512 register blocks: a vector of T under a lane mask (Lanes) and transposes of
+// a cache line square (8 × 8 doubles, 16 × 16 floats), through which tiles and panels change
+// direction on their way between the tensors and the micro-kernel. Compiled only for AVX-512
+// (isa_target.hpp). Internal to executor/.
 #pragma once
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "einsumdb/executor/isa_target.hpp"
+#include "einsumdb/executor/line_transpose.hpp"  // 16 × 16 floats
 
 #if EINSUMDB_AVX512
 EINSUMDB_TARGET_BEGIN
@@ -104,6 +107,42 @@ void transpose8(__m512d* r) {
     r[column[k]] = _mm512_maskz_shuffle_f64x2(all, u[k], v[k], 0x44);      // the low halves of both
     r[column[k] + 4] = _mm512_maskz_shuffle_f64x2(all, u[k], v[k], 0xEE);  // the high halves
   }
+}
+
+// The same for 16 × 16 floats, whose rows are loaded whole (line_transpose.hpp).
+inline void load_transposed16(const float* q, std::int64_t ld, __m512* r) {
+  __m512 rows[16];
+  for (int u = 0; u < 16; ++u) rows[u] = _mm512_loadu_ps(q + u * ld);
+  kernels::transpose16(rows, r);
+}
+
+// A cache line square by element type: r[i] <- column i of the block whose row u is at q + u·ld
+// (load_transposed), or whose row u is r[u] (transpose_block).
+inline void load_transposed(const double* q, std::int64_t ld, __m512d* r) {
+  load_transposed8(q, ld, r);
+}
+inline void load_transposed(const float* q, std::int64_t ld, __m512* r) {
+  load_transposed16(q, ld, r);
+}
+inline void transpose_block(__m512d* r) {
+  transpose8(r);
+}
+inline void transpose_block(__m512* r) {
+  __m512 rows[16];
+  std::copy(r, r + 16, rows);
+  kernels::transpose16(rows, r);
+}
+
+// d[0, width) under `mask` = v, or += with `accumulate`; a whole aligned line streamed with
+// `stream`.
+template <typename T, typename R, typename Mask>
+inline void put(T* d, R v, Mask mask, bool accumulate, bool stream) {
+  using V = Lanes<T>;
+  if (accumulate) v = V::add(v, V::load(mask, d));
+  if (stream && mask == V::first(V::width) && reinterpret_cast<std::uintptr_t>(d) % 64 == 0)
+    V::stream(d, v);
+  else
+    V::store(d, mask, v);
 }
 }  // namespace
 }  // namespace einsumdb::tensor_gemm

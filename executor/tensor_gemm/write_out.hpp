@@ -75,39 +75,31 @@ inline void write_along(const T* tile, std::int64_t run_step, std::int64_t line_
   }
 }
 
-#if EINSUMDB_AVX512
-// d[0, 8) under `mask` = v, or += with `accumulate`; a whole aligned line streamed with `stream`.
-inline void put(double* d, __m512d v, __mmask8 mask, bool accumulate, bool stream) {
-  if (accumulate) v = _mm512_add_pd(v, _mm512_maskz_loadu_pd(mask, d));
-  if (stream && mask == 0xFF && reinterpret_cast<std::uintptr_t>(d) % 64 == 0)
-    _mm512_stream_pd(d, v);
-  else
-    _mm512_mask_storeu_pd(d, mask, v);
-}
-#endif
-
 // Writes the `mrb` × `nrb` corner of a column-major tile of `mr` rows (the micro-kernel's, where
-// transposes) whose columns are contiguous in the output (its rows `rs` apart from `base`): 8 × 8
-// blocks through registers, each row's run of 8 at once.
+// transposes) whose columns are contiguous in the output (row i at base + rows[i], evenly spaced or
+// not): blocks of a cache line square through registers, each row's run of a line at once.
 template <typename T>
 inline void transpose_out(const T* tile, std::int64_t mr, std::int64_t mrb, std::int64_t nrb,
-                          T* base, std::int64_t rs, bool accumulate, [[maybe_unused]] bool stream) {
+                          T* base, const std::int64_t* rows, bool accumulate,
+                          [[maybe_unused]] bool stream) {
 #if EINSUMDB_AVX512
-  if constexpr (std::is_same_v<T, double>) {
-    for (std::int64_t n0 = 0; n0 < nrb; n0 += 8) {
-      const std::int64_t w = std::min<std::int64_t>(8, nrb - n0);
-      const auto mask = static_cast<__mmask8>((1u << w) - 1);
-      for (std::int64_t h = 0; h < mrb; h += 8) {
-        __m512d r[8];  // past the tile's rows, the buffer's stale elements, never written out
-        if (w == 8) {
-          load_transposed8(tile + n0 * mr + h, mr, r);
+  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
+    using V = Lanes<T>;
+    constexpr std::int64_t L = V::width;
+    for (std::int64_t n0 = 0; n0 < nrb; n0 += L) {
+      const std::int64_t w = std::min(L, nrb - n0);
+      const auto mask = V::first(w);
+      for (std::int64_t h = 0; h < mrb; h += L) {
+        decltype(V::loadu(tile)) r[L];  // past the tile's rows, the buffer's stale elements
+        if (w == L) {
+          load_transposed(tile + n0 * mr + h, mr, r);
         } else {
-          for (std::int64_t j = 0; j < 8; ++j)
-            r[j] = j < w ? _mm512_load_pd(tile + (n0 + j) * mr + h) : _mm512_setzero_pd();
-          transpose8(r);
+          for (std::int64_t j = 0; j < L; ++j)
+            r[j] = V::load(V::first(j < w ? L : 0), tile + (n0 + j) * mr + h);
+          transpose_block(r);
         }
-        for (std::int64_t i = 0; i < std::min<std::int64_t>(8, mrb - h); ++i)
-          put(base + (h + i) * rs + n0, r[i], mask, accumulate, stream);
+        for (std::int64_t i = 0; i < std::min(L, mrb - h); ++i)
+          put(base + rows[h + i] + n0, r[i], mask, accumulate, stream);
       }
     }
     return;
@@ -115,13 +107,13 @@ inline void transpose_out(const T* tile, std::int64_t mr, std::int64_t mrb, std:
 #endif
   for (std::int64_t i = 0; i < mrb; ++i)
     for (std::int64_t n = 0; n < nrb; ++n)
-      base[i * rs + n] = tile[n * mr + i] + (accumulate ? base[i * rs + n] : T{0});
+      base[rows[i] + n] = tile[n * mr + i] + (accumulate ? base[rows[i] + n] : T{0});
 }
 
 // Writes a line group (line_groups): kLineElements<T> tiles of `mr` rows, row i of tile j at
 // cm[i] + j in the output, so that row i and column n of all of them make one whole line at
 // cm[i] + cn[n], and the line is written at once (streamed with `stream`). Each tile went
-// column-major into `group`, one after the other (`transposed`, AVX-512 and doubles only), or
+// column-major into `group`, one after the other (`transposed`, AVX-512 only), or
 // interleaved, each line contiguous: element (i, n) of tile j at group[(i + n·mr)·line + j].
 template <typename T>
 inline void write_lines(const T* group, std::int64_t mr, [[maybe_unused]] std::int64_t nr,
@@ -130,15 +122,16 @@ inline void write_lines(const T* group, std::int64_t mr, [[maybe_unused]] std::i
                         bool stream) {
   constexpr std::int64_t line = kLineElements<T>;
 #if EINSUMDB_AVX512
-  if constexpr (std::is_same_v<T, double>) {
+  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
     if (transposed) {
+      using V = Lanes<T>;
       const std::int64_t tile = mr * nr;
       for (std::int64_t n = 0; n < nrb; ++n)
-        for (std::int64_t h = 0; h < mr; h += 8) {
-          __m512d r[8];
-          load_transposed8(group + n * mr + h, tile, r);
-          for (std::int64_t i = 0; i < 8; ++i)
-            put(c + cm[h + i] + cn[n], r[i], 0xFF, accumulate, stream);
+        for (std::int64_t h = 0; h < mr; h += line) {
+          decltype(V::loadu(group)) r[line];
+          load_transposed(group + n * mr + h, tile, r);
+          for (std::int64_t i = 0; i < line; ++i)
+            put(c + cm[h + i] + cn[n], r[i], V::first(line), accumulate, stream);
         }
       return;
     }
