@@ -103,16 +103,42 @@ def openblas_kernel():
         sys.exit("numpy's OpenBLAS computes a wrong product"
                  + (f" without {', '.join(PINNED)}; rerun with --keep-openblas-env" if PINNED
                     else ""))
-    with open("/proc/self/maps") as f:
-        libs = {line.split()[-1] for line in f if "openblas" in line and "/" in line}
-    for lib in sorted(libs):
-        try:
-            dll = ctypes.CDLL(lib)
-            dll.openblas_get_corename.restype = ctypes.c_char_p
-            return f"{dll.openblas_get_corename().decode()} ({os.path.basename(lib)})"
-        except (OSError, AttributeError):
-            continue
-    return "unknown"
+    dll = numpy_openblas()
+    if dll is None:
+        return "unknown"
+    dll.openblas_get_corename.restype = ctypes.c_char_p
+    return f"{dll.openblas_get_corename().decode()} ({os.path.basename(dll._name)})"
+
+
+_OPENBLAS = []
+
+
+def numpy_openblas():
+    """The OpenBLAS library numpy has loaded in this process (ctypes), or None."""
+    if not _OPENBLAS:
+        with open("/proc/self/maps") as f:
+            libs = {line.split()[-1] for line in f if "openblas" in line and "/" in line}
+        found = None
+        for lib in sorted(libs):
+            try:
+                dll = ctypes.CDLL(lib)
+                dll.openblas_get_corename  # noqa: B018 (an OpenBLAS, not only named so)
+                found = dll
+                break
+            except (OSError, AttributeError):
+                continue
+        _OPENBLAS.append(found)
+    return _OPENBLAS[0]
+
+
+def quiet_numpy_blas():
+    """Stops the worker threads of numpy's OpenBLAS in this process, which OpenBLAS starts again
+    on its next threaded call. After a threaded call each idle worker spins for about 0.1 s; an
+    einsumdb run started meanwhile on as many threads as there are cores shares one of them with
+    the spinner, and runs at about one thread's speed."""
+    dll = numpy_openblas()
+    if dll is not None and hasattr(dll, "blas_thread_shutdown_"):
+        dll.blas_thread_shutdown_()
 
 
 def contraction(case, einsum, lengths):
@@ -167,6 +193,7 @@ def median_time(f, repeat):
 
 
 def einsumdb(exe, args):
+    quiet_numpy_blas()
     p = subprocess.run([exe] + args, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"einsumdb {' '.join(args)} failed:\n{p.stderr}")
@@ -187,6 +214,7 @@ def tune_table(a, exe, spread):
         walls, ratios = [], []
         for _ in range(a.rounds):
             with tempfile.TemporaryDirectory() as d:
+                quiet_numpy_blas()
                 t0 = time.perf_counter()
                 p = subprocess.run(["/usr/bin/time", "-v", exe, "tune"] + spec_args(c, a.dtype) +
                                    ["--db", os.path.join(d, "tune.db"), "--json",

@@ -229,6 +229,35 @@ TEST(Packing, PanelsHoldTheBlockRowByRowZeroPastTheLast) {
   pack_both_ways<float>();
 }
 
+// Rows 2 apart at depths in pairs 1 apart (a complex operand in real form: the rows' real and
+// imaginary parts), split from one run per pair: panels of a line and a bit of rows (f64: 8 in 10,
+// f32: 16 in 18), panels of whole rows and of a few (21 rows), a panel with a row out of step
+// (gathered); and depths not all in pairs (gathered).
+template <typename T>
+void pack_pairs_of_depths() {
+  constexpr std::int64_t line = kLineElements<T>;
+  const std::int64_t width = line + 2, pack_width = line + 3;
+  const Tensor src = random_values<T>(64 * 64, 7);
+  const T* s = src.data<T>();
+  std::vector<std::int64_t> paired{0, 1, 128, 129, 3 * 128, 3 * 128 + 1}, unpaired{0, 1, 128};
+  std::vector<std::int64_t> two(2 * width + 5), broken = two;
+  for (std::size_t i = 0; i < two.size(); ++i) two[i] = 3 + 2 * static_cast<std::int64_t>(i);
+  broken[width + 3] += 1;  // the second panel gathered
+  for (const auto& col : {paired, unpaired})
+    for (const auto& row : {two, broken}) {
+      const std::int64_t panels = (static_cast<std::int64_t>(row.size()) + width - 1) / width;
+      std::vector<T> dst(static_cast<std::size_t>(panels * pack_width) * col.size(), T{-7});
+      pack(s, row.data(), static_cast<std::int64_t>(row.size()), col.data(),
+           static_cast<std::int64_t>(col.size()), width, pack_width, dst.data());
+      expect_packed(s, row, col, width, pack_width, dst);
+    }
+}
+
+TEST(Packing, RowsTwoApartSplitFromTheirPartnersAtPairedDepths) {
+  pack_pairs_of_depths<double>();
+  pack_pairs_of_depths<float>();
+}
+
 TEST(Packing, RunsSharingCacheLinesPackAcrossAsTheyGatherElementByElement) {
   // Rows "cd" of a tensor "dc" (c at unit stride, 8 values: a line each d), c outer in the table:
   // runs of 8 rows (8 values of d for one c) share their lines with the other values of c.

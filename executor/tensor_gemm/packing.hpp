@@ -106,6 +106,69 @@ inline std::vector<char> pack_across(
   return {};
 }
 
+// Per panel of `width` of the `rows` rows: whether its rows lie `step` apart in the tensor (not a
+// panel of one row).
+inline std::vector<char> panels_spaced(const std::int64_t* row, std::int64_t rows,
+                                       std::int64_t width, std::int64_t step) {
+  std::vector<char> spaced(static_cast<std::size_t>((rows + width - 1) / width));
+  for (std::size_t q = 0; q < spaced.size(); ++q) {
+    const std::int64_t r0 = static_cast<std::int64_t>(q) * width, w = std::min(width, rows - r0);
+    bool even = w > 1;
+    for (std::int64_t i = r0 + 1; i < r0 + w && even; ++i) even = row[i] - row[i - 1] == step;
+    spaced[q] = even;
+  }
+  return spaced;
+}
+
+// Packs the panels whose rows are 2 apart in the tensor, where the depths come in pairs 1 apart
+// (an operand of a complex product in real form: each row's real and imaginary parts at a summed
+// element, real_form.hpp): at each pair, a panel's rows and their partners are one run of the
+// tensor, loaded whole and split in registers into the two depths' rows. Gathered element by
+// element instead, each line was read once for each of its elements. Returns which panels it
+// packed (AVX-512 only; none where the depths are not all in such pairs).
+template <typename T>
+inline std::vector<char> pack_pairs(
+    [[maybe_unused]] const T* src, [[maybe_unused]] const std::int64_t* row,
+    [[maybe_unused]] std::int64_t rows, [[maybe_unused]] const std::int64_t* col,
+    [[maybe_unused]] std::int64_t depth, [[maybe_unused]] std::int64_t width,
+    [[maybe_unused]] std::int64_t pack_width, [[maybe_unused]] T* dst) {
+#if EINSUMDB_AVX512
+  using V = Lanes<T>;
+  constexpr std::int64_t W = V::width;
+  if (depth % 2) return {};
+  for (std::int64_t p = 0; p < depth; p += 2)
+    if (col[p + 1] != col[p] + 1) return {};
+  const std::int64_t panels = (rows + width - 1) / width;
+  const std::vector<char> done = panels_spaced(row, rows, width, 2);
+  if (std::none_of(done.begin(), done.end(), [](char two) { return two; })) return {};
+  for (std::int64_t p = 0; p < depth; p += 2) {
+    const T* s = src + col[p];
+    const T* ahead = src + col[std::min(depth - 2, p + 2 * kAhead)];
+    for (std::int64_t q = 0; q < panels; ++q) {
+      if (!done[static_cast<std::size_t>(q)]) continue;
+      const std::int64_t r0 = q * width, w = std::min(width, rows - r0);
+      const T* from = s + row[r0];  // rows r0.. and their partners: 2w elements
+      for (std::int64_t i = 0; i < 2 * w; i += kLineElements<T>)
+        __builtin_prefetch(ahead + row[r0] + i);
+      __builtin_prefetch(ahead + row[r0] + 2 * w - 1);
+      T* d = dst + q * pack_width * depth + p * pack_width;  // depth p; p + 1 follows
+      for (std::int64_t i = 0; i < pack_width; i += W) {     // rows i.. (zero past w)
+        const std::int64_t h = std::clamp<std::int64_t>(w - i, 0, W);
+        const std::int64_t lo = std::min(W, 2 * h), hi = std::max<std::int64_t>(0, 2 * h - W);
+        const auto a = V::load(V::first(lo), from + 2 * i),
+                   b = V::load(V::first(hi), from + 2 * i + W);
+        const std::int64_t n = std::min(W, pack_width - i);
+        V::store(d + i, V::first(n), V::evens(a, b));
+        V::store(d + pack_width + i, V::first(n), V::odds(a, b));
+      }
+    }
+  }
+  return done;
+#else
+  return {};
+#endif
+}
+
 // Packs `rows` × `depth` elements into micro-panels of `width` rows (`pack_width` apart, zero
 // past the last row): panel[p * pack_width + i] = src[row[i] + col[p]].
 template <typename T>
@@ -117,16 +180,8 @@ inline void pack(const T* src, const std::int64_t* row, std::int64_t rows, const
   // depth outside the loop over the panels: the block's rows are read in order at each depth,
   // and the rows kAhead depths on (elsewhere in the tensor, where the hardware's prefetchers
   // do not look) are fetched meanwhile. Other panels are gathered element by element.
-  std::vector<char> along(static_cast<std::size_t>(panels));
-  bool any_along = false;
-  for (std::int64_t q = 0; q < panels; ++q) {
-    const std::int64_t r0 = q * width, w = std::min(width, rows - r0);
-    bool a = w > 1;
-    for (std::int64_t i = r0 + 1; i < r0 + w && a; ++i) a = row[i] - row[i - 1] == 1;
-    along[static_cast<std::size_t>(q)] = a;
-    any_along |= a;
-  }
-  if (any_along)
+  const std::vector<char> along = panels_spaced(row, rows, width, 1);
+  if (std::any_of(along.begin(), along.end(), [](char a) { return a; }))
     for (std::int64_t p = 0; p < depth; ++p) {
       const T* s = src + col[p];
       const T* ahead = src + col[std::min(depth - 1, p + kAhead)];
@@ -145,8 +200,12 @@ inline void pack(const T* src, const std::int64_t* row, std::int64_t rows, const
   const std::vector<char> done =
       across ? pack_across(src, row, rows, col, depth, width, pack_width, dst, along)
              : std::vector<char>{};
+  const std::vector<char> paired =
+      done.empty() ? pack_pairs(src, row, rows, col, depth, width, pack_width, dst)
+                   : std::vector<char>{};
   for (std::int64_t q = 0; q < panels; ++q) {
     if (along[static_cast<std::size_t>(q)]) continue;
+    if (!paired.empty() && paired[static_cast<std::size_t>(q)]) continue;
     const std::int64_t r0 = q * width, w = std::min(width, rows - r0);
     T* panel = dst + q * pack_width * depth;
     for (std::int64_t i = 0; i < w; ++i) {

@@ -30,6 +30,13 @@ struct Lanes<double> {
   static __m512d add(__m512d x, __m512d y) { return _mm512_add_pd(x, y); }
   static void store(double* p, __mmask8 m, __m512d v) { _mm512_mask_storeu_pd(p, m, v); }
   static void stream(double* p, __m512d v) { _mm512_stream_pd(p, v); }
+  // The even elements of x then y (evens), the odd ones (odds): two interleaved runs apart.
+  static __m512d evens(__m512d x, __m512d y) {
+    return _mm512_permutex2var_pd(x, _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), y);
+  }
+  static __m512d odds(__m512d x, __m512d y) {
+    return _mm512_permutex2var_pd(x, _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15), y);
+  }
 };
 template <>
 struct Lanes<float> {
@@ -40,6 +47,14 @@ struct Lanes<float> {
   static __m512 add(__m512 x, __m512 y) { return _mm512_add_ps(x, y); }
   static void store(float* p, __mmask16 m, __m512 v) { _mm512_mask_storeu_ps(p, m, v); }
   static void stream(float* p, __m512 v) { _mm512_stream_ps(p, v); }
+  static __m512 evens(__m512 x, __m512 y) {
+    return _mm512_permutex2var_ps(
+        x, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), y);
+  }
+  static __m512 odds(__m512 x, __m512 y) {
+    return _mm512_permutex2var_ps(
+        x, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), y);
+  }
 };
 
 // Columns p and p + 1 of rows h to h + 3 of the 8 × 8 block of doubles whose row u is at q + u·ld:
