@@ -524,6 +524,23 @@ TEST(Streamed, LinesOfTheOutputComeWholeFromTransposedTiles) {
       }
 }
 
+// Streamed lines in floats: TCCG's 72 values of the operand's unit-stride index a (four and a half
+// vectors) in one piece where the summed elements lie beyond them (case 4's layout, deca: e 216
+// apart), in 48 + 24 where the summed elements continue their run (dcea: e 72 apart).
+TEST(Streamed, FloatPiecesAreWholeWhereTheSummedElementsLieApart) {
+  const Lengths len{{'a', 72}, {'b', 6}, {'c', 3}, {'d', 17}, {'e', 5}};
+  const std::vector<std::int64_t> ws{5, 1}, zs{6 * 3 * 17, 3 * 17, 17, 1};
+  const auto rows = [&](const std::string& xl, const std::vector<std::int64_t>& xs) {
+    const auto s = streamed_lines<float>(xl, xs, "be", ws, "abcd", zs, len);
+    std::set<std::int64_t> r;
+    if (s)
+      for (const Piece& p : s->pieces) r.insert(p.rows);
+    return r;
+  };
+  EXPECT_EQ(rows("deca", {5 * 3 * 72, 3 * 72, 72, 1}), (std::set<std::int64_t>{72}));
+  EXPECT_EQ(rows("dcea", {3 * 5 * 72, 5 * 72, 72, 1}), (std::set<std::int64_t>{24, 48}));
+}
+
 // In place, in floats (a line of 16): where ux's values leave a line part full, the rows' indices
 // that run on from ux in both X and the output make one run with it, cut into pieces of whole
 // lines (TCCG case 9's shape, ea,ebcd->abcd with d = 24, c = 4, b = 3: 288 rows in four pieces of

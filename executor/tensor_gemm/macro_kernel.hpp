@@ -175,7 +175,7 @@ class Gemm {
               const std::int64_t rs = p_.row_step[panel];
               const bool even = rs != kUneven && cs != kUneven;
               const bool whole_lines = rs == 1 ? tile_rs == 1 : cs == 1 && tile_cs == 1;
-              if (even && cs == 1 && transposes()) {  // rows of the output across the tile
+              if (cs == 1 && transposes()) {  // rows of the output across the tile, even or not
                 kernel(ir, mrb, &zero, tile, 1, k_.mr);
                 transpose_out(tile, k_.mr, mrb, nrb, c + cn[0], cm, accumulate, p_.stream);
               } else if (even && !(p_.stream_all && whole_lines)) {
@@ -190,8 +190,6 @@ class Gemm {
                     for (std::int64_t i = 0; i < mrb; i += kLine)
                       copy_run(tile + n * tile_cs + i, kLine, c + cm[i] + cn[n], accumulate,
                                p_.stream);
-                } else if (cs == 1 && transposes()) {  // rows of the output, unevenly spaced
-                  transpose_out(tile, k_.mr, mrb, nrb, c + cn[0], cm, accumulate, p_.stream);
                 } else if (rs != kUneven && (cs == kUneven || rs == 1))  // along evenly spaced rows
                   write_along(tile, tile_rs, tile_cs, mrb, nrb, c + cm[0], rs, cn, accumulate,
                               p_.stream);
