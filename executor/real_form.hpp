@@ -18,6 +18,13 @@
 // the real strategy never learns that the numbers were complex. W costs one pass over y and twice
 // its memory; which operand is expanded, real_form.cpp says. A product of one operand (a copy or a
 // sum) combines part by part; products of three or more complex operands are not formed here.
+//
+// In a product, the other operand x keeps its parts q as its last index, at unit stride: its own
+// fastest index then lies 2 apart, and a real strategy that reads x along whole cache lines of
+// that index (tensor_gemm's tiles, where x and the output run along different indices) does not
+// see it as contiguous. Planar, x is copied with q as its first index instead (its real parts,
+// then its imaginary ones): one pass over x and its memory again, and the real einsum reads x as a
+// real tensor of its own layout.
 #pragma once
 
 #include <optional>
@@ -29,11 +36,12 @@
 namespace einsumdb {
 
 struct RealForm {
-  BatchedEinsum e;    // one row, real operands
-  Arrays arrays;      // real views of the complex operands, and W
-  char part = 0;      // p: the parts of the output (and of every operand but W)
-  char summed = 0;    // q: the parts summed in a product (0 where none is)
-  int expanded = -1;  // the operand expanded into W, or -1
+  BatchedEinsum e;      // one row, real operands
+  Arrays arrays;        // real views of the complex operands, and W
+  char part = 0;        // p: the parts of the output (and of every operand but W)
+  char summed = 0;      // q: the parts summed in a product (0 where none is)
+  int expanded = -1;    // the operand expanded into W, or -1
+  bool planar = false;  // the other operand of a product copied with q first (above)
   Dtype complex_dtype = Dtype::c128;
   std::vector<std::int64_t> shape;  // the complex result's
   Lengths lengths;                  // the real einsum's: the complex one's, and 2 for p and q
@@ -50,10 +58,13 @@ std::optional<std::string> real_form_rejects(const BatchedEinsum& e);
 
 // The real form's einsum alone (operands contiguous, no data): which operand it expands, given
 // the index lengths. Its arrays are named "~re0", "~re1", ... after the operands' positions.
-RealForm real_form_layout(const BatchedEinsum& e, std::size_t row, const Lengths& len);
+// `planar` applies to products only (a product of one operand has no q).
+RealForm real_form_layout(const BatchedEinsum& e, std::size_t row, const Lengths& len,
+                          bool planar = false);
 
 // Row `row` of `bound` (complex, every operand of the row's dtype, no functional operand) as a
-// real einsum over views of its operands and, for a product, W.
-RealForm real_form(const Bound& bound, std::size_t row);
+// real einsum over views of its operands and, for a product, W; planar, the other operand is
+// copied on `threads` threads.
+RealForm real_form(const Bound& bound, std::size_t row, bool planar = false, int threads = 1);
 
 }  // namespace einsumdb

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -365,16 +366,23 @@ void tiles_reach_the_output_as_a_loop_would_write_them() {
     }
   }
 
-  // Along evenly spaced runs (3 apart), the other direction at offsets of its own.
+  // Along evenly spaced runs (3 apart, then 2), the other direction at offsets of its own, two
+  // pairs of them side by side (a complex result's parts) and the last one alone; set, then added.
   const Tensor tile = random_values<T>(mr * 14, 17);
   const T* t = tile.data<T>();
-  const std::vector<std::int64_t> at{0, 40, 7, 90};
-  std::vector<T> along(200, 0), expected(200, 0);
-  for (std::size_t j = 0; j < at.size(); ++j)
-    for (std::int64_t i = 0; i < 5; ++i)
-      expected[at[j] + i * 3] = t[static_cast<std::int64_t>(j) * 2 + i * mr];
-  write_along(t, mr, 2, 5, 4, along.data(), 3, at.data(), false, false);
-  EXPECT_EQ(along, expected);
+  const std::vector<std::int64_t> at{0, 40, 41, 90, 91, 7};
+  for (const std::int64_t step : {3, 2}) {
+    std::vector<T> along(200, T(0.25)), expected = along;
+    for (const bool add : {false, true}) {
+      for (std::size_t j = 0; j < at.size(); ++j)
+        for (std::int64_t i = 0; i < 5; ++i) {
+          T& e = expected[at[j] + i * step];
+          e = (add ? e : T(0)) + t[static_cast<std::int64_t>(j) * 2 + i * mr];
+        }
+      write_along(t, mr, 2, 5, 6, along.data(), step, at.data(), add, false);
+      EXPECT_EQ(along, expected) << "step " << step << (add ? ", added" : "");
+    }
+  }
 
   // A line group, element (i, n) of tile j going to cm[i] + cn[n] + j, each line whole (streamed,
   // where the build can): tiles of gr rows interleaved, element (i, n) of tile j at
@@ -1156,6 +1164,62 @@ TEST(Strategies, TensorGemmSpaceOffersBothWritesOfEvenTilesWhereTheyDiffer) {
               tolerance(Dtype::f64, terms_of(e, bound.lengths())))
         << params.dump();
   }
+}
+
+// A complex product's operand that is not expanded, copied planar (real_form.hpp) or not, on the
+// layouts of TCCG cases 2-8 and of a plain product, both complex, and one operand real (promoted):
+// each way equal to the reference, on one and two threads (and where it streams, on the packed
+// path too).
+TEST(Strategies, TensorGemmComputesComplexProductsWithTheOperandPlanarOrNot) {
+  if (kernel_isa() != supported_isa()) GTEST_SKIP() << "complex runs with the processor's kernels";
+  const std::map<char, int> len = {{'a', 9}, {'b', 5}, {'c', 7}, {'d', 6}, {'e', 10}, {'f', 3}};
+  for (const char* spec : {"dca,bd->abc", "dbea,ec->abcd", "deca,be->abcd", "ebad,ce->abcd",
+                           "efbad,cf->abcde", "ecbfa,fd->abcde", "efcad,bf->abcde", "ab,bc->ac"})
+    for (const Dtype dtype : {Dtype::c64, Dtype::c128})
+      for (const bool mixed : {false, true}) {
+        BatchedEinsum e = binary_spec(spec, len, dtype);
+        if (mixed) e.arrays.at("B").dtype = dtype == Dtype::c64 ? Dtype::f32 : Dtype::f64;
+        const Arrays arrays = random_arrays(e, 37);
+        const Bound bound(e, arrays);
+        const Results ref = run_reference(bound);
+        for (const bool planar : {false, true})
+          expect_tensor_gemm_agrees(
+              bound, ref,
+              std::string(spec) + (mixed ? " B real" : "") + (planar ? " planar" : " interleaved"),
+              {{"planar", planar}});
+      }
+}
+
+// Without the parameter, the operand goes planar where the output, beyond the cache, runs along
+// another of its indices than its own fastest and is at least half its size (TCCG cases 6-8), not
+// where the output is a third of it (cases 2-4) or runs along its fastest index (case 9), nor in a
+// small product: the tuner's space holds the other way, for complex products only.
+TEST(Strategies, TensorGemmCopiesAComplexOperandPlanarWhereTheOutputIsAsLargeAndRunsAcrossIt) {
+  const Strategy* s = find_strategy("tensor_gemm");
+  ASSERT_NE(s, nullptr);
+  const auto other_way = [&](const char* spec, std::map<char, int> l, Dtype dtype) {
+    const BatchedEinsum e = binary_spec(spec, l, dtype);
+    Lengths lengths;
+    for (const auto& [c, n] : l) lengths[c] = n;
+    std::optional<bool> planar;
+    for (const auto& params : s->space(e, lengths))
+      if (params.contains("planar")) planar = params["planar"].get<bool>();
+    return planar;
+  };
+  // Case 6 at 48 x 32 x 32 x 24 x 32: the output 453 MB in c128, three quarters of the operand.
+  const std::map<char, int> five = {{'a', 24}, {'b', 32}, {'c', 24},
+                                    {'d', 32}, {'e', 48}, {'f', 32}};
+  EXPECT_EQ(other_way("efbad,cf->abcde", five, Dtype::c128), false);  // planar by default
+  EXPECT_EQ(other_way("efbad,cf->abcde", five, Dtype::c64), false);
+  EXPECT_EQ(other_way("efcad,bf->abcde", five, Dtype::c64), false);
+  EXPECT_EQ(other_way("efbad,cf->abcde",
+                      {{'a', 4}, {'b', 4}, {'c', 4}, {'d', 4}, {'e', 4}, {'f', 4}}, Dtype::c128),
+            true);  // in the cache
+  // Case 3 at 72 x 72 x 72 x 36: the output a third of the operand.
+  const std::map<char, int> four = {{'a', 36}, {'b', 72}, {'c', 24}, {'d', 72}, {'e', 72}};
+  EXPECT_EQ(other_way("dbea,ec->abcd", four, Dtype::c128), true);
+  EXPECT_EQ(other_way("ea,ebcd->abcd", four, Dtype::c128), true);  // along its fastest index
+  EXPECT_EQ(other_way("efbad,cf->abcde", five, Dtype::f64), std::nullopt);  // real
 }
 
 // BLIS's kernels follow einsumdb's (isa.hpp): Skylake-X's where the kernels run AVX-512, never the

@@ -58,6 +58,10 @@ inline void copy_run(const T* t, std::int64_t n, T* d, bool accumulate, bool str
 // lands on another line. Such tiles are common where a panel straddles two values of an index (TCCG
 // case 34, dfga,gebc->abcdef: e = 16 is the columns' fastest index, so three column panels of 14
 // in four straddle two values of c), and scattered, they took longer than the micro-kernel.
+// Two lines side by side in the output (a complex result's parts in real form, real_form.hpp) go
+// out together, each row's pair of elements at once: one pass over the rows' cache lines, not two
+// (where the rows lie 2 apart, the pair's run goes on into the next row's, and that is left to the
+// line-by-line loop).
 template <typename T>
 inline void write_along(const T* tile, std::int64_t run_step, std::int64_t line_step,
                         std::int64_t length, std::int64_t lines, T* base, std::int64_t step,
@@ -65,7 +69,16 @@ inline void write_along(const T* tile, std::int64_t run_step, std::int64_t line_
   for (std::int64_t j = 0; j < lines; ++j) {
     T* d = base + at[j];
     const T* t = tile + j * line_step;
-    if (step == 1 && run_step == 1) {
+    if (step > 2 && j + 1 < lines && at[j + 1] == at[j] + 1) {  // two lines side by side
+      const T* u = t + line_step;
+      if (accumulate)
+        for (std::int64_t i = 0; i < length; ++i)
+          d[i * step] += t[i * run_step], d[i * step + 1] += u[i * run_step];
+      else
+        for (std::int64_t i = 0; i < length; ++i)
+          d[i * step] = t[i * run_step], d[i * step + 1] = u[i * run_step];
+      ++j;
+    } else if (step == 1 && run_step == 1) {
       copy_run(t, length, d, accumulate, stream);
     } else if (accumulate) {
       for (std::int64_t i = 0; i < length; ++i) d[i * step] += t[i * run_step];
