@@ -20,11 +20,11 @@
 // sum) combines part by part; products of three or more complex operands are not formed here.
 //
 // In a product, the other operand x keeps its parts q as its last index, at unit stride: its own
-// fastest index then lies 2 apart, and a real strategy that reads x along whole cache lines of
-// that index (tensor_gemm's tiles, where x and the output run along different indices) does not
-// see it as contiguous. Planar, x is copied with q as its first index instead (its real parts,
-// then its imaginary ones): one pass over x and its memory again, and the real einsum reads x as a
-// real tensor of its own layout.
+// fastest index then lies 2 apart, with the parts below it (tensor_gemm reads such an index along
+// whole lines all the same: blocking.hpp's parts_below). Planar, x is copied with q as its first
+// index instead (its real parts, then its imaginary ones), and the real einsum reads x as a real
+// tensor of x's own layout: one pass over x and its memory again, a choice tensor_gemm leaves to
+// the tuner (its parameter "planar").
 #pragma once
 
 #include <optional>

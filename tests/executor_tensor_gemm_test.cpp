@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "einsumdb/canon/metrics.hpp"
@@ -161,6 +162,26 @@ TEST(Blocking, RowsGoInTilesWhereOperandAndOutputRunAlongDifferentIndices) {
   const auto groups = line_groups(r.z, panel, line);
   ASSERT_EQ(groups.size(), 64u * 64u / panel);
   for (std::size_t q = 0; q < groups.size(); ++q) EXPECT_EQ(groups[q], q % line == 0) << q;
+  // X with its parts below the group (a complex operand in real form, "abq" at strides 128, 2, 1)
+  // and Z "baq": the same tiles, X's and Z's offsets those of the complex elements, where Z is at
+  // least half of X; not where it is less, nor where the parts are more than a quarter of a line.
+  const Lengths parts{{'a', 64}, {'b', 64}, {'q', 2}};
+  const Rows c =
+      group_rows("ab", parts, "abq", {128, 2, 1}, "baq", {128, 2, 1}, big, big, panel, line, false);
+  ASSERT_EQ(c.x.size(), r.x.size());
+  for (std::int64_t i = 0; i < c.x.size(); ++i) {
+    EXPECT_EQ(c.x[i], 2 * r.x[i]) << "entry " << i;
+    EXPECT_EQ(c.z[i], 2 * r.z[i]) << "entry " << i;
+  }
+  const Rows third = group_rows("ab", parts, "abq", {128, 2, 1}, "baq", {128, 2, 1}, big, big / 3,
+                                panel, line, false);
+  const Rows wide = group_rows("ab", {{'a', 64}, {'b', 64}, {'q', 4}}, "abq", {256, 4, 1}, "baq",
+                               {256, 4, 1}, big, big, panel, line, false);
+  // Tiled, the second panel is the next value of a; in X's order (the larger), the next values of
+  // b; in Z's (X no larger), the next values of a.
+  EXPECT_EQ(c.x[panel], 128);
+  EXPECT_EQ(third.x[panel], 2 * panel);
+  EXPECT_EQ(wide.x[panel], panel * 256);
   // Where X fits in the cache, no tiles: the rows follow Z, the tensor that goes to memory.
   const Rows small =
       group_rows("ab", len, "ab", {64, 1}, "ba", {64, 1}, 1 << 20, big, panel, line, false);
@@ -667,11 +688,17 @@ void expect_tensor_gemm_agrees(const Bound& bound, const Results& ref, const std
 
 // Where an operand and the output are both larger than the cache and run at unit stride along
 // different indices, tensor_gemm orders the rows in tiles of the two; TCCG cases 6 and 7 at
-// lengths that make both tensors over 8 MB and leave partial tiles at every edge.
+// lengths that make both tensors over 8 MB and leave partial tiles at every edge. In complex
+// numbers too (the parts below the rows' indices in real form, parts_below), in c64, whose output
+// is at least half the operand.
 TEST(Strategies, TensorGemmTilesLargeTensorsContiguousAlongDifferentIndices) {
-  for (const auto& [spec, f_len] : {std::pair{"efbad,cf->abcde", 6}, {"ecbfa,fd->abcde", 17}}) {
-    const BatchedEinsum e =
-        binary_spec(spec, {{'a', 33}, {'b', 17}, {'c', 6}, {'d', 18}, {'e', 19}, {'f', f_len}});
+  for (const auto& [spec, f_len, dtype] : {std::tuple{"efbad,cf->abcde", 6, Dtype::f64},
+                                           {"ecbfa,fd->abcde", 17, Dtype::f64},
+                                           {"efbad,cf->abcde", 6, Dtype::c64},
+                                           {"ecbfa,fd->abcde", 17, Dtype::c64}}) {
+    if (is_complex(dtype) && kernel_isa() != supported_isa()) continue;
+    const BatchedEinsum e = binary_spec(
+        spec, {{'a', 33}, {'b', 17}, {'c', 6}, {'d', 18}, {'e', 19}, {'f', f_len}}, dtype);
     const Arrays arrays = random_arrays(e, 5);
     const Bound bound(e, arrays);
     ASSERT_GT(arrays.at("A").bytes(), 8u << 20) << spec;
@@ -1190,36 +1217,21 @@ TEST(Strategies, TensorGemmComputesComplexProductsWithTheOperandPlanarOrNot) {
       }
 }
 
-// Without the parameter, the operand goes planar where the output, beyond the cache, runs along
-// another of its indices than its own fastest and is at least half its size (TCCG cases 6-8), not
-// where the output is a third of it (cases 2-4) or runs along its fastest index (case 9), nor in a
-// small product: the tuner's space holds the other way, for complex products only.
-TEST(Strategies, TensorGemmCopiesAComplexOperandPlanarWhereTheOutputIsAsLargeAndRunsAcrossIt) {
+// The tuner's space offers the planar copy for complex products, and only for them.
+TEST(Strategies, TensorGemmSpaceOffersThePlanarCopyForComplexProducts) {
   const Strategy* s = find_strategy("tensor_gemm");
   ASSERT_NE(s, nullptr);
-  const auto other_way = [&](const char* spec, std::map<char, int> l, Dtype dtype) {
-    const BatchedEinsum e = binary_spec(spec, l, dtype);
+  const std::map<char, int> l = {{'a', 4}, {'b', 4}, {'c', 4}, {'d', 4}, {'e', 4}, {'f', 4}};
+  const auto planar = [&](Dtype dtype) {
+    const BatchedEinsum e = binary_spec("efbad,cf->abcde", l, dtype);
     Lengths lengths;
     for (const auto& [c, n] : l) lengths[c] = n;
-    std::optional<bool> planar;
-    for (const auto& params : s->space(e, lengths))
-      if (params.contains("planar")) planar = params["planar"].get<bool>();
-    return planar;
+    const auto space = s->space(e, lengths);
+    return std::count(space.begin(), space.end(), nlohmann::json{{"planar", true}});
   };
-  // Case 6 at 48 x 32 x 32 x 24 x 32: the output 453 MB in c128, three quarters of the operand.
-  const std::map<char, int> five = {{'a', 24}, {'b', 32}, {'c', 24},
-                                    {'d', 32}, {'e', 48}, {'f', 32}};
-  EXPECT_EQ(other_way("efbad,cf->abcde", five, Dtype::c128), false);  // planar by default
-  EXPECT_EQ(other_way("efbad,cf->abcde", five, Dtype::c64), false);
-  EXPECT_EQ(other_way("efcad,bf->abcde", five, Dtype::c64), false);
-  EXPECT_EQ(other_way("efbad,cf->abcde",
-                      {{'a', 4}, {'b', 4}, {'c', 4}, {'d', 4}, {'e', 4}, {'f', 4}}, Dtype::c128),
-            true);  // in the cache
-  // Case 3 at 72 x 72 x 72 x 36: the output a third of the operand.
-  const std::map<char, int> four = {{'a', 36}, {'b', 72}, {'c', 24}, {'d', 72}, {'e', 72}};
-  EXPECT_EQ(other_way("dbea,ec->abcd", four, Dtype::c128), true);
-  EXPECT_EQ(other_way("ea,ebcd->abcd", four, Dtype::c128), true);  // along its fastest index
-  EXPECT_EQ(other_way("efbad,cf->abcde", five, Dtype::f64), std::nullopt);  // real
+  EXPECT_EQ(planar(Dtype::c128), 1);
+  EXPECT_EQ(planar(Dtype::c64), 1);
+  EXPECT_EQ(planar(Dtype::f64), 0);
 }
 
 // BLIS's kernels follow einsumdb's (isa.hpp): Skylake-X's where the kernels run AVX-512, never the

@@ -102,6 +102,20 @@ bool unit_along(const std::string& labels, const std::string& layout,
   return false;
 }
 
+bool parts_below(const std::string& labels, const std::string& layout,
+                 const std::vector<std::int64_t>& strides, const std::map<char, std::int64_t>& len,
+                 std::int64_t line) {
+  std::int64_t smallest = 0;
+  for (std::size_t a = 0; a < layout.size(); ++a)
+    if (contains(labels, layout[a]) && (smallest == 0 || strides[a] < smallest))
+      smallest = strides[a];
+  if (smallest <= 1 || smallest > line / 4) return false;
+  std::int64_t below = 1;
+  for (std::size_t a = 0; a < layout.size(); ++a)
+    if (strides[a] < smallest) below *= len.at(layout[a]);
+  return below == smallest;
+}
+
 std::string order(const std::string& labels, const std::string& xl,
                   const std::vector<std::int64_t>& xs, const std::string& zl,
                   const std::vector<std::int64_t>& zs, bool x_first) {
@@ -114,8 +128,9 @@ std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::i
                           const std::string& zl, const std::vector<std::int64_t>& zs,
                           std::int64_t x_bytes, std::int64_t z_bytes, std::int64_t panel,
                           std::int64_t line, bool z_unit) {
-  if (labels.empty() || !unit_along(labels, xl, xs) || (z_unit && !unit_along(labels, zl, zs)))
-    return std::nullopt;
+  const bool x_along = unit_along(labels, xl, xs) ||
+                       (parts_below(labels, xl, xs, len, line) && 2 * z_bytes >= x_bytes);
+  if (labels.empty() || !x_along || (z_unit && !unit_along(labels, zl, zs))) return std::nullopt;
   const std::string ordered = order(labels, xl, xs, zl, zs, x_bytes > z_bytes);
   const char ux = by_stride(labels, xl, xs).back();
   const char uz = by_stride(labels, zl, zs).back();

@@ -92,6 +92,14 @@ std::string by_stride(std::string labels, const std::string& layout,
 bool unit_along(const std::string& labels, const std::string& layout,
                 const std::vector<std::int64_t>& strides);
 
+// Whether the tensor indexed by `layout` runs along one of `labels` at a stride of at most a
+// quarter of a line that the indices below it (none of `labels`) fill densely: a complex tensor in
+// real form (real_form.hpp), its parts (2 values) below its fastest index. A line then holds whole
+// runs of that index, interleaved with those of the indices below, as a unit stride would.
+bool parts_below(const std::string& labels, const std::string& layout,
+                 const std::vector<std::int64_t>& strides, const std::map<char, std::int64_t>& len,
+                 std::int64_t line);
+
 // `labels` in the order of X's strides or of Z's: of the one that runs at unit stride along one
 // of them where only one does (its lines are then read or written whole), otherwise of X where
 // `x_first`.
@@ -106,11 +114,15 @@ struct Rows {
 
 // The tiled order of a group of indices, X's and Z's offsets for each, or nothing where X does not
 // run at unit stride along the group (nor Z, with `z_unit`), where X and Z's fastest indices of the
-// group are the same or one of the tensors fits in the cache. The summed indices of two operands
-// that both run at unit stride along them, along different ones, go in these tiles too, X's
-// unit-stride index kSumTile bytes at a time for each cache line of Y's: a packed block of KC
-// summed elements then reads both operands in whole cache lines, where in X's order it read one
-// element of each line of Y. Where only one of them does, they go in its order.
+// group are the same or one of the tensors fits in the cache. X with its parts below the group
+// (parts_below) counts as at unit stride where Z is at least half its size: a complex operand and
+// output that run along different indices (TCCG cases 6-8 in complex numbers), whose tiles the
+// micro-kernel would otherwise write out a complex element at a time to lines the next tiles write
+// too. (Where Z is a third of X, as in cases 3 and 4, the rows in X's order ran as fast or faster.)
+// The summed indices of two operands that both run at unit stride along them, along different ones,
+// go in these tiles too, X's unit-stride index kSumTile bytes at a time for each cache line of Y's:
+// a packed block of KC summed elements then reads both operands in whole cache lines, where in X's
+// order it read one element of each line of Y. Where only one of them does, they go in its order.
 std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::int64_t>& len,
                           const std::string& xl, const std::vector<std::int64_t>& xs,
                           const std::string& zl, const std::vector<std::int64_t>& zs,

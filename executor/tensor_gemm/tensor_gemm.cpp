@@ -80,36 +80,18 @@ std::string streamed_path(const BatchedEinsum& e, const std::vector<std::int64_t
 }
 
 // Whether a complex row is a product, whose real form has an operand that may be copied planar
-// (real_form.hpp).
+// (real_form.hpp): never by default (where that operand and the output run along different
+// indices, the rows go in tiles of whole lines of both without the copy, tiles' parts_below), a
+// candidate of the tuner's.
 bool may_be_planar(const BatchedEinsum& e, std::size_t row) {
   return is_complex(result_dtype(e, row)) && e.join == JoinOp::mul && e.inputs.size() == 2;
 }
 
-// Whether it is copied planar without the parameter: where the output runs along an index of that
-// operand x other than x's own fastest one, which is an index of the output too (a transposition:
-// the GEMM's rows go in tiles of whole lines of both, tensor_gemm's `tiles`, only where x runs at
-// unit stride along one of them, and interleaved it runs along its parts), and the output,
-// larger than the cache, is at least half of x. Interleaved, each tile then writes its rows'
-// parts 16 or 8 bytes at a time to lines the next tiles write too; planar costs a pass over x and
-// x's memory, and that pays where the output is as large. (On the 48 TCCG contractions in c64
-// and c128, those are cases 6-8, the ones it ran faster: cases 2-4, the output a third of x or
-// less, ran slower.)
-bool planar_by_default(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
-  if (!may_be_planar(e, row) || e.output.empty()) return false;
-  const RealForm f = real_form_layout(e, row, len);
-  const std::string& x = e.inputs[f.expanded == 0 ? 1 : 0];
-  const char ux = x.back(), uz = e.output.back();
-  const std::int64_t out = kernels::product(e.output, len);
-  return kernels::contains(x, uz) && uz != ux && kernels::contains(e.output, ux) &&
-         2 * out >= kernels::product(x, len) &&
-         out * static_cast<std::int64_t>(dtype_bytes(f.complex_dtype)) > kCachedBytes;
-}
-
 // streamed_path on contiguous operands: for row `row`, or for its real form where it is complex
-// (as run_tensor_gemm runs it by default).
+// (as run_tensor_gemm runs it).
 std::string contiguous_path(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
   if (is_complex(result_dtype(e, row))) {
-    const RealForm f = real_form_layout(e, row, len, planar_by_default(e, row, len));
+    const RealForm f = real_form_layout(e, row, len);
     return contiguous_path(f.e, 0, f.lengths);
   }
   return streamed_path(e, kernels::row_major_strides(e.inputs[0], len),
@@ -185,11 +167,10 @@ std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Leng
   for (std::size_t r = 0; r < e.batch.size(); ++r)
     streams |= tensor_gemm::contiguous_path(e, r, len) != "packed";
   if (streams) space.push_back({{"stream_rows", false}});
-  // A complex product's other operand, planar or not (real_form.hpp), the other way than by
-  // default.
+  // A complex product's other operand copied planar (real_form.hpp).
   for (std::size_t r = 0; r < e.batch.size(); ++r)
     if (tensor_gemm::may_be_planar(e, r)) {
-      space.push_back({{"planar", !tensor_gemm::planar_by_default(e, r, len)}});
+      space.push_back({{"planar", true}});
       break;
     }
   return space;
@@ -217,8 +198,7 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
     if (is_complex(result_dtype(e, r))) {  // real_form.hpp
-      const bool planar = flag("planar", tensor_gemm::planar_by_default(e, r, bound.lengths()));
-      const RealForm f = real_form(bound, r, planar, options.threads);
+      const RealForm f = real_form(bound, r, flag("planar", false), options.threads);
       const Bound real(f.e, f.arrays);
       out.push_back(f.complex_result(tensor_gemm::row(real, 0, options)));
       continue;
