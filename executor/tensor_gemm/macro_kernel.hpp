@@ -51,10 +51,13 @@ class NextBlock {
   void fetch() {
     for (std::int64_t n = 0; n < per_call_ && p_ < depth_ && lines_ > 0; ++n) {
       const std::int64_t r0 = q_ * width_, w = std::min(width_, rows_ - r0);
-      if (row_[r0 + w - 1] - row_[r0] == w - 1) {  // consecutive rows: their lines
+      const std::int64_t span = row_[r0 + w - 1] - row_[r0];
+      // Consecutive rows, or rows 2 apart with their partners between (pack_pairs): their lines.
+      if (span == w - 1 || span == 2 * (w - 1)) {
         constexpr std::uintptr_t line = 63;
         const T* from = src_ + row_[r0] + col_[p_];
-        const std::uintptr_t last = reinterpret_cast<std::uintptr_t>(from + w - 1) & ~line;
+        const std::uintptr_t last =
+            reinterpret_cast<std::uintptr_t>(from + span + (span == w - 1 ? 0 : 1)) & ~line;
         for (std::uintptr_t at = reinterpret_cast<std::uintptr_t>(from) & ~line; at <= last;
              at += 64, --lines_)
           _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T1);
