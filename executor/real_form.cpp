@@ -36,18 +36,6 @@ void expand(const std::complex<R>* y, const std::vector<std::int64_t>& shape,
   }
 }
 
-// x's parts apart, on `threads` threads: its real parts at `out`, its imaginary ones after them.
-template <typename R>
-void split_parts(const std::complex<R>* x, std::int64_t n, R* out, int threads) {
-  const R* in = reinterpret_cast<const R*>(x);  // [re, im] pairs (std::complex's layout)
-  kernels::parallel_for(n, threads, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t k = lo; k < hi; ++k) {
-      out[k] = in[2 * k];
-      out[n + k] = in[2 * k + 1];
-    }
-  });
-}
-
 // W's labels: y's, with q after y's last summed index and p after its last index in the output
 // (each at the end where y has none). So W's summed indices run in the order of the other operand's
 // (whose q is its last index) and its output indices in the order of the output's (whose p is its
@@ -106,8 +94,7 @@ std::optional<std::string> real_form_rejects(const BatchedEinsum& e) {
   return std::nullopt;
 }
 
-RealForm real_form_layout(const BatchedEinsum& e, std::size_t row, const Lengths& len,
-                          bool planar) {
+RealForm real_form_layout(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
   EINSUMDB_ASSERT(!real_form_rejects(e), "the real form applies");
   RealForm f;
   const std::string letters = kernels::unused_letters(e, 2);
@@ -122,7 +109,6 @@ RealForm real_form_layout(const BatchedEinsum& e, std::size_t row, const Lengths
     f.summed = letters[1];
     f.lengths[f.summed] = 2;
     f.expanded = expanded_operand(e, len, f.complex_dtype);
-    f.planar = planar;
   }
   f.e.join = e.join;
   f.e.agg = e.agg;
@@ -133,8 +119,6 @@ RealForm real_form_layout(const BatchedEinsum& e, std::size_t row, const Lengths
     std::string labels = e.inputs[k];
     if (static_cast<int>(k) == f.expanded)
       labels = expanded_labels(labels, e.output, f.summed, f.part);
-    else if (f.planar)
-      labels.insert(labels.begin(), f.summed);
     else
       labels += f.summed ? f.summed : f.part;
     ArrayInfo info;
@@ -147,9 +131,9 @@ RealForm real_form_layout(const BatchedEinsum& e, std::size_t row, const Lengths
   return f;
 }
 
-RealForm real_form(const Bound& bound, std::size_t row, bool planar, int threads) {
+RealForm real_form(const Bound& bound, std::size_t row) {
   const BatchedEinsum& e = bound.einsum();
-  RealForm f = real_form_layout(e, row, bound.lengths(), planar);
+  RealForm f = real_form_layout(e, row, bound.lengths());
   for (std::size_t k = 0; k < e.inputs.size(); ++k) {
     const auto x = bound.operand(row, k);
     EINSUMDB_ASSERT(!x.function && x.tensor->dtype() == f.complex_dtype,
@@ -159,19 +143,8 @@ RealForm real_form(const Bound& bound, std::size_t row, bool planar, int threads
     const std::string& name = f.e.batch[0][k];
     std::vector<std::int64_t> shape;
     for (const auto& l : f.e.arrays.at(name).shape) shape.push_back(l.value);
-    if (static_cast<int>(k) != f.expanded && !f.planar) {
-      f.arrays.emplace(name, Tensor::reinterpret(*x.tensor, real_of(f.complex_dtype), shape));
-      continue;
-    }
     if (static_cast<int>(k) != f.expanded) {
-      Tensor parts(real_of(f.complex_dtype), shape, Tensor::Uninitialized{});
-      if (f.complex_dtype == Dtype::c64)
-        split_parts(x.tensor->data<std::complex<float>>(), x.tensor->size(), parts.data<float>(),
-                    threads);
-      else
-        split_parts(x.tensor->data<std::complex<double>>(), x.tensor->size(), parts.data<double>(),
-                    threads);
-      f.arrays.emplace(name, std::move(parts));
+      f.arrays.emplace(name, Tensor::reinterpret(*x.tensor, real_of(f.complex_dtype), shape));
       continue;
     }
     Tensor w(real_of(f.complex_dtype), shape, Tensor::Uninitialized{});

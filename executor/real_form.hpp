@@ -21,10 +21,7 @@
 //
 // In a product, the other operand x keeps its parts q as its last index, at unit stride: its own
 // fastest index then lies 2 apart, with the parts below it (tensor_gemm reads such an index along
-// whole lines all the same: blocking.hpp's parts_below). Planar, x is copied with q as its first
-// index instead (its real parts, then its imaginary ones), and the real einsum reads x as a real
-// tensor of x's own layout: one pass over x and its memory again, a choice tensor_gemm leaves to
-// the tuner (its parameter "planar").
+// whole lines all the same: blocking.hpp's parts_below).
 #pragma once
 
 #include <optional>
@@ -36,12 +33,11 @@
 namespace einsumdb {
 
 struct RealForm {
-  BatchedEinsum e;      // one row, real operands
-  Arrays arrays;        // real views of the complex operands, and W
-  char part = 0;        // p: the parts of the output (and of every operand but W)
-  char summed = 0;      // q: the parts summed in a product (0 where none is)
-  int expanded = -1;    // the operand expanded into W, or -1
-  bool planar = false;  // the other operand of a product copied with q first (above)
+  BatchedEinsum e;    // one row, real operands
+  Arrays arrays;      // real views of the complex operands, and W
+  char part = 0;      // p: the parts of the output (and of every operand but W)
+  char summed = 0;    // q: the parts summed in a product (0 where none is)
+  int expanded = -1;  // the operand expanded into W, or -1
   Dtype complex_dtype = Dtype::c128;
   std::vector<std::int64_t> shape;  // the complex result's
   Lengths lengths;                  // the real einsum's: the complex one's, and 2 for p and q
@@ -58,13 +54,10 @@ std::optional<std::string> real_form_rejects(const BatchedEinsum& e);
 
 // The real form's einsum alone (operands contiguous, no data): which operand it expands, given
 // the index lengths. Its arrays are named "~re0", "~re1", ... after the operands' positions.
-// `planar` applies to products only (a product of one operand has no q).
-RealForm real_form_layout(const BatchedEinsum& e, std::size_t row, const Lengths& len,
-                          bool planar = false);
+RealForm real_form_layout(const BatchedEinsum& e, std::size_t row, const Lengths& len);
 
 // Row `row` of `bound` (complex, every operand of the row's dtype, no functional operand) as a
-// real einsum over views of its operands and, for a product, W; planar, the other operand is
-// copied on `threads` threads.
-RealForm real_form(const Bound& bound, std::size_t row, bool planar = false, int threads = 1);
+// real einsum over views of its operands and, for a product, W.
+RealForm real_form(const Bound& bound, std::size_t row);
 
 }  // namespace einsumdb

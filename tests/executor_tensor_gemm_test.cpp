@@ -1193,11 +1193,10 @@ TEST(Strategies, TensorGemmSpaceOffersBothWritesOfEvenTilesWhereTheyDiffer) {
   }
 }
 
-// A complex product's operand that is not expanded, copied planar (real_form.hpp) or not, on the
-// layouts of TCCG cases 2-8 and of a plain product, both complex, and one operand real (promoted):
-// each way equal to the reference, on one and two threads (and where it streams, on the packed
-// path too).
-TEST(Strategies, TensorGemmComputesComplexProductsWithTheOperandPlanarOrNot) {
+// Complex products on the layouts of TCCG cases 2-8 and of a plain product, both operands complex
+// and one real (promoted to the other's dtype), in real form (real_form.hpp): equal to the
+// reference on one and two threads (and where it streams, on the packed path too).
+TEST(Strategies, TensorGemmComputesComplexAndMixedProducts) {
   if (kernel_isa() != supported_isa()) GTEST_SKIP() << "complex runs with the processor's kernels";
   const std::map<char, int> len = {{'a', 9}, {'b', 5}, {'c', 7}, {'d', 6}, {'e', 10}, {'f', 3}};
   for (const char* spec : {"dca,bd->abc", "dbea,ec->abcd", "deca,be->abcd", "ebad,ce->abcd",
@@ -1209,29 +1208,8 @@ TEST(Strategies, TensorGemmComputesComplexProductsWithTheOperandPlanarOrNot) {
         const Arrays arrays = random_arrays(e, 37);
         const Bound bound(e, arrays);
         const Results ref = run_reference(bound);
-        for (const bool planar : {false, true})
-          expect_tensor_gemm_agrees(
-              bound, ref,
-              std::string(spec) + (mixed ? " B real" : "") + (planar ? " planar" : " interleaved"),
-              {{"planar", planar}});
+        expect_tensor_gemm_agrees(bound, ref, std::string(spec) + (mixed ? " B real" : ""));
       }
-}
-
-// The tuner's space offers the planar copy for complex products, and only for them.
-TEST(Strategies, TensorGemmSpaceOffersThePlanarCopyForComplexProducts) {
-  const Strategy* s = find_strategy("tensor_gemm");
-  ASSERT_NE(s, nullptr);
-  const std::map<char, int> l = {{'a', 4}, {'b', 4}, {'c', 4}, {'d', 4}, {'e', 4}, {'f', 4}};
-  const auto planar = [&](Dtype dtype) {
-    const BatchedEinsum e = binary_spec("efbad,cf->abcde", l, dtype);
-    Lengths lengths;
-    for (const auto& [c, n] : l) lengths[c] = n;
-    const auto space = s->space(e, lengths);
-    return std::count(space.begin(), space.end(), nlohmann::json{{"planar", true}});
-  };
-  EXPECT_EQ(planar(Dtype::c128), 1);
-  EXPECT_EQ(planar(Dtype::c64), 1);
-  EXPECT_EQ(planar(Dtype::f64), 0);
 }
 
 // BLIS's kernels follow einsumdb's (isa.hpp): Skylake-X's where the kernels run AVX-512, never the

@@ -118,7 +118,8 @@ struct Rows {
 // (parts_below) counts as at unit stride where Z is at least half its size: a complex operand and
 // output that run along different indices (TCCG cases 6-8 in complex numbers), whose tiles the
 // micro-kernel would otherwise write out a complex element at a time to lines the next tiles write
-// too. (Where Z is a third of X, as in cases 3 and 4, the rows in X's order ran as fast or faster.)
+// too. What the tiles save is that scattered write-out, so a Z much smaller than X (a third in
+// cases 3 and 4) keeps X's order, whose packing reads X's lines in turn.
 // The summed indices of two operands that both run at unit stride along them, along different ones,
 // go in these tiles too, X's unit-stride index kSumTile bytes at a time for each cache line of Y's:
 // a packed block of KC summed elements then reads both operands in whole cache lines, where in X's

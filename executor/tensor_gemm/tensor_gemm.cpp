@@ -79,14 +79,6 @@ std::string streamed_path(const BatchedEinsum& e, const std::vector<std::int64_t
   return dtype == Dtype::f32 ? path(0.0f) : path(0.0);
 }
 
-// Whether a complex row is a product, whose real form has an operand that may be copied planar
-// (real_form.hpp): never by default (where that operand and the output run along different
-// indices, the rows go in tiles of whole lines of both without the copy, tiles' parts_below), a
-// candidate of the tuner's.
-bool may_be_planar(const BatchedEinsum& e, std::size_t row) {
-  return is_complex(result_dtype(e, row)) && e.join == JoinOp::mul && e.inputs.size() == 2;
-}
-
 // streamed_path on contiguous operands: for row `row`, or for its real form where it is complex
 // (as run_tensor_gemm runs it).
 std::string contiguous_path(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
@@ -167,12 +159,6 @@ std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Leng
   for (std::size_t r = 0; r < e.batch.size(); ++r)
     streams |= tensor_gemm::contiguous_path(e, r, len) != "packed";
   if (streams) space.push_back({{"stream_rows", false}});
-  // A complex product's other operand copied planar (real_form.hpp).
-  for (std::size_t r = 0; r < e.batch.size(); ++r)
-    if (tensor_gemm::may_be_planar(e, r)) {
-      space.push_back({{"planar", true}});
-      break;
-    }
   return space;
 }
 
@@ -180,8 +166,7 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum& e = bound.einsum();
   if (const auto why = tensor_gemm_rejects(e))
     throw SpecError("tensor_gemm does not apply: " + *why);
-  check_param_keys(params, "tensor_gemm",
-                   {"threads", "stream_even", "fetch_ahead", "stream_rows", "planar"});
+  check_param_keys(params, "tensor_gemm", {"threads", "stream_even", "fetch_ahead", "stream_rows"});
   tensor_gemm::RowOptions options;
   options.threads = read_threads(params, "tensor_gemm");
   const auto flag = [&](const char* name, bool otherwise) {
@@ -198,7 +183,7 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
     if (is_complex(result_dtype(e, r))) {  // real_form.hpp
-      const RealForm f = real_form(bound, r, flag("planar", false), options.threads);
+      const RealForm f = real_form(bound, r);
       const Bound real(f.e, f.arrays);
       out.push_back(f.complex_result(tensor_gemm::row(real, 0, options)));
       continue;
