@@ -20,6 +20,7 @@
 #include "einsumdb/executor/execute.hpp"
 #include "einsumdb/executor/isa.hpp"
 #include "einsumdb/executor/tensor_gemm/blocking.hpp"
+#include "einsumdb/executor/tensor_gemm/line_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/macro_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/micro_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/packing.hpp"
@@ -434,6 +435,59 @@ void tiles_reach_the_output_as_a_loop_would_write_them() {
 TEST(WriteOut, TilesReachTheOutputAsALoopWouldWriteThem) {
   tiles_reach_the_output_as_a_loop_would_write_them<double>();
   tiles_reach_the_output_as_a_loop_would_write_them<float>();
+}
+
+// ---- our own micro-kernel
+
+// line_tile: the tile of two packed panels summed over `depth`, each column's two runs of a line
+// stored at their own addresses (far apart, the columns unevenly spaced), the columns past
+// `columns` and every other element of the output left alone; both dtypes, sums shorter and longer
+// than the unrolled loop, a full and a narrow tile.
+template <typename T>
+void line_tile_writes_each_run_to_its_own_lines() {
+#if EINSUMDB_AVX512
+  constexpr std::int64_t W = LineVector<T>::width, NR = kLineKernelColumns<T>;
+  EXPECT_TRUE(line_tile_fits<T>(2 * W, NR, 2 * W, NR));
+  EXPECT_FALSE(line_tile_fits<T>(2 * W, NR, 2 * W, NR + 2));  // padded panels
+  EXPECT_FALSE(line_tile_fits<T>(3 * W, NR, 3 * W, NR));
+  const std::vector<std::int64_t> cn = [&] {
+    std::vector<std::int64_t> at;
+    for (std::int64_t j = 0; j < NR; ++j) at.push_back((j < 5 ? j : j + 7) * 2 * W);
+    return at;
+  }();
+  const std::int64_t cm0 = W, cm1 = 60 * W, size = 120 * W;
+  for (std::int64_t depth : {1, 3, 24, 37})
+    for (std::int64_t columns : {NR, NR - 5}) {
+      const Tensor a = random_values<T>(2 * W * depth, 41), b = random_values<T>(NR * depth, 43);
+      Tensor c = random_values<T>(size, 47);
+      const Tensor before = random_values<T>(size, 47);
+      line_tile(depth, a.data<T>(), b.data<T>(), c.data<T>(), cm0, cm1, cn.data(), columns);
+      _mm_sfence();
+      std::vector<char> written(static_cast<std::size_t>(size), 0);
+      for (std::int64_t j = 0; j < columns; ++j)
+        for (std::int64_t i = 0; i < 2 * W; ++i) {
+          const std::int64_t at = (i < W ? cm0 + i : cm1 + i - W) + cn[static_cast<std::size_t>(j)];
+          double want = 0;
+          for (std::int64_t p = 0; p < depth; ++p)
+            want += static_cast<double>(a.data<T>()[p * 2 * W + i]) * b.data<T>()[p * NR + j];
+          ASSERT_NEAR(c.data<T>()[at], want, sizeof(T) == 4 ? 1e-4 : 1e-12)
+              << "depth " << depth << ", row " << i << ", column " << j;
+          written[static_cast<std::size_t>(at)] = 1;
+        }
+      for (std::int64_t at = 0; at < size; ++at)
+        if (!written[static_cast<std::size_t>(at)]) {
+          ASSERT_EQ(c.data<T>()[at], before.data<T>()[at])
+              << "depth " << depth << ", columns " << columns << ": element " << at;
+        }
+    }
+#else
+  GTEST_SKIP() << "line_tile is compiled for AVX-512 only";
+#endif
+}
+
+TEST(LineKernel, WritesEachRunOfATileToItsOwnLines) {
+  line_tile_writes_each_run_to_its_own_lines<double>();
+  line_tile_writes_each_run_to_its_own_lines<float>();
 }
 
 // ---- the macro-kernel
@@ -1059,7 +1113,9 @@ TEST(Strategies, TensorGemmFollowsTheOutputWhereTilesWouldNotHelp) {
 // columns (or rows) straddle two values of an outer index wherever an index's length is not a
 // multiple of the tile's, and such tiles are computed into a buffer and copied out, or, where
 // the output streams past the cache and the tile's rows are whole lines of it, written there by
-// one libxsmm kernel per run of its columns (Gemm::write_around). Rows even and columns
+// one libxsmm kernel per run of its columns (Gemm::write_around), or where they are two runs of a
+// line each (f32's tile of 32 rows over f = 16), by our own micro-kernel a line at a time
+// (Gemm::write_lines_around; it fails here with the runs swapped). Rows even and columns
 // straddling, rows straddling and columns even, and both; an output over 8 MB with one summed
 // pass (the tiles stream past the cache, even ones too with stream_even, else written in place) and
 // a summed index longer than a pass (the copy adds); both dtypes (f32's tile is 32 rows), 1 and 2

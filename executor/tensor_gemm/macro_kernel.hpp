@@ -17,6 +17,7 @@
 #include "einsumdb/executor/kernels.hpp"
 #include "einsumdb/executor/small_gemm.hpp"
 #include "einsumdb/executor/tensor_gemm/blocking.hpp"
+#include "einsumdb/executor/tensor_gemm/line_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/micro_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/packing.hpp"
 #include "einsumdb/executor/tensor_gemm/write_out.hpp"
@@ -90,6 +91,9 @@ class Gemm {
                              kernels::StreamKernel<T>::Write::around);
     if (std::any_of(around_.begin(), around_.end(), [](const auto& f) { return !f; }))
       around_.clear();  // libxsmm has no kernel for one of the shapes
+#if EINSUMDB_AVX512
+    line_tiles_ = p_.around_ldc > 0 && line_tile_fits<T>(k_.mr, k_.nr, k_.packmr, k_.packnr);
+#endif
   }
 
   // Rows [m0, m1) × columns [n0, n1) of batch point `q`; m0 a multiple of MR, n0 of NR.
@@ -186,6 +190,9 @@ class Gemm {
               } else if (rs == 1 && mrb == k_.mr && !accumulate &&
                          write_around(ir, jr, nrb, kcb, ablock, bpack, c + cm[0], cn)) {
                 ahead.fetch();
+              } else if (rs == kUneven && p_.row_runs[panel] && mrb == k_.mr && !accumulate &&
+                         write_lines_around(ir, jr, nrb, kcb, ablock, bpack, c, cm, cn)) {
+                ahead.fetch();
               } else {
                 kernel(ir, mrb, &zero, tile, tile_rs, tile_cs);
                 if (rs == kUneven && tile_rs == 1 && p_.row_runs[panel]) {  // a line per run
@@ -242,6 +249,30 @@ class Gemm {
     return true;
   }
 
+  // The tile of the MR rows from `ir`, in two runs of a cache line (row_runs: 32 floats over an
+  // output index of 16, TCCG cases 31-36 and 43-48), computed by our own micro-kernel (line_tile)
+  // and written straight into the output around the cache, a line at a time: write_around's
+  // libxsmm kernels store only tiles whose rows are one run, and through the buffer (copy_run) the
+  // stores of a tile come in a burst with no FMA work between them, waiting on memory. False,
+  // having computed nothing, where the kernel does not fit BLIS's tile or a line starts off a cache
+  // line.
+  bool write_lines_around([[maybe_unused]] std::int64_t ir, [[maybe_unused]] std::int64_t jr,
+                          [[maybe_unused]] std::int64_t nrb, [[maybe_unused]] std::int64_t kcb,
+                          [[maybe_unused]] const T* apack, [[maybe_unused]] const T* bpack,
+                          [[maybe_unused]] T* c, [[maybe_unused]] const std::int64_t* cm,
+                          [[maybe_unused]] const std::int64_t* cn) const {
+#if EINSUMDB_AVX512
+    if (!line_tiles_ || kcb != p_.K || (cm[kLine] - cm[0]) % kLine != 0) return false;
+    for (std::int64_t j = 0; j < nrb; ++j)
+      if (reinterpret_cast<std::uintptr_t>(c + cm[0] + cn[j]) % 64 != 0) return false;
+    line_tile(kcb, apack + ir / k_.mr * k_.packmr * kcb, bpack + jr / k_.nr * k_.packnr * kcb, c,
+              cm[0], cm[kLine], cn, nrb);
+    return true;
+#else
+    return false;
+#endif
+  }
+
   // The end of the block of rows that starts at `ic`: MC rows on (or m1), or, where that would cut
   // a line group in two, the start of that group, so that each group is computed whole: a group
   // cut in two is no group, and its panels go out element by element (with 15 panels to a block,
@@ -277,6 +308,7 @@ class Gemm {
   // libxsmm's kernels of MR rows by 1, 2, ..., NR columns that write around the cache
   // (write_around).
   std::vector<kernels::StreamKernel<T>> around_;
+  bool line_tiles_ = false;  // whether write_lines_around applies (line_tile_fits)
 };
 
 }  // namespace
