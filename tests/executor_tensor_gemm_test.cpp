@@ -440,54 +440,60 @@ TEST(WriteOut, TilesReachTheOutputAsALoopWouldWriteThem) {
 // ---- our own micro-kernel
 
 // line_tile: the tile of two packed panels summed over `depth`, each column's two runs of a line
-// stored at their own addresses (far apart, the columns unevenly spaced), the columns past
-// `columns` and every other element of the output left alone; both dtypes, sums shorter and longer
-// than the unrolled loop, a full and a narrow tile.
-template <typename T>
+// stored at their own addresses (far apart, the columns unevenly spaced), streamed, set or added;
+// the columns past `columns` and every other element of the output left alone; both dtypes, sums
+// shorter and longer than the fetches' tail and the unrolled loop, a full and a narrow tile.
+template <typename T, LineWrite write>
 void line_tile_writes_each_run_to_its_own_lines() {
-#if EINSUMDB_AVX512
-  constexpr std::int64_t W = LineVector<T>::width, NR = kLineKernelColumns<T>;
-  EXPECT_TRUE(line_tile_fits<T>(2 * W, NR, 2 * W, NR));
-  EXPECT_FALSE(line_tile_fits<T>(2 * W, NR, 2 * W, NR + 2));  // padded panels
-  EXPECT_FALSE(line_tile_fits<T>(3 * W, NR, 3 * W, NR));
+  constexpr std::int64_t W = 64 / sizeof(T), NR = kLineTileColumns<T>;
   const std::vector<std::int64_t> cn = [&] {
     std::vector<std::int64_t> at;
     for (std::int64_t j = 0; j < NR; ++j) at.push_back((j < 5 ? j : j + 7) * 2 * W);
     return at;
   }();
   const std::int64_t cm0 = W, cm1 = 60 * W, size = 120 * W;
-  for (std::int64_t depth : {1, 3, 24, 37})
+  for (std::int64_t depth :
+       {std::int64_t{1}, std::int64_t{3}, std::int64_t{24}, std::int64_t{37}, 38 + 6 * NR})
     for (std::int64_t columns : {NR, NR - 5}) {
       const Tensor a = random_values<T>(2 * W * depth, 41), b = random_values<T>(NR * depth, 43);
       Tensor c = random_values<T>(size, 47);
       const Tensor before = random_values<T>(size, 47);
-      line_tile(depth, a.data<T>(), b.data<T>(), c.data<T>(), cm0, cm1, cn.data(), columns);
+      T* out = c.data<T>();
+      line_tile<T, write>(
+          depth, a.data<T>(), b.data<T>(), out + cm0, out + cm1,
+          [&](int j) { return cn[static_cast<std::size_t>(j)]; }, columns);
       _mm_sfence();
       std::vector<char> written(static_cast<std::size_t>(size), 0);
       for (std::int64_t j = 0; j < columns; ++j)
         for (std::int64_t i = 0; i < 2 * W; ++i) {
           const std::int64_t at = (i < W ? cm0 + i : cm1 + i - W) + cn[static_cast<std::size_t>(j)];
-          double want = 0;
+          double want = write == LineWrite::add ? before.data<T>()[at] : 0;
           for (std::int64_t p = 0; p < depth; ++p)
             want += static_cast<double>(a.data<T>()[p * 2 * W + i]) * b.data<T>()[p * NR + j];
-          ASSERT_NEAR(c.data<T>()[at], want, sizeof(T) == 4 ? 1e-4 : 1e-12)
+          ASSERT_NEAR(out[at], want, sizeof(T) == 4 ? 1e-4 : 1e-12)
               << "depth " << depth << ", row " << i << ", column " << j;
           written[static_cast<std::size_t>(at)] = 1;
         }
       for (std::int64_t at = 0; at < size; ++at)
         if (!written[static_cast<std::size_t>(at)]) {
-          ASSERT_EQ(c.data<T>()[at], before.data<T>()[at])
+          ASSERT_EQ(out[at], before.data<T>()[at])
               << "depth " << depth << ", columns " << columns << ": element " << at;
         }
     }
-#else
-  GTEST_SKIP() << "line_tile is compiled for AVX-512 only";
-#endif
 }
 
 TEST(LineKernel, WritesEachRunOfATileToItsOwnLines) {
-  line_tile_writes_each_run_to_its_own_lines<double>();
-  line_tile_writes_each_run_to_its_own_lines<float>();
+#if EINSUMDB_AVX512
+  EXPECT_EQ(line_tile_fits(MicroKernel<float>::get()), own_kernel_runs());
+  line_tile_writes_each_run_to_its_own_lines<double, LineWrite::stream>();
+  line_tile_writes_each_run_to_its_own_lines<float, LineWrite::stream>();
+  line_tile_writes_each_run_to_its_own_lines<double, LineWrite::set>();
+  line_tile_writes_each_run_to_its_own_lines<float, LineWrite::set>();
+  line_tile_writes_each_run_to_its_own_lines<double, LineWrite::add>();
+  line_tile_writes_each_run_to_its_own_lines<float, LineWrite::add>();
+#else
+  GTEST_SKIP() << "line_tile is compiled for AVX-512 only";
+#endif
 }
 
 // ---- the macro-kernel
@@ -1198,6 +1204,57 @@ TEST(Strategies, TensorGemmOrdersACachedOperandsIndicesForTheOutput) {
   }
 }
 
+// Whole tiles go to our own micro-kernel (line_kernel.hpp) by default in floats where a large
+// output is read back in several summed passes, otherwise to BLIS's; "kernel" chooses, and in
+// floats the tuner's space has the one the default does not run. Each way agrees with the
+// reference: a product summed over several passes (the kernel sets the output, then adds to it)
+// with edge tiles on both sides, and a contraction whose tiles are even in the output (written in
+// place) or not (through the buffer), in f32 and f64, on one and two threads.
+TEST(Strategies, TensorGemmRunsOurKernelOrBlisAndTheTunerTriesBoth) {
+  const Strategy* s = find_strategy("tensor_gemm");
+  ASSERT_NE(s, nullptr);
+  for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
+    for (const auto& [spec, lengths] :
+         {std::pair<const char*, std::map<char, int>>{"ik,kj->ij",
+                                                      {{'i', 200}, {'j', 150}, {'k', 1000}}},
+          {"aebf,dfce->abcd", {{'a', 20}, {'b', 9}, {'c', 21}, {'d', 10}, {'e', 6}, {'f', 70}}}}) {
+      const BatchedEinsum e = binary_spec(spec, lengths, dtype);
+      Lengths len;
+      for (const auto& [c, n] : lengths) len[c] = n;
+      const auto space = s->space(e, len);
+      const auto offered = std::count_if(space.begin(), space.end(), [](const nlohmann::json& p) {
+        return p == nlohmann::json{{"kernel", "own"}};  // small outputs: BLIS's by default
+      });
+      EXPECT_EQ(offered, dtype == Dtype::f32 && tensor_gemm::own_kernel_runs() ? 1 : 0) << spec;
+      const Arrays arrays = random_arrays(e, 37);
+      const Bound bound(e, arrays);
+      const Results ref = run_reference(bound);
+      for (const char* kernel : {"own", "blis"})
+        expect_tensor_gemm_agrees(bound, ref, std::string(spec) + " " + kernel,
+                                  {{"kernel", kernel}});
+    }
+  }
+  // Ours by default over an output beyond the cache read back in several passes only.
+  const std::int64_t passes = 4 * tensor_gemm::MicroKernel<float>::get().kc;
+  EXPECT_EQ(tensor_gemm::own_kernel_by_default(passes, 100e6), tensor_gemm::own_kernel_runs());
+  EXPECT_FALSE(tensor_gemm::own_kernel_by_default(passes, 1e6));
+  EXPECT_FALSE(
+      tensor_gemm::own_kernel_by_default(tensor_gemm::MicroKernel<float>::get().kc, 100e6));
+  const BatchedEinsum e = binary_spec("ik,kj->ij", {{'i', 4}, {'j', 4}, {'k', 4}});
+  const Arrays arrays = random_arrays(e, 1);
+  const Bound bound(e, arrays);
+  for (const nlohmann::json& bad : {nlohmann::json("mine"), nlohmann::json(true)}) {
+    try {
+      execute(bound, "tensor_gemm", {{"kernel", bad}});
+      ADD_FAILURE() << "accepted kernel " << bad.dump();
+    } catch (const SpecError& error) {
+      EXPECT_NE(std::string(error.what()).find("'kernel' must be \"own\" or \"blis\""),
+                std::string::npos)
+          << error.what();
+    }
+  }
+}
+
 // Which way of writing even tiles is faster depends on the processor, so the tuner tries both
 // where the choice applies: an output over 8 MB summed over 24 elements or fewer (TCCG's ccsd_t
 // shape, scaled), in f64 and f32 (whose output is then half the bytes), and not where more are
@@ -1229,7 +1286,8 @@ TEST(Strategies, TensorGemmSpaceOffersBothWritesOfEvenTilesWhereTheyDiffer) {
   auto f32 = len;
   f32['a'] = 8;  // 12.6 MB in f64, 6.3 MB in f32
   EXPECT_EQ(space(f32, Dtype::f64).size(), 2u);
-  EXPECT_EQ(space(f32, Dtype::f32).size(), 1u);
+  // (In floats, BLIS's kernel beside ours: TensorGemmRunsOurKernelOrBlissAndTheTunerTriesBoth.)
+  EXPECT_EQ(space(f32, Dtype::f32).size(), tensor_gemm::own_kernel_runs() ? 2u : 1u);
   auto deep = len;
   deep['g'] = 25;
   EXPECT_EQ(space(deep, Dtype::f64).size(), 1u);

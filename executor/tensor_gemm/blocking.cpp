@@ -18,6 +18,15 @@ bool streams() {
   return kernel_isa() == Isa::avx512;
 }
 
+bool own_kernel_runs() {
+  return streams() && line_tile_fits(MicroKernel<float>::get());
+}
+
+bool own_kernel_by_default(std::int64_t summed, double output_bytes) {
+  return own_kernel_runs() && output_bytes > static_cast<double>(kCachedBytes) &&
+         !one_pass(MicroKernel<float>::get(), summed);
+}
+
 std::int64_t l2_bytes() {
   static const std::int64_t bytes = [] {
     const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
@@ -192,13 +201,17 @@ template <typename T>
 void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std::int64_t group) {
   if (one_pass(k, p.K)) {
     p.kc = p.K;
-  } else if (large_output) {
+  } else if (large_output && !p.own_tiles) {
     const std::int64_t passes = (p.K + kLongPass * k.kc - 1) / (kLongPass * k.kc);
     p.kc = (p.K + passes - 1) / passes;
   } else {
     p.kc = k.kc;
   }
   p.mc = std::max(group, k.mc * k.kc / p.kc / k.mr * k.mr);
+  if (p.own_tiles && p.kc >= k.kc) {
+    const std::int64_t third = l2_bytes() / 3 / (p.kc * static_cast<std::int64_t>(sizeof(T)));
+    p.mc = std::max({group, k.mr, std::min(p.mc, third / k.mr * k.mr)});
+  }
 }
 
 template <typename T>

@@ -35,6 +35,7 @@ struct Contraction {
   bool stream = false;          // tiles written through the buffer bypass the cache (copy_run)
   bool stream_all = false;      // and so do even tiles, through the buffer too (kStreamAllDepth)
   bool fetch_ahead = true;      // the next block's lines fetched during this one's (NextBlock)
+  bool own_tiles = false;       // whole tiles by our own micro-kernel (line_tile), not BLIS's
   std::int64_t around_ldc = 0;  // tiles' runs of columns this far apart written around the cache
 };
 
@@ -77,6 +78,17 @@ bool streams_even_tiles_by_default();
 // Whether copy_run can stream: where the kernels run AVX-512 (kernel_isa()). Without, a buffered
 // even tile is only a detour.
 bool streams();
+
+// Whether our own micro-kernel (line_kernel.hpp) runs for floats: where the kernels run AVX-512
+// and BLIS's float tile is one it computes (line_tile_fits).
+bool own_kernel_runs();
+
+// Whether whole float tiles go to our own micro-kernel by default: where it runs and the output,
+// too large for the cache, is read back and added to in each of several summed passes. There each
+// tile is in memory when its sum starts, and ours fetches its lines during the sum (line_tile);
+// elsewhere BLIS's kernel, which fetches the next panels ahead, is as fast or faster (the tuner
+// measures both).
+bool own_kernel_by_default(std::int64_t summed, double output_bytes);
 
 // Whether "stream_even" decides anything: an output too large for the cache, written once and
 // summed over kStreamAllDepth elements or fewer (the run and the tuner's space both ask).
@@ -162,7 +174,11 @@ Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& l
 // then read in more of one block. A block holds at least `group` rows (one line group, where there
 // are any: Gemm::block_end). Where the output is too large for the cache and the contraction takes
 // several summed passes, each pass reads the whole output and writes it back: the passes then take
-// up to kLongPass times BLIS's KC summed elements, in equal shares.
+// up to kLongPass times BLIS's KC summed elements, in equal shares. Not with our own micro-kernel
+// (p.own_tiles, set first), which fetches each tile's lines during its sum, so that reading the
+// output back costs it little, while a longer pass makes its panels longer than L1 holds (an A
+// panel of 32 floats by KC = 384 is already 48 KB); its blocks of A take at most a third of L2,
+// beside the B panels and the next block fetched ahead (NextBlock).
 inline constexpr std::int64_t kLongPass = 2;
 template <typename T>
 bool one_pass(const MicroKernel<T>& k, std::int64_t summed) {

@@ -92,7 +92,9 @@ class Gemm {
     if (std::any_of(around_.begin(), around_.end(), [](const auto& f) { return !f; }))
       around_.clear();  // libxsmm has no kernel for one of the shapes
 #if EINSUMDB_AVX512
-    line_tiles_ = p_.around_ldc > 0 && line_tile_fits<T>(k_.mr, k_.nr, k_.packmr, k_.packnr);
+    line_tiles_ = p_.around_ldc > 0 && line_tile_fits(k_);
+    if (p_.own_tiles) tile_kernel_ = &Gemm::own_tile;
+
 #endif
   }
 
@@ -161,7 +163,9 @@ class Gemm {
                   kernels::packed_tile(mrb, nrb, kcb, ap, k_.packmr, bp, k_.packnr, to, to_rs,
                                        to_cs, *to_beta != 0))
                 return;
-              k_.run(mrb, nrb, kcb, &one, ap, bp, to_beta, to, to_rs, to_cs, &aux, k_.cntx);
+#if EINSUMDB_AVX512
+#endif
+              tile_kernel_(mrb, nrb, kcb, &one, ap, bp, to_beta, to, to_rs, to_cs, &aux, k_.cntx);
             };
             for (std::int64_t ir = 0; ir < mcb;) {
               const std::int64_t mrb = std::min(k_.mr, mcb - ir);
@@ -249,6 +253,27 @@ class Gemm {
     return true;
   }
 
+#if EINSUMDB_AVX512
+  // Our own micro-kernel behind BLIS's calling convention (tile_kernel_): a whole tile whose
+  // columns are contiguous (rs 1), set or added in place, its columns `cs` apart; anything else
+  // BLIS's. Called through the pointer, as BLIS's is, rather than chosen by a branch inlined into
+  // each of the macro-kernel's calls: the branch alone made the loop of tiles written around the
+  // cache slower (TCCG cases 37-42, which never reach it).
+  static void own_tile(dim_t m, dim_t n, dim_t k, T* alpha, T* a, T* b, T* beta, T* c, inc_t rs,
+                       inc_t cs, auxinfo_t* aux, cntx_t* cntx) {
+    const MicroKernel<T>& blis = MicroKernel<T>::get();
+    if (m != blis.mr || rs != 1 || *alpha != 1 || (*beta != 0 && *beta != 1)) {
+      blis.run(m, n, k, alpha, a, b, beta, c, rs, cs, aux, cntx);
+      return;
+    }
+    const auto column = [cs](int j) { return j * cs; };
+    if (*beta != 0)
+      line_tile<T, LineWrite::add>(k, a, b, c, c + kLine, column, n);
+    else
+      line_tile<T, LineWrite::set>(k, a, b, c, c + kLine, column, n);
+  }
+#endif
+
   // The tile of the MR rows from `ir`, in two runs of a cache line (row_runs: 32 floats over an
   // output index of 16, TCCG cases 31-36 and 43-48), computed by our own micro-kernel (line_tile)
   // and written straight into the output around the cache, a line at a time: write_around's
@@ -265,8 +290,9 @@ class Gemm {
     if (!line_tiles_ || kcb != p_.K || (cm[kLine] - cm[0]) % kLine != 0) return false;
     for (std::int64_t j = 0; j < nrb; ++j)
       if (reinterpret_cast<std::uintptr_t>(c + cm[0] + cn[j]) % 64 != 0) return false;
-    line_tile(kcb, apack + ir / k_.mr * k_.packmr * kcb, bpack + jr / k_.nr * k_.packnr * kcb, c,
-              cm[0], cm[kLine], cn, nrb);
+    line_tile<T, LineWrite::stream>(
+        kcb, apack + ir / k_.mr * k_.packmr * kcb, bpack + jr / k_.nr * k_.packnr * kcb, c + cm[0],
+        c + cm[kLine], [cn](int j) { return cn[j]; }, nrb);
     return true;
 #else
     return false;
@@ -309,6 +335,8 @@ class Gemm {
   // (write_around).
   std::vector<kernels::StreamKernel<T>> around_;
   bool line_tiles_ = false;  // whether write_lines_around applies (line_tile_fits)
+  // The micro-kernel of whole tiles: BLIS's, or ours where p_.own_tiles (own_tile).
+  typename Blis<T>::Kernel tile_kernel_ = k_.run;
 };
 
 }  // namespace

@@ -54,6 +54,18 @@ struct MicroKernel {
   static const MicroKernel& get();
 };
 
+// The columns of tensor_gemm's own micro-kernel (line_kernel.hpp, AVX-512): BLIS's AVX-512 tiles
+// (32 × 12 floats, 16 × 14 doubles on skx and zen4), two registers' rows each.
+template <typename T>
+inline constexpr std::int64_t kLineTileColumns = sizeof(T) == 4 ? 12 : 14;
+
+// Whether that kernel computes BLIS's tile for this machine, from its packed panels (unpadded).
+template <typename T>
+bool line_tile_fits(const MicroKernel<T>& k) {
+  return k.mr == 2 * (64 / static_cast<std::int64_t>(sizeof(T))) && k.packmr == k.mr &&
+         k.nr == kLineTileColumns<T> && k.packnr == k.nr;
+}
+
 extern template struct MicroKernel<double>;
 extern template struct MicroKernel<float>;
 

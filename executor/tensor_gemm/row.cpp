@@ -131,6 +131,12 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
   }
   const bool large = bytes(z) > kCachedBytes;  // the output is too large for the cache
   if (large) p.row_lines = line_groups(p.cm, k.mr, line);
+  // Our own micro-kernel for whole tiles (own_kernel_by_default: in floats, several passes over a
+  // large output), or as the options say.
+  p.own_tiles =
+      EINSUMDB_AVX512 && line_tile_fits(k) &&
+      options.own_kernel.value_or(std::is_same_v<T, float> &&
+                                  own_kernel_by_default(p.K, static_cast<double>(bytes(z))));
   // A block of rows holds at least one line group (Gemm::block_end).
   block_sizes(k, p, large, p.row_lines.empty() ? k.mr : line * k.mr);
   p.span = packing_span(k, p, bytes(*x.tensor));

@@ -41,8 +41,13 @@
 // out in streaming stores, written around the cache or through the buffer, rather than in place
 // by BLIS's micro-kernel; kStreamAllDepth; by default, where this machine's ordinary stores read a
 // line before writing it, as measured once per process: scattered_stores_read_lines), "fetch_ahead"
-// (true or false, NextBlock) and "stream_rows" (true or false: whether an operand streams, in rows
-// or in lines, where it can; true by default, and the tuner measures both). A functional operand
+// (true or false, NextBlock), "stream_rows" (true or false: whether an operand streams, in rows
+// or in lines, where it can; true by default, and the tuner measures both) and "kernel" ("own" or
+// "blis": whose micro-kernel computes whole tiles, ours (line_kernel.hpp, AVX-512, where BLIS's
+// tile is one it computes) or BLIS's; by default ours in floats over a large output read back in
+// several summed passes (own_kernel_by_default), otherwise BLIS's, and in floats the tuner
+// measures both; a tile whose rows are two runs apart in the output, written around the cache, is
+// ours either way). A functional operand
 // is evaluated into a buffer in its array's layout first. A complex row runs as a real one
 // (real_form.hpp): the same stages, on real numbers, with an index of two parts added.
 #include <algorithm>
@@ -138,7 +143,8 @@ std::string tensor_gemm_path(const Bound& bound, std::size_t row) {
 
 // The default, and where the choice applies (an output beyond the cache, few summed elements),
 // the other way of writing even tiles: which is faster depends on the processor (kStreamAllDepth);
-// where the rows would stream, BLIS's packed path too.
+// where the rows would stream, BLIS's packed path too; in floats, the micro-kernel the default
+// does not run.
 std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Lengths& len) {
   std::vector<nlohmann::json> space = {nlohmann::json::object()};
   if (tensor_gemm_rejects(e)) return space;
@@ -159,6 +165,14 @@ std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Leng
   for (std::size_t r = 0; r < e.batch.size(); ++r)
     streams |= tensor_gemm::contiguous_path(e, r, len) != "packed";
   if (streams) space.push_back({{"stream_rows", false}});
+  // In floats, whichever of our own micro-kernel and BLIS's the default does not run: which is
+  // faster depends on the processor and the shape.
+  bool floats = false;
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    floats |= result_dtype(e, r) == Dtype::f32 || result_dtype(e, r) == Dtype::c64;
+  if (floats && tensor_gemm::own_kernel_runs())
+    space.push_back(
+        {{"kernel", tensor_gemm::own_kernel_by_default(summed, bytes) ? "blis" : "own"}});
   return space;
 }
 
@@ -166,7 +180,8 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum& e = bound.einsum();
   if (const auto why = tensor_gemm_rejects(e))
     throw SpecError("tensor_gemm does not apply: " + *why);
-  check_param_keys(params, "tensor_gemm", {"threads", "stream_even", "fetch_ahead", "stream_rows"});
+  check_param_keys(params, "tensor_gemm",
+                   {"threads", "stream_even", "fetch_ahead", "stream_rows", "kernel"});
   tensor_gemm::RowOptions options;
   options.threads = read_threads(params, "tensor_gemm");
   const auto flag = [&](const char* name, bool otherwise) {
@@ -180,6 +195,12 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   if (params.contains("stream_even")) options.stream_even = flag("stream_even", false);
   options.fetch_ahead = flag("fetch_ahead", options.fetch_ahead);
   options.stream_rows = flag("stream_rows", options.stream_rows);
+  if (params.contains("kernel")) {
+    const auto& k = params["kernel"];
+    if (!k.is_string() || (k != "own" && k != "blis"))
+      throw SpecError("tensor_gemm: 'kernel' must be \"own\" or \"blis\", got " + k.dump());
+    options.own_kernel = k == "own";
+  }
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
     if (is_complex(result_dtype(e, r))) {  // real_form.hpp
