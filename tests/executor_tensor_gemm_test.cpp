@@ -439,19 +439,26 @@ TEST(WriteOut, TilesReachTheOutputAsALoopWouldWriteThem) {
 
 // ---- our own micro-kernel
 
-// line_tile: the tile of two packed panels summed over `depth`, each column's two runs of a line
-// stored at their own addresses (far apart, the columns unevenly spaced), streamed, set or added;
-// the columns past `columns` and every other element of the output left alone; both dtypes, sums
-// shorter and longer than the fetches' tail and the unrolled loop, a full and a narrow tile.
+// line_tile: the tile of two packed panels summed over `depth`, each column's two registers of
+// rows stored at their own addresses (far apart, the columns unevenly spaced), streamed, set or
+// added, and set or added with a register's rows in two runs (LineRows' split); the columns past
+// `columns` and every other element of the output left alone; both dtypes, sums shorter and longer
+// than the fetches' tail and the unrolled loop, a full and a narrow tile.
 template <typename T, LineWrite write>
-void line_tile_writes_each_run_to_its_own_lines() {
+void line_tile_writes_each_run_to_its_own_lines(int top_split, int bottom_split) {
   constexpr std::int64_t W = 64 / sizeof(T), NR = kLineTileColumns<T>;
   const std::vector<std::int64_t> cn = [&] {
     std::vector<std::int64_t> at;
     for (std::int64_t j = 0; j < NR; ++j) at.push_back((j < 5 ? j : j + 7) * 2 * W);
     return at;
   }();
-  const std::int64_t cm0 = W, cm1 = 60 * W, size = 120 * W;
+  // Row i's offset before its column's: top rows from W (after top_split, from 100·W), bottom rows
+  // from 50·W (after bottom_split, from 150·W + 3); each region's columns span at most 42·W.
+  const auto row = [&](std::int64_t i) -> std::int64_t {
+    if (i < W) return i < top_split ? W + i : 100 * W + i;
+    return i - W < bottom_split ? 50 * W + i - W : 150 * W + 3 + i - W;
+  };
+  const std::int64_t size = 200 * W;
   for (std::int64_t depth :
        {std::int64_t{1}, std::int64_t{3}, std::int64_t{24}, std::int64_t{37}, 38 + 6 * NR})
     for (std::int64_t columns : {NR, NR - 5}) {
@@ -459,19 +466,22 @@ void line_tile_writes_each_run_to_its_own_lines() {
       Tensor c = random_values<T>(size, 47);
       const Tensor before = random_values<T>(size, 47);
       T* out = c.data<T>();
+      const LineRows<T> top{out + row(0), out + 100 * W, top_split},
+          bottom{out + row(W), out + 150 * W + 3, bottom_split};
       line_tile<T, write>(
-          depth, a.data<T>(), b.data<T>(), out + cm0, out + cm1,
+          depth, a.data<T>(), b.data<T>(), top, bottom,
           [&](int j) { return cn[static_cast<std::size_t>(j)]; }, columns);
       _mm_sfence();
       std::vector<char> written(static_cast<std::size_t>(size), 0);
       for (std::int64_t j = 0; j < columns; ++j)
         for (std::int64_t i = 0; i < 2 * W; ++i) {
-          const std::int64_t at = (i < W ? cm0 + i : cm1 + i - W) + cn[static_cast<std::size_t>(j)];
+          const std::int64_t at = row(i) + cn[static_cast<std::size_t>(j)];
           double want = write == LineWrite::add ? before.data<T>()[at] : 0;
           for (std::int64_t p = 0; p < depth; ++p)
             want += static_cast<double>(a.data<T>()[p * 2 * W + i]) * b.data<T>()[p * NR + j];
           ASSERT_NEAR(out[at], want, sizeof(T) == 4 ? 1e-4 : 1e-12)
-              << "depth " << depth << ", row " << i << ", column " << j;
+              << "depth " << depth << ", row " << i << ", column " << j << ", splits " << top_split
+              << " " << bottom_split;
           written[static_cast<std::size_t>(at)] = 1;
         }
       for (std::int64_t at = 0; at < size; ++at)
@@ -482,15 +492,21 @@ void line_tile_writes_each_run_to_its_own_lines() {
     }
 }
 
+template <typename T>
+void line_tile_writes_each_way() {
+  constexpr int W = 64 / sizeof(T);
+  line_tile_writes_each_run_to_its_own_lines<T, LineWrite::stream>(W, W);
+  for (const auto& [top, bottom] : {std::pair{W, W}, {5, W}, {W, 3}, {1, W - 1}}) {
+    line_tile_writes_each_run_to_its_own_lines<T, LineWrite::set>(top, bottom);
+    line_tile_writes_each_run_to_its_own_lines<T, LineWrite::add>(top, bottom);
+  }
+}
+
 TEST(LineKernel, WritesEachRunOfATileToItsOwnLines) {
 #if EINSUMDB_AVX512
   EXPECT_EQ(line_tile_fits(MicroKernel<float>::get()), own_kernel_runs());
-  line_tile_writes_each_run_to_its_own_lines<double, LineWrite::stream>();
-  line_tile_writes_each_run_to_its_own_lines<float, LineWrite::stream>();
-  line_tile_writes_each_run_to_its_own_lines<double, LineWrite::set>();
-  line_tile_writes_each_run_to_its_own_lines<float, LineWrite::set>();
-  line_tile_writes_each_run_to_its_own_lines<double, LineWrite::add>();
-  line_tile_writes_each_run_to_its_own_lines<float, LineWrite::add>();
+  line_tile_writes_each_way<double>();
+  line_tile_writes_each_way<float>();
 #else
   GTEST_SKIP() << "line_tile is compiled for AVX-512 only";
 #endif
@@ -1208,8 +1224,9 @@ TEST(Strategies, TensorGemmOrdersACachedOperandsIndicesForTheOutput) {
 // output is read back in several summed passes, otherwise to BLIS's; "kernel" chooses, and in
 // floats the tuner's space has the one the default does not run. Each way agrees with the
 // reference: a product summed over several passes (the kernel sets the output, then adds to it)
-// with edge tiles on both sides, and a contraction whose tiles are even in the output (written in
-// place) or not (through the buffer), in f32 and f64, on one and two threads.
+// with edge tiles on both sides, a contraction whose tiles are even in the output (written in
+// place) or not (through the buffer), and one whose registers of rows go in two runs (our kernel
+// writes them in place under masks), in f32 and f64, on one and two threads.
 TEST(Strategies, TensorGemmRunsOurKernelOrBlisAndTheTunerTriesBoth) {
   const Strategy* s = find_strategy("tensor_gemm");
   ASSERT_NE(s, nullptr);
@@ -1217,7 +1234,9 @@ TEST(Strategies, TensorGemmRunsOurKernelOrBlisAndTheTunerTriesBoth) {
     for (const auto& [spec, lengths] :
          {std::pair<const char*, std::map<char, int>>{"ik,kj->ij",
                                                       {{'i', 200}, {'j', 150}, {'k', 1000}}},
-          {"aebf,dfce->abcd", {{'a', 20}, {'b', 9}, {'c', 21}, {'d', 10}, {'e', 6}, {'f', 70}}}}) {
+          {"aebf,dfce->abcd", {{'a', 20}, {'b', 9}, {'c', 21}, {'d', 10}, {'e', 6}, {'f', 70}}},
+          // Rows d of 40 in panels of 32 and registers of 16: some in two runs (split_tile).
+          {"aecf,bfde->abcd", {{'a', 4}, {'b', 5}, {'c', 6}, {'d', 40}, {'e', 6}, {'f', 100}}}}) {
       const BatchedEinsum e = binary_spec(spec, lengths, dtype);
       Lengths len;
       for (const auto& [c, n] : lengths) len[c] = n;

@@ -15,6 +15,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "einsumdb/executor/isa_target.hpp"
@@ -39,6 +40,9 @@ struct LineVector<double> {
   static V loadu(const double* p) { return _mm512_loadu_pd(p); }
   static void storeu(double* p, V v) { _mm512_storeu_pd(p, v); }
   static V add(V x, V y) { return _mm512_add_pd(x, y); }
+  static __mmask8 first(int n) { return static_cast<__mmask8>((1u << n) - 1); }
+  static V load(__mmask8 m, const double* p) { return _mm512_maskz_loadu_pd(m, p); }
+  static void store(double* p, __mmask8 m, V v) { _mm512_mask_storeu_pd(p, m, v); }
 };
 template <>
 struct LineVector<float> {
@@ -51,29 +55,41 @@ struct LineVector<float> {
   static V loadu(const float* p) { return _mm512_loadu_ps(p); }
   static void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V add(V x, V y) { return _mm512_add_ps(x, y); }
+  static __mmask16 first(int n) { return static_cast<__mmask16>((1u << n) - 1); }
+  static V load(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store(float* p, __mmask16 m, V v) { _mm512_mask_storeu_ps(p, m, v); }
 };
 
 // How line_tile writes its tile: streamed past the cache (whole aligned lines, no read), or
 // in place, set or added to what is there.
 enum class LineWrite { stream, set, add };
 
+// Where one register's W rows of a column go, from the column's offset: lanes [0, split) from
+// `at`, lanes [split, W) from `rest` (lane k at rest + k), the rows in two runs where a panel
+// straddles two values of an index; split W, all from `at`.
+template <typename T>
+struct LineRows {
+  T* at;
+  T* rest;
+  int split;
+};
+
 // The tile of the packed panels `a` (2W rows per summed element) and `b` (NR columns per summed
-// element) summed over `depth` elements, its columns j < `columns` written: rows [0, W) to
-// top + column(j) and rows [W, 2W) to bottom + column(j). Streamed, each address is a whole
-// line (64-byte aligned; the caller checks). In place, the tile's lines are fetched during the
-// sum: into L2 spread over its first part, into L1 over its last kTail elements, one line per
-// element. Fetched at the start, as BLIS's kernel does, they would be evicted again by the
-// panels it reads (an A panel of 32 floats by KC = 384 is 48 KB, all of L1), and a tile in
-// memory would be read at the end, with the FMA units idle.
+// element) summed over `depth` elements, its columns j < `columns` written: rows [0, W) as `top`
+// says and rows [W, 2W) as `bottom` says (LineRows), each moved by column(j). Streamed, each is a
+// whole line (64-byte aligned, not split; the caller checks). In place, the tile's first and last
+// element of each run of rows are fetched during the sum: into L2 spread over its first part, into
+// L1 over its last kTail elements. Fetched at the start, as BLIS's kernel does, they would be
+// evicted again by the panels it reads (an A panel of 32 floats by KC = 384 is 48 KB, all of L1),
+// and a tile in memory would be read at the end, with the FMA units idle.
 template <typename T, LineWrite write, typename Column>
-inline void line_tile(std::int64_t depth, const T* a, const T* b, T* top, T* bottom, Column column,
-                      std::int64_t columns) {
+inline void line_tile(std::int64_t depth, const T* a, const T* b, LineRows<T> top,
+                      LineRows<T> bottom, Column column, std::int64_t columns) {
   using L = LineVector<T>;
-  constexpr int W = L::width, NR = static_cast<int>(kLineTileColumns<T>), kLines = 2 * NR;
+  constexpr int W = L::width, NR = static_cast<int>(kLineTileColumns<T>);
   constexpr std::int64_t kTail = 32;
   typename L::V up[NR], down[NR];
   for (int j = 0; j < NR; ++j) up[j] = L::zero(), down[j] = L::zero();
-  const auto line = [&](int q) { return (q % 2 ? bottom : top) + column(q / 2); };
   const auto step = [&]() __attribute__((always_inline)) {
     const auto a0 = L::load(a), a1 = L::load(a + W);
 #pragma GCC unroll 14
@@ -86,37 +102,62 @@ inline void line_tile(std::int64_t depth, const T* a, const T* b, T* top, T* bot
   };
   std::int64_t p = 0;
   if constexpr (write != LineWrite::stream) {
+    // Each run's first and last element, per column: the lines the stores touch.
+    const T* fetch[8 * NR];
+    int fetches = 0;
+    for (int j = 0; j < NR && j < columns; ++j)
+      for (const LineRows<T>& rows : {top, bottom}) {
+        const std::int64_t o = column(j);
+        fetch[fetches++] = rows.at + o;
+        fetch[fetches++] = rows.split < W ? rows.at + o + rows.split - 1 : rows.at + o + W - 1;
+        if (rows.split < W) {
+          fetch[fetches++] = rows.rest + o + rows.split;
+          fetch[fetches++] = rows.rest + o + W - 1;
+        }
+      }
     const std::int64_t head = depth > kTail ? depth - kTail : 0;
-    const std::int64_t every = head / kLines;
-    for (int q = 0; q < kLines && every > 0; ++q) {
-      if (q / 2 < columns) __builtin_prefetch(line(q), 1, 2);
+    const std::int64_t every = fetches > 0 ? head / fetches : 0;
+    for (int q = 0; q < fetches && every > 0; ++q) {
+      __builtin_prefetch(fetch[q], 1, 2);
 #pragma GCC unroll 4
       for (const std::int64_t end = p + every; p < end;) step(), ++p;
     }
 #pragma GCC unroll 4
     for (; p < head;) step(), ++p;
-    for (int q = 0; p < depth; ++q) {
-      if (q < kLines && q / 2 < columns) __builtin_prefetch(line(q), 1, 3);
+    const std::int64_t per = (fetches + kTail - 1) / kTail;
+    for (int q = 0; p < depth;) {
+      for (const int end = std::min<int>(fetches, q + static_cast<int>(per)); q < end; ++q)
+        __builtin_prefetch(fetch[q], 1, 3);
       step(), ++p;
     }
   } else {
 #pragma GCC unroll 4
     for (; p < depth;) step(), ++p;
   }
+  const auto put = [](const LineRows<T>& rows, std::int64_t o, typename L::V v) {
+    if constexpr (write == LineWrite::stream) {
+      L::stream(rows.at + o, v);
+    } else if (rows.split == W) {
+      L::storeu(rows.at + o, write == LineWrite::add ? L::add(v, L::loadu(rows.at + o)) : v);
+    } else {
+      const auto first = L::first(rows.split);
+      const auto rest = static_cast<decltype(first)>(~first);
+      T* const at = rows.at + o;
+      T* const more = rows.rest + o;
+      if constexpr (write == LineWrite::add) {
+        L::store(at, first, L::add(v, L::load(first, at)));
+        L::store(more, rest, L::add(v, L::load(rest, more)));
+      } else {
+        L::store(at, first, v);
+        L::store(more, rest, v);
+      }
+    }
+  };
   for (int j = 0; j < NR; ++j)
     if (j < columns) {
-      T* const t = top + column(j);
-      T* const d = bottom + column(j);
-      if constexpr (write == LineWrite::stream) {
-        L::stream(t, up[j]);
-        L::stream(d, down[j]);
-      } else if constexpr (write == LineWrite::add) {
-        L::storeu(t, L::add(up[j], L::loadu(t)));
-        L::storeu(d, L::add(down[j], L::loadu(d)));
-      } else {
-        L::storeu(t, up[j]);
-        L::storeu(d, down[j]);
-      }
+      const std::int64_t o = column(j);
+      put(top, o, up[j]);
+      put(bottom, o, down[j]);
     }
 }
 

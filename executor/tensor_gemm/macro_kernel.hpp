@@ -197,6 +197,9 @@ class Gemm {
               } else if (rs == kUneven && p_.row_runs[panel] && mrb == k_.mr && !accumulate &&
                          write_lines_around(ir, jr, nrb, kcb, ablock, bpack, c, cm, cn)) {
                 ahead.fetch();
+              } else if (rs == kUneven && p_.own_tiles && mrb == k_.mr &&
+                         split_tile(ir, jr, nrb, kcb, ablock, bpack, c, cm, cn, accumulate)) {
+                ahead.fetch();
               } else {
                 kernel(ir, mrb, &zero, tile, tile_rs, tile_cs);
                 if (rs == kUneven && tile_rs == 1 && p_.row_runs[panel]) {  // a line per run
@@ -267,10 +270,11 @@ class Gemm {
       return;
     }
     const auto column = [cs](int j) { return j * cs; };
+    const LineRows<T> top{c, c, kLine}, bottom{c + kLine, c + kLine, kLine};
     if (*beta != 0)
-      line_tile<T, LineWrite::add>(k, a, b, c, c + kLine, column, n);
+      line_tile<T, LineWrite::add>(k, a, b, top, bottom, column, n);
     else
-      line_tile<T, LineWrite::set>(k, a, b, c, c + kLine, column, n);
+      line_tile<T, LineWrite::set>(k, a, b, top, bottom, column, n);
   }
 #endif
 
@@ -291,8 +295,51 @@ class Gemm {
     for (std::int64_t j = 0; j < nrb; ++j)
       if (reinterpret_cast<std::uintptr_t>(c + cm[0] + cn[j]) % 64 != 0) return false;
     line_tile<T, LineWrite::stream>(
-        kcb, apack + ir / k_.mr * k_.packmr * kcb, bpack + jr / k_.nr * k_.packnr * kcb, c + cm[0],
-        c + cm[kLine], [cn](int j) { return cn[j]; }, nrb);
+        kcb, apack + ir / k_.mr * k_.packmr * kcb, bpack + jr / k_.nr * k_.packnr * kcb,
+        {c + cm[0], c + cm[0], kLine}, {c + cm[kLine], c + cm[kLine], kLine},
+        [cn](int j) { return cn[j]; }, nrb);
+    return true;
+#else
+    return false;
+#endif
+  }
+
+#if EINSUMDB_AVX512
+  // Where a register's rows go for split_tile: rows [h, h + W) in at most two runs (LineRows).
+  static bool split_rows(T* c, const std::int64_t* cm, LineRows<T>& rows) {
+    int split = kLine;
+    for (int i = 1; i < kLine; ++i)
+      if (cm[i] != cm[i - 1] + 1) {
+        if (split != kLine) return false;
+        split = i;
+      }
+    rows = {c + cm[0], c + cm[split % kLine] - split % kLine, split};
+    return true;
+  }
+#endif
+
+  // The tile of the MR rows from `ir`, unevenly spaced in the output (a panel straddling two values
+  // of an index: TCCG cases 22-25, 27, 29 and 30, rows d of 72 in panels of 32), computed by our
+  // own micro-kernel and set or added in place, each register's rows in up to two runs under masks,
+  // its lines fetched during the sum as an even tile's (line_tile). Through the buffer, the
+  // write-out went row by row and read each line from memory as it came to it. False, having
+  // computed nothing, where a register's rows go in more than two runs.
+  [[gnu::noinline]] bool split_tile(
+      [[maybe_unused]] std::int64_t ir, [[maybe_unused]] std::int64_t jr,
+      [[maybe_unused]] std::int64_t nrb, [[maybe_unused]] std::int64_t kcb,
+      [[maybe_unused]] const T* apack, [[maybe_unused]] const T* bpack, [[maybe_unused]] T* c,
+      [[maybe_unused]] const std::int64_t* cm, [[maybe_unused]] const std::int64_t* cn,
+      [[maybe_unused]] bool accumulate) const {
+#if EINSUMDB_AVX512
+    LineRows<T> top, bottom;
+    if (!split_rows(c, cm, top) || !split_rows(c, cm + kLine, bottom)) return false;
+    const T* ap = apack + ir / k_.mr * k_.packmr * kcb;
+    const T* bp = bpack + jr / k_.nr * k_.packnr * kcb;
+    const auto column = [cn](int j) { return cn[j]; };
+    if (accumulate)
+      line_tile<T, LineWrite::add>(kcb, ap, bp, top, bottom, column, nrb);
+    else
+      line_tile<T, LineWrite::set>(kcb, ap, bp, top, bottom, column, nrb);
     return true;
 #else
     return false;
