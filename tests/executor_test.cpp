@@ -450,11 +450,23 @@ TEST(Strategies, BlasCallsReachOpenBlasWithBlisLinked) {
 TEST(Threads, ParallelForStopsOpenBlasWorkersOnlyWhereTheProcessAllowsIt) {
   if (!dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"))
     GTEST_SKIP() << "this OpenBLAS has no pool of threads of its own";
-  const auto threads = [] {  // of this process
+  const auto count = [] {  // of this process
     std::int64_t n = 0;
     for ([[maybe_unused]] const auto& entry :
          std::filesystem::directory_iterator("/proc/self/task"))
       ++n;
+    return n;
+  };
+  // Once the count holds still: a thread that has just been joined, or one OpenBLAS is starting,
+  // can be in /proc a moment longer (or sooner) than the call that made it takes.
+  const auto threads = [&] {
+    std::int64_t n = count();
+    for (int i = 0; i < 100; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      const std::int64_t m = count();
+      if (m == n) break;
+      n = m;
+    }
     return n;
   };
   const int saved = openblas_get_num_threads();

@@ -20,45 +20,13 @@
 
 #include "einsumdb/executor/isa_target.hpp"
 #include "einsumdb/executor/tensor_gemm/micro_kernel.hpp"
+#include "einsumdb/executor/tensor_gemm/transpose.hpp"  // Lanes
 
 #if EINSUMDB_AVX512
 EINSUMDB_TARGET_BEGIN
 namespace einsumdb::tensor_gemm {
 // Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
 namespace {
-
-template <typename T>
-struct LineVector;
-template <>
-struct LineVector<double> {
-  using V = __m512d;
-  static constexpr int width = 8;
-  static V zero() { return _mm512_setzero_pd(); }
-  static V load(const double* p) { return _mm512_load_pd(p); }
-  static V fma(V a, const double* b, V c) { return _mm512_fmadd_pd(a, _mm512_set1_pd(*b), c); }
-  static void stream(double* p, V v) { _mm512_stream_pd(p, v); }
-  static V loadu(const double* p) { return _mm512_loadu_pd(p); }
-  static void storeu(double* p, V v) { _mm512_storeu_pd(p, v); }
-  static V add(V x, V y) { return _mm512_add_pd(x, y); }
-  static __mmask8 first(int n) { return static_cast<__mmask8>((1u << n) - 1); }
-  static V load(__mmask8 m, const double* p) { return _mm512_maskz_loadu_pd(m, p); }
-  static void store(double* p, __mmask8 m, V v) { _mm512_mask_storeu_pd(p, m, v); }
-};
-template <>
-struct LineVector<float> {
-  using V = __m512;
-  static constexpr int width = 16;
-  static V zero() { return _mm512_setzero_ps(); }
-  static V load(const float* p) { return _mm512_load_ps(p); }
-  static V fma(V a, const float* b, V c) { return _mm512_fmadd_ps(a, _mm512_set1_ps(*b), c); }
-  static void stream(float* p, V v) { _mm512_stream_ps(p, v); }
-  static V loadu(const float* p) { return _mm512_loadu_ps(p); }
-  static void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
-  static V add(V x, V y) { return _mm512_add_ps(x, y); }
-  static __mmask16 first(int n) { return static_cast<__mmask16>((1u << n) - 1); }
-  static V load(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
-  static void store(float* p, __mmask16 m, V v) { _mm512_mask_storeu_ps(p, m, v); }
-};
 
 // How line_tile writes its tile: streamed past the cache (whole aligned lines, no read), or
 // in place, set or added to what is there.
@@ -85,7 +53,7 @@ struct LineRows {
 template <typename T, LineWrite write, typename Column>
 inline void line_tile(std::int64_t depth, const T* a, const T* b, LineRows<T> top,
                       LineRows<T> bottom, Column column, std::int64_t columns) {
-  using L = LineVector<T>;
+  using L = Lanes<T>;
   constexpr int W = L::width, NR = static_cast<int>(kLineTileColumns<T>);
   constexpr std::int64_t kTail = 32;
   typename L::V up[NR], down[NR];

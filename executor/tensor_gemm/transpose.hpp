@@ -23,7 +23,13 @@ template <typename T>
 struct Lanes;
 template <>
 struct Lanes<double> {
+  using V = __m512d;
   static constexpr std::int64_t width = 8;
+  static V zero() { return _mm512_setzero_pd(); }
+  static V load(const double* p) { return _mm512_load_pd(p); }  // aligned
+  static void storeu(double* p, V v) { _mm512_storeu_pd(p, v); }
+  // c + a · *b, *b in every lane.
+  static V fma(V a, const double* b, V c) { return _mm512_fmadd_pd(a, _mm512_set1_pd(*b), c); }
   static __mmask8 first(std::int64_t n) { return static_cast<__mmask8>((1u << n) - 1); }
   static __m512d load(__mmask8 m, const double* p) { return _mm512_maskz_loadu_pd(m, p); }
   static __m512d loadu(const double* p) { return _mm512_loadu_pd(p); }
@@ -40,7 +46,12 @@ struct Lanes<double> {
 };
 template <>
 struct Lanes<float> {
+  using V = __m512;
   static constexpr std::int64_t width = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_load_ps(p); }
+  static void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V fma(V a, const float* b, V c) { return _mm512_fmadd_ps(a, _mm512_set1_ps(*b), c); }
   static __mmask16 first(std::int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
   static __m512 load(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
   static __m512 loadu(const float* p) { return _mm512_loadu_ps(p); }
