@@ -140,6 +140,17 @@ TEST(Blocking, TheSummedElementsGoInOnePassUpToAQuarterOverKC) {
   p.K = 64;
   block_sizes(k, p, false, 8 * 64);
   EXPECT_EQ(p.mc, 8 * 64);
+  // With our own micro-kernel: BLIS's KC however large the output, and blocks of A at most a third
+  // of L2 (in whole panels), never fewer rows than a panel.
+  p.own_tiles = true;
+  p.K = 1000;
+  block_sizes(k, p, true, k.mr);
+  EXPECT_EQ(p.kc, 256);
+  EXPECT_EQ(p.mc, std::min<std::int64_t>(72, l2_bytes() / 3 / (256 * 8) / 8 * 8));
+  const auto wide = shape_of_kernel(8, 24, 4000, 256);
+  block_sizes(wide, p, true, wide.mr);
+  EXPECT_EQ(p.mc, std::max<std::int64_t>(8, l2_bytes() / 3 / (256 * 8) / 8 * 8));
+  EXPECT_LT(p.mc * 256 * 8, l2_bytes() / 3 + 8 * 256 * 8);
 }
 
 TEST(Blocking, RowsGoInTilesWhereOperandAndOutputRunAlongDifferentIndices) {

@@ -163,8 +163,6 @@ class Gemm {
                   kernels::packed_tile(mrb, nrb, kcb, ap, k_.packmr, bp, k_.packnr, to, to_rs,
                                        to_cs, *to_beta != 0))
                 return;
-#if EINSUMDB_AVX512
-#endif
               tile_kernel_(mrb, nrb, kcb, &one, ap, bp, to_beta, to, to_rs, to_cs, &aux, k_.cntx);
             };
             for (std::int64_t ir = 0; ir < mcb;) {
