@@ -19,6 +19,7 @@
 #include "einsumdb/executor/deadline.hpp"
 #include "einsumdb/executor/execute.hpp"
 #include "einsumdb/executor/isa.hpp"
+#include "einsumdb/executor/real_form.hpp"
 #include "einsumdb/executor/tensor_gemm/blocking.hpp"
 #include "einsumdb/executor/tensor_gemm/line_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/macro_kernel.hpp"
@@ -1009,6 +1010,74 @@ TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
            "lines"},
       },
       17);
+}
+
+// The same in complex numbers (complex_lines.hpp): the operand streamed as it lies, its parts two
+// rows of each of its rows, against the other's parts as two columns of each of its columns, each
+// complex result combined from four real ones as the tiles go out. Lines cut short (13 values: a
+// line holds 4 complex doubles, 8 complex floats), rows in pieces over several values of a second
+// index, one summed element and many, a batch index, either operand on the left, an output larger
+// than the cache (its lines streamed around it), one thread and two, both complex dtypes; and where
+// the operand's unit-stride index is too short for a line, or the tiles would go in place, the real
+// form's path (real_form.hpp). Streamed rows likewise, where the large operand's rows are
+// contiguous at each summed element (TCCG case 1): each row's parts two of the kernel's rows, each
+// output row combined from two of its results. Each agrees with the reference, streamed or not.
+TEST(Strategies, TensorGemmStreamsAComplexOperandWithItsPartsAsRows) {
+  expect_paths(
+      {
+          {"dca,bd->abc", {{'a', 37}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::c128, "lines"},
+          {"bd,dca->abc", {{'a', 37}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::c64, "lines"},
+          {"dca,bd->abc", {{'a', 16}, {'b', 6}, {'c', 16}, {'d', 1}}, Dtype::c128, "lines"},
+          {"efbad,cf->abcde",
+           {{'a', 6}, {'b', 2}, {'c', 5}, {'d', 16}, {'e', 11}, {'f', 7}},
+           Dtype::c128,
+           "lines"},
+          {"efbad,cf->abcde",
+           {{'a', 4}, {'b', 2}, {'c', 3}, {'d', 16}, {'e', 20}, {'f', 3}},
+           Dtype::c64,
+           "lines"},
+          {"ecbfa,fd->abcde",
+           {{'a', 24}, {'b', 3}, {'c', 2}, {'d', 5}, {'e', 11}, {'f', 7}},
+           Dtype::c64,
+           "lines"},
+          {"deca,be->abcd",
+           {{'a', 72}, {'b', 5}, {'c', 3}, {'d', 19}, {'e', 6}},
+           Dtype::c128,
+           "lines"},
+          {"zdca,zbd->zabc",
+           {{'a', 9}, {'b', 6}, {'c', 8}, {'d', 5}, {'z', 3}},
+           Dtype::c64,
+           "lines"},
+          {"dca,bd->abc", {{'a', 3}, {'b', 6}, {'c', 13}, {'d', 20}}, Dtype::c128, "packed"},
+          // Streamed rows (TCCG case 1): rows in pieces with a short last one, one summed
+          // element and many, a batch index, either operand on the left, columns that end
+          // part of a line.
+          {"bda,dc->abc", {{'a', 37}, {'b', 29}, {'c', 24}, {'d', 300}}, Dtype::c128, "rows"},
+          {"dc,bda->abc", {{'a', 37}, {'b', 29}, {'c', 7}, {'d', 7}}, Dtype::c64, "rows"},
+          {"bda,dc->abc", {{'a', 50}, {'b', 3}, {'c', 6}, {'d', 1}}, Dtype::c64, "rows"},
+          {"zbda,zdc->zabc",
+           {{'a', 30}, {'b', 7}, {'c', 16}, {'d', 9}, {'z', 3}},
+           Dtype::c128,
+           "rows"},
+      },
+      23);
+  expect_paths(
+      {{"bda,dc->abc", {{'a', 640}, {'b', 40}, {'c', 24}, {'d', 30}}, Dtype::c128, "rows"}}, 37,
+      true);
+  expect_paths({{"efbad,cf->abcde",
+                 {{'a', 24}, {'b', 8}, {'c', 6}, {'d', 16}, {'e', 32}, {'f', 5}},
+                 Dtype::c128,
+                 "lines"}},
+               29, true);
+  // In place (the operand runs along the output's unit-stride index), the tiles could not be
+  // combined: the real form computes it.
+  const BatchedEinsum e = binary_spec(
+      "ebad,ce->abcd", {{'a', 3}, {'b', 4}, {'c', 6}, {'d', 24}, {'e', 5}}, Dtype::c128);
+  const Arrays arrays = random_arrays(e, 31);
+  const Bound bound(e, arrays);
+  const RealForm f = real_form(bound, 0);
+  EXPECT_EQ(tensor_gemm_path(bound), tensor_gemm_path(Bound(f.e, f.arrays)));
+  expect_tensor_gemm_agrees(bound, run_reference(bound), "ebad,ce->abcd c128");
 }
 
 // Where the output is larger than the cache, the streamed kernels write it around the cache, in

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "einsumdb/executor/kernels.hpp"
+#include "einsumdb/executor/real_form.hpp"
 #include "einsumdb/executor/tensor_gemm/blocking.hpp"
 #include "einsumdb/executor/tensor_gemm/micro_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/scatter.hpp"
@@ -18,6 +19,7 @@
 
 // The stages this file alone instantiates, each in a target region of its own.
 #include "einsumdb/executor/isa_target.hpp"  // this file: once per instruction set
+#include "einsumdb/executor/tensor_gemm/complex_lines.hpp"
 #include "einsumdb/executor/tensor_gemm/macro_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/streamed.hpp"
 
@@ -197,12 +199,51 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
   return z;
 }
 
+// A complex row (R: its parts' type): in complex rows or lines where they apply
+// (complex_lines.hpp), otherwise in real form (real_form.hpp).
+template <typename R>
+Tensor complex_row(const Bound& bound, std::size_t row, const RowOptions& options) {
+  const BatchedEinsum& e = bound.einsum();
+  const auto& len = bound.lengths();
+  const Dtype dtype = result_dtype(e, row);
+  const auto x = bound.operand(row, 0), y = bound.operand(row, 1);
+  if (options.stream_rows && x.function == nullptr && y.function == nullptr &&
+      x.tensor->dtype() == dtype && y.tensor->dtype() == dtype) {
+    Tensor z(dtype, kernels::shape_of(e.output, len), Tensor::Uninitialized{});
+    if (z.size() == 0) return z;
+    const auto xs = x.tensor->strides(), ys = y.tensor->strides(), zs = z.strides();
+    const auto* xd = static_cast<const R*>(x.tensor->raw());
+    const auto* yd = static_cast<const R*>(y.tensor->raw());
+    auto* zd = static_cast<R*>(z.raw());
+    const bool stream = static_cast<std::int64_t>(z.bytes()) > kCachedBytes;
+    const std::string &xl = e.inputs[0], &yl = e.inputs[1];
+    if (const auto s = complex_rows<R>(xl, xs, yl, ys, e.output, zs, len))
+      if (run_complex_rows<R>(*s, s->swap ? yd : xd, s->swap ? xd : yd, zd, options.threads,
+                              stream))
+        return z;
+    if (const auto s = complex_lines<R>(xl, xs, yl, ys, e.output, zs, len))
+      if (run_complex_lines<R>(*s, s->swap ? yd : xd, s->swap ? xd : yd, zd, options.threads,
+                               stream))
+        return z;
+  }
+  const RealForm f = real_form(bound, row);
+  const Bound real(f.e, f.arrays);
+  return f.complex_result(tensor_gemm_row<R>(real, 0, options));
+}
+
 }  // namespace
 
 Tensor row(const Bound& bound, std::size_t row, const RowOptions& options) {
-  return result_dtype(bound.einsum(), row) == Dtype::f32
-             ? tensor_gemm_row<float>(bound, row, options)
-             : tensor_gemm_row<double>(bound, row, options);
+  switch (result_dtype(bound.einsum(), row)) {
+    case Dtype::f32:
+      return tensor_gemm_row<float>(bound, row, options);
+    case Dtype::c64:
+      return complex_row<float>(bound, row, options);
+    case Dtype::c128:
+      return complex_row<double>(bound, row, options);
+    default:
+      return tensor_gemm_row<double>(bound, row, options);
+  }
 }
 
 }  // namespace einsumdb::tensor_gemm::EINSUMDB_ISA_NS

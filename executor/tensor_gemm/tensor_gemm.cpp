@@ -60,6 +60,7 @@
 #include "einsumdb/executor/kernels.hpp"
 #include "einsumdb/executor/real_form.hpp"
 #include "einsumdb/executor/tensor_gemm/blocking.hpp"
+#include "einsumdb/executor/tensor_gemm/complex_lines.hpp"
 #include "einsumdb/executor/tensor_gemm/micro_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/scatter.hpp"
 #include "einsumdb/executor/tensor_gemm/streamed.hpp"
@@ -87,7 +88,19 @@ std::string streamed_path(const BatchedEinsum& e, const std::vector<std::int64_t
 // streamed_path on contiguous operands: for row `row`, or for its real form where it is complex
 // (as run_tensor_gemm runs it).
 std::string contiguous_path(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
-  if (is_complex(result_dtype(e, row))) {
+  const Dtype dtype = result_dtype(e, row);
+  if (is_complex(dtype)) {
+    const auto xs = kernels::row_major_strides(e.inputs[0], len);
+    const auto ys = kernels::row_major_strides(e.inputs[1], len);
+    const auto zs = kernels::row_major_strides(e.output, len);
+    const auto path = [&](auto part) -> std::string {  // complex_lines.hpp
+      using R = decltype(part);
+      const std::string &x = e.inputs[0], &y = e.inputs[1], &z = e.output;
+      if (complex_rows<R>(x, xs, y, ys, z, zs, len)) return "rows";
+      if (complex_lines<R>(x, xs, y, ys, z, zs, len)) return "lines";
+      return "";
+    };
+    if (const std::string p = dtype == Dtype::c128 ? path(0.0) : path(0.0f); !p.empty()) return p;
     const RealForm f = real_form_layout(e, row, len);
     return contiguous_path(f.e, 0, f.lengths);
   }
@@ -203,13 +216,7 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   }
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
-    if (is_complex(result_dtype(e, r))) {  // real_form.hpp
-      const RealForm f = real_form(bound, r);
-      const Bound real(f.e, f.arrays);
-      out.push_back(f.complex_result(tensor_gemm::row(real, 0, options)));
-      continue;
-    }
-    out.push_back(tensor_gemm::row(bound, r, options));
+    out.push_back(tensor_gemm::row(bound, r, options));  // (a complex row: complex_row)
   }
   return out;
 }

@@ -1,0 +1,250 @@
+// tensor_gemm's streamed lines (streamed.hpp) on complex operands, without the real form's
+// expanded operand: TCCG cases 2-4 and 6-8 in complex numbers. Internal to executor/.
+//
+// In the real form (real_form.hpp), X's parts q are summed: X's fastest index lies 2 apart, and
+// no streamed plan can read X as it lies. Here X's parts stay rows instead, and W's parts s become
+// columns, with no expansion: the real product
+//
+//   T[(i, q), (j, s)] = Σ_l X[i, l]_q · W[l, j]_s        (X's rows i, W's columns j, parts q, s)
+//
+// runs in X's rows as they lie, two parts a row, at 4 real FLOPs per complex element and summed
+// index on each side, 8 per complex multiply-add, no more. Each complex result is then two pairs of
+// T's elements:
+//
+//   Z[i, j] = (T[(i,0),(j,0)] − T[(i,1),(j,1)]) + i·(T[(i,1),(j,0)] + T[(i,0),(j,1)]),
+//
+// combined in registers as a piece's tiles are written out: the columns (j,0) and (j,1) of a block
+// of rows, the second with its parts swapped, subtracted in the real lanes and added in the
+// imaginary ones. The plan is streamed_lines's, in complex elements: pieces of X's unit-stride
+// index ux, a line's worth of the output's unit-stride index uz at a time, each value's tile
+// computed by a libxsmm kernel from X as it lies into a buffer, transposed on the way out.
+//
+// Streamed rows (TCCG case 1, bda,dc->abc) go the same way where X's rows are contiguous at each
+// summed element: the kernel computes T' = W'·X' for a piece of X's rows, each row's two parts
+// two columns of T', and each row of the output is combined from them, a row of W's columns'
+// parts long.
+#pragma once
+
+#include <algorithm>
+#include <complex>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "einsumdb/executor/tensor_gemm/streamed.hpp"
+
+EINSUMDB_TARGET_BEGIN
+namespace einsumdb::tensor_gemm {
+namespace {
+
+// The plan of a complex product (R: its parts' type), in complex elements, or nothing where none
+// applies: a streamed-lines plan whose tiles go through the buffer (in place, they could not be
+// combined).
+template <typename R>
+std::optional<StreamedLines> complex_lines(
+    const std::string& xl, const std::vector<std::int64_t>& xs, const std::string& yl,
+    const std::vector<std::int64_t>& ys, const std::string& zl, const std::vector<std::int64_t>& zs,
+    const std::map<char, std::int64_t>& len) {
+  auto s = streamed_lines<std::complex<R>>(xl, xs, yl, ys, zl, zs, len);
+  if (!s || s->in_place) return std::nullopt;
+  return s;
+}
+
+// The streamed-rows plan of a complex product, in complex elements, where X's rows are contiguous
+// at each summed element (read transposed: a row's parts are then two of X's rows).
+template <typename R>
+std::optional<Streamed> complex_rows(const std::string& xl, const std::vector<std::int64_t>& xs,
+                                     const std::string& yl, const std::vector<std::int64_t>& ys,
+                                     const std::string& zl, const std::vector<std::int64_t>& zs,
+                                     const std::map<char, std::int64_t>& len) {
+  auto s = streamed<std::complex<R>>(xl, xs, yl, ys, zl, zs, len);
+  if (!s || s->x_rs != 1 || s->x_ds == 1) return std::nullopt;
+  return s;
+}
+
+#if EINSUMDB_AVX512
+// Lanes of complex numbers: a block of a line's complex rows (one column of each of a line's
+// tiles) combined from T's two columns (combine), and that block transposed in registers, complex
+// element by complex element (transpose_pairs).
+inline __m512d combine(__m512d re, __m512d im) {  // re − swap(im) in real lanes, + in imaginary
+  return _mm512_fmaddsub_pd(re, _mm512_set1_pd(1.0), _mm512_maskz_permute_pd(0xFF, im, 0x55));
+}
+inline __m512 combine(__m512 re, __m512 im) {
+  return _mm512_fmaddsub_ps(re, _mm512_set1_ps(1.0f), _mm512_maskz_permute_ps(0xFFFF, im, 0xB1));
+}
+// 4 × 4 complex doubles: r[i] <- element i of each of r[0..3], in 128-bit units.
+inline void transpose_pairs(__m512d* r) {
+  constexpr __mmask8 all = 0xFF;
+  const __m512d t0 = _mm512_maskz_shuffle_f64x2(all, r[0], r[1], 0x44);
+  const __m512d t1 = _mm512_maskz_shuffle_f64x2(all, r[0], r[1], 0xEE);
+  const __m512d t2 = _mm512_maskz_shuffle_f64x2(all, r[2], r[3], 0x44);
+  const __m512d t3 = _mm512_maskz_shuffle_f64x2(all, r[2], r[3], 0xEE);
+  r[0] = _mm512_maskz_shuffle_f64x2(all, t0, t2, 0x88);
+  r[1] = _mm512_maskz_shuffle_f64x2(all, t0, t2, 0xDD);
+  r[2] = _mm512_maskz_shuffle_f64x2(all, t1, t3, 0x88);
+  r[3] = _mm512_maskz_shuffle_f64x2(all, t1, t3, 0xDD);
+}
+// 8 × 8 complex floats: a complex float is 64 bits, a double's width.
+inline void transpose_pairs(__m512* r) {
+  __m512d d[8];
+  for (int u = 0; u < 8; ++u) d[u] = _mm512_castps_pd(r[u]);
+  transpose8(d);
+  for (int u = 0; u < 8; ++u) r[u] = _mm512_castpd_ps(d[u]);
+}
+#endif
+
+// Writes a piece's combined tiles out: tile u at buf + u·tile, T's element ((i, q), (j, s)) at
+// 2i + q + (2j + s)·2P; the complex result (i, j) of the piece's `lines` tiles one run of the
+// output, at z + 2·(p.c + row(i) + cn[j]) in parts (row: write_lines_out's).
+template <typename R>
+void write_complex_lines_out(const R* buf, std::int64_t tile, std::int64_t P, const Piece& p,
+                             std::int64_t N, R* z, const std::int64_t* cn, const StreamedLines& s,
+                             bool stream) {
+  const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
+  const std::int64_t ld = 2 * P;  // T's column spacing
+  std::int64_t i0 = 0;
+#if EINSUMDB_AVX512
+  using V = Lanes<R>;
+  constexpr std::int64_t L = V::width / 2;  // complex numbers in a line
+  if (p.lines == L) {
+    // Blocks of L rows, within one value of vx, by a line's L tiles: L whole lines of the output.
+    for (; i0 + L <= p.rows && i0 % s.span + L <= s.span; i0 += L) {
+      R* const zi = z + 2 * (p.c + row(i0));
+      for (std::int64_t j = 0; j < N; ++j) {
+        decltype(V::loadu(buf)) r[L];
+        for (std::int64_t u = 0; u < L; ++u) {
+          const R* t = buf + u * tile + 2 * i0 + 2 * j * ld;
+          r[u] = combine(V::loadu(t), V::loadu(t + ld));
+        }
+        transpose_pairs(r);
+        for (std::int64_t i = 0; i < L; ++i)
+          put(zi + 2 * (i * s.c_rs + cn[j]), r[i], V::first(V::width), false, stream);
+      }
+    }
+  }
+#endif
+  (void)stream;
+  for (std::int64_t i = i0; i < p.rows; ++i)
+    for (std::int64_t j = 0; j < N; ++j) {
+      R* d = z + 2 * (p.c + row(i) + cn[j]);
+      for (std::int64_t u = 0; u < p.lines; ++u) {
+        const R* t = buf + u * tile + 2 * i + 2 * j * ld;
+        d[2 * u] = t[0] - t[ld + 1];
+        d[2 * u + 1] = t[1] + t[ld];
+      }
+    }
+}
+
+// Runs a complex-lines plan into z (x, w and z: the complex tensors' parts); false, where libxsmm
+// has no kernel for it, having computed nothing.
+template <typename R>
+bool run_complex_lines(const StreamedLines& s, const R* x, const R* w, R* z, int threads,
+                       bool stream) {
+  using Kernel = kernels::StreamKernel<R>;
+  const std::int64_t N = s.wn.size(), K = s.wk.size(), P = s.longest;
+  constexpr std::int64_t line = 64 / (2 * sizeof(R));  // complex numbers in a line
+  const std::int64_t tail = s.pieces.empty() ? P : s.pieces.back().rows;
+  // T' [2·rows × 2N] = X' [2·rows × K] · W' [K × 2N], X' as it lies (its parts a row's two), for
+  // both lengths of piece.
+  std::map<std::int64_t, Kernel> kernels;
+  for (const std::int64_t rows : {P, tail})
+    if (!kernels.count(rows)) {
+      const Kernel k(2 * rows, 2 * N, K, 2 * s.x_ds, K, 2 * P, false, Kernel::Ahead::a_into_l2,
+                     Kernel::Write::cached);
+      if (!k) return false;
+      kernels.emplace(rows, k);
+    }
+  const std::int64_t tile = 2 * P * 2 * N;  // T's elements
+  // W of batch point q, by its parts: column (j, s) of W' the part s of W's column j.
+  const auto pack = [&](std::int64_t q, std::vector<R>& to) {
+    to.resize(static_cast<std::size_t>(2 * N * K));
+    const R* from = w + 2 * s.wb[q];
+    for (std::int64_t j = 0; j < N; ++j)
+      for (std::int64_t l = 0; l < K; ++l)
+        for (std::int64_t part = 0; part < 2; ++part)
+          to[l + (2 * j + part) * K] = from[2 * (s.wn[j] + s.wk[l]) + part];
+  };
+  const Kernel& full = kernels.at(P);
+  const Kernel& last = kernels.at(tail);
+  const auto piece = [&](std::int64_t q, const R* packed, const Piece& p, const Piece& next) {
+    const R* xq = x + 2 * s.xb[q];
+    const Kernel& k = p.rows == P ? full : last;
+    thread_local std::vector<R> buffer;  // the piece's tiles, aligned to a line
+    buffer.resize(static_cast<std::size_t>(line * tile + 64 / sizeof(R)));
+    R* buf = reinterpret_cast<R*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) / 64 * 64);
+    for (std::int64_t u = 0; u < p.lines; ++u) {
+      const R* a = xq + 2 * (p.x + u * s.x_us);
+      const R* next_a = u + 1 < p.lines ? a + 2 * s.x_us : xq + 2 * next.x;
+      k(a, packed, buf + u * tile, next_a, packed, buf);
+    }
+    write_complex_lines_out(buf, tile, P, p, N, z + 2 * s.cb[q], s.cn.data(), s,
+                            stream);  // (fenced: over_pieces)
+  };
+  over_pieces<R>(s.xb.size(), s.pieces, threads, pack, piece);
+  return true;
+}
+
+// Runs a complex streamed-rows plan into z (x, w and z: the complex tensors' parts); false, where
+// libxsmm has no kernel for it, having computed nothing.
+template <typename R>
+bool run_complex_rows(const Streamed& s, const R* x, const R* w, R* z, int threads, bool stream) {
+  using Kernel = kernels::StreamKernel<R>;
+  const std::int64_t N = s.wn.size(), K = s.wk.size();
+  // T' [2N × 2·rows] = W' [2N × K] · X' [K × 2·rows], X' read transposed (its rows contiguous at
+  // each summed element, each row's parts two of them), for each length of piece.
+  std::map<std::int64_t, Kernel> by_rows;
+  std::int64_t longest = 0;
+  for (const Piece& p : s.pieces)
+    if (!by_rows.count(p.rows)) {
+      const Kernel k(2 * N, 2 * p.rows, K, 2 * N, 2 * s.x_ds, 2 * N, true, Kernel::Ahead::b_into_l1,
+                     Kernel::Write::cached);
+      if (!k) return false;
+      by_rows.emplace(p.rows, k);
+      longest = std::max(longest, p.rows);
+    }
+  // W of batch point q, by its parts: row (j, s) of W' the part s of W's column j.
+  const auto pack = [&](std::int64_t q, std::vector<R>& to) {
+    to.resize(static_cast<std::size_t>(2 * N * K));
+    const R* from = w + 2 * s.wb[q];
+    for (std::int64_t l = 0; l < K; ++l)
+      for (std::int64_t j = 0; j < N; ++j)
+        for (std::int64_t part = 0; part < 2; ++part)
+          to[2 * j + part + l * 2 * N] = from[2 * (s.wn[j] + s.wk[l]) + part];
+  };
+  over_pieces<R>(
+      s.xb.size(), s.pieces, threads, pack,
+      [&](std::int64_t q, const R* packed, const Piece& p, const Piece& next) {
+        const R* xq = x + 2 * s.xb[q];
+        thread_local std::vector<R> buffer;  // T' of the piece, aligned to a line
+        buffer.resize(static_cast<std::size_t>(4 * N * longest + 64 / sizeof(R)));
+        R* buf =
+            reinterpret_cast<R*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) / 64 * 64);
+        by_rows.at(p.rows)(packed, xq + 2 * p.x, buf, packed, xq + 2 * next.x, buf);
+        for (std::int64_t i = 0; i < p.rows; ++i) {
+          const R* re = buf + 2 * i * 2 * N;  // T' column (i, 0): (j, s) at 2j + s
+          const R* im = re + 2 * N;           // (i, 1)
+          R* d = z + 2 * (s.cb[q] + p.c + i * s.c_rs);
+          std::int64_t v = 0;
+#if EINSUMDB_AVX512
+          using V = Lanes<R>;
+          for (; v < 2 * N; v += V::width) {
+            const auto mask = V::first(std::min<std::int64_t>(V::width, 2 * N - v));
+            put(d + v, combine(V::load(mask, re + v), V::load(mask, im + v)), mask, false, stream);
+          }
+#endif
+          (void)stream;
+          for (; v < 2 * N; v += 2) {
+            d[v] = re[v] - im[v + 1];
+            d[v + 1] = im[v] + re[v + 1];
+          }
+        }
+      });  // (fenced: over_pieces)
+  return true;
+}
+
+}  // namespace
+}  // namespace einsumdb::tensor_gemm
+EINSUMDB_TARGET_END
