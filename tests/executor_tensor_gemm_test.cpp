@@ -1018,10 +1018,10 @@ TEST(Strategies, TensorGemmStreamsLinesOfAnOperandContiguousAlongAnotherRow) {
 // line holds 4 complex doubles, 8 complex floats), rows in pieces over several values of a second
 // index, one summed element and many, a batch index, either operand on the left, an output larger
 // than the cache (its lines streamed around it), one thread and two, both complex dtypes; and where
-// the operand's unit-stride index is too short for a line, or the tiles would go in place, the real
-// form's path (real_form.hpp). Streamed rows likewise, where the large operand's rows are
-// contiguous at each summed element (TCCG case 1): each row's parts two of the kernel's rows, each
-// output row combined from two of its results. Each agrees with the reference, streamed or not.
+// the operand's unit-stride index is too short for a line, the real form's path (real_form.hpp).
+// Streamed rows likewise, where the large operand's rows are contiguous at each summed element
+// (TCCG case 1): each row's parts two of the kernel's rows, each output row combined from two of
+// its results. And in place (below). Each agrees with the reference, streamed or not.
 TEST(Strategies, TensorGemmStreamsAComplexOperandWithItsPartsAsRows) {
   expect_paths(
       {
@@ -1043,6 +1043,10 @@ TEST(Strategies, TensorGemmStreamsAComplexOperandWithItsPartsAsRows) {
           {"deca,be->abcd",
            {{'a', 72}, {'b', 5}, {'c', 3}, {'d', 19}, {'e', 6}},
            Dtype::c128,
+           "lines"},
+          {"deca,be->abcd",  // one piece of 36 complex floats, four and a half vectors of parts
+           {{'a', 36}, {'b', 5}, {'c', 3}, {'d', 19}, {'e', 6}},
+           Dtype::c64,
            "lines"},
           {"zdca,zbd->zabc",
            {{'a', 9}, {'b', 6}, {'c', 8}, {'d', 5}, {'z', 3}},
@@ -1069,15 +1073,33 @@ TEST(Strategies, TensorGemmStreamsAComplexOperandWithItsPartsAsRows) {
                  Dtype::c128,
                  "lines"}},
                29, true);
-  // In place (the operand runs along the output's unit-stride index), the tiles could not be
-  // combined: the real form computes it.
+  // In place (the operand runs along the output's unit-stride index: TCCG cases 5 and 9-11), each
+  // tile's rows are a run of the output's, its columns evenly spaced; rows that run on together in
+  // both make one run, cut into pieces of whole lines (d = 12 in c64). In several passes of the
+  // summed elements (TCCG case 19's shape, the columns' operand too large for one), the real form.
+  expect_paths(
+      {
+          {"ebad,ce->abcd",
+           {{'a', 3}, {'b', 4}, {'c', 6}, {'d', 24}, {'e', 5}},
+           Dtype::c128,
+           "lines"},
+          {"ec,abed->abcd",
+           {{'a', 3}, {'b', 4}, {'c', 6}, {'d', 37}, {'e', 5}},
+           Dtype::c64,
+           "lines"},
+          {"ea,ebcd->abcd",
+           {{'a', 5}, {'b', 3}, {'c', 4}, {'d', 12}, {'e', 6}},
+           Dtype::c64,
+           "lines"},
+      },
+      31);
   const BatchedEinsum e = binary_spec(
-      "ebad,ce->abcd", {{'a', 3}, {'b', 4}, {'c', 6}, {'d', 24}, {'e', 5}}, Dtype::c128);
+      "adec,ebd->abc", {{'a', 2}, {'b', 20}, {'c', 24}, {'d', 70}, {'e', 100}}, Dtype::c128);
   const Arrays arrays = random_arrays(e, 31);
   const Bound bound(e, arrays);
   const RealForm f = real_form(bound, 0);
   EXPECT_EQ(tensor_gemm_path(bound), tensor_gemm_path(Bound(f.e, f.arrays)));
-  expect_tensor_gemm_agrees(bound, run_reference(bound), "ebad,ce->abcd c128");
+  expect_tensor_gemm_agrees(bound, run_reference(bound), "adec,ebd->abc c128");
 }
 
 // Where the output is larger than the cache, the streamed kernels write it around the cache, in

@@ -1,5 +1,5 @@
-// tensor_gemm's streamed lines (streamed.hpp) on complex operands, without the real form's
-// expanded operand: TCCG cases 2-4 and 6-8 in complex numbers. Internal to executor/.
+// tensor_gemm's streamed lines and rows (streamed.hpp) on complex operands, without the real
+// form's expanded operand: TCCG cases 1-11 in complex numbers. Internal to executor/.
 //
 // In the real form (real_form.hpp), X's parts q are summed: X's fastest index lies 2 apart, and
 // no streamed plan can read X as it lies. Here X's parts stay rows instead, and W's parts s become
@@ -17,7 +17,8 @@
 // of rows, the second with its parts swapped, subtracted in the real lanes and added in the
 // imaginary ones. The plan is streamed_lines's, in complex elements: pieces of X's unit-stride
 // index ux, a line's worth of the output's unit-stride index uz at a time, each value's tile
-// computed by a libxsmm kernel from X as it lies into a buffer, transposed on the way out.
+// computed by a libxsmm kernel from X as it lies into a buffer, transposed on the way out (in
+// place, where ux is uz, a tile per piece whose rows are the output's, no transposition).
 //
 // Streamed rows (TCCG case 1, bda,dc->abc) go the same way where X's rows are contiguous at each
 // summed element: the kernel computes T' = W'·X' for a piece of X's rows, each row's two parts
@@ -41,15 +42,17 @@ namespace einsumdb::tensor_gemm {
 namespace {
 
 // The plan of a complex product (R: its parts' type), in complex elements, or nothing where none
-// applies: a streamed-lines plan whose tiles go through the buffer (in place, they could not be
-// combined).
+// applies. Every tile goes through the buffer, to be combined: in place too (X running along the
+// output's unit-stride index, TCCG cases 5 and 9-11), where the buffer's rows are the output's
+// and its columns go out one by one; but in one pass of the summed elements only, as the buffer
+// holds one.
 template <typename R>
 std::optional<StreamedLines> complex_lines(
     const std::string& xl, const std::vector<std::int64_t>& xs, const std::string& yl,
     const std::vector<std::int64_t>& ys, const std::string& zl, const std::vector<std::int64_t>& zs,
     const std::map<char, std::int64_t>& len) {
   auto s = streamed_lines<std::complex<R>>(xl, xs, yl, ys, zl, zs, len);
-  if (!s || s->in_place) return std::nullopt;
+  if (!s || s->kc != static_cast<std::int64_t>(s->wk.size())) return std::nullopt;
   return s;
 }
 
@@ -96,6 +99,26 @@ inline void transpose_pairs(__m512* r) {
 }
 #endif
 
+// d[0, n) = the complex results of n / 2 rows of T, whose columns (j, 0) and (j, 1) are re and
+// im: element 2i + q of each the row (i, q)'s (or, transposed, the column (j, s)'s of T's rows
+// (i, 0) and (i, 1); either way each result is re[2i] − im[2i + 1] + i·(re[2i + 1] + im[2i])).
+template <typename R>
+void combine_run(const R* re, const R* im, R* d, std::int64_t n, bool stream) {
+  std::int64_t v = 0;
+#if EINSUMDB_AVX512
+  using V = Lanes<R>;
+  for (; v < n; v += V::width) {
+    const auto mask = V::first(std::min<std::int64_t>(V::width, n - v));
+    put(d + v, combine(V::load(mask, re + v), V::load(mask, im + v)), mask, false, stream);
+  }
+#endif
+  (void)stream;
+  for (; v < n; v += 2) {
+    d[v] = re[v] - im[v + 1];
+    d[v + 1] = re[v + 1] + im[v];
+  }
+}
+
 // Writes a piece's combined tiles out: tile u at buf + u·tile, T's element ((i, q), (j, s)) at
 // 2i + q + (2j + s)·2P; the complex result (i, j) of the piece's `lines` tiles one run of the
 // output, at z + 2·(p.c + row(i) + cn[j]) in parts (row: write_lines_out's).
@@ -105,6 +128,12 @@ void write_complex_lines_out(const R* buf, std::int64_t tile, std::int64_t P, co
                              bool stream) {
   const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
   const std::int64_t ld = 2 * P;  // T's column spacing
+  if (s.in_place) {  // one tile, its rows a run of the output's, its columns cn[j] apart
+    for (std::int64_t j = 0; j < N; ++j)
+      combine_run(buf + 2 * j * ld, buf + (2 * j + 1) * ld, z + 2 * (p.c + cn[j]), 2 * p.rows,
+                  stream);
+    return;
+  }
   std::int64_t i0 = 0;
 #if EINSUMDB_AVX512
   using V = Lanes<R>;
@@ -214,34 +243,18 @@ bool run_complex_rows(const Streamed& s, const R* x, const R* w, R* z, int threa
         for (std::int64_t part = 0; part < 2; ++part)
           to[2 * j + part + l * 2 * N] = from[2 * (s.wn[j] + s.wk[l]) + part];
   };
-  over_pieces<R>(
-      s.xb.size(), s.pieces, threads, pack,
-      [&](std::int64_t q, const R* packed, const Piece& p, const Piece& next) {
-        const R* xq = x + 2 * s.xb[q];
-        thread_local std::vector<R> buffer;  // T' of the piece, aligned to a line
-        buffer.resize(static_cast<std::size_t>(4 * N * longest + 64 / sizeof(R)));
-        R* buf =
-            reinterpret_cast<R*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) / 64 * 64);
-        by_rows.at(p.rows)(packed, xq + 2 * p.x, buf, packed, xq + 2 * next.x, buf);
-        for (std::int64_t i = 0; i < p.rows; ++i) {
-          const R* re = buf + 2 * i * 2 * N;  // T' column (i, 0): (j, s) at 2j + s
-          const R* im = re + 2 * N;           // (i, 1)
-          R* d = z + 2 * (s.cb[q] + p.c + i * s.c_rs);
-          std::int64_t v = 0;
-#if EINSUMDB_AVX512
-          using V = Lanes<R>;
-          for (; v < 2 * N; v += V::width) {
-            const auto mask = V::first(std::min<std::int64_t>(V::width, 2 * N - v));
-            put(d + v, combine(V::load(mask, re + v), V::load(mask, im + v)), mask, false, stream);
-          }
-#endif
-          (void)stream;
-          for (; v < 2 * N; v += 2) {
-            d[v] = re[v] - im[v + 1];
-            d[v + 1] = im[v] + re[v + 1];
-          }
-        }
-      });  // (fenced: over_pieces)
+  over_pieces<R>(s.xb.size(), s.pieces, threads, pack,
+                 [&](std::int64_t q, const R* packed, const Piece& p, const Piece& next) {
+                   const R* xq = x + 2 * s.xb[q];
+                   thread_local std::vector<R> buffer;  // T' of the piece, aligned to a line
+                   buffer.resize(static_cast<std::size_t>(4 * N * longest + 64 / sizeof(R)));
+                   R* buf = reinterpret_cast<R*>(
+                       (reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) / 64 * 64);
+                   by_rows.at(p.rows)(packed, xq + 2 * p.x, buf, packed, xq + 2 * next.x, buf);
+                   for (std::int64_t i = 0; i < p.rows; ++i)  // T' columns (i, 0) and (i, 1)
+                     combine_run(buf + 2 * i * 2 * N, buf + (2 * i + 1) * 2 * N,
+                                 z + 2 * (s.cb[q] + p.c + i * s.c_rs), 2 * N, stream);
+                 });  // (fenced: over_pieces)
   return true;
 }
 

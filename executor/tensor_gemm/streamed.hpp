@@ -12,6 +12,7 @@
 #include <xmmintrin.h>
 
 #include <algorithm>
+#include <complex>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -325,9 +326,12 @@ std::optional<StreamedLines> streamed_lines(
   // full, runs of 288 bytes) than as 48 + 24; where the summed elements continue ux's run (case
   // 19, adec,ebd->abc), X is read as one stream whatever the pieces, and 48 + 24 go faster.
   // (Doubles: 72 as 40 + 32 went slower than as 3 × 24 in cases 3 and 4; bench/tccg.py cases 2-5,
-  // 19.)
+  // 19.) Complex floats (complex_lines.hpp), whose parts are the kernel's floats: a run of 288
+  // bytes goes whole likewise (case 4's 36 values), a longer one in shares of four vectors (case
+  // 2's 156 went slower in shares of five).
   const bool apart = K > 1 && ak[1] > run;
-  const std::int64_t vectors = sizeof(T) == 4 && apart ? 5 : 4;
+  const bool five = std::is_same_v<T, std::complex<float>> ? run <= 5 * lanes : sizeof(T) == 4;
+  const std::int64_t vectors = five && apart ? 5 : 4;
   const std::int64_t shares = (run + vectors * lanes - 1) / (vectors * lanes);
   s.longest = std::min(run, ((run + shares - 1) / shares + lanes - 1) / lanes * lanes);
   const std::int64_t sa = K > 1 ? ak[1] : s.longest;
