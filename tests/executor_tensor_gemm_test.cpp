@@ -1091,6 +1091,11 @@ TEST(Strategies, TensorGemmStreamsAComplexOperandWithItsPartsAsRows) {
            {{'a', 5}, {'b', 3}, {'c', 4}, {'d', 12}, {'e', 6}},
            Dtype::c64,
            "lines"},
+          // 72 columns of complex doubles (1152 bytes), TCCG case 10's.
+          {"eb,aecd->abcd",
+           {{'a', 2}, {'b', 72}, {'c', 3}, {'d', 20}, {'e', 9}},
+           Dtype::c128,
+           "lines"},
       },
       31);
   const BatchedEinsum e = binary_spec(
