@@ -119,6 +119,21 @@ void combine_run(const R* re, const R* im, R* d, std::int64_t n, bool stream) {
   }
 }
 
+// W of batch point q by its parts (w: the complex tensor's): the part p of W's column j at its
+// summed element l into to[(2j + p)·js + l·ls].
+template <typename R>
+void pack_parts(const StreamedOperands& s, const R* w, std::int64_t q, std::int64_t js,
+                std::int64_t ls, std::vector<R>& to) {
+  const std::int64_t N = s.wn.size(), K = s.wk.size();
+  to.resize(static_cast<std::size_t>(2 * N * K));
+  const R* from = w + 2 * s.wb[q];
+  for (std::int64_t j = 0; j < N; ++j)
+    for (std::int64_t l = 0; l < K; ++l)
+      for (std::int64_t part = 0; part < 2; ++part)
+        to[static_cast<std::size_t>((2 * j + part) * js + l * ls)] =
+            from[2 * (s.wn[j] + s.wk[l]) + part];
+}
+
 // Writes a piece's combined tiles out: tile u at buf + u·tile, T's element ((i, q), (j, s)) at
 // 2i + q + (2j + s)·2P; the complex result (i, j) of the piece's `lines` tiles one run of the
 // output, at z + 2·(p.c + row(i) + cn[j]) in parts (row: write_lines_out's).
@@ -188,14 +203,7 @@ bool run_complex_lines(const StreamedLines& s, const R* x, const R* w, R* z, int
     }
   const std::int64_t tile = 2 * P * 2 * N;  // T's elements
   // W of batch point q, by its parts: column (j, s) of W' the part s of W's column j.
-  const auto pack = [&](std::int64_t q, std::vector<R>& to) {
-    to.resize(static_cast<std::size_t>(2 * N * K));
-    const R* from = w + 2 * s.wb[q];
-    for (std::int64_t j = 0; j < N; ++j)
-      for (std::int64_t l = 0; l < K; ++l)
-        for (std::int64_t part = 0; part < 2; ++part)
-          to[l + (2 * j + part) * K] = from[2 * (s.wn[j] + s.wk[l]) + part];
-  };
+  const auto pack = [&](std::int64_t q, std::vector<R>& to) { pack_parts(s, w, q, K, 1, to); };
   const Kernel& full = kernels.at(P);
   const Kernel& last = kernels.at(tail);
   const auto piece = [&](std::int64_t q, const R* packed, const Piece& p, const Piece& next) {
@@ -235,14 +243,7 @@ bool run_complex_rows(const Streamed& s, const R* x, const R* w, R* z, int threa
       longest = std::max(longest, p.rows);
     }
   // W of batch point q, by its parts: row (j, s) of W' the part s of W's column j.
-  const auto pack = [&](std::int64_t q, std::vector<R>& to) {
-    to.resize(static_cast<std::size_t>(2 * N * K));
-    const R* from = w + 2 * s.wb[q];
-    for (std::int64_t l = 0; l < K; ++l)
-      for (std::int64_t j = 0; j < N; ++j)
-        for (std::int64_t part = 0; part < 2; ++part)
-          to[2 * j + part + l * 2 * N] = from[2 * (s.wn[j] + s.wk[l]) + part];
-  };
+  const auto pack = [&](std::int64_t q, std::vector<R>& to) { pack_parts(s, w, q, 1, 2 * N, to); };
   over_pieces<R>(s.xb.size(), s.pieces, threads, pack,
                  [&](std::int64_t q, const R* packed, const Piece& p, const Piece& next) {
                    const R* xq = x + 2 * s.xb[q];
