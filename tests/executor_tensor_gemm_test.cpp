@@ -19,8 +19,8 @@
 #include "einsumdb/executor/deadline.hpp"
 #include "einsumdb/executor/execute.hpp"
 #include "einsumdb/executor/isa.hpp"
-#include "einsumdb/executor/real_form.hpp"
 #include "einsumdb/executor/tensor_gemm/blocking.hpp"
+#include "einsumdb/executor/tensor_gemm/complex_lines.hpp"
 #include "einsumdb/executor/tensor_gemm/line_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/macro_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/micro_kernel.hpp"
@@ -1078,7 +1078,8 @@ TEST(Strategies, TensorGemmStreamsAComplexOperandWithItsPartsAsRows) {
   // In place (the operand runs along the output's unit-stride index: TCCG cases 5 and 9-11), each
   // tile's rows are a run of the output's, its columns evenly spaced; rows that run on together in
   // both make one run, cut into pieces of whole lines (d = 12 in c64). In several passes of the
-  // summed elements (TCCG case 19's shape, the columns' operand too large for one), the real form.
+  // summed elements (TCCG case 19's shape, the columns' operand too large for one), the real form
+  // (the plans' test below says so).
   expect_paths(
       {
           {"ebad,ce->abcd",
@@ -1104,9 +1105,49 @@ TEST(Strategies, TensorGemmStreamsAComplexOperandWithItsPartsAsRows) {
       "adec,ebd->abc", {{'a', 2}, {'b', 20}, {'c', 24}, {'d', 70}, {'e', 100}}, Dtype::c128);
   const Arrays arrays = random_arrays(e, 31);
   const Bound bound(e, arrays);
-  const RealForm f = real_form(bound, 0);
-  EXPECT_EQ(tensor_gemm_path(bound), tensor_gemm_path(Bound(f.e, f.arrays)));
   expect_tensor_gemm_agrees(bound, run_reference(bound), "adec,ebd->abc c128");
+}
+
+// The complex plans' own choices (complex_lines.hpp), on contiguous operands: in complex floats, a
+// run that five vectors hold goes in one piece (TCCG case 4's 36 values, 4.5 vectors of parts) and
+// a longer one in shares of four vectors (72: three pieces of 24); complex doubles take up to 2 KB
+// of columns (72 of them, TCCG case 10's; not 129); and in place over several summed passes (case
+// 19's shape), where the real plan would add pass after pass into the output, there is no complex
+// plan.
+TEST(Strategies, TensorGemmComplexPlansCutPiecesAndKeepToOnePassInPlace) {
+  using namespace einsumdb::tensor_gemm;
+  const auto plan = [](const std::string& spec, const std::map<char, std::int64_t>& len,
+                       auto part) {
+    const auto arrow = spec.find("->"), comma = spec.find(',');
+    const std::string x = spec.substr(0, comma), y = spec.substr(comma + 1, arrow - comma - 1),
+                      z = spec.substr(arrow + 2);
+    return complex_lines<decltype(part)>(x, kernels::row_major_strides(x, len), y,
+                                         kernels::row_major_strides(y, len), z,
+                                         kernels::row_major_strides(z, len), len);
+  };
+  const std::map<char, std::int64_t> case4 = {{'a', 36}, {'b', 5}, {'c', 3}, {'d', 19}, {'e', 6}};
+  auto s = plan("deca,be->abcd", case4, 0.0f);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->longest, 36);
+  auto longer = case4;
+  longer['a'] = 72;
+  s = plan("deca,be->abcd", longer, 0.0f);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->longest, 24);
+  const std::map<char, std::int64_t> case10 = {{'a', 2}, {'b', 72}, {'c', 3}, {'d', 20}, {'e', 9}};
+  EXPECT_TRUE(plan("eb,aecd->abcd", case10, 0.0));
+  auto wider = case10;
+  wider['b'] = 129;
+  EXPECT_FALSE(plan("eb,aecd->abcd", wider, 0.0));
+  const std::map<char, std::int64_t> case19 = {
+      {'a', 2}, {'b', 20}, {'c', 24}, {'d', 70}, {'e', 100}};
+  const auto strides = [&](const std::string& l) { return kernels::row_major_strides(l, case19); };
+  const auto real = streamed_lines<std::complex<double>>(
+      "adec", strides("adec"), "ebd", strides("ebd"), "abc", strides("abc"), case19);
+  ASSERT_TRUE(real);  // in place, in passes
+  EXPECT_TRUE(real->in_place);
+  EXPECT_LT(real->kc, static_cast<std::int64_t>(real->wk.size()));
+  EXPECT_FALSE(plan("adec,ebd->abc", case19, 0.0));
 }
 
 // Where the output is larger than the cache, the streamed kernels write it around the cache, in

@@ -209,9 +209,8 @@ bool run_complex_lines(const StreamedLines& s, const R* x, const R* w, R* z, int
   const auto piece = [&](std::int64_t q, const R* packed, const Piece& p, const Piece& next) {
     const R* xq = x + 2 * s.xb[q];
     const Kernel& k = p.rows == P ? full : last;
-    thread_local std::vector<R> buffer;  // the piece's tiles, aligned to a line
-    buffer.resize(static_cast<std::size_t>(line * tile + 64 / sizeof(R)));
-    R* buf = reinterpret_cast<R*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) / 64 * 64);
+    thread_local std::vector<R> buffer;
+    R* const buf = line_aligned(buffer, line * tile);  // the piece's tiles
     for (std::int64_t u = 0; u < p.lines; ++u) {
       const R* a = xq + 2 * (p.x + u * s.x_us);
       const R* next_a = u + 1 < p.lines ? a + 2 * s.x_us : xq + 2 * next.x;
@@ -247,10 +246,8 @@ bool run_complex_rows(const Streamed& s, const R* x, const R* w, R* z, int threa
   over_pieces<R>(s.xb.size(), s.pieces, threads, pack,
                  [&](std::int64_t q, const R* packed, const Piece& p, const Piece& next) {
                    const R* xq = x + 2 * s.xb[q];
-                   thread_local std::vector<R> buffer;  // T' of the piece, aligned to a line
-                   buffer.resize(static_cast<std::size_t>(4 * N * longest + 64 / sizeof(R)));
-                   R* buf = reinterpret_cast<R*>(
-                       (reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) / 64 * 64);
+                   thread_local std::vector<R> buffer;
+                   R* const buf = line_aligned(buffer, 4 * N * longest);  // T' of the piece
                    by_rows.at(p.rows)(packed, xq + 2 * p.x, buf, packed, xq + 2 * next.x, buf);
                    for (std::int64_t i = 0; i < p.rows; ++i)  // T' columns (i, 0) and (i, 1)
                      combine_run(buf + 2 * i * 2 * N, buf + (2 * i + 1) * 2 * N,

@@ -67,6 +67,13 @@ struct StreamedOperands {
   }
 };
 
+// n elements of `buffer` (a thread's scratch for a piece's tiles) from a cache line on.
+template <typename T>
+T* line_aligned(std::vector<T>& buffer, std::int64_t n) {
+  buffer.resize(static_cast<std::size_t>(n) + 64 / sizeof(T));
+  return reinterpret_cast<T*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) / 64 * 64);
+}
+
 // A piece of a streamed plan: `rows` rows from offset x in X and c in the output, for `lines`
 // values of the output's unit-stride index (streamed lines; 1 otherwise).
 struct Piece {
@@ -496,10 +503,8 @@ bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, in
         k(xq + p.x, packed, zq + p.c, xq + next.x, packed, zq + next.c);
         return;
       }
-      thread_local std::vector<T> buffer;  // the piece's tiles, aligned to a line
-      buffer.resize(static_cast<std::size_t>(line * tile + line));
-      T* buf =
-          reinterpret_cast<T*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 63) / 64 * 64);
+      thread_local std::vector<T> buffer;
+      T* const buf = line_aligned(buffer, line * tile);  // the piece's tiles
       for (std::int64_t u = 0; u < p.lines; ++u) {
         const T* a = xq + p.x + u * s.x_us;
         const T* next_a = u + 1 < p.lines ? a + s.x_us : xq + next.x;
