@@ -33,6 +33,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "einsumdb/executor/tensor_gemm/streamed.hpp"
@@ -44,15 +45,16 @@ namespace {
 // The plan of a complex product (R: its parts' type), in complex elements, or nothing where none
 // applies. Every tile goes through the buffer, to be combined: in place too (X running along the
 // output's unit-stride index, TCCG cases 5 and 9-11), where the buffer's rows are the output's
-// and its columns go out one by one; but in one pass of the summed elements only, as the buffer
-// holds one.
+// and its columns go out one by one. In place, the summed elements may take several passes (TCCG
+// case 19, adec,ebd->abc: W's 5184 summed elements by 72 columns are 6 MB of complex doubles),
+// each pass's combined tile added to the output, as the combination is linear in T.
 template <typename R>
 std::optional<StreamedLines> complex_lines(
     const std::string& xl, const std::vector<std::int64_t>& xs, const std::string& yl,
     const std::vector<std::int64_t>& ys, const std::string& zl, const std::vector<std::int64_t>& zs,
     const std::map<char, std::int64_t>& len) {
   auto s = streamed_lines<std::complex<R>>(xl, xs, yl, ys, zl, zs, len);
-  if (!s || s->kc != static_cast<std::int64_t>(s->wk.size())) return std::nullopt;
+  if (!s || (!s->in_place && s->kc != static_cast<std::int64_t>(s->wk.size()))) return std::nullopt;
   return s;
 }
 
@@ -102,51 +104,54 @@ inline void transpose_pairs(__m512* r) {
 // d[0, n) = the complex results of n / 2 rows of T, whose columns (j, 0) and (j, 1) are re and
 // im: element 2i + q of each the row (i, q)'s (or, transposed, the column (j, s)'s of T's rows
 // (i, 0) and (i, 1); either way each result is re[2i] − im[2i + 1] + i·(re[2i + 1] + im[2i])).
+// Added to d's where `add`.
 template <typename R>
-void combine_run(const R* re, const R* im, R* d, std::int64_t n, bool stream) {
+void combine_run(const R* re, const R* im, R* d, std::int64_t n, bool stream, bool add = false) {
   std::int64_t v = 0;
 #if EINSUMDB_AVX512
   using V = Lanes<R>;
   for (; v < n; v += V::width) {
     const auto mask = V::first(std::min<std::int64_t>(V::width, n - v));
-    put(d + v, combine(V::load(mask, re + v), V::load(mask, im + v)), mask, false, stream);
+    put(d + v, combine(V::load(mask, re + v), V::load(mask, im + v)), mask, add, stream);
   }
 #endif
   (void)stream;
   for (; v < n; v += 2) {
-    d[v] = re[v] - im[v + 1];
-    d[v + 1] = re[v + 1] + im[v];
+    const R a = re[v] - im[v + 1], b = re[v + 1] + im[v];
+    d[v] = add ? d[v] + a : a;
+    d[v + 1] = add ? d[v + 1] + b : b;
   }
 }
 
-// W of batch point q by its parts (w: the complex tensor's): the part p of W's column j at its
-// summed element l into to[(2j + p)·js + l·ls].
+// W of batch point q by its parts (w: the complex tensor's), its summed elements l0 + l for l in
+// [0, depth): the part p of W's column j at l into to[(2j + p)·js + l·ls].
 template <typename R>
 void pack_parts(const StreamedOperands& s, const R* w, std::int64_t q, std::int64_t js,
-                std::int64_t ls, std::vector<R>& to) {
-  const std::int64_t N = s.wn.size(), K = s.wk.size();
-  to.resize(static_cast<std::size_t>(2 * N * K));
+                std::int64_t ls, std::int64_t l0, std::int64_t depth, std::vector<R>& to) {
+  const std::int64_t N = s.wn.size();
+  to.resize(static_cast<std::size_t>((2 * N - 1) * js + (depth - 1) * ls + 1));
   const R* from = w + 2 * s.wb[q];
   for (std::int64_t j = 0; j < N; ++j)
-    for (std::int64_t l = 0; l < K; ++l)
+    for (std::int64_t l = 0; l < depth; ++l)
       for (std::int64_t part = 0; part < 2; ++part)
         to[static_cast<std::size_t>((2 * j + part) * js + l * ls)] =
-            from[2 * (s.wn[j] + s.wk[l]) + part];
+            from[2 * (s.wn[j] + s.wk[l0 + l]) + part];
 }
 
 // Writes a piece's combined tiles out: tile u at buf + u·tile, T's element ((i, q), (j, s)) at
 // 2i + q + (2j + s)·2P; the complex result (i, j) of the piece's `lines` tiles one run of the
 // output, at z + 2·(p.c + row(i) + cn[j]) in parts (row: write_lines_out's).
+// In place, added to the output's where `add` (a pass of the summed elements after the first).
 template <typename R>
 void write_complex_lines_out(const R* buf, std::int64_t tile, std::int64_t P, const Piece& p,
                              std::int64_t N, R* z, const std::int64_t* cn, const StreamedLines& s,
-                             bool stream) {
+                             bool stream, bool add) {
   const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
   const std::int64_t ld = 2 * P;  // T's column spacing
   if (s.in_place) {  // one tile, its rows a run of the output's, its columns cn[j] apart
     for (std::int64_t j = 0; j < N; ++j)
       combine_run(buf + 2 * j * ld, buf + (2 * j + 1) * ld, z + 2 * (p.c + cn[j]), 2 * p.rows,
-                  stream);
+                  stream, add);
     return;
   }
   std::int64_t i0 = 0;
@@ -188,38 +193,49 @@ template <typename R>
 bool run_complex_lines(const StreamedLines& s, const R* x, const R* w, R* z, int threads,
                        bool stream) {
   using Kernel = kernels::StreamKernel<R>;
-  const std::int64_t N = s.wn.size(), K = s.wk.size(), P = s.longest;
+  const std::int64_t N = s.wn.size(), K = s.wk.size(), P = s.longest, kc = s.kc;
   constexpr std::int64_t line = 64 / (2 * sizeof(R));  // complex numbers in a line
   const std::int64_t tail = s.pieces.empty() ? P : s.pieces.back().rows;
-  // T' [2·rows × 2N] = X' [2·rows × K] · W' [K × 2N], X' as it lies (its parts a row's two), for
-  // both lengths of piece.
-  std::map<std::int64_t, Kernel> kernels;
+  // T' [2·rows × 2N] = X' [2·rows × depth] · W' [depth × 2N], X' as it lies (its parts a row's
+  // two), for both lengths of piece and each pass's summed elements (the last pass's may be
+  // fewer), all made first.
+  std::map<std::pair<std::int64_t, std::int64_t>, Kernel> kernels;
   for (const std::int64_t rows : {P, tail})
-    if (!kernels.count(rows)) {
-      const Kernel k(2 * rows, 2 * N, K, 2 * s.x_ds, K, 2 * P, false, Kernel::Ahead::a_into_l2,
-                     Kernel::Write::cached);
+    for (std::int64_t l0 = 0; l0 < K; l0 += kc) {
+      const auto key = std::make_pair(rows, std::min(kc, K - l0));
+      if (kernels.count(key)) continue;
+      const Kernel k(2 * rows, 2 * N, key.second, 2 * s.x_ds, kc, 2 * P, false,
+                     Kernel::Ahead::a_into_l2, Kernel::Write::cached);
       if (!k) return false;
-      kernels.emplace(rows, k);
+      kernels.emplace(key, k);
     }
   const std::int64_t tile = 2 * P * 2 * N;  // T's elements
-  // W of batch point q, by its parts: column (j, s) of W' the part s of W's column j.
-  const auto pack = [&](std::int64_t q, std::vector<R>& to) { pack_parts(s, w, q, K, 1, to); };
-  const Kernel& full = kernels.at(P);
-  const Kernel& last = kernels.at(tail);
-  const auto piece = [&](std::int64_t q, const R* packed, const Piece& p, const Piece& next) {
-    const R* xq = x + 2 * s.xb[q];
-    const Kernel& k = p.rows == P ? full : last;
-    thread_local std::vector<R> buffer;
-    R* const buf = line_aligned(buffer, line * tile);  // the piece's tiles
-    for (std::int64_t u = 0; u < p.lines; ++u) {
-      const R* a = xq + 2 * (p.x + u * s.x_us);
-      const R* next_a = u + 1 < p.lines ? a + 2 * s.x_us : xq + 2 * next.x;
-      k(a, packed, buf + u * tile, next_a, packed, buf);
-    }
-    write_complex_lines_out(buf, tile, P, p, N, z + 2 * s.cb[q], s.cn.data(), s,
-                            stream);  // (fenced: over_pieces)
-  };
-  over_pieces<R>(s.xb.size(), s.pieces, threads, pack, piece);
+  // Several passes add to the output, which the first therefore leaves in the cache.
+  const bool around = stream && kc == K;
+  for (std::int64_t l0 = 0; l0 < K; l0 += kc) {
+    const std::int64_t depth = std::min(kc, K - l0);
+    const Kernel& full = kernels.at({P, depth});
+    const Kernel& last = kernels.at({tail, depth});
+    // W of batch point q, this pass's summed elements by its parts: column (j, s) of W' the part
+    // s of W's column j.
+    const auto pack = [&](std::int64_t q, std::vector<R>& to) {
+      pack_parts(s, w, q, kc, 1, l0, depth, to);
+    };
+    const auto piece = [&](std::int64_t q, const R* packed, const Piece& p, const Piece& next) {
+      const R* xq = x + 2 * (s.xb[q] + l0 * s.x_ds);
+      const Kernel& k = p.rows == P ? full : last;
+      thread_local std::vector<R> buffer;
+      R* const buf = line_aligned(buffer, line * tile);  // the piece's tiles
+      for (std::int64_t u = 0; u < p.lines; ++u) {
+        const R* a = xq + 2 * (p.x + u * s.x_us);
+        const R* next_a = u + 1 < p.lines ? a + 2 * s.x_us : xq + 2 * next.x;
+        k(a, packed, buf + u * tile, next_a, packed, buf);
+      }
+      write_complex_lines_out(buf, tile, P, p, N, z + 2 * s.cb[q], s.cn.data(), s, around,
+                              l0 > 0);  // (fenced: over_pieces)
+    };
+    over_pieces<R>(s.xb.size(), s.pieces, threads, pack, piece);
+  }
   return true;
 }
 
@@ -242,7 +258,9 @@ bool run_complex_rows(const Streamed& s, const R* x, const R* w, R* z, int threa
       longest = std::max(longest, p.rows);
     }
   // W of batch point q, by its parts: row (j, s) of W' the part s of W's column j.
-  const auto pack = [&](std::int64_t q, std::vector<R>& to) { pack_parts(s, w, q, 1, 2 * N, to); };
+  const auto pack = [&](std::int64_t q, std::vector<R>& to) {
+    pack_parts(s, w, q, 1, 2 * N, 0, K, to);
+  };
   over_pieces<R>(s.xb.size(), s.pieces, threads, pack,
                  [&](std::int64_t q, const R* packed, const Piece& p, const Piece& next) {
                    const R* xq = x + 2 * s.xb[q];
