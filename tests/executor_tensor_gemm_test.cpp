@@ -1156,6 +1156,26 @@ TEST(Strategies, TensorGemmComplexPlansCutPiecesAndPassesAsTheRealOnes) {
   EXPECT_EQ(s->kc, real->kc);
 }
 
+// Where the large operand's summed elements lie apart (each kernel call reads its runs at all of
+// them) and are many, streamed lines take runs of three vectors rather than four: TCCG case 2's
+// 312 summed elements (dca,bd->abc) in f64 and c64, but not 200 (four vectors at each, 50 KB), and
+// not floats' runs of five.
+TEST(Strategies, TensorGemmStreamedLinesShortenRunsOverManySummedElementsApart) {
+  using namespace einsumdb::tensor_gemm;
+  const auto longest = [](std::int64_t a, std::int64_t d, auto element) {
+    const std::map<char, std::int64_t> len = {{'a', a}, {'b', 24}, {'c', 8}, {'d', d}};
+    const auto st = [&](const std::string& l) { return kernels::row_major_strides(l, len); };
+    const auto s =
+        streamed_lines<decltype(element)>("dca", st("dca"), "bd", st("bd"), "abc", st("abc"), len);
+    return s ? s->longest : std::int64_t{-1};
+  };
+  EXPECT_EQ(longest(312, 312, 0.0), 24);
+  EXPECT_EQ(longest(312, 200, 0.0), 32);
+  EXPECT_EQ(longest(156, 312, std::complex<float>()), 24);
+  EXPECT_EQ(longest(156, 200, std::complex<float>()), 32);
+  EXPECT_EQ(longest(312, 312, 0.0f), 80);
+}
+
 // Where the output is larger than the cache, the streamed kernels write it around the cache, in
 // non-temporal stores of whole lines: streamed rows (TCCG case 1's shape, with a batch index),
 // lines transposed on their way out (cases 6 and 2's; with e = 132 the rows do not all start on a

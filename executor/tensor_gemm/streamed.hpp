@@ -46,6 +46,8 @@ namespace {
 inline constexpr std::int64_t kStreamedRowBytes =
     1024;                                       // at most a row of the output's columns this wide
 inline constexpr std::int64_t kPieceLines = 3;  // rows per piece: three cache lines' worth
+// Streamed lines: the most bytes of X a kernel call reads where its summed elements lie apart.
+inline constexpr std::int64_t kApartPanel = 64 << 10;
 
 // What both streamed plans (rows and lines) address W and the batch points by.
 struct StreamedOperands {
@@ -339,10 +341,14 @@ std::optional<StreamedLines> streamed_lines(
   // (Doubles: 72 as 40 + 32 went slower than as 3 × 24 in cases 3 and 4; bench/tccg.py cases 2-5,
   // 19.) Complex floats (complex_lines.hpp), whose parts are the kernel's floats: a run of 288
   // bytes goes whole likewise (case 4's 36 values), a longer one in shares of four vectors (case
-  // 2's 156 went slower in shares of five).
+  // 2's 156 went slower in shares of five). Where the summed elements lie apart and are many, so
+  // that a call's runs of four vectors at all of them (its panel of X) would pass kApartPanel
+  // bytes, runs of three go faster: case 2's 312 (dca,bd->abc) in f64, c128 and c64, and 1200 in
+  // f64 and c64, where runs of two were slower than three. (Floats' runs of five were not.)
   const bool apart = K > 1 && ak[1] > run;
   const bool five = std::is_same_v<T, std::complex<float>> ? run <= 5 * lanes : sizeof(T) == 4;
-  const std::int64_t vectors = five && apart ? 5 : 4;
+  std::int64_t vectors = five && apart ? 5 : 4;
+  if (apart && vectors == 4 && vectors * 64 * s.kc > kApartPanel) vectors = 3;
   const std::int64_t shares = (run + vectors * lanes - 1) / (vectors * lanes);
   s.longest = std::min(run, ((run + shares - 1) / shares + lanes - 1) / lanes * lanes);
   const std::int64_t sa = K > 1 ? ak[1] : s.longest;
