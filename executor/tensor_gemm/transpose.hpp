@@ -109,8 +109,10 @@ inline void load_transposed8(const double* q, std::int64_t ld, __m512d* r) {
 }
 
 // r[i][j] <- r[j][i] for an 8 × 8 block of doubles, one row per register. (The zero-masking forms
-// with every lane selected: GCC 12 warns of the plain forms' undefined source register.)
-void transpose8(__m512d* r) {
+// with every lane selected: GCC 12 warns of the plain forms' undefined source register.) Inlined
+// wherever it is used, so that its block stays in registers: called, it goes through memory both
+// ways, and complex floats' lines (complex_lines.hpp) went out slower.
+__attribute__((always_inline)) inline void transpose8(__m512d* r) {
   constexpr __mmask8 all = 0xFF;
   __m512d t[8];
   for (int k = 0; k < 8; k += 2) {
