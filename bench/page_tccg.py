@@ -99,6 +99,19 @@ def run_lines(result, path, heading):
     return lines + table_lines(result)
 
 
+def case_list(cases):
+    """1, 2, 3, 5, 'bmm' -> '1-3, 5, bmm'."""
+    numbered = sorted(c for c in cases if isinstance(c, int))
+    runs = []
+    for c in numbered:
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    parts = [f"{lo}-{hi}" if hi > lo else str(lo) for lo, hi in runs]
+    return ", ".join(parts + [str(c) for c in cases if not isinstance(c, int)])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -110,11 +123,15 @@ def main():
     if a.intro:
         lines += [a.intro, ""]
     lines += ["Made by `bench/page_tccg.py` from the runs below.", ""]
+    results = []
     for path in a.run:
         with open(path) as f:
-            result = json.load(f)
-        heading = (f"## {result.get('dtype', 'f64')}, {result['threads']} thread(s)"
-                   if len(a.run) > 1 else "")
+            results.append(json.load(f))
+    kind = [(r.get("dtype", "f64"), r["threads"]) for r in results]
+    for path, result, k in zip(a.run, results, kind):
+        heading = f"## {k[0]}, {k[1]} thread(s)" if len(a.run) > 1 else ""
+        if kind.count(k) > 1:  # runs of the same dtype and threads: told apart by their cases
+            heading += ", cases " + case_list([c["case"] for c in result["cases"]])
         lines += run_lines(result, path, heading) + [""]
     with open(a.out, "w") as f:
         f.write("\n".join(lines).rstrip("\n") + "\n")
