@@ -186,7 +186,9 @@ GemmGroups gemm_groups(const BatchedEinsum& e);
 // The same for operands and an output indexed by these labels.
 GemmGroups gemm_groups(const std::string& x, const std::string& y, const std::string& z);
 // The groups as ttgt orders them by default: M and K in the left operand's order, N in the
-// right one's (the orders that let it read operands in place).
+// right one's (the orders that let it read operands in place), except where an operand is packed
+// whatever the orders (a group of it not one flat axis): its free group then takes the output's
+// order where that lets the product be written in place.
 GemmGroups ttgt_groups(const BatchedEinsum& e);
 
 // The (m, n, k) index groups loop_over_gemm can run in place, widest first.

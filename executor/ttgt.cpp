@@ -175,12 +175,39 @@ bool wants_swap(const BatchedEinsum& e, const nlohmann::json& params, std::strin
 
 }  // namespace
 
+namespace {
+
+// Whether `labels`, in this order, lie side by side in `layout`: one flat axis of it.
+bool flat_in(const std::string& labels, const std::string& layout) {
+  if (labels.empty()) return true;
+  const auto first = layout.find(labels[0]);
+  return first != std::string::npos && layout.compare(first, labels.size(), labels) == 0;
+}
+
+}  // namespace
+
 GemmGroups ttgt_groups(const BatchedEinsum& e) {
   GemmGroups g = gemm_groups(e);
-  g.m = in_order_of(g.m, e.inputs[0]);
-  g.n = in_order_of(g.n, e.inputs[1]);
-  g.k = in_order_of(g.k, e.inputs[0]);
-  return g;
+  const std::string &x = e.inputs[0], &y = e.inputs[1], &z = e.output;
+  GemmGroups own = g;
+  own.m = in_order_of(g.m, x);
+  own.n = in_order_of(g.n, y);
+  own.k = in_order_of(g.k, x);
+  // An operand whose groups are not each one flat axis of it is packed whatever their orders. Its
+  // free group then takes the output's order where that lets the product be written in place,
+  // rather than into scratch permuted after (TCCG case 20, aebf,dfce->abcd: N as cd, not dc).
+  const auto packed = [&](const std::string& layout, const std::string& free) {
+    return !flat_in(in_order_of(g.batch, layout), layout) ||
+           !flat_in(in_order_of(free, layout), layout) ||
+           !flat_in(in_order_of(g.k, layout), layout);
+  };
+  const auto in_place = [&](const GemmGroups& o) {
+    return flat_in(in_order_of(g.batch, z), z) && flat_in(o.m, z) && flat_in(o.n, z);
+  };
+  GemmGroups out = own;
+  if (packed(x, g.m)) out.m = in_order_of(g.m, z);
+  if (packed(y, g.n)) out.n = in_order_of(g.n, z);
+  return in_place(out) && !in_place(own) ? out : own;
 }
 
 std::optional<std::string> ttgt_rejects(const BatchedEinsum& e) {

@@ -229,6 +229,27 @@ TEST(Permute, CopyLayoutCopiesEveryElementToItsPlace) {
     }
 }
 
+// ttgt's default orders: M and K in the left operand's order and N in the right one's, but where an
+// operand is packed whatever the orders, its free indices in the output's order if the product can
+// then be written in place: TCCG case 20 (N as cd, not dc) and case 1 (M as ab, not ba). Not where
+// the operands are read in place (ik,kj->ij; kj,ik->ij keeps N as in its operand), nor where the
+// output cannot take the product in place anyway (TCCG case 31).
+TEST(Product, TtgtOrdersAPackedOperandsIndicesAsTheOutputWhereThatWritesInPlace) {
+  const auto orders = [](const std::string& x, const std::string& y, const std::string& z) {
+    BatchedEinsum e;
+    e.inputs = {x, y};
+    e.output = z;
+    const GemmGroups g = ttgt_groups(e);
+    return g.m + "," + g.n + "," + g.k;
+  };
+  EXPECT_EQ(orders("aebf", "dfce", "abcd"), "ab,cd,ef");
+  EXPECT_EQ(orders("bda", "dc", "abc"), "ab,c,d");
+  EXPECT_EQ(orders("ik", "kj", "ij"), "i,j,k");
+  EXPECT_EQ(orders("ikl", "lkj", "ij"), "i,j,kl");
+  EXPECT_EQ(orders("dega", "gfbc", "abcdef"), "dea,fbc,g");
+  EXPECT_EQ(orders("pbda", "pdc", "pcab"), "ab,c,d");  // a batch index outside
+}
+
 // A result the BLAS cannot write in place is computed into scratch chunk by chunk and each chunk
 // scattered into its box of the result: cut at an M index, at a batch index, at an N index
 // where the first row index is the result's unit stride, into the smallest chunks the result's
@@ -306,13 +327,25 @@ TEST(Product, ResultComputedInChunksLandsInPlace) {
       const double tol = tolerance(dtype, terms_of(e, bound.lengths()));
       const auto& len = bound.lengths();
       const Tensor &x = *bound.operand(0, 0).tensor, &y = *bound.operand(0, 1).tensor;
+      // M and K in A's order, N in B's, whichever operands are packed: the cuts these cases
+      // describe are of these orders.
+      GemmGroups groups = gemm_groups(e);
+      const auto in_order_of = [](const std::string& labels, const std::string& layout) {
+        std::string out;
+        for (char l : layout)
+          if (labels.find(l) != std::string::npos) out += l;
+        return out;
+      };
+      groups.m = in_order_of(groups.m, a);
+      groups.n = in_order_of(groups.n, b);
+      groups.k = in_order_of(groups.k, a);
       for (std::int64_t chunk : c.chunks)
         for (int threads : {1, 2}) {
           Tensor got(dtype, want.shape());
           auto run = [&](auto type) {
             using T = decltype(type);
             auto make = [&](std::int64_t elements) {
-              return kernels::Product<T>(ttgt_groups(e), len, {a, x.strides()}, {b, y.strides()},
+              return kernels::Product<T>(groups, len, {a, x.strides()}, {b, y.strides()},
                                          {e.output, got.strides()}, c.function, false, elements);
             };
             const kernels::Product<T> p = make(chunk);
