@@ -185,6 +185,8 @@ struct GemmGroups {
 GemmGroups gemm_groups(const BatchedEinsum& e);
 // The same for operands and an output indexed by these labels.
 GemmGroups gemm_groups(const std::string& x, const std::string& y, const std::string& z);
+// `labels` in the order they appear in `layout`.
+std::string in_order_of(const std::string& labels, const std::string& layout);
 // The groups as ttgt orders them by default: M and K in the left operand's order, N in the
 // right one's (the orders that let it read operands in place), except where an operand is packed
 // whatever the orders (a group of it not one flat axis): its free group then takes the output's

@@ -20,13 +20,6 @@ std::string all_labels(const BatchedEinsum& e) {
   return all;
 }
 
-std::string in_order_of(const std::string& labels, const std::string& layout) {
-  std::string out;
-  for (char c : layout)
-    if (contains(labels, c)) out += c;
-  return out;
-}
-
 }  // namespace
 
 std::vector<nlohmann::json> loop_nest_space(const BatchedEinsum& e,

@@ -90,12 +90,11 @@ std::string group_param(const nlohmann::json& params, const char* key, const std
   return order;
 }
 
-// `labels` in the order they appear in `layout`.
-std::string in_order_of(const std::string& labels, const std::string& layout) {
-  std::string out;
-  for (char c : layout)
-    if (contains(labels, c)) out += c;
-  return out;
+// Whether `labels`, in this order, lie side by side in `layout`: one flat axis of it.
+bool flat_in(const std::string& labels, const std::string& layout) {
+  if (labels.empty()) return true;
+  const auto first = layout.find(labels[0]);
+  return first != std::string::npos && layout.compare(first, labels.size(), labels) == 0;
 }
 
 template <typename T>
@@ -175,16 +174,12 @@ bool wants_swap(const BatchedEinsum& e, const nlohmann::json& params, std::strin
 
 }  // namespace
 
-namespace {
-
-// Whether `labels`, in this order, lie side by side in `layout`: one flat axis of it.
-bool flat_in(const std::string& labels, const std::string& layout) {
-  if (labels.empty()) return true;
-  const auto first = layout.find(labels[0]);
-  return first != std::string::npos && layout.compare(first, labels.size(), labels) == 0;
+std::string in_order_of(const std::string& labels, const std::string& layout) {
+  std::string out;
+  for (char c : layout)
+    if (contains(labels, c)) out += c;
+  return out;
 }
-
-}  // namespace
 
 GemmGroups ttgt_groups(const BatchedEinsum& e) {
   GemmGroups g = gemm_groups(e);
