@@ -33,7 +33,10 @@ def table_lines(result):
     titles = ["case", "einsum", "GFLOP", "M × N × K", "einsumdb ms", "/ roofline", "bound"]
     if several:
         titles.insert(5, "strategy")
+    # Each strategy's time over the fastest's, where the run kept them (and the strategies differ).
+    each = [s for s in result.get("transforms", []) if several and "each" in cases[0]]
     titles += [title for _, title in ratios[1:]] + [f"{label} / einsumdb" for label in labels]
+    titles += [f"{s} / einsumdb" for s in each]
     lines = ["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
     med = {key: [] for key, _ in ratios}
     med_also = {label: [] for label in labels}
@@ -49,6 +52,7 @@ def table_lines(result):
             cells.insert(5, ", ".join(sorted(set(c["transform"]))))
         cells += [spread(c[key]) for key, _ in ratios[1:]]
         cells += [spread(c["also"][label]) for label in labels]
+        cells += [spread(c["each"][s]) for s in each]
         lines.append("| " + " | ".join(cells) + " |")
     roof = med["roofline"]
     lines += ["", f"{len(cases)} cases, on the medians. Fraction of the roofline: geometric mean "
@@ -81,7 +85,9 @@ def run_lines(result, path, heading):
         f"From `{path}`, written by:", "",
         "    " + " ".join(result["command"]), "",
         f"einsumdb: `{result['einsumdb']}`" + (f"; beside it, {builds}" if builds else "") + ".",
-        f"Machine: {m['cpu']}, {m['cores']} cores; numpy's OpenBLAS: {m['openblas']}; "
+        f"Machine: {m['cpu']}" + (f" ({m['cpu_id']}, L2 {m['l2_kib']} KiB per core)"
+                                  if "cpu_id" in m else "") +
+        f", {m['cores']} cores; numpy's OpenBLAS: {m['openblas']}; "
         f"{result['threads']} thread(s) each side; {result['rounds']} rounds, each case the "
         f"median of {result['repeat']} runs; {result['time']}.", "",
         "Limits per round (min / median / max): " + result.get("gemm", "DGEMM") + " peak "
@@ -95,6 +101,8 @@ def run_lines(result, path, heading):
            if result.get("dtype", "f64").startswith("c") else "")
         + (f" einsumdb ran each case with {', '.join(result['transforms'])} and its time is the "
            "fastest one's (the strategy column names it, over the rounds)."
+           + (" A column \"S / einsumdb\" gives strategy S's time over that fastest time."
+              if "each" in result["cases"][0] else "")
            if len(result.get("transforms", [])) > 1 else ""), ""]
     return lines + table_lines(result)
 

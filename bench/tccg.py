@@ -41,7 +41,8 @@ peak is that type's GEMM (ZGEMM for c128). A complex multiply-add counts 8 real 
 but for its longest index, halved (the first of the longest where several are): a complex element
 holds two numbers, and the case's tensors stay within about the bytes of the f64 case. With
 --transforms A,B, einsumdb runs each case with each strategy and its time is the faster one's
-(the table names it): what a tuned store would pick among them. --batched B,M,N,K adds a batched
+(the table names it): what a tuned store would pick among them. A strategy may carry parameters
+after colons, as the tuner's candidates do (ttgt:gemm3m=true: complex GEMMs by the 3M method). --batched B,M,N,K adds a batched
 matrix product bik,bkj->bij as case "bmm" (its plain GEMM: the B·M × K by K × N product).
 
 Everything is measured --rounds times (3 by default) and given as min / median / max over the
@@ -254,7 +255,8 @@ def main():
     ap.add_argument("--output", help="write every round's figures here as JSON")
     ap.add_argument("--dtype", default="f64", choices=sorted(DTYPES))
     ap.add_argument("--transforms", default="tensor_gemm",
-                    help="einsumdb's strategies, comma-separated: each case takes the fastest")
+                    help="einsumdb's strategies, comma-separated, each with any parameters "
+                    "after colons (ttgt:gemm3m=true): each case takes the fastest")
     ap.add_argument("--batched", metavar="B,M,N,K",
                     help="also a batched matrix product bik,bkj->bij of these lengths")
     a = ap.parse_args()
@@ -279,7 +281,8 @@ def main():
     np_type, elem, gemm_name, fma_flops = DTYPES[a.dtype]
     # per case: lists over the rounds
     runs = {c["case"]: {"s": [], "roof": [], "view": [], "contig": [], "plain": [], "bound": "",
-                        "transform": [], "also": {label: [] for label in also}}
+                        "transform": [], "also": {label: [] for label in also},
+                        "each": {s: [] for s in transforms}}
             for c in chosen}
     limits = []
     kernel = openblas_kernel()
@@ -331,22 +334,26 @@ def main():
                 plain_times[shape] = min(plain, j["median_s"])
             plain = plain_times.get(shape, math.nan)
             def run_args(transform):
-                return ["run"] + spec_args(c, a.dtype) + [
-                    "--transform", transform, "--param", f"threads={t}", "--repeat",
-                    str(a.repeat), "--json"]
+                name, *params = transform.split(":")
+                return ["run"] + spec_args(c, a.dtype) + ["--transform", name] + [
+                    x for p in params + [f"threads={t}"] for x in ("--param", p)] + [
+                    "--repeat", str(a.repeat), "--json"]
 
-            def fastest(build):  # over --transforms: (seconds, strategy)
-                return min((einsumdb(build, run_args(s))["median_s"], s) for s in transforms)
+            def fastest(build):  # over --transforms: (seconds, strategy), and each one's
+                each = {s: einsumdb(build, run_args(s))["median_s"] for s in transforms}
+                return min((sec, s) for s, sec in each.items()), each
 
             # The builds take turns going first, round by round.
             order = [None] + list(also) if k % 2 == 0 else list(also) + [None]
             times = {label: fastest(also.get(label, exe)) for label in order}
-            sec, strategy = times.pop(None)
-            times = {label: v[0] for label, v in times.items()}
+            (sec, strategy), each = times.pop(None)
+            times = {label: v[0][0] for label, v in times.items()}
             compute, memory = flops / (peak * 1e9), nbytes / (bandwidth * 1e9)
             r = runs[c["case"]]
             r["s"].append(sec)
             r["transform"].append(strategy)
+            for s in transforms:  # each strategy's time over the fastest's
+                r["each"][s].append(each[s] / sec)
             r["roof"].append(max(compute, memory) / sec)
             r["view"].append(view / sec)
             r["contig"].append(contig / sec)
@@ -366,12 +373,22 @@ def main():
           + (f", without {' and '.join(f'{k}={v}' for k, v in PINNED.items())}" if PINNED else "")
           + ".\n")
     with open("/proc/cpuinfo") as f:
-        model = next((line.split(":", 1)[1].strip() for line in f
-                      if line.startswith("model name")), platform.processor())
+        info = dict(line.split(":", 1) for line in f if ":" in line)
+    info = {k.strip(): v.strip() for k, v in info.items()}
+    model = info.get("model name", platform.processor())
+    # (Virtual machines name different processors alike: "AMD EPYC" is Zen 4 as family 25, model
+    # 17, and Zen 5 as family 26.)
+    cpu_id = f"family {info.get('cpu family', '?')}, model {info.get('model', '?')}"
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
+            l2 = int(f.read().strip().rstrip("K"))
+    except (OSError, ValueError):
+        l2 = 0
     result = {"command": ["bench/tccg.py"] + sys.argv[1:], "einsumdb": exe,
               "also": also, "threads": t, "rounds": a.rounds, "repeat": a.repeat,
               "dtype": a.dtype, "gemm": gemm_name, "transforms": transforms,
-              "machine": {"cpu": model, "cores": os.cpu_count(), "openblas": kernel},
+              "machine": {"cpu": model, "cpu_id": cpu_id, "l2_kib": l2,
+                          "cores": os.cpu_count(), "openblas": kernel},
               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "limits": limits,
               "cases": []}
     for c in chosen:
@@ -381,6 +398,7 @@ def main():
             "N": c["N"], "K": c["K"], "lengths": c["lengths"], "bound": r["bound"],
             "seconds": r["s"],
             "roofline": r["roof"], "also": r["also"], "transform": r["transform"],
+            "each": r["each"],
             **({} if a.no_numpy else {"numpy_view": r["view"], "numpy_contiguous": r["contig"],
                                       "plain_gemm": r["plain"]})})
     print("\n".join(table_lines(result)))

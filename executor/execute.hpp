@@ -242,5 +242,9 @@ void check_param_keys(const nlohmann::json& params, std::string_view strategy,
                       std::initializer_list<std::string_view> keys);
 // "threads" (default 1); throws SpecError unless 1 ≤ threads ≤ 256.
 int read_threads(const nlohmann::json& params, std::string_view strategy);
+// A parameter that is true or false (`otherwise` where `params` lacks it); throws SpecError naming
+// the strategy and key for anything else.
+bool read_flag(const nlohmann::json& params, std::string_view key, std::string_view strategy,
+               bool otherwise);
 
 }  // namespace einsumdb

@@ -244,9 +244,14 @@ bool small_gemm_view(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, 
 
 // C[m×n] (+)= A[m×k] · B[k×n] on strided views, in place: each matrix needs a unit stride along
 // one of its axes (check with gemm_in_place first). A column-major C is computed as Cᵀ = Bᵀ·Aᵀ.
+// `three_m`: complex products by OpenBLAS's ?gemm3m, the 3M method: three real products where
+// the complex product is four, (a₀ + a₁)(b₀ + b₁) − a₀b₀ − a₁b₁ for the imaginary part. Its error
+// is bounded by |a||b| as a whole rather than part by part (an imaginary part far smaller than
+// its real part loses relative accuracy), and it pays only on large products: which is faster
+// the tuner measures (ttgt and loop_over_gemm's "gemm3m"). Real products ignore it.
 template <typename T>
 void gemm(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, View<T> b, T* c,
-          std::int64_t c_rs, std::int64_t c_cs, bool accumulate) {
+          std::int64_t c_rs, std::int64_t c_cs, bool accumulate, bool three_m = false) {
   if (m == 0 || n == 0) return;
   canonical_strides(m, n, c_rs, c_cs);
   if (k == 0) {
@@ -275,9 +280,11 @@ void gemm(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, View<T> b, 
   } else {  // complex: the scalars go by address; no conjugation (einsum multiplies as is)
     const T one(1);
     if constexpr (std::is_same_v<T, std::complex<double>>)
-      cblas_zgemm(CblasRowMajor, x.ta, x.tb, M, N, K, &one, x.a.p, LDA, x.b.p, LDB, &beta, c, LDC);
+      (three_m ? cblas_zgemm3m : cblas_zgemm)(CblasRowMajor, x.ta, x.tb, M, N, K, &one, x.a.p, LDA,
+                                              x.b.p, LDB, &beta, c, LDC);
     else
-      cblas_cgemm(CblasRowMajor, x.ta, x.tb, M, N, K, &one, x.a.p, LDA, x.b.p, LDB, &beta, c, LDC);
+      (three_m ? cblas_cgemm3m : cblas_cgemm)(CblasRowMajor, x.ta, x.tb, M, N, K, &one, x.a.p, LDA,
+                                              x.b.p, LDB, &beta, c, LDC);
   }
 }
 
@@ -287,7 +294,7 @@ void gemm(std::int64_t m, std::int64_t n, std::int64_t k, View<T> a, View<T> b, 
 template <typename T>
 void gemm_batch(std::int64_t nb, std::int64_t m, std::int64_t n, std::int64_t k, View<T> a,
                 std::int64_t a_step, View<T> b, std::int64_t b_step, T* c, std::int64_t c_rs,
-                std::int64_t c_cs, std::int64_t c_step, bool accumulate) {
+                std::int64_t c_cs, std::int64_t c_step, bool accumulate, bool three_m = false) {
   if constexpr (!is_complex_v<T>) {  // libxsmm's kernels are real
     if (nb > 1 && m > 1 && n > 1 && k > 0 && openblas_get_num_threads() == 1) {
       const BlasCall<T> x = blas_call(m, n, k, a, b, c_rs, c_cs);
@@ -300,7 +307,7 @@ void gemm_batch(std::int64_t nb, std::int64_t m, std::int64_t n, std::int64_t k,
   }
   for (std::int64_t i = 0; i < nb; ++i)
     gemm<T>(m, n, k, {a.p + i * a_step, a.rs, a.cs}, {b.p + i * b_step, b.rs, b.cs}, c + i * c_step,
-            c_rs, c_cs, accumulate);
+            c_rs, c_cs, accumulate, three_m);
 }
 
 // dst[i] = src[i] for i < n, in pieces of 2 KiB: glibc's memmove copies long runs with

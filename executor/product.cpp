@@ -283,7 +283,7 @@ void Product<T>::compute(const T* a, const T* b, std::int64_t row, std::int64_t 
   parallel_for(np, over_batch ? threads : 1, [&](std::int64_t lo, std::int64_t hi) {
     gemm_batch<T>(hi - lo, m, cols, k_, {a + lo * a_.batch, a_.rs, a_.cs}, a_.batch,
                   {b + lo * b_.batch, b_.rs, b_.cs}, b_.batch, z + lo * z_batch, z_rs, z_cs,
-                  z_batch, false);
+                  z_batch, false, three_m_);
   });
 }
 

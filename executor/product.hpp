@@ -55,6 +55,8 @@ class Product {
   // runs, such as an operator matrix applied block after block.
   void fix_a(const T* data, const Expression* f) { fix(a_, data, f, true); }
   void fix_b(const T* data, const Expression* f) { fix(b_, data, f, false); }
+  // Complex GEMMs by the 3M method (kernels::gemm's three_m); real ones ignore it.
+  void use_3m(bool on) { three_m_ = on; }
 
  private:
   struct Side {
@@ -101,6 +103,7 @@ class Product {
   std::map<char, std::int64_t> len_;
   std::int64_t nb_, m_, n_, k_;
   bool sums_;
+  bool three_m_ = false;
   Side a_, b_, c_;
   std::int64_t scratch_ = 0;
 };

@@ -20,6 +20,13 @@ std::string all_labels(const BatchedEinsum& e) {
   return all;
 }
 
+// Whether a row of `e` computes complex numbers (the 3M method's "gemm3m" applies).
+bool has_complex_row(const BatchedEinsum& e) {
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    if (is_complex(result_dtype(e, r))) return true;
+  return false;
+}
+
 }  // namespace
 
 std::vector<nlohmann::json> loop_nest_space(const BatchedEinsum& e,
@@ -80,6 +87,10 @@ std::vector<nlohmann::json> ttgt_space(const BatchedEinsum& e,
           out.push_back({{"m", index_list_param(mo)},
                          {"n", index_list_param(no)},
                          {"k", index_list_param(ko)}});
+  // Complex: the 3M method too, in the default orders, where the product is a GEMM (rows,
+  // columns and a sum; ?gemv has no 3M form). It pays on large products only.
+  if (has_complex_row(e) && !m.empty() && !n.empty() && !k.empty())
+    out.push_back({{"gemm3m", true}});
   return out;
 }
 
@@ -89,6 +100,15 @@ std::vector<nlohmann::json> loop_over_gemm_space(const BatchedEinsum& e,
   for (const auto& [m, n, k] : loop_over_gemm_choices(e))
     out.push_back(
         {{"m", index_list_param(m)}, {"n", index_list_param(n)}, {"k", index_list_param(k)}});
+  // Complex: the 3M method too, on the widest groups (the first choice: the largest products),
+  // where they form a GEMM (as ttgt_space).
+  const auto& widest = out.empty() ? nlohmann::json() : out.front();
+  if (!out.empty() && has_complex_row(e) && !widest["m"].empty() && !widest["n"].empty() &&
+      !widest["k"].empty()) {
+    nlohmann::json three_m = widest;
+    three_m["gemm3m"] = true;
+    out.push_back(three_m);
+  }
   return out;
 }
 

@@ -68,6 +68,16 @@ int read_threads(const nlohmann::json& params, std::string_view strategy) {
   return it->get<int>();
 }
 
+bool read_flag(const nlohmann::json& params, std::string_view key, std::string_view strategy,
+               bool otherwise) {
+  const auto it = params.find(std::string(key));
+  if (it == params.end()) return otherwise;
+  if (!it->is_boolean())
+    throw SpecError(std::string(strategy) + ": '" + std::string(key) +
+                    "' must be true or false, got " + it->dump());
+  return it->get<bool>();
+}
+
 std::optional<std::string> loop_nest_rejects(const BatchedEinsum& e) {
   if (e.inputs.size() > 64)
     return "loop_nest runs at most 64 operands; this einsum has " + std::to_string(e.inputs.size());

@@ -9,16 +9,18 @@
 // of small products at once — writing into the output in place under the same condition, else
 // into [batch, M, N] permuted after; a product that sums nothing is a loop. (The engine is
 // kernels::Product, executor/product.hpp.) Parameters: "m", "n", "k" (the order of each group's
-// indices; default: the order that avoids copies) and "threads" (over batch points when there
-// are enough, otherwise OpenBLAS's threads). A functional operand is evaluated while it is
-// packed.
+// indices; default: the order that avoids copies), "threads" (over batch points when there
+// are enough, otherwise OpenBLAS's threads) and "gemm3m" (true or false, default false: complex
+// products by the 3M method, kernels::gemm; the tuner measures both). A functional operand is
+// evaluated while it is packed.
 //
 // loop_over_gemm: no copies. One index group each becomes M, N and K of a GEMM on strided
 // sub-matrices of the operands and the output in place; every other index is a loop around it.
 // Parameters: "m", "n", "k" (each a run of indices adjacent in every tensor that has them; "k"
-// may be empty only when the einsum sums nothing) and "threads" (over the loops that do not sum;
-// OpenBLAS's threads when there are none). A functional operand is evaluated into a buffer in
-// its array's layout first (OpenBLAS reads operands itself, so there is no pass to fuse into).
+// may be empty only when the einsum sums nothing), "threads" (over the loops that do not sum;
+// OpenBLAS's threads when there are none) and "gemm3m" (as ttgt's). A functional operand is
+// evaluated into a buffer in its array's layout first (OpenBLAS reads operands itself, so there is
+// no pass to fuse into).
 #include <algorithm>
 #include <cstring>
 
@@ -97,15 +99,27 @@ bool flat_in(const std::string& labels, const std::string& layout) {
   return first != std::string::npos && layout.compare(first, labels.size(), labels) == 0;
 }
 
+// "gemm3m": false without it; true only where some row is complex (or promoted to complex).
+bool read_gemm3m(const BatchedEinsum& e, const nlohmann::json& params, std::string_view who) {
+  if (!read_flag(params, "gemm3m", who, false)) return false;
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    if (is_complex(result_dtype(e, r))) return true;
+  throw SpecError(std::string(who) +
+                  ": 'gemm3m' chooses how complex products are computed; every row of " +
+                  e.einsum_string() + " is real");
+}
+
 template <typename T>
-Tensor ttgt_row(const Bound& bound, std::size_t row, const GemmGroups& g, int threads) {
+Tensor ttgt_row(const Bound& bound, std::size_t row, const GemmGroups& g, int threads,
+                bool three_m) {
   const BatchedEinsum& e = bound.einsum();
   const auto& len = bound.lengths();
   const auto x = bound.operand(row, 0), y = bound.operand(row, 1);
   Tensor out(x.tensor->dtype(), kernels::shape_of(e.output, len), Tensor::Uninitialized{});
-  const kernels::Product<T> p(g, len, {e.inputs[0], x.tensor->strides()},
-                              {e.inputs[1], y.tensor->strides()}, {e.output, out.strides()},
-                              x.function != nullptr, y.function != nullptr);
+  kernels::Product<T> p(g, len, {e.inputs[0], x.tensor->strides()},
+                        {e.inputs[1], y.tensor->strides()}, {e.output, out.strides()},
+                        x.function != nullptr, y.function != nullptr);
+  p.use_3m(three_m);
   Tensor scratch(out.dtype(), {p.scratch()}, Tensor::Uninitialized{});
   p.run(x.tensor->data<T>(), x.function, y.tensor->data<T>(), y.function, out.data<T>(),
         scratch.data<T>(), threads);
@@ -212,8 +226,9 @@ std::optional<std::string> ttgt_rejects(const BatchedEinsum& e) {
 Results run_ttgt(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum& e = bound.einsum();
   if (const auto why = ttgt_rejects(e)) throw SpecError("ttgt does not apply: " + *why);
-  check_param_keys(params, "ttgt", {"m", "n", "k", "threads"});
+  check_param_keys(params, "ttgt", {"m", "n", "k", "threads", "gemm3m"});
   const int threads = read_threads(params, "ttgt");
+  const bool three_m = read_gemm3m(e, params, "ttgt");
   if (wants_swap(e, params, "ttgt")) {
     const BatchedEinsum s = swapped(e);
     return run_ttgt(Bound(s, bound.arrays(), bound.functions(), bound.extra()), params);
@@ -225,7 +240,7 @@ Results run_ttgt(const Bound& bound, const nlohmann::json& params) {
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r)
     out.push_back(with_element_type(result_dtype(e, r), [&](auto zero) {
-      return ttgt_row<decltype(zero)>(bound, r, g, threads);
+      return ttgt_row<decltype(zero)>(bound, r, g, threads, three_m);
     }));
   return out;
 }
@@ -263,7 +278,7 @@ namespace {
 
 template <typename T>
 Tensor loop_over_gemm_row(const Bound& bound, std::size_t row, const std::string& m,
-                          const std::string& n, const std::string& k, int threads) {
+                          const std::string& n, const std::string& k, int threads, bool three_m) {
   const BatchedEinsum& e = bound.einsum();
   const auto& len = bound.lengths();
   const std::string &xl = e.inputs[0], &yl = e.inputs[1], &zl = e.output;
@@ -316,7 +331,7 @@ Tensor loop_over_gemm_row(const Bound& bound, std::size_t row, const std::string
         }
         check_deadline();
         kernels::gemm<T>(M, N, K, {xp + sxo, a_rs, a_cs}, {yp + syo, b_rs, b_cs}, zp + oz, c_rs,
-                         c_cs, q > 0);
+                         c_cs, q > 0, three_m);
       }
     }
   });
@@ -329,8 +344,9 @@ Results run_loop_over_gemm(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum& e = bound.einsum();
   if (const auto why = loop_over_gemm_rejects(e))
     throw SpecError("loop_over_gemm does not apply: " + *why);
-  check_param_keys(params, "loop_over_gemm", {"m", "n", "k", "threads"});
+  check_param_keys(params, "loop_over_gemm", {"m", "n", "k", "threads", "gemm3m"});
   const int threads = read_threads(params, "loop_over_gemm");
+  const bool three_m = read_gemm3m(e, params, "loop_over_gemm");
   if (wants_swap(e, params, "loop_over_gemm")) {
     const BatchedEinsum s = swapped(e);
     return run_loop_over_gemm(Bound(s, bound.arrays(), bound.functions(), bound.extra()), params);
@@ -352,7 +368,8 @@ Results run_loop_over_gemm(const Bound& bound, const nlohmann::json& params) {
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r)
     out.push_back(with_element_type(result_dtype(e, r), [&](auto zero) {
-      return loop_over_gemm_row<decltype(zero)>(bound, r, pick[0], pick[1], pick[2], threads);
+      return loop_over_gemm_row<decltype(zero)>(bound, r, pick[0], pick[1], pick[2], threads,
+                                                three_m);
     }));
   return out;
 }

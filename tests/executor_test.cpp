@@ -357,6 +357,80 @@ TEST(Strategies, ComplexProductsAgreeWithAComplexLoop) {
   EXPECT_THROW(default_candidate(ordered), SpecError);
 }
 
+// ttgt and loop_over_gemm with "gemm3m" compute complex products by the 3M method (OpenBLAS's
+// ?gemm3m): within the tolerance of the reference, in c64, c128 and mixed f64/c64, on one and two
+// threads, in place and permuted after (TCCG case 22's shape), and rounded otherwise than the
+// conventional product somewhere (the 3M method forms the imaginary part from a product of sums),
+// so that the parameter is seen to reach the BLAS. The tuner's spaces offer it for complex
+// einsums only, and a real einsum or a value other than true or false is refused.
+TEST(Strategies, TtgtAndLoopOverGemmComputeComplexProductsByThe3MMethod) {
+  // (loop_over_gemm computes TCCG case 22's shape as matrix-vector products, which have no 3M
+  // form, and its space does not offer the parameter there.)
+  struct Shape {
+    std::string spec;
+    std::map<char, int> n;
+    std::vector<std::string> strategies;
+  };
+  const std::vector<Shape> shapes = {
+      {"bik,bkj->bij", {{'b', 3}, {'i', 40}, {'k', 48}, {'j', 36}}, {"ttgt", "loop_over_gemm"}},
+      {"aecf,bfde->abcd",
+       {{'a', 3}, {'b', 5}, {'c', 12}, {'d', 10}, {'e', 9}, {'f', 8}},
+       {"ttgt"}}};
+  for (const std::string dtypes : {"c64", "c128", "mixed"})
+    for (const auto& [spec, n, strategies] : shapes) {
+      BatchedEinsum e = binary_spec(spec, n, dtypes == "c128" ? Dtype::c128 : Dtype::c64);
+      if (dtypes == "mixed") e.arrays.at("A").dtype = Dtype::f64;
+      const Arrays arrays = random_arrays(e, 17);
+      const Bound bound(e, arrays);
+      std::vector<double> magnitudes;
+      const Results want = run_reference(bound, &magnitudes);
+      const Dtype d = result_dtype(e, 0);
+      for (const std::string& strategy : strategies) {
+        const Results plain = execute(bound, strategy, {{"threads", 1}});
+        for (int threads : {1, 2}) {
+          const Results got = execute(bound, strategy, {{"threads", threads}, {"gemm3m", true}});
+          ASSERT_EQ(got.at(0).dtype(), d) << strategy;
+          EXPECT_LE(max_relative_error(got.at(0), want.at(0), magnitudes.at(0)),
+                    tolerance(d, terms_of(e, bound.lengths())))
+              << strategy << " " << spec << " " << dtypes << " threads " << threads;
+          bool differs = false;
+          for (std::int64_t k = 0; k < got.at(0).size() && !differs; ++k)
+            differs = got.at(0).at_complex(k) != plain.at(0).at_complex(k);
+          EXPECT_TRUE(differs) << strategy << " " << spec << " " << dtypes
+                               << ": the same bits as the conventional product";
+        }
+      }
+      const auto offers = [&](const std::vector<nlohmann::json>& space) {
+        return std::any_of(space.begin(), space.end(),
+                           [](const nlohmann::json& p) { return p.contains("gemm3m"); });
+      };
+      EXPECT_TRUE(offers(ttgt_space(e, bound.lengths()))) << spec;
+      EXPECT_EQ(offers(loop_over_gemm_space(e, bound.lengths())), strategies.size() == 2) << spec;
+    }
+  const BatchedEinsum real = binary_spec("bik,bkj->bij", {{'b', 2}, {'i', 4}, {'k', 3}, {'j', 5}});
+  const Arrays ra = random_arrays(real, 3);
+  const Bound rb(real, ra);
+  for (const auto& space :
+       {ttgt_space(real, rb.lengths()), loop_over_gemm_space(real, rb.lengths())})
+    for (const auto& p : space) EXPECT_FALSE(p.contains("gemm3m")) << p.dump();
+  for (const char* strategy : {"ttgt", "loop_over_gemm"}) {
+    EXPECT_NO_THROW(execute(rb, strategy, {{"gemm3m", false}})) << strategy;
+    try {
+      execute(rb, strategy, {{"gemm3m", true}});
+      ADD_FAILURE() << strategy << " took gemm3m for a real einsum";
+    } catch (const SpecError& err) {
+      EXPECT_NE(std::string(err.what()).find("'gemm3m'"), std::string::npos) << err.what();
+      EXPECT_NE(std::string(err.what()).find("real"), std::string::npos) << err.what();
+    }
+    try {
+      execute(rb, strategy, {{"gemm3m", "yes"}});
+      ADD_FAILURE() << strategy << " took gemm3m=\"yes\"";
+    } catch (const SpecError& err) {
+      EXPECT_NE(std::string(err.what()).find("true or false"), std::string::npos) << err.what();
+    }
+  }
+}
+
 // Axes of length 0: every strategy returns numpy's result without running (an empty result, or
 // sums of nothing: 0), and the reference agrees.
 TEST(Strategies, EmptyAxesGiveEmptyResultsOrSumsOfNothing) {

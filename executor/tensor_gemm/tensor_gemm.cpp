@@ -198,11 +198,7 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   tensor_gemm::RowOptions options;
   options.threads = read_threads(params, "tensor_gemm");
   const auto flag = [&](const char* name, bool otherwise) {
-    if (!params.contains(name)) return otherwise;
-    if (!params[name].is_boolean())
-      throw SpecError(std::string("tensor_gemm: '") + name + "' must be true or false, got " +
-                      params[name].dump());
-    return params[name].get<bool>();
+    return read_flag(params, name, "tensor_gemm", otherwise);
   };
   // Without the parameter, the row decides where the choice applies (the default is measured).
   if (params.contains("stream_even")) options.stream_even = flag("stream_even", false);
