@@ -42,8 +42,9 @@ but for its longest index, halved (the first of the longest where several are): 
 holds two numbers, and the case's tensors stay within about the bytes of the f64 case. With
 --transforms A,B, einsumdb runs each case with each strategy and its time is the faster one's
 (the table names it): what a tuned store would pick among them. A strategy may carry parameters
-after colons, as the tuner's candidates do (ttgt:gemm3m=true: complex GEMMs by the 3M method). --batched B,M,N,K adds a batched
-matrix product bik,bkj->bij as case "bmm" (its plain GEMM: the B·M × K by K × N product).
+after colons, as the tuner's candidates do (ttgt:gemm3m=true: complex GEMMs by the 3M method).
+--batched B,M,N,K adds a batched matrix product bik,bkj->bij as case "bmm" (its plain GEMM: the
+B·M × K by K × N product).
 
 Everything is measured --rounds times (3 by default) and given as min / median / max over the
 rounds; the summary is taken on the medians.

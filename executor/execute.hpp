@@ -55,6 +55,8 @@ std::map<char, std::int64_t> bind_lengths(const BatchedEinsum& e, const Arrays& 
 
 // The dtype of a row's result: its operands' dtypes promoted as numpy does (promote_dtypes).
 Dtype result_dtype(const BatchedEinsum& e, std::size_t row);
+// Whether some row's result is complex (its own operands, or promoted with a real one).
+bool has_complex_row(const BatchedEinsum& e);
 
 // Why an einsum with complex arrays cannot be computed: a ⊗ other than mul, add and sub, or a ⊕
 // other than sum (complex numbers have no order). nullopt: it can (or nothing is complex).

@@ -79,6 +79,12 @@ Dtype result_dtype(const BatchedEinsum& e, std::size_t row) {
   return d;
 }
 
+bool has_complex_row(const BatchedEinsum& e) {
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    if (is_complex(result_dtype(e, r))) return true;
+  return false;
+}
+
 const Functions& Bound::no_functions() {
   static const Functions none;
   return none;

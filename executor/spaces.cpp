@@ -20,13 +20,6 @@ std::string all_labels(const BatchedEinsum& e) {
   return all;
 }
 
-// Whether a row of `e` computes complex numbers (the 3M method's "gemm3m" applies).
-bool has_complex_row(const BatchedEinsum& e) {
-  for (std::size_t r = 0; r < e.batch.size(); ++r)
-    if (is_complex(result_dtype(e, r))) return true;
-  return false;
-}
-
 }  // namespace
 
 std::vector<nlohmann::json> loop_nest_space(const BatchedEinsum& e,
@@ -97,17 +90,16 @@ std::vector<nlohmann::json> ttgt_space(const BatchedEinsum& e,
 std::vector<nlohmann::json> loop_over_gemm_space(const BatchedEinsum& e,
                                                  const std::map<char, std::int64_t>&) {
   std::vector<nlohmann::json> out;
-  for (const auto& [m, n, k] : loop_over_gemm_choices(e))
+  const auto choices = loop_over_gemm_choices(e);
+  for (const auto& [m, n, k] : choices)
     out.push_back(
         {{"m", index_list_param(m)}, {"n", index_list_param(n)}, {"k", index_list_param(k)}});
   // Complex: the 3M method too, on the widest groups (the first choice: the largest products),
   // where they form a GEMM (as ttgt_space).
-  const auto& widest = out.empty() ? nlohmann::json() : out.front();
-  if (!out.empty() && has_complex_row(e) && !widest["m"].empty() && !widest["n"].empty() &&
-      !widest["k"].empty()) {
-    nlohmann::json three_m = widest;
-    three_m["gemm3m"] = true;
-    out.push_back(three_m);
+  if (!choices.empty() && has_complex_row(e) &&
+      std::all_of(choices[0].begin(), choices[0].end(), [](const auto& g) { return !g.empty(); })) {
+    out.push_back(out.front());
+    out.back()["gemm3m"] = true;
   }
   return out;
 }

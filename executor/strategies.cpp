@@ -82,10 +82,9 @@ std::optional<std::string> loop_nest_rejects(const BatchedEinsum& e) {
   if (e.inputs.size() > 64)
     return "loop_nest runs at most 64 operands; this einsum has " + std::to_string(e.inputs.size());
   if (auto why = kernels::dtype_rejects(e, "loop_nest")) return why;
-  for (std::size_t r = 0; r < e.batch.size(); ++r)
-    if (is_complex(result_dtype(e, r)))
-      if (auto why = real_form_rejects(e))
-        return "loop_nest computes complex rows in real form: " + *why;
+  if (has_complex_row(e))
+    if (auto why = real_form_rejects(e))
+      return "loop_nest computes complex rows in real form: " + *why;
   return std::nullopt;
 }
 

@@ -104,8 +104,7 @@ bool flat_in(const std::string& labels, const std::string& layout) {
 // "gemm3m": false without it; true only where some row is complex (or promoted to complex).
 bool read_gemm3m(const BatchedEinsum& e, const nlohmann::json& params, std::string_view who) {
   if (!read_flag(params, "gemm3m", who, false)) return false;
-  for (std::size_t r = 0; r < e.batch.size(); ++r)
-    if (is_complex(result_dtype(e, r))) return true;
+  if (has_complex_row(e)) return true;
   throw SpecError(std::string(who) +
                   ": 'gemm3m' chooses how complex products are computed; every row of " +
                   e.einsum_string() + " is real");

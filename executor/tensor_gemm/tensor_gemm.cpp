@@ -126,10 +126,9 @@ std::string tensor_gemm_kernel() {
 
 std::optional<std::string> tensor_gemm_rejects(const BatchedEinsum& e) {
   if (auto why = kernels::binary_product_rejects(e, "tensor_gemm")) return why;
-  for (std::size_t r = 0; r < e.batch.size(); ++r)
-    if (is_complex(result_dtype(e, r)))
-      if (auto why = real_form_rejects(e))
-        return "tensor_gemm computes complex rows in real form: " + *why;
+  if (has_complex_row(e))
+    if (auto why = real_form_rejects(e))
+      return "tensor_gemm computes complex rows in real form: " + *why;
   // Dot products (every output index in both operands): no rows or columns to tile. A dot
   // product reads each element once; here both operands would be packed into panels first and
   // run through tiles of one row and one column, MR·NR times the work the result needs.
