@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """A page of TCCG figures from the JSON of bench/tccg.py --output FILE: the command, the
 machine, the limits measured in each round, and per case the time and every ratio as min / median
-/ max over the rounds, then the summary on the medians. tccg.py prints the same table.
+/ max over the rounds, then the summary on the medians. tccg.py prints the same table. A run with
+--tune adds its tunes' cost: the wall time and peak RSS of each tune, and what it measured.
 
 Usage: bench/page_tccg.py OUT.md RUN.json [RUN.json ...] --title TITLE [--intro TEXT]"""
 import argparse
+import collections
 import json
 import math
 import statistics
@@ -107,6 +109,58 @@ def run_lines(result, path, heading):
     return lines + table_lines(result)
 
 
+def describe(best):
+    """A tune's winner: its strategy and parameters but the thread count."""
+    if not best.get("strategy"):
+        return "none"
+    params = {k: v for k, v in (best.get("params") or {}).items() if k != "threads"}
+    return best["strategy"] + (" " + json.dumps(params, separators=(",", ":")) if params else "")
+
+
+def tune_lines(result, path, heading):
+    """A run's tunes: per case the wall time and the peak RSS over the footprint, min / median /
+    max over the rounds, what each tune measured, its standalone check and its winners."""
+    tunes, m = result["tunes"], result["machine"]
+    lines = [heading, ""] if heading else []
+    lines += [
+        f"From `{path}`, written by:", "",
+        "    " + " ".join(result["command"]), "",
+        f"einsumdb: `{result['einsumdb']}`. Machine: {m['cpu']}"
+        + (f" ({m['cpu_id']}, L2 {m['l2_kib']} KiB per core)" if "cpu_id" in m else "")
+        + f", {m['cores']} cores; {result['time']}.", "",
+        f"Each case tuned {result['rounds']} times with default options on a fresh store "
+        "(`einsumdb tune SPEC --db FRESH --json`: one thread, a time limit of 60 s for the whole "
+        "command on a workload large enough to be probed), under `/usr/bin/time -v`. Wall time "
+        "and peak RSS over the footprint (inputs plus output) are min / median / max over the "
+        "rounds. The standalone check (the winner and the default, each in a process of its own) "
+        "runs only where it fits in what the time limit leaves.", "",
+        "| case | einsum | footprint MiB | tune wall s | peak RSS / footprint | measured of "
+        "candidates | left out by the time limit | standalone check | winners |",
+        "|---|---|---|---|---|---|---|---|---|"]
+    walls, ratios = [], []
+    for t in tunes:
+        r = t["rounds"]
+        wall = [x["wall_s"] for x in r]
+        ratio = [x["rss_mib"] / t["footprint_mib"] for x in r]
+        walls.append(max(wall))
+        ratios.append(max(ratio))
+        checks = collections.Counter(
+            "none" if not x["standalone"] else "skipped" if "skipped" in x["standalone"]
+            else "failed" if "error" in x["standalone"] else "ran" for x in r)
+        winners = collections.Counter(describe(x["best"]) for x in r)
+        lines.append(
+            f"| {t['case']} | {t['einsum']} | {t['footprint_mib']:.0f} | {spread(wall, '{:.1f}')}"
+            f" | {spread(ratio)} | {spread([x['measured'] for x in r], '{:.0f}')} of "
+            f"{r[-1]['candidates']} | {spread([x['not_measured'] for x in r], '{:.0f}')} | "
+            + ", ".join(f"{k} ×{n}" for k, n in checks.items()) + " | "
+            + ", ".join(f"`{k}` ×{n}" for k, n in winners.items()) + " |")
+    lines += ["", f"{len(tunes)} cases. Slowest round of each: at most 60 s in "
+              f"{sum(w <= 60 for w in walls)}, longest {max(walls):.1f} s. Largest peak RSS over "
+              f"the footprint: at most 3 in {sum(x <= 3 for x in ratios)}, largest "
+              f"{max(ratios):.2f}."]
+    return lines
+
+
 def case_list(cases):
     """1, 2, 3, 5, 'bmm' -> '1-3, 5, bmm'."""
     numbered = sorted(c for c in cases if isinstance(c, int))
@@ -135,12 +189,18 @@ def main():
     for path in a.run:
         with open(path) as f:
             results.append(json.load(f))
-    kind = [(r.get("dtype", "f64"), r["threads"]) for r in results]
-    for path, result, k in zip(a.run, results, kind):
-        heading = f"## {k[0]}, {k[1]} thread(s)" if len(a.run) > 1 else ""
-        if kind.count(k) > 1:  # runs of the same dtype and threads: told apart by their cases
-            heading += ", cases " + case_list([c["case"] for c in result["cases"]])
-        lines += run_lines(result, path, heading) + [""]
+    kind = [(r.get("dtype", "f64"), r.get("threads", 1)) for r in results if "cases" in r]
+    for path, result in zip(a.run, results):
+        if "cases" in result:
+            k = (result.get("dtype", "f64"), result["threads"])
+            heading = f"## {k[0]}, {k[1]} thread(s)" if len(a.run) > 1 else ""
+            if kind.count(k) > 1:  # runs of the same dtype and threads: told apart by their cases
+                heading += ", cases " + case_list([c["case"] for c in result["cases"]])
+            lines += run_lines(result, path, heading) + [""]
+        if "tunes" in result:
+            heading = (f"## Tuning, {result.get('dtype', 'f64')}, cases "
+                       + case_list([t["case"] for t in result["tunes"]]))
+            lines += tune_lines(result, path, heading) + [""]
     with open(a.out, "w") as f:
         f.write("\n".join(lines).rstrip("\n") + "\n")
 

@@ -31,9 +31,10 @@ virtual machine, the order of two processes may matter). With
 --no-numpy, numpy and the plain GEMMs are left out (the limits are still measured). --output FILE
 writes every figure of every round as JSON, with the command and the machine.
 
-With --tune CASES, each of those cases is also tuned with default options on a fresh store under
-/usr/bin/time -v: the wall time, and the peak RSS against the workload's footprint (--cases none:
-the tunes only).
+With --tune CASES, each of those cases is also tuned --rounds times with default options on a
+fresh store under /usr/bin/time -v: the wall time, and the peak RSS against the workload's
+footprint, with the tune's own account (candidates measured, left out by its time limit, the
+winner) in --output's "tunes" (--cases none: the tunes only).
 
 With --dtype c128 (or c64, f32), every tensor, GEMM and numpy array is of that type, and the
 peak is that type's GEMM (ZGEMM for c128). A complex multiply-add counts 8 real FLOPs (a real one
@@ -207,13 +208,34 @@ def spec_args(c, dtype="f64"):
             "--shape", "B=" + "x".join(map(str, c["B"])), "--dtype", dtype]
 
 
+def machine():
+    """The processor's name, family and model, L2 per core, and cores."""
+    with open("/proc/cpuinfo") as f:
+        info = dict(line.split(":", 1) for line in f if ":" in line)
+    info = {k.strip(): v.strip() for k, v in info.items()}
+    model = info.get("model name", platform.processor())
+    # (Virtual machines name different processors alike: "AMD EPYC" is Zen 4 as family 25, model
+    # 17, and Zen 5 as family 26.)
+    cpu_id = f"family {info.get('cpu family', '?')}, model {info.get('model', '?')}"
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
+            l2 = int(f.read().strip().rstrip("K"))
+    except (OSError, ValueError):
+        l2 = 0
+    return {"cpu": model, "cpu_id": cpu_id, "l2_kib": l2, "cores": os.cpu_count()}
+
+
 def tune_table(a, exe, spread):
-    """Each case of --tune tuned --rounds times with default options on a fresh store."""
+    """Each case of --tune tuned --rounds times with default options on a fresh store: printed,
+    and returned per case with every round's figures (for --output)."""
     print("\n| case | tune wall s | peak RSS MiB | footprint MiB | RSS / footprint | "
           "candidates | probed | measured | best |")
     print("|---|---|---|---|---|---|---|---|---|")
+    tunes = []
     for c in cases(selection(a.tune), a.dtype):
-        walls, ratios = [], []
+        footprint = DTYPES[a.dtype][1] * (math.prod(c["A"]) + math.prod(c["B"]) +
+                                          math.prod(c["C"])) / (1 << 20)
+        rounds = []
         for _ in range(a.rounds):
             with tempfile.TemporaryDirectory() as d:
                 quiet_numpy_blas()
@@ -221,22 +243,30 @@ def tune_table(a, exe, spread):
                 p = subprocess.run(["/usr/bin/time", "-v", exe, "tune"] + spec_args(c, a.dtype) +
                                    ["--db", os.path.join(d, "tune.db"), "--json",
                                     "--no-progress"], capture_output=True, text=True)
-                walls.append(time.perf_counter() - t0)
+                wall = time.perf_counter() - t0
             if p.returncode != 0:
                 sys.exit(f"tune of case {c['case']} failed:\n{p.stderr}")
             rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)",
                                 p.stderr).group(1)) / 1024
-            footprint = DTYPES[a.dtype][1] * (math.prod(c["A"]) + math.prod(c["B"]) +
-                                              math.prod(c["C"]))
-            footprint /= 1 << 20
-            ratios.append(rss / footprint)
             j = json.loads(p.stdout)
             ok = [r for r in j["results"] if r["status"] == "ok"]
             best = min(ok, key=lambda r: r["median_s"]) if ok else {}
-        print(f"| {c['case']} | {spread(walls, '{:.1f}')} | {rss:.0f} (last) | "
-              f"{footprint:.0f} | {spread(ratios)} | {j['candidates']} | {j['probed']} | "
-              f"{j['measured']} (last; {j['not_measured']} left out by the time limit) | "
-              f"{best.get('strategy', '?')} |", flush=True)
+            rounds.append({"wall_s": wall, "rss_mib": rss, "candidates": j["candidates"],
+                           "probed": j["probed"], "measured": j["measured"],
+                           "not_measured": j["not_measured"],
+                           "time_limit_reached": j["time_limit_reached"],
+                           "best": {k: best.get(k) for k in ("strategy", "params", "median_s")},
+                           "standalone": j.get("standalone")})
+        walls = [r["wall_s"] for r in rounds]
+        ratios = [r["rss_mib"] / footprint for r in rounds]
+        last = rounds[-1]
+        print(f"| {c['case']} | {spread(walls, '{:.1f}')} | {last['rss_mib']:.0f} (last) | "
+              f"{footprint:.0f} | {spread(ratios)} | {last['candidates']} | {last['probed']} | "
+              f"{last['measured']} (last; {last['not_measured']} left out by the time limit) | "
+              f"{last['best'].get('strategy') or '?'} |", flush=True)
+        tunes.append({"case": c["case"], "einsum": c["einsum"], "footprint_mib": footprint,
+                      "rounds": rounds})
+    return tunes
 
 
 def main():
@@ -272,7 +302,12 @@ def main():
     t = a.threads
 
     if a.cases == "none":  # the tunes only
-        tune_table(a, exe, spread)
+        tunes = tune_table(a, exe, spread)
+        if a.output:
+            write_output(a.output, {
+                "command": ["bench/tccg.py"] + sys.argv[1:], "einsumdb": exe,
+                "rounds": a.rounds, "dtype": a.dtype, "machine": machine(),
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "tunes": tunes})
         return
     chosen = cases(selection(a.cases), a.dtype)
     if a.batched:
@@ -373,23 +408,10 @@ def main():
           f"numpy's OpenBLAS: {kernel}"
           + (f", without {' and '.join(f'{k}={v}' for k, v in PINNED.items())}" if PINNED else "")
           + ".\n")
-    with open("/proc/cpuinfo") as f:
-        info = dict(line.split(":", 1) for line in f if ":" in line)
-    info = {k.strip(): v.strip() for k, v in info.items()}
-    model = info.get("model name", platform.processor())
-    # (Virtual machines name different processors alike: "AMD EPYC" is Zen 4 as family 25, model
-    # 17, and Zen 5 as family 26.)
-    cpu_id = f"family {info.get('cpu family', '?')}, model {info.get('model', '?')}"
-    try:
-        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
-            l2 = int(f.read().strip().rstrip("K"))
-    except (OSError, ValueError):
-        l2 = 0
     result = {"command": ["bench/tccg.py"] + sys.argv[1:], "einsumdb": exe,
               "also": also, "threads": t, "rounds": a.rounds, "repeat": a.repeat,
               "dtype": a.dtype, "gemm": gemm_name, "transforms": transforms,
-              "machine": {"cpu": model, "cpu_id": cpu_id, "l2_kib": l2,
-                          "cores": os.cpu_count(), "openblas": kernel},
+              "machine": dict(machine(), openblas=kernel),
               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "limits": limits,
               "cases": []}
     for c in chosen:
@@ -403,13 +425,17 @@ def main():
             **({} if a.no_numpy else {"numpy_view": r["view"], "numpy_contiguous": r["contig"],
                                       "plain_gemm": r["plain"]})})
     print("\n".join(table_lines(result)))
-    if a.output:
-        with open(a.output, "w") as f:
-            json.dump(result, f, indent=1)
-        print(f"wrote {a.output}", file=sys.stderr)
-
     if a.tune:
-        tune_table(a, exe, spread)
+        result["tunes"] = tune_table(a, exe, spread)
+    if a.output:
+        write_output(a.output, result)
+
+
+def write_output(path, result):
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"wrote {path}", file=sys.stderr)
+
 
 if __name__ == "__main__":
     main()

@@ -2,7 +2,9 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -149,9 +151,13 @@ double standalone_median(const BatchedEinsum& e, const Candidate& c, std::uint64
 
 // The search's winner and the untuned default (the transform `run` takes for a workload the
 // store knows nothing of), each run `rounds` times in processes of their own, alternating:
-// their standalone medians, and how far each is from its median in the tune.
+// their standalone medians, and how far each is from its median in the tune. With `seconds_left`
+// (what the time limit leaves of a large workload's tune), the check runs only if it would end
+// within it: each process generates the arrays and makes at least four runs (`einsumdb run
+// --repeat 3` after its first), at the median the tune measured (the oracle's time for a candidate
+// the tune did not measure). Otherwise it is skipped, and says why.
 ojson standalone_check(const BatchedEinsum& e, const TuneReport& report, std::uint64_t seed,
-                       int rounds) {
+                       int rounds, std::optional<double> seconds_left) {
   const TuneResult* best = report.best();
   if (!best || rounds <= 0) return ojson();
   auto without_threads = [](nlohmann::json p) {
@@ -165,6 +171,21 @@ ojson standalone_check(const BatchedEinsum& e, const TuneReport& report, std::ui
   if (!(fallback.strategy == best->candidate.strategy &&
         without_threads(fallback.params) == without_threads(best->candidate.params)))
     who.push_back({"default", fallback});
+  if (seconds_left) {
+    double expected = 0;
+    for (const auto& [name, c] : who) {
+      double median_s = report.oracle_seconds;
+      for (const auto& r : report.results)
+        if (r.status == Outcome::ok && r.candidate == c) median_s = r.median_s;
+      expected += rounds * (report.arrays_seconds + 4 * median_s);
+    }
+    if (expected > *seconds_left)
+      return {{"skipped", "the time limit: the check would take about " + format_seconds(expected) +
+                              ", and " + format_seconds(std::max(0.0, *seconds_left)) +
+                              " of the limit were left (--time-limit 0 runs it)"},
+              {"expected_s", expected},
+              {"left_s", *seconds_left}};
+  }
   std::vector<std::vector<double>> medians(who.size());
   for (int round = 0; round < rounds; ++round)
     for (std::size_t k = 0; k < who.size(); ++k)
@@ -197,6 +218,7 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
       throw SpecError("give either SPEC (with --bind) or --file FILE, not both");
     return run_campaign(args, command_line);
   }
+  const auto began = std::chrono::steady_clock::now();
   if (args.spec.spec.empty()) throw SpecError("give the workload SPEC, or --file FILE");
   if (args.retune) throw SpecError("--retune is for a campaign (--file)");
   const BatchedEinsum e = read_spec(args.spec);  // functional operands tune as their ideal form
@@ -217,6 +239,14 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
     std::cerr << "einsumdb: symbolic workload: measuring at " << to_string(options.binding)
               << " (recorded under the symbolic key with this binding; --bind chooses others)\n";
 
+  // The time limit is the whole command's: what the set-up above took (opening the store, the
+  // machine's roofline) comes off the search's share, and the standalone check runs in what is
+  // left, if it fits.
+  const auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  if (options.time_limit > 0)
+    options.time_limit = std::max(1e-3, args.time_limit - seconds_since(began));
   g_stop.store(false);
   auto* previous = std::signal(SIGINT, on_interrupt);
   Progress progress;
@@ -245,7 +275,9 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
     if (show_progress)
       std::cerr << "running the winner and the default in processes of their own..." << std::flush;
     try {
-      standalone = standalone_check(measured, report, args.seed, args.standalone);
+      std::optional<double> left;
+      if (report.probed > 0 && args.time_limit > 0) left = args.time_limit - seconds_since(began);
+      standalone = standalone_check(measured, report, args.seed, args.standalone, left);
     } catch (const std::exception& err) {
       standalone = {{"error", err.what()}};
       std::cerr << (show_progress ? "\r\033[K" : "")
@@ -264,6 +296,10 @@ int run_tune(TuneArgs& args, const std::string& command_line) {
               << " s reached: " << report.not_measured
               << " candidates not measured, the least promising in the probe (--time-limit 0 "
                  "measures all)\n";
+
+  if (standalone.is_object() && standalone.contains("skipped"))
+    std::cerr << "einsumdb: the standalone check was skipped: "
+              << standalone["skipped"].get<std::string>() << "\n";
 
   // Fastest verified first, then invalid, then failed.
   std::vector<const TuneResult*> sorted;
@@ -587,9 +623,10 @@ Command add_tune_command(CLI::App& app) {
                   "(default: every candidate, a large workload's within --time-limit)");
   cmd->add_option("--time-limit", args->time_limit,
                   "Seconds a large workload's tune may take (one the probe runs on: more than "
-                  "2^27 loop iterations); at the limit the search stops once one candidate is "
-                  "measured, and the candidates not reached are not recorded (default 60; 0: "
-                  "no limit)");
+                  "2^27 loop iterations), the standalone check included; at the limit the "
+                  "search stops once one candidate is measured, the candidates not reached are "
+                  "not recorded, and the standalone check runs only if it fits in what is left "
+                  "(default 60; 0: no limit)");
   cmd->add_option(
       "--strategies", args->strategies,
       "Comma-separated strategies to try (default: all but reference): " + strategy_names());

@@ -332,6 +332,33 @@ TEST_F(CliTune, TheWinnerInAProcessOfItsOwnIsNoSlowerThanTheDefault) {
   EXPECT_NE(r.err.find("--standalone"), std::string::npos) << r.err;
 }
 
+// A large workload's time limit is the whole command's: the standalone check runs in what the
+// search leaves of it, and where it would not fit it is skipped, saying why. Without a limit it
+// runs.
+TEST_F(CliTune, TheStandaloneCheckRunsWithinTheTimeLimit) {
+  const std::vector<std::string> spec = {"ij,jk->ik", "--shape", "A=600x600", "B=600x600",
+                                         "--dtype",   "f32"};  // 2^27.7 iterations: probed
+  const std::vector<std::string> quick = {
+      "--json",     "--strategies", "tensor_gemm,ttgt", "--warmup", "1", "--min-reps", "3",
+      "--min-time", "0.05"};
+  auto r = run(with(with({"tune"}, spec), with(quick, {"--time-limit", "0.2"})));
+  ASSERT_EQ(r.code, 0) << r.err;
+  json tuned = json::parse(r.out);
+  ASSERT_GT(tuned["probed"].get<int>(), 0) << tuned.dump(1);
+  const json& s = tuned["standalone"];
+  ASSERT_TRUE(s.is_object() && s.contains("skipped")) << tuned.dump(1);
+  EXPECT_NE(s["skipped"].get<std::string>().find("time limit"), std::string::npos) << s.dump();
+  EXPECT_GT(s["expected_s"].get<double>(), s["left_s"].get<double>()) << s.dump();
+  EXPECT_FALSE(s.contains("winner")) << s.dump();
+  EXPECT_NE(r.err.find("the standalone check was skipped"), std::string::npos) << r.err;
+
+  r = run(with(with({"tune"}, spec), with(quick, {"--time-limit", "0"})));
+  ASSERT_EQ(r.code, 0) << r.err;
+  tuned = json::parse(r.out);
+  EXPECT_TRUE(tuned["standalone"].contains("winner")) << tuned.dump(1);
+  EXPECT_EQ(r.err.find("skipped"), std::string::npos) << r.err;
+}
+
 TEST_F(CliTune, RunFallsBackToADefaultWithANotice) {
   auto r = run({"run", "ij,jk->ik", "--shape", "A=20x30", "B=30x10", "--verify", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;

@@ -223,20 +223,28 @@ TEST(Sampling, TakesTheSamplesAndTheTimeAskedInGroupsAndStopsWhenAsked) {
   EXPECT_EQ(seconds.size(), 5u);
 }
 
+// Real, complex and mixed: the oracle's scale (its run on the operands' magnitudes, in single
+// precision) leaves every correct candidate within the tolerance and one element off outside it.
 TEST(Tuner, LargeWorkloadsAreVerifiedAgainstACheckedOracle) {
-  testing::TempDir dir("tuner");
-  Store store = Store::open(dir.path("db.sqlite"));
-  const BatchedEinsum e = product("60x50", "50x40");
-  TuneOptions o = quick();
-  o.reference_limit = 1000;  // pretend the reference is too slow
-  o.space.strategies = {"loop_nest", "ttgt"};
-  o.extra = {broken()};
-  o.space.strategies.push_back("broken");
-  const TuneReport report = tune(store, test_machine(), e, o);
-  EXPECT_NE(report.oracle.find("tensor_gemm"), std::string::npos);
-  for (const auto& r : report.results)
-    EXPECT_EQ(r.status, r.candidate.strategy == "broken" ? Outcome::invalid : Outcome::ok)
-        << r.candidate.strategy;
+  for (const auto& [a, b] : std::vector<std::pair<std::string, std::string>>{
+           {"f64", "f64"}, {"c64", "c64"}, {"c128", "c128"}, {"f64", "c64"}}) {
+    SCOPED_TRACE(a + " × " + b);
+    testing::TempDir dir("tuner");
+    Store store = Store::open(dir.path("db.sqlite"));
+    BatchedEinsum e = product("60x50", "50x40");
+    e.arrays.at("A").dtype = *parse_dtype(a);
+    e.arrays.at("B").dtype = *parse_dtype(b);
+    TuneOptions o = quick();
+    o.reference_limit = 1000;  // pretend the reference is too slow
+    o.space.strategies = {"loop_nest", "ttgt"};
+    o.extra = {broken()};
+    o.space.strategies.push_back("broken");
+    const TuneReport report = tune(store, test_machine(), e, o);
+    EXPECT_NE(report.oracle.find("tensor_gemm"), std::string::npos);
+    for (const auto& r : report.results)
+      EXPECT_EQ(r.status, r.candidate.strategy == "broken" ? Outcome::invalid : Outcome::ok)
+          << r.candidate.strategy << ": " << r.error;
+  }
 }
 
 // The oracle's full-size run is the first run of the candidate that is the same transform, which

@@ -299,14 +299,20 @@ Oracle make_oracle(const BatchedEinsum& e, const std::map<char, std::int64_t>& l
   o.want = execute(bound, oracle);
   o.seconds = since(t0);
   o.candidate = Candidate{oracle, {{"threads", 1}}};
-  // The scale of the terms, as the reference would give it: the oracle on |arrays|. Double
-  // precision arrays go in single precision: a sum of non-negative terms is off by at most its
+  // The oracle's scratch goes before the run below, which needs scratch of its own (tensor_gemm's
+  // real form of a complex operand is twice its size: 430 MB beside TCCG case 20's c64 arrays).
+  release_recycled_memory();
+  // The scale of the terms, as the reference would give it: the oracle on |arrays|, in single
+  // precision (|z| of a complex element is real): a sum of non-negative terms is off by at most its
   // length times 2^-24 of itself, which a tolerance's scale does not notice, and the run takes
-  // half the time and half the memory. (TCCG case 12: 5.0 s in double precision.)
+  // half the time and half the memory of a double one, a quarter of a complex one and none of its
+  // real form. (TCCG case 12: 5.0 s in double precision.)
   BatchedEinsum magnitudes = e;
   Arrays magnitude_arrays;
   for (const auto& [name, t] : arrays) {
-    const Dtype d = t.dtype() == Dtype::f64 ? Dtype::f32 : t.dtype();
+    const bool floating =
+        t.dtype() == Dtype::f64 || t.dtype() == Dtype::c64 || t.dtype() == Dtype::c128;
+    const Dtype d = floating ? Dtype::f32 : t.dtype();
     magnitudes.arrays.at(name).dtype = d;
     Tensor m(d, t.shape(), Tensor::Uninitialized{});
     if (t.dtype() == Dtype::f64) {
@@ -757,9 +763,11 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
                     std::to_string(options.time_limit));
   Schedule schedule(candidates(e, lengths, options.space, options.extra), options);
   const std::vector<const Candidate*> all = schedule.all();
+  const auto generating = Clock::now();
   const Arrays arrays = random_arrays(e, options.seed);
   const Bound bound(e, arrays);
   TuneReport report;
+  report.arrays_seconds = since(generating);
   report.workload_hash = canonical.hash;
   report.workload_key = canonical.key;
   report.binding = binding;

@@ -161,6 +161,7 @@ struct TuneReport {
   // The oracle's run at full size, which is also the first run of the same candidate (0: the
   // reference was the oracle).
   double oracle_seconds = 0;
+  double arrays_seconds = 0;  // generating the workload's random arrays
   bool interrupted = false, budget_exhausted = false;
   bool time_limit_reached = false;
   std::size_t not_measured = 0;  // candidates the time limit left out
