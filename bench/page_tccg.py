@@ -129,11 +129,11 @@ def tune_lines(result, path, heading):
         + (f" ({m['cpu_id']}, L2 {m['l2_kib']} KiB per core)" if "cpu_id" in m else "")
         + f", {m['cores']} cores; {result['time']}.", "",
         f"Each case tuned {result['rounds']} times with default options on a fresh store "
-        "(`einsumdb tune SPEC --db FRESH --json`: one thread, a time limit of 60 s for the whole "
-        "command on a workload large enough to be probed), under `/usr/bin/time -v`. Wall time "
-        "and peak RSS over the footprint (inputs plus output) are min / median / max over the "
-        "rounds. The standalone check (the winner and the default, each in a process of its own) "
-        "runs only where it fits in what the time limit leaves.", "",
+        "(`einsumdb tune SPEC --db FRESH --json`: one thread, a time limit of 60 s on a workload "
+        "large enough to be probed), under `/usr/bin/time -v`. Wall time and peak RSS over the "
+        "footprint (inputs plus output) are min / median / max over the rounds. The standalone "
+        "check (the winner and the default, each in a process of its own) either ran or was "
+        "skipped as not fitting in what the time limit left.", "",
         "| case | einsum | footprint MiB | tune wall s | peak RSS / footprint | measured of "
         "candidates | left out by the time limit | standalone check | winners |",
         "|---|---|---|---|---|---|---|---|---|"]
@@ -154,7 +154,8 @@ def tune_lines(result, path, heading):
             f"{r[-1]['candidates']} | {spread([x['not_measured'] for x in r], '{:.0f}')} | "
             + ", ".join(f"{k} ×{n}" for k, n in checks.items()) + " | "
             + ", ".join(f"`{k}` ×{n}" for k, n in winners.items()) + " |")
-    lines += ["", f"{len(tunes)} cases. Slowest round of each: at most 60 s in "
+    lines += ["", f"{len(tunes)} case{'s' if len(tunes) > 1 else ''}. Slowest round of each: "
+              "at most 60 s in "
               f"{sum(w <= 60 for w in walls)}, longest {max(walls):.1f} s. Largest peak RSS over "
               f"the footprint: at most 3 in {sum(x <= 3 for x in ratios)}, largest "
               f"{max(ratios):.2f}."]
@@ -199,7 +200,8 @@ def main():
             lines += run_lines(result, path, heading) + [""]
         if "tunes" in result:
             heading = (f"## Tuning, {result.get('dtype', 'f64')}, cases "
-                       + case_list([t["case"] for t in result["tunes"]]))
+                       + case_list([t["case"] for t in result["tunes"]])
+                       + f", {result['einsumdb'].rstrip('/').split('/')[-1]}")
             lines += tune_lines(result, path, heading) + [""]
     with open(a.out, "w") as f:
         f.write("\n".join(lines).rstrip("\n") + "\n")

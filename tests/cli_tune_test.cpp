@@ -341,7 +341,7 @@ TEST_F(CliTune, TheStandaloneCheckRunsWithinTheTimeLimit) {
   const std::vector<std::string> quick = {
       "--json",     "--strategies", "tensor_gemm,ttgt", "--warmup", "1", "--min-reps", "3",
       "--min-time", "0.05"};
-  auto r = run(with(with({"tune"}, spec), with(quick, {"--time-limit", "0.2"})));
+  auto r = run(with(with({"tune"}, spec), with(quick, {"--time-limit", "0.01"})));
   ASSERT_EQ(r.code, 0) << r.err;
   json tuned = json::parse(r.out);
   ASSERT_GT(tuned["probed"].get<int>(), 0) << tuned.dump(1);

@@ -534,6 +534,38 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The first candidate of a time-limited search is measured whatever the limit, with as many
+// samples of its long runs as fit before it (one at least), and the search then ends: with runs of
+// 0.2 s and 0.5 s for all, the first run and one sample, where three samples would end past 0.8 s.
+TEST(Tuner, TheFirstCandidatesSamplesFitTheTimeLimit) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("256x256", "256x256");
+  TuneOptions o = only_the_time_limit(0.5, 0.1);
+  o.extra = {crawling("crawl1", 0.2, 256, 0.005), crawling("crawl2", 0.2, 256, 0.005)};
+  o.space.strategies = {"crawl1", "crawl2"};
+  const auto t0 = std::chrono::steady_clock::now();
+  const TuneReport report = tune(store, test_machine(), e, o);
+  const double elapsed = seconds_since(t0);
+  ASSERT_EQ(report.results.size(), 1u);
+  EXPECT_EQ(report.not_measured, 1u);
+  const TuneResult& r = report.results.front();
+  EXPECT_EQ(r.status, Outcome::ok) << r.error;
+  EXPECT_EQ(r.seconds.size(), 1u);
+  EXPECT_LT(elapsed, o.time_limit + 0.2);
+
+  // With 1.6 s, the first candidate's first run and three samples end past 0.8 s, and the second
+  // is not started: four runs as fast as the first's (its first run and three samples) would pass
+  // the limit. Started, it would be stopped at the limit.
+  o.time_limit = 1.6;
+  const auto t1 = std::chrono::steady_clock::now();
+  const TuneReport longer = tune(store, test_machine(), e, o);
+  EXPECT_LT(seconds_since(t1), 1.2);
+  ASSERT_EQ(longer.results.size(), 1u);
+  EXPECT_EQ(longer.results.front().seconds.size(), 3u);
+  EXPECT_EQ(longer.not_measured, 1u);
+}
+
 // At full size a run far slower than the best is stopped where it can no longer pass (twice when
 // its runs are short: the first may include one-time costs; once when a run that long is a long
 // run, race_factor times the best), not run to its end: recorded as timeout without samples.
