@@ -154,8 +154,9 @@ double standalone_median(const BatchedEinsum& e, const Candidate& c, std::uint64
 // their standalone medians, and how far each is from its median in the tune. With `seconds_left`
 // (what the time limit leaves of a large workload's tune), the check runs only if it would end
 // within it: each process generates the arrays and makes at least four runs (`einsumdb run
-// --repeat 3` after its first), at the median the tune measured (the oracle's time for a candidate
-// the tune did not measure). Otherwise it is skipped, and says why.
+// --repeat 3` after its first, and more to fill 0.1 s), at the median the tune measured (the
+// oracle's time for a candidate the tune did not measure), with one run more for the first run's
+// fresh pages. Otherwise it is skipped, and says why.
 ojson standalone_check(const BatchedEinsum& e, const TuneReport& report, std::uint64_t seed,
                        int rounds, std::optional<double> seconds_left) {
   const TuneResult* best = report.best();
@@ -177,7 +178,7 @@ ojson standalone_check(const BatchedEinsum& e, const TuneReport& report, std::ui
       double median_s = report.oracle_seconds;
       for (const auto& r : report.results)
         if (r.status == Outcome::ok && r.candidate == c) median_s = r.median_s;
-      expected += rounds * (report.arrays_seconds + 4 * median_s);
+      expected += rounds * (report.arrays_seconds + std::max(5 * median_s, median_s + 0.1));
     }
     if (expected > *seconds_left)
       return {{"skipped", "the time limit: the check would take about " + format_seconds(expected) +
