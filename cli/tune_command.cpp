@@ -172,12 +172,21 @@ ojson standalone_check(const BatchedEinsum& e, const TuneReport& report, std::ui
   if (!(fallback.strategy == best->candidate.strategy &&
         without_threads(fallback.params) == without_threads(best->candidate.params)))
     who.push_back({"default", fallback});
+  // The tune's verified result of candidate c (at the winner's thread count), or null.
+  auto in_tune = [&](const Candidate& c) -> const TuneResult* {
+    const TuneResult* found = nullptr;
+    for (const auto& r : report.results)
+      if (r.status == Outcome::ok && r.candidate.strategy == c.strategy &&
+          without_threads(r.candidate.params) == without_threads(c.params) &&
+          r.candidate.params.value("threads", 1) == threads)
+        found = &r;
+    return found;
+  };
   if (seconds_left) {
     double expected = 0;
     for (const auto& [name, c] : who) {
-      double median_s = report.oracle_seconds;
-      for (const auto& r : report.results)
-        if (r.status == Outcome::ok && r.candidate == c) median_s = r.median_s;
+      const TuneResult* r = in_tune(c);
+      const double median_s = r ? r->median_s : report.oracle_seconds;
       expected += rounds * (report.arrays_seconds + std::max(5 * median_s, median_s + 0.1));
     }
     if (expected > *seconds_left)
@@ -198,13 +207,10 @@ ojson standalone_check(const BatchedEinsum& e, const TuneReport& report, std::ui
     const double m = median(medians[k]);
     row["standalone_median_s"] = m;
     row["runs"] = medians[k];
-    for (const auto& r : report.results)
-      if (r.status == Outcome::ok && r.candidate.strategy == c.strategy &&
-          without_threads(r.candidate.params) == without_threads(c.params) &&
-          r.candidate.params.value("threads", 1) == threads) {
-        row["in_tune_median_s"] = r.median_s;
-        row["in_tune_over_standalone"] = r.median_s / m;
-      }
+    if (const TuneResult* r = in_tune(c)) {
+      row["in_tune_median_s"] = r->median_s;
+      row["in_tune_over_standalone"] = r->median_s / m;
+    }
     out[who[k].first] = row;
   }
   if (out.contains("default"))

@@ -300,7 +300,7 @@ Oracle make_oracle(const BatchedEinsum& e, const std::map<char, std::int64_t>& l
   o.seconds = since(t0);
   o.candidate = Candidate{oracle, {{"threads", 1}}};
   // The oracle's scratch goes before the run below, which needs scratch of its own (tensor_gemm's
-  // real form of a complex operand is twice its size: 430 MB beside TCCG case 20's c64 arrays).
+  // real form of a complex operand is twice the operand's size).
   release_recycled_memory();
   // The scale of the terms, as the reference would give it: the oracle on |arrays|, in single
   // precision (|z| of a complex element is real): a sum of non-negative terms is off by at most its
@@ -678,9 +678,9 @@ class Search {
             long_run ? std::min(protocol.min_reps, protocol.long_run_reps) : protocol.min_reps,
             long_run ? 0 : protocol.min_time, runs_per_sample(last)};
         // The first candidate of a time-limited search is measured whatever the limit, but with
-        // no more samples of a long run than fit before it, one at least: with runs of ten
-        // seconds (TCCG case 20 in c128), the oracle's run, a warm-up and three samples alone
-        // pass 60 s.
+        // no more samples of a long run than fit before it, one at least: the oracle's run, a
+        // warm-up and three samples are five runs, and with runs of twelve seconds those alone
+        // fill a limit of 60.
         if (time_limited_ && !best_ && long_run) {
           const double left = std::chrono::duration<double>(time_end_ - Clock::now()).count();
           rule.min_samples =
