@@ -604,19 +604,101 @@ TEST(Streamed, ATallSkinnyProductStreamsItsRowsInPlace) {
   for (const Piece& p : s->pieces) rows += p.rows;
   EXPECT_EQ(rows, 1000);
   const Tensor a = random_values<double>(1000 * 48, 31), b = random_values<double>(48 * 8, 37);
-  Tensor c(Dtype::f64, {1000 * 8});
-  ASSERT_TRUE(run_streamed<double>(*s, a.data<double>(), b.data<double>(), c.data<double>(), 2));
-  for (std::int64_t i = 0; i < 1000; ++i)
-    for (std::int64_t j = 0; j < 8; ++j) {
-      double want = 0;
-      for (std::int64_t l = 0; l < 48; ++l)
-        want += a.data<double>()[i * 48 + l] * b.data<double>()[l * 8 + j];
-      ASSERT_NEAR(c.data<double>()[i * 8 + j], want, 1e-12) << i << ", " << j;
-    }
+  for (const bool own : {false, true}) {  // libxsmm's kernel, ours (rows_kernel.hpp)
+    Tensor c(Dtype::f64, {1000 * 8});
+    ASSERT_TRUE(
+        run_streamed<double>(*s, a.data<double>(), b.data<double>(), c.data<double>(), 2, own));
+    for (std::int64_t i = 0; i < 1000; ++i)
+      for (std::int64_t j = 0; j < 8; ++j) {
+        double want = 0;
+        for (std::int64_t l = 0; l < 48; ++l)
+          want += a.data<double>()[i * 48 + l] * b.data<double>()[l * 8 + j];
+        ASSERT_NEAR(c.data<double>()[i * 8 + j], want, 1e-12) << i << ", " << j << ", " << own;
+      }
+  }
   // Wide columns are not streamed: W's row of the output would not be a few vectors.
   EXPECT_FALSE(streamed<double>("ik", {48, 1}, "kj", {512, 1}, "ij", {512, 1},
                                 {{'i', 1000}, {'k', 48}, {'j', 512}})
                    .has_value());
+}
+
+// Our own kernel for streamed rows, on the shapes of its columns (a full vector last or a half
+// one, part full or whole, up to four vectors), on X's two layouts: rows contiguous at
+// each summed element (bda,dc->abc, TCCG case 1's shape) and each row's summed elements
+// contiguous (ik,kj->ij); rows left over from its tiles of R rows included.
+template <typename T>
+void own_rows_kernel_computes(std::int64_t n, bool narrow) {
+  constexpr std::int64_t lanes = 64 / sizeof(T);
+  const double tolerance = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+  {
+    const std::int64_t A = 29, B = 3, D = 37;
+    const Lengths len{{'a', A}, {'b', B}, {'c', n}, {'d', D}};
+    const std::vector<std::int64_t> xs{D * A, A, 1}, ws{n, 1}, zs{B * n, n, 1};
+    const auto s = streamed<T>("bda", xs, "dc", ws, "abc", zs, len);
+    ASSERT_TRUE(s.has_value()) << n;
+    ASSERT_EQ(s->x_rs, 1);
+    const Tensor x = random_values<T>(B * D * A, 51), w = random_values<T>(D * n, 53);
+    Tensor z(dtype_of<T>(), {A * B * n});
+    ASSERT_EQ(run_streamed_own<T>(*s, x.data<T>(), w.data<T>(), z.data<T>(), 2, true, narrow),
+              streams());
+    if (!streams()) return;
+    for (std::int64_t a = 0; a < A; ++a)
+      for (std::int64_t b = 0; b < B; ++b)
+        for (std::int64_t c = 0; c < n; ++c) {
+          double want = 0;
+          for (std::int64_t d = 0; d < D; ++d)
+            want +=
+                static_cast<double>(x.data<T>()[b * D * A + d * A + a]) * w.data<T>()[d * n + c];
+          ASSERT_NEAR(z.data<T>()[a * zs[0] + b * zs[1] + c], want, tolerance)
+              << n << (narrow ? " narrow: " : " wide: ") << a << ", " << b << ", " << c;
+        }
+  }
+  const std::int64_t M = 3 * lanes + 5, K = 41;
+  const Lengths len{{'i', M}, {'k', K}, {'j', n}};
+  const auto s = streamed<T>("ik", {K, 1}, "kj", {n, 1}, "ij", {n + 3, 1}, len);
+  ASSERT_TRUE(s.has_value()) << n;
+  ASSERT_EQ(s->x_ds, 1);
+  const Tensor x = random_values<T>(M * K, 55), w = random_values<T>(K * n, 57);
+  Tensor z(dtype_of<T>(), {M * (n + 3)});
+  std::fill(z.data<T>(), z.data<T>() + z.size(), T{7});
+  ASSERT_TRUE(run_streamed_own<T>(*s, x.data<T>(), w.data<T>(), z.data<T>(), 1, true, narrow));
+  for (std::int64_t i = 0; i < M; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (std::int64_t l = 0; l < K; ++l)
+        want += static_cast<double>(x.data<T>()[i * K + l]) * w.data<T>()[l * n + j];
+      ASSERT_NEAR(z.data<T>()[i * (n + 3) + j], want, tolerance)
+          << n << (narrow ? " narrow: " : " wide: ") << i << ", " << j;
+    }
+    for (std::int64_t j = n; j < n + 3; ++j)  // past the columns: untouched
+      ASSERT_EQ(z.data<T>()[i * (n + 3) + j], T{7}) << n << ": " << i << ", " << j;
+  }
+}
+
+TEST(Streamed, OurOwnKernelComputesEveryShapeOfColumns) {
+  // (The widths streamed() takes: each row of the output fills three quarters of its vectors.)
+  for (const bool narrow : {true, false}) {
+    for (const std::int64_t n : {8, 12, 16, 20, 24, 28, 32}) {
+      own_rows_kernel_computes<double>(n, narrow);
+      if (HasFatalFailure()) return;
+    }
+    for (const std::int64_t n : {12, 16, 24, 25, 32, 40, 48, 56, 60, 64}) {
+      own_rows_kernel_computes<float>(n, narrow);
+      if (HasFatalFailure()) return;
+    }
+  }
+#if EINSUMDB_AVX512
+  // Wider than four vectors: libxsmm's kernel (run_streamed falls back to it). Narrow, up to four
+  // half vectors, then full ones.
+  for (const RowsShape shape : {RowsShape::narrow, RowsShape::wide}) {
+    EXPECT_FALSE(rows_kernel<float>(65, shape));
+    EXPECT_FALSE(rows_kernel<double>(33, shape));
+    EXPECT_TRUE(rows_kernel<double>(32, shape));
+  }
+  EXPECT_EQ(rows_kernel<float>(24, RowsShape::narrow).rows, 8);  // three half vectors
+  EXPECT_EQ(rows_kernel<float>(24, RowsShape::wide).rows, 12);   // one full, one half
+  EXPECT_EQ(rows_kernel<float>(40, RowsShape::narrow).rows, 8);  // past four halves: full ones
+#endif
 }
 
 TEST(Streamed, LinesOfTheOutputComeWholeFromTransposedTiles) {
@@ -1394,6 +1476,36 @@ TEST(Strategies, TensorGemmOrdersACachedOperandsIndicesForTheOutput) {
     for (bool stream_even : {false, true})
       expect_tensor_gemm_agrees(bound, ref, spec, {{"stream_even", stream_even}});
   }
+}
+
+// Streamed rows go through our own kernel (rows_kernel.hpp) by default where the kernels run
+// AVX-512, libxsmm's with "kernel": "blis", and the tuner's space has the latter beside the
+// default; each way agrees with the reference, on one and two threads, in f32 and f64, on TCCG
+// case 1's shape (rows contiguous at each summed element) and a tall, skinny product.
+TEST(Strategies, TensorGemmStreamsRowsThroughOurKernelOrLibxsmms) {
+  const Strategy* s = find_strategy("tensor_gemm");
+  ASSERT_NE(s, nullptr);
+  for (Dtype dtype : {Dtype::f32, Dtype::f64})
+    for (const auto& [spec, lengths] :
+         {std::pair<const char*, std::map<char, int>>{"bda,dc->abc",
+                                                      {{'a', 61}, {'b', 7}, {'c', 24}, {'d', 45}}},
+          {"ik,kj->ij", {{'i', 500}, {'j', 12}, {'k', 70}}}}) {
+      const BatchedEinsum e = binary_spec(spec, lengths, dtype);
+      const Arrays arrays = random_arrays(e, 41);
+      const Bound bound(e, arrays);
+      ASSERT_EQ(tensor_gemm_path(bound), "rows") << spec;
+      Lengths len;
+      for (const auto& [c, n] : lengths) len[c] = n;
+      const auto space = s->space(e, len);
+      EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"kernel", "blis"}}),
+                tensor_gemm::streams() ? 1 : 0)
+          << spec;
+      const Results ref = run_reference(bound);
+      for (const char* kernel : {"own", "blis"})
+        expect_tensor_gemm_agrees(bound, ref, std::string(spec) + " " + kernel,
+                                  {{"kernel", kernel}});
+      expect_tensor_gemm_agrees(bound, ref, spec);
+    }
 }
 
 // Whole tiles go to our own micro-kernel (line_kernel.hpp) by default in floats where a large

@@ -45,7 +45,9 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
     const T* yd = y.tensor->data<T>();
     const auto xs = x.tensor->strides(), ys = y.tensor->strides(), zs = z.strides();
     if (const auto s = streamed<T>(xl, xs, yl, ys, zl, zs, len))
-      if (run_streamed<T>(*s, s->swap ? yd : xd, s->swap ? xd : yd, z.data<T>(), threads)) return z;
+      if (run_streamed<T>(*s, s->swap ? yd : xd, s->swap ? xd : yd, z.data<T>(), threads,
+                          options.own_kernel.value_or(true)))
+        return z;
     if (const auto s = streamed_lines<T>(xl, xs, yl, ys, zl, zs, len))
       if (run_streamed_lines<T>(*s, s->swap ? yd : xd, s->swap ? xd : yd, z.data<T>(), threads,
                                 static_cast<std::int64_t>(z.bytes()) > kCachedBytes))

@@ -25,6 +25,7 @@
 #include "einsumdb/executor/kernels.hpp"
 #include "einsumdb/executor/small_gemm.hpp"
 #include "einsumdb/executor/tensor_gemm/blocking.hpp"
+#include "einsumdb/executor/tensor_gemm/rows_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/scatter.hpp"
 #include "einsumdb/executor/tensor_gemm/transpose.hpp"
 
@@ -210,10 +211,47 @@ std::optional<Streamed> streamed(const std::string& xl, const std::vector<std::i
   return s;
 }
 
-// Runs a streamed plan into z; false, having computed nothing, where libxsmm has no kernel for
-// it.
+// Runs a streamed plan into z through our own kernel (rows_kernel.hpp), where it runs and `own`
+// asks for it, its registers half-width or full as `narrow` says (by default as this processor
+// runs fastest, machine_rows_shape); false, having computed nothing, otherwise.
 template <typename T>
-bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads) {
+bool run_streamed_own(const Streamed& s, const T* x, const T* w, T* z, int threads, bool own,
+                      [[maybe_unused]] std::optional<bool> narrow = std::nullopt) {
+#if EINSUMDB_AVX512
+  const std::int64_t N = s.wn.size(), K = s.wk.size();
+  if (!own || !streams()) return false;
+  const RowsShape shape = !narrow   ? machine_rows_shape()
+                          : *narrow ? RowsShape::narrow
+                                    : RowsShape::wide;
+  const RowsKernel<T> k = rows_kernel<T>(N, shape);
+  if (!k) return false;
+  RowsTile<T> t{};
+  t.depth = K, t.rs = s.x_rs, t.ds = s.x_ds, t.width = k.width, t.c_rs = s.c_rs, t.last = k.last;
+  const auto pack = [&](std::int64_t q, std::vector<T>& to) {  // W of batch point q, K × width
+    to.assign(static_cast<std::size_t>(K * k.width), T{0});
+    const T* from = w + s.wb[q];
+    for (std::int64_t l = 0; l < K; ++l)
+      for (std::int64_t j = 0; j < N; ++j) to[j + l * k.width] = from[s.wn[j] + s.wk[l]];
+  };
+  over_pieces<T>(s.xb.size(), s.pieces, threads, pack,
+                 [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
+                   RowsTile<T> tq = t;
+                   tq.w = packed;
+                   const T* xq = x + s.xb[q];
+                   k(tq, xq + p.x, z + s.cb[q] + p.c, p.rows, xq + next.x, next.rows);
+                 });
+  return true;
+#else
+  (void)s, (void)x, (void)w, (void)z, (void)threads, (void)own;
+  return false;
+#endif
+}
+
+// Runs a streamed plan into z: through our own kernel where `own` asks and it runs, otherwise
+// through libxsmm's; false, having computed nothing, where libxsmm has no kernel for it either.
+template <typename T>
+bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads, bool own) {
+  if (run_streamed_own(s, x, w, z, threads, own)) return true;
   using Kernel = kernels::StreamKernel<T>;
   const std::int64_t N = s.wn.size(), K = s.wk.size();
   // libxsmm's C'[N × rows] = W'[N × K] · X'[K × rows]: X' as it lies where its summed elements

@@ -1,0 +1,294 @@
+// tensor_gemm's own kernel for streamed rows (streamed.hpp), AVX-512: a tile of R rows of X, read
+// in place, by all N columns of W, packed once, summed over all of X's summed elements and kept in
+// registers. Each element of X is broadcast against a row of W, and each of the tile's rows goes
+// out whole. The row of W takes half-width registers only, up to four, where the processor runs a
+// 512-bit operation in two halves (Zen 4), otherwise full ones with at most one half-width last
+// (24 floats: one and one); machine_rows_shape measures which.
+//
+// Where X's rows are contiguous at each summed element (TCCG case 1, bda,dc->abc: the rows along
+// a), each step of the sum reads its R elements from a line of its own, 1,248 bytes (floats) from
+// the last one, and the hardware's prefetchers do not fetch such a stream ahead: each step fetches
+// the line of the rows a tile or two on (kRowsFetchBytes) into L2, in this piece of rows or the
+// next. Where each row's summed elements are contiguous, each step fetches a line on in one of the
+// next tile's rows, in turn. Compiled only for AVX-512 (isa_target.hpp). Internal to executor/.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+
+#include "einsumdb/executor/isa_target.hpp"
+
+namespace einsumdb::tensor_gemm {
+// The widest row of W our kernel takes: four full vectors (R rows of one to four vectors each, at
+// most 24 accumulators of the 32 registers).
+inline constexpr std::int64_t kOwnRowBytes = 256;
+}  // namespace einsumdb::tensor_gemm
+
+#if EINSUMDB_AVX512
+EINSUMDB_TARGET_BEGIN
+namespace einsumdb::tensor_gemm {
+// Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
+namespace {
+
+// A full vector (zmm) and a half one (ymm) of T.
+template <typename T>
+struct Halves;
+template <>
+struct Halves<float> {
+  using Z = __m512;
+  using Y = __m256;
+  static constexpr int z = 16;
+  static Z zero_z() { return _mm512_setzero_ps(); }
+  static Y zero_y() { return _mm256_setzero_ps(); }
+  static Z load_z(const float* p) { return _mm512_loadu_ps(p); }
+  static Y load_y(const float* p) { return _mm256_loadu_ps(p); }
+  static Z splat(const float* p) { return _mm512_set1_ps(*p); }
+  static Y splat_y(const float* p) { return _mm256_set1_ps(*p); }
+  static Z fma(Z a, Z b, Z c) { return _mm512_fmadd_ps(a, b, c); }
+  static Y fma(Y a, Y b, Y c) { return _mm256_fmadd_ps(a, b, c); }
+  static void store(float* p, Z v, unsigned mask) {
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>(mask), v);
+  }
+  static void store(float* p, Y v, unsigned mask) {
+    _mm256_mask_storeu_ps(p, static_cast<__mmask8>(mask), v);
+  }
+};
+template <>
+struct Halves<double> {
+  using Z = __m512d;
+  using Y = __m256d;
+  static constexpr int z = 8;
+  static Z zero_z() { return _mm512_setzero_pd(); }
+  static Y zero_y() { return _mm256_setzero_pd(); }
+  static Z load_z(const double* p) { return _mm512_loadu_pd(p); }
+  static Y load_y(const double* p) { return _mm256_loadu_pd(p); }
+  static Z splat(const double* p) { return _mm512_set1_pd(*p); }
+  static Y splat_y(const double* p) { return _mm256_set1_pd(*p); }
+  static Z fma(Z a, Z b, Z c) { return _mm512_fmadd_pd(a, b, c); }
+  static Y fma(Y a, Y b, Y c) { return _mm256_fmadd_pd(a, b, c); }
+  static void store(double* p, Z v, unsigned mask) {
+    _mm512_mask_storeu_pd(p, static_cast<__mmask8>(mask), v);
+  }
+  static void store(double* p, Y v, unsigned mask) {
+    _mm256_mask_storeu_pd(p, static_cast<__mmask8>(mask), v);
+  }
+};
+
+// Where a tile reads X and writes its rows. Row i's summed element l is x[i·rs + l·ds]; W's row l
+// is w[l·width, (l + 1)·width), zero past the columns; row i of the tile goes to c + i·c_rs, its
+// last vector under `last` (a lane mask). Step l fetches fetch + l·ds + q·fetch_rs, q counting
+// through the tile's rows (fetch: RowsKernel).
+template <typename T>
+struct RowsTile {
+  std::int64_t depth, rs, ds;
+  std::int64_t fetch_rs;
+  const T* w;
+  std::int64_t width;
+  std::int64_t c_rs;
+  unsigned last;
+};
+
+// The tile of rows [0, R) from x into c: Z full vectors of columns, then Y half ones.
+template <typename T, int R, int Z, int Y>
+void rows_tile(const RowsTile<T>& t, const T* x, T* c, const T* fetch) {
+  using H = Halves<T>;
+  constexpr int V = Z + Y;
+  typename H::Z full[R][Z > 0 ? Z : 1];
+  typename H::Y half[R][Y > 0 ? Y : 1];
+#pragma GCC unroll 12
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < Z; ++v) full[i][v] = H::zero_z();
+#pragma GCC unroll 4
+    for (int v = 0; v < Y; ++v) half[i][v] = H::zero_y();
+  }
+  const T* w = t.w;
+  int q = 0;
+  for (std::int64_t l = 0; l < t.depth; ++l, w += t.width) {
+    const T* xl = x + l * t.ds;
+    _mm_prefetch(reinterpret_cast<const char*>(fetch + l * t.ds + q * t.fetch_rs), _MM_HINT_T1);
+    q = q + 1 == R ? 0 : q + 1;
+    typename H::Z wz[Z > 0 ? Z : 1];
+    typename H::Y wy[Y > 0 ? Y : 1];
+#pragma GCC unroll 4
+    for (int v = 0; v < Z; ++v) wz[v] = H::load_z(w + v * H::z);
+#pragma GCC unroll 4
+    for (int v = 0; v < Y; ++v) wy[v] = H::load_y(w + Z * H::z + v * (H::z / 2));
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i) {
+      // (Each width's broadcast a load of its own, which GCC folds into the FMAs.)
+      if constexpr (Z > 0) {
+        const typename H::Z s = H::splat(xl + i * t.rs);
+#pragma GCC unroll 4
+        for (int v = 0; v < Z; ++v) full[i][v] = H::fma(s, wz[v], full[i][v]);
+      }
+      if constexpr (Y > 0) {
+        const typename H::Y s = H::splat_y(xl + i * t.rs);
+#pragma GCC unroll 4
+        for (int v = 0; v < Y; ++v) half[i][v] = H::fma(s, wy[v], half[i][v]);
+      }
+    }
+  }
+  constexpr unsigned all = ~0u;
+#pragma GCC unroll 12
+  for (int i = 0; i < R; ++i) {
+    T* ci = c + i * t.c_rs;
+#pragma GCC unroll 4
+    for (int v = 0; v < Z; ++v) H::store(ci + v * H::z, full[i][v], v + 1 == V ? t.last : all);
+#pragma GCC unroll 4
+    for (int v = 0; v < Y; ++v)
+      H::store(ci + Z * H::z + v * (H::z / 2), half[i][v], Z + v + 1 == V ? t.last : all);
+  }
+}
+
+// How far ahead a tile fetches X where its rows are contiguous at each summed element: a line
+// along them (the tile after next, or the one after that), into L2: into L1, the lines of the
+// tiles between would evict them.
+inline constexpr std::int64_t kRowsFetchBytes = 64;
+
+// The kernels of one shape of columns: R rows at a time, and one for the rows left over.
+template <typename T>
+struct RowsKernel {
+  using Fn = void (*)(const RowsTile<T>&, const T*, T*, const T*);
+  Fn tile = nullptr, one = nullptr;
+  int rows = 0;
+  std::int64_t width = 0;  // W's packed row, in elements
+  unsigned last = 0;
+  explicit operator bool() const { return tile != nullptr; }
+
+  // Rows [0, count) of a piece from x into c; the next piece's `next` rows are at next_x.
+  void operator()(RowsTile<T> t, const T* x, T* c, std::int64_t count, const T* next_x,
+                  std::int64_t next) const {
+    constexpr std::int64_t line = 64 / sizeof(T);
+    // Contiguous rows: row i + lead, past this piece's rows in the next piece's. Otherwise the
+    // next tile's rows, a line on along each.
+    const bool across = t.rs == 1;
+    const std::int64_t lead =
+        across ? kRowsFetchBytes / static_cast<std::int64_t>(sizeof(T)) : rows;
+    t.fetch_rs = across ? 0 : t.rs;
+    const auto fetch = [&](std::int64_t i) {
+      const std::int64_t r = i + lead;
+      const T* at = r < count ? x + r * t.rs : next_x + std::min(r - count, next - 1) * t.rs;
+      return across ? at : at + line;
+    };
+    std::int64_t i = 0;
+    for (; i + rows <= count; i += rows) tile(t, x + i * t.rs, c + i * t.c_rs, fetch(i));
+    for (; i < count; ++i) one(t, x + i * t.rs, c + i * t.c_rs, fetch(i));
+  }
+};
+
+template <typename T, int Z, int Y>
+RowsKernel<T> rows_kernel_of(std::int64_t n) {
+  using H = Halves<T>;
+  // At most 24 accumulators, of the 32 registers: the rest hold W's row and the broadcasts.
+  constexpr int V = Z + Y;
+  constexpr int R = V <= 2 ? 12 : V == 3 ? 8 : 6;
+  static_assert(V >= 1 && V <= 4);
+  RowsKernel<T> k;
+  k.tile = rows_tile<T, R, Z, Y>;
+  k.one = rows_tile<T, 1, Z, Y>;
+  k.rows = R;
+  k.width = Z * H::z + Y * (H::z / 2);
+  const std::int64_t rest = n - (k.width - (Y ? H::z / 2 : H::z));  // lanes of the last vector
+  k.last = rest >= 32 ? ~0u : (1u << rest) - 1;
+  return k;
+}
+
+// Which registers a tile's columns take: half-width ones only (where the processor runs a 512-bit
+// operation as two 256-bit halves, as Zen 4 does, a 512-bit register is no faster, and a tile of
+// 24 floats in three of them has eight rows against twelve in one full and one half), or full ones
+// with at most one half-width last (where it runs 512 bits at once, twice the FMAs per
+// instruction).
+enum class RowsShape { narrow, wide };
+
+// The kernel for n columns (kOwnRowBytes at most; narrow, half that), or none.
+template <typename T>
+RowsKernel<T> rows_kernel(std::int64_t n, RowsShape shape) {
+  constexpr std::int64_t z = Halves<T>::z, y = z / 2;
+  if (n < 1 || n * static_cast<std::int64_t>(sizeof(T)) > kOwnRowBytes) return {};
+  if (shape == RowsShape::narrow) {
+    switch ((n + y - 1) / y) {
+      case 1:
+        return rows_kernel_of<T, 0, 1>(n);
+      case 2:
+        return rows_kernel_of<T, 0, 2>(n);
+      case 3:
+        return rows_kernel_of<T, 0, 3>(n);
+      case 4:
+        return rows_kernel_of<T, 0, 4>(n);
+      default:
+        break;  // wider: full registers
+    }
+  }
+  const std::int64_t full = n / z, rest = n % z;
+  const bool half = rest > 0 && rest <= y;  // the last columns in a half vector
+  const std::int64_t zs = full + (rest > y ? 1 : 0);
+  switch (zs * 2 + (half ? 1 : 0)) {
+    case 1:
+      return rows_kernel_of<T, 0, 1>(n);
+    case 2:
+      return rows_kernel_of<T, 1, 0>(n);
+    case 3:
+      return rows_kernel_of<T, 1, 1>(n);
+    case 4:
+      return rows_kernel_of<T, 2, 0>(n);
+    case 5:
+      return rows_kernel_of<T, 2, 1>(n);
+    case 6:
+      return rows_kernel_of<T, 3, 0>(n);
+    case 7:
+      return rows_kernel_of<T, 3, 1>(n);
+    case 8:
+      return rows_kernel_of<T, 4, 0>(n);
+    default:
+      return {};
+  }
+}
+
+// Whether this processor runs a 512-bit FMA as two halves: measured once per process, on first
+// use, as the time of a run of independent FMAs on 512-bit registers against the same number on
+// 256-bit ones (480,000 each, about 0.1 ms), in turn, the fastest of kShapeRounds of each: at full
+// width the two take the same time, in halves twice as long, and kHalvesMargin lies between. A
+// round that another process interrupts is slower; all of one width's, on a machine shared with
+// as many busy processes as cores, seldom. Either answer computes the same result.
+inline constexpr double kHalvesMargin = 1.5;
+inline constexpr int kShapeRounds = 9;
+inline constexpr int kShapeChains = 12;  // at least the FMA units' latency times their number
+
+// The time of one run of FMAs on registers of type V, `fma` applied to each of kShapeChains chains.
+template <typename V, typename Fma>
+double time_fmas(V* chains, Fma fma) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 40000; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < kShapeChains; ++j) chains[j] = fma(chains[j]);
+  }
+  for (int j = 0; j < kShapeChains; ++j) asm volatile("" : "+x"(chains[j]));
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+inline RowsShape machine_rows_shape() {
+  static const RowsShape shape = [] {
+    const __m512 m = _mm512_set1_ps(1.0f), a = _mm512_set1_ps(1e-7f);
+    const __m256 m8 = _mm256_set1_ps(1.0f), a8 = _mm256_set1_ps(1e-7f);
+    __m512 full[kShapeChains];
+    __m256 half[kShapeChains];
+    for (int j = 0; j < kShapeChains; ++j) full[j] = m, half[j] = m8;
+    double wide = 1e300, narrow = 1e300;
+    for (int round = 0; round < kShapeRounds; ++round) {
+      wide = std::min(wide, time_fmas(full, [&](__m512 v) { return _mm512_fmadd_ps(v, m, a); }));
+      narrow =
+          std::min(narrow, time_fmas(half, [&](__m256 v) { return _mm256_fmadd_ps(v, m8, a8); }));
+    }
+    return wide > kHalvesMargin * narrow ? RowsShape::narrow : RowsShape::wide;
+  }();
+  return shape;
+}
+
+}  // namespace
+}  // namespace einsumdb::tensor_gemm
+EINSUMDB_TARGET_END
+#endif  // EINSUMDB_AVX512
