@@ -250,10 +250,11 @@ RowsKernel<T> rows_kernel(std::int64_t n, RowsShape shape) {
 
 // Whether this processor runs a 512-bit FMA as two halves: measured once per process, on first
 // use, as the time of a run of independent FMAs on 512-bit registers against the same number on
-// 256-bit ones (480,000 each, about 0.1 ms), in turn, the fastest of kShapeRounds of each: at full
-// width the two take the same time, in halves twice as long, and kHalvesMargin lies between. A
-// round that another process interrupts is slower; all of one width's, on a machine shared with
-// as many busy processes as cores, seldom. Either answer computes the same result.
+// 256-bit ones (480,000 each: at one 512-bit FMA a cycle and 4 GHz, 0.12 ms), in turn, the fastest
+// of kShapeRounds of each: at full width the two take the same time, in halves twice as long, and
+// kHalvesMargin lies between. A round that another process interrupts is slower; all of one
+// width's, on a machine shared with as many busy processes as cores, seldom. Either answer computes
+// the same result.
 inline constexpr double kHalvesMargin = 1.5;
 inline constexpr int kShapeRounds = 9;
 inline constexpr int kShapeChains = 12;  // at least the FMA units' latency times their number
