@@ -183,18 +183,28 @@ ojson standalone_check(const BatchedEinsum& e, const TuneReport& report, std::ui
     return found;
   };
   if (seconds_left) {
+    // Each process: generating the arrays, then five runs at the median (the four it times and
+    // one for the first run's fresh pages), or one run and 0.1 s where that is more.
     double expected = 0;
+    ojson processes = ojson::array();
     for (const auto& [name, c] : who) {
       const TuneResult* r = in_tune(c);
       const double median_s = r ? r->median_s : report.oracle_seconds;
-      expected += rounds * (report.arrays_seconds + std::max(5 * median_s, median_s + 0.1));
+      const double each = report.arrays_seconds + std::max(5 * median_s, median_s + 0.1);
+      expected += rounds * each;
+      processes.push_back({{"who", name},
+                           {"median_s", median_s},
+                           {"arrays_s", report.arrays_seconds},
+                           {"expected_s", each}});
     }
     if (expected > *seconds_left)
       return {{"skipped", "the time limit: the check would take about " + format_seconds(expected) +
                               ", and " + format_seconds(std::max(0.0, *seconds_left)) +
                               " of the limit were left (--time-limit 0 runs it)"},
               {"expected_s", expected},
-              {"left_s", *seconds_left}};
+              {"left_s", *seconds_left},
+              {"rounds", rounds},
+              {"processes", processes}};
   }
   std::vector<std::vector<double>> medians(who.size());
   for (int round = 0; round < rounds; ++round)

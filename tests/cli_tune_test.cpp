@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <limits>
 #include <regex>
 #include <set>
 #include <thread>
@@ -357,6 +358,39 @@ TEST_F(CliTune, TheStandaloneCheckRunsWithinTheTimeLimit) {
   tuned = json::parse(r.out);
   EXPECT_TRUE(tuned["standalone"].contains("winner")) << tuned.dump(1);
   EXPECT_EQ(r.err.find("skipped"), std::string::npos) << r.err;
+}
+
+// The skipped check's estimate: each process generates the arrays, then takes five runs at the
+// candidate's median in the tune (its four timed runs and the first run's fresh pages); a run of
+// 0.1 s and more makes five runs the larger term.
+TEST_F(CliTune, TheStandaloneChecksEstimateCountsFiveRunsAProcess) {
+  const std::vector<std::string> spec = {"ij,jk->ik",   "--shape", "A=2000x2000",
+                                         "B=2000x2000", "--dtype", "f32"};  // 16 GFLOP a run
+  auto r = run(with(with({"tune"}, spec),
+                    {"--json", "--strategies", "tensor_gemm,ttgt", "--warmup", "1", "--min-reps",
+                     "3", "--min-time", "0.05", "--time-limit", "0.01"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json tuned = json::parse(r.out);
+  const json& s = tuned["standalone"];
+  ASSERT_TRUE(s.is_object() && s.contains("processes")) << tuned.dump(1);
+  const int rounds = s["rounds"].get<int>();
+  EXPECT_GE(rounds, 1);
+  double total = 0;
+  for (const json& p : s["processes"]) {
+    const double m = p["median_s"].get<double>();
+    ASSERT_GT(m, 0.025) << "a run this short makes 0.1 s the larger term: " << p.dump();
+    EXPECT_NEAR(p["expected_s"].get<double>(), p["arrays_s"].get<double>() + 5 * m, 1e-9)
+        << p.dump();
+    total += rounds * p["expected_s"].get<double>();
+  }
+  EXPECT_NEAR(s["expected_s"].get<double>(), total, 1e-9) << s.dump();
+  // The winner's process counts at its median in the tune.
+  const json& winner = s["processes"][0];
+  EXPECT_EQ(winner["who"], "winner");
+  double best = std::numeric_limits<double>::infinity();
+  for (const json& x : tuned["results"])
+    if (x["status"] == "ok") best = std::min(best, x["median_s"].get<double>());
+  EXPECT_DOUBLE_EQ(winner["median_s"].get<double>(), best);
 }
 
 TEST_F(CliTune, RunFallsBackToADefaultWithANotice) {

@@ -700,6 +700,35 @@ TEST(Tuner, ACandidateThatCannotFinishBeforeTheLimitIsNotStarted) {
   EXPECT_LT(elapsed - best_done, 0.25);
 }
 
+// Near the limit a candidate is judged at its own speed, estimated from the probe: "slow", 10× the
+// best there, is not started where four runs at the best's speed would fit but four of its own
+// (0.3 s each, none of which can be stopped) would pass the limit.
+TEST(Tuner, ACandidateSlowerInTheProbeIsJudgedAtItsOwnSpeed) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("256x256", "256x256");
+  TuneOptions o = only_the_time_limit(1.2, 0.05);  // 4 runs each: the best 0.4 s, "slow" 1.2 s
+  o.extra = {crawling("best", 0.1, 256, 0.001, false), crawling("slow", 0.3, 256, 0.01, false)};
+  o.space.strategies = {"best", "slow"};
+  const auto t0 = std::chrono::steady_clock::now();
+  double best_done = 0;
+  const TuneReport report =
+      tune(store, test_machine(), e, o,
+           [&](std::size_t, std::size_t, const TuneResult&, const TuneResult*) {
+             if (best_done == 0) best_done = seconds_since(t0);
+           });
+  const double elapsed = seconds_since(t0);
+  ASSERT_FALSE(report.results.empty());
+  EXPECT_EQ(report.results[0].candidate.strategy, "best");
+  if (best_done + 0.4 >= o.time_limit)
+    GTEST_SKIP() << "the best alone took until " << best_done
+                 << " s: four runs at its speed no longer fit, which decides nothing here";
+  EXPECT_TRUE(report.time_limit_reached);
+  EXPECT_EQ(report.not_measured, 1u);
+  EXPECT_EQ(report.results.size(), 1u);
+  EXPECT_LT(elapsed - best_done, 0.3);  // one run of "slow" takes 0.3 s
+}
+
 TEST(Tuner, FarSlowerCandidatesAreRecordedAsTimeouts) {
   testing::TempDir dir("tuner");
   Store store = Store::open(dir.path("db.sqlite"));

@@ -403,10 +403,11 @@ class Schedule {
 // The probe's verdict on a large workload: every candidate timed on a reduced copy, those far
 // slower there than the fastest (or stopped before they could finish) ruled out, with why, and the
 // others in the order of their probe times, then those the probe could not run (left to the
-// search, which records why they fail at full size).
+// search, which records why they fail at full size), with the probe time of each it timed.
 struct ProbeVerdict {
   std::vector<std::pair<const Candidate*, std::string>> ruled_out;
   std::vector<const Candidate*> order;
+  std::vector<std::pair<const Candidate*, double>> seconds;
   std::size_t probed = 0;
 };
 
@@ -484,6 +485,7 @@ ProbeVerdict probe(const BatchedEinsum& e, const std::vector<const Candidate*>& 
     if (!ruled_out.count(c) &&
         std::none_of(probes.begin(), probes.end(), [&](const auto& p) { return p.first == c; }))
       v.order.push_back(c);
+  v.seconds = std::move(probes);
   release_recycled_memory();
   return v;
 }
@@ -499,7 +501,8 @@ class Search {
 
   Search(TuneReport& report, const Canonical& canonical, const Binding& binding, const Bound& bound,
          Oracle& oracle, Schedule& schedule, const TuneOptions& options, const Progress& progress,
-         std::optional<Clock::time_point> time_end)
+         std::optional<Clock::time_point> time_end,
+         std::vector<std::pair<const Candidate*, double>> probe_seconds = {})
       : report_(report),
         canonical_(canonical),
         binding_(binding),
@@ -513,7 +516,8 @@ class Search {
         flops_(flop_count(bound.einsum())),
         start_(Clock::now()),
         time_limited_(time_end.has_value()),
-        time_end_(time_end.value_or(start_)) {}
+        time_end_(time_end.value_or(start_)),
+        probe_seconds_(std::move(probe_seconds)) {}
 
   // Keeps a result: in the report, among the measurements to store, and as the best so far.
   void record(TuneResult r) {
@@ -526,7 +530,10 @@ class Search {
     measured_.emplace_back(&canonical_, to_canonical(canonical_, m));
     if (r.status == Outcome::ok) {
       schedule_.measured(r.candidate.strategy, r.median_s);
-      if (!best_ || r.median_s < report_.results[*best_].median_s) best_ = report_.results.size();
+      if (!best_ || r.median_s < report_.results[*best_].median_s) {
+        best_ = report_.results.size();
+        best_probe_s_ = probe_time(r.candidate);
+      }
     }
     report_.results.push_back(std::move(r));
     if (progress_)
@@ -542,12 +549,16 @@ class Search {
       report_.interrupted = true;
       return Step::stop;
     }
-    // A candidate starts only if it would be measured before the limit were it as fast as the
-    // best: a run in progress stops at its next check, and one OpenBLAS call is a single piece
-    // (TCCG case 20 ended 5.3 s past the limit with this check at 0).
+    // A candidate starts only if it would be measured before the limit: a run in progress stops
+    // at its next check, but one OpenBLAS call is a single piece that runs to its end.
     double needed = 0;
     if (best_) {
-      const double b = report_.results[*best_].median_s;
+      // Its run at full size: the best's, times the ratio of the two's probe times where the probe
+      // timed both, and never less than the best's (the probe's reduced copy ranks candidates
+      // roughly; a candidate estimated faster than the best may well not be).
+      double b = report_.results[*best_].median_s;
+      if (const auto own = probe_time(*c); own && best_probe_s_ && *best_probe_s_ > 0)
+        b *= std::max(1.0, *own / *best_probe_s_);
       const Protocol& p = options_.protocol;
       // A long run: its first run (verified, or the warm-up after the oracle's), then its
       // samples. A shorter one: its first run and warm-ups, then the samples' minimum time.
@@ -740,6 +751,13 @@ class Search {
     return time_limited_ && best_ && Clock::now() + seconds(more) >= time_end_;
   }
 
+  // The candidate's time in the probe, where the probe timed it.
+  std::optional<double> probe_time(const Candidate& c) const {
+    for (const auto& [p, seconds] : probe_seconds_)
+      if (*p == c) return seconds;
+    return std::nullopt;
+  }
+
   TuneReport& report_;
   const Canonical& canonical_;
   const Binding& binding_;
@@ -753,7 +771,9 @@ class Search {
   const Clock::time_point start_;  // of the search: a budget counts from here
   const bool time_limited_;
   const Clock::time_point time_end_;
-  std::optional<std::size_t> best_;  // in report_.results
+  const std::vector<std::pair<const Candidate*, double>> probe_seconds_;
+  std::optional<std::size_t> best_;     // in report_.results
+  std::optional<double> best_probe_s_;  // the best's time in the probe
   // The run is written when the search ends, in one short transaction: a tune killed midway
   // leaves nothing half-written, and a shared server's rows are never locked for a whole search.
   std::vector<std::pair<const Canonical*, Measurement>> measured_;
@@ -800,7 +820,8 @@ TuneReport tune(Store& store, const Machine& machine, const BatchedEinsum& spec,
     probed = probe(e, all, options);
   const bool time_limited = probed && options.time_limit > 0;
   Search search(report, canonical, binding, bound, oracle, schedule, options, progress,
-                time_limited ? std::optional(began + seconds(options.time_limit)) : std::nullopt);
+                time_limited ? std::optional(began + seconds(options.time_limit)) : std::nullopt,
+                probed ? probed->seconds : std::vector<std::pair<const Candidate*, double>>{});
   if (probed) {
     report.probed = probed->probed;
     for (const auto& [c, why] : probed->ruled_out) {
