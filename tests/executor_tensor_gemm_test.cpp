@@ -701,26 +701,80 @@ TEST(Streamed, OurOwnKernelComputesEveryShapeOfColumns) {
 #endif
 }
 
+// The strides of `layout`, row-major in the lengths `len`.
+std::vector<std::int64_t> row_major(const std::string& layout, const Lengths& len) {
+  std::vector<std::int64_t> st(layout.size());
+  std::int64_t n = 1;
+  for (std::size_t a = layout.size(); a-- > 0;) st[a] = n, n *= len.at(layout[a]);
+  return st;
+}
+
+// A streamed-lines plan of xl,bd->zl (rows and lines from X, columns b from W, summed over d) run
+// through our kernel where `own` asks and it takes the plan (floats, `ours`), otherwise libxsmm's,
+// against the sum itself.
+template <typename T>
+void streamed_lines_compute(const std::string& xl, const std::string& zl, const Lengths& len,
+                            bool own, bool ours = true) {
+  const double tolerance = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+  const auto xs = row_major(xl, len), ws = row_major("bd", len), zs = row_major(zl, len);
+  const auto s = streamed_lines<T>(xl, xs, "bd", ws, zl, zs, len);
+  ASSERT_TRUE(s.has_value()) << xl << "->" << zl;
+  ASSERT_FALSE(s->in_place);
+  std::int64_t nx = 1, nz = 1;
+  for (char c : xl) nx *= len.at(c);
+  for (char c : zl) nz *= len.at(c);
+  const Tensor x = random_values<T>(nx, 41), w = random_values<T>(len.at('b') * len.at('d'), 43);
+  Tensor z(dtype_of<T>(), {nz});
+  std::fill(z.data<T>(), z.data<T>() + nz, T{7});
+  const bool taken = own && ours && streams() && std::is_same_v<T, float>;
+  ASSERT_EQ(run_streamed_lines_own<T>(*s, x.data<T>(), w.data<T>(), z.data<T>(), 2, false, own),
+            taken)
+      << xl << "->" << zl;
+  if (!taken) {
+    ASSERT_TRUE(run_streamed_lines<T>(*s, x.data<T>(), w.data<T>(), z.data<T>(), 2, false, false));
+  }
+  std::map<char, std::int64_t> at;
+  for (std::int64_t o = 0; o < nz; ++o) {
+    for (std::size_t a = 0; a < zl.size(); ++a) at[zl[a]] = o / zs[a] % len.at(zl[a]);
+    double want = 0;
+    for (at['d'] = 0; at['d'] < len.at('d'); ++at['d']) {
+      std::int64_t xo = 0;
+      for (std::size_t a = 0; a < xl.size(); ++a) xo += at[xl[a]] * xs[a];
+      want += static_cast<double>(x.data<T>()[xo]) * w.data<T>()[at['b'] * ws[0] + at['d']];
+    }
+    ASSERT_NEAR(z.data<T>()[o], want, tolerance)
+        << xl << "->" << zl << (own ? " (ours)" : " (libxsmm's)") << " at " << o;
+  }
+}
+
+// Lines of the output come whole from transposed tiles, through either kernel (ours in floats), in
+// doubles and floats: dca,bd->abc (TCCG case 2's shape, small; the output runs along c, X along
+// a), with rows past a register's (a = 21), lines past a tile's four values of c and a line's (c =
+// 19 and 37: staged whole, c = 801: a line's worth at a time), columns past a tile's six (b = 7);
+// and dcea,bd->eabc, where e follows a in X and a piece takes several of its values (a = 16, e =
+// 8). Where X's values of c lie a multiple of 4 KB apart (a = 1024 floats), our kernel leaves the
+// plan to libxsmm's.
 TEST(Streamed, LinesOfTheOutputComeWholeFromTransposedTiles) {
-  // dca,bd->abc (TCCG case 2's shape, small): the output runs along c, X = "dca" along a.
-  const Lengths len{{'a', 24}, {'b', 6}, {'c', 20}, {'d', 16}};
-  const std::vector<std::int64_t> xs{20 * 24, 24, 1}, ws{16, 1}, zs{6 * 20, 20, 1};
-  const auto s = streamed_lines<double>("dca", xs, "bd", ws, "abc", zs, len);
-  ASSERT_TRUE(s.has_value());
-  EXPECT_FALSE(s->in_place);
-  const Tensor x = random_values<double>(16 * 20 * 24, 41), w = random_values<double>(6 * 16, 43);
-  Tensor z(Dtype::f64, {24 * 6 * 20});
-  ASSERT_TRUE(run_streamed_lines<double>(*s, x.data<double>(), w.data<double>(), z.data<double>(),
-                                         1, false));
-  for (std::int64_t a = 0; a < 24; ++a)
-    for (std::int64_t b = 0; b < 6; ++b)
-      for (std::int64_t c = 0; c < 20; ++c) {
-        double want = 0;
-        for (std::int64_t d = 0; d < 16; ++d)
-          want += x.data<double>()[d * xs[0] + c * xs[1] + a] * w.data<double>()[b * 16 + d];
-        ASSERT_NEAR(z.data<double>()[a * zs[0] + b * zs[1] + c], want, 1e-12)
-            << a << ", " << b << ", " << c;
+  for (const bool own : {true, false}) {
+    for (const std::int64_t a : {24, 21})
+      for (const std::int64_t c : {20, 19, 37, 801}) {
+        const Lengths len{{'a', a}, {'b', 7}, {'c', c}, {'d', 16}};
+        streamed_lines_compute<double>("dca", "abc", len, own);
+        if (HasFatalFailure()) return;
+        if (a >= 16) streamed_lines_compute<float>("dca", "abc", len, own);
+        if (HasFatalFailure()) return;
       }
+    streamed_lines_compute<float>("dca", "abc", {{'a', 1024}, {'b', 6}, {'c', 18}, {'d', 3}}, own,
+                                  false);
+    const Lengths len{{'a', 16}, {'b', 6}, {'c', 19}, {'d', 5}, {'e', 8}};
+    const auto s = streamed_lines<float>("dcea", row_major("dcea", len), "bd", row_major("bd", len),
+                                         "eabc", row_major("eabc", len), len);
+    ASSERT_TRUE(s.has_value());
+    EXPECT_EQ(s->pieces.front().rows, 16 * 8);  // all of e's values in a piece
+    streamed_lines_compute<double>("dcea", "eabc", len, own);
+    streamed_lines_compute<float>("dcea", "eabc", len, own);
+    if (HasFatalFailure()) return;
+  }
 }
 
 // Streamed lines in floats: TCCG's 72 values of the operand's unit-stride index a (four and a half
@@ -1506,6 +1560,35 @@ TEST(Strategies, TensorGemmStreamsRowsThroughOurKernelOrLibxsmms) {
                                   {{"kernel", kernel}});
       expect_tensor_gemm_agrees(bound, ref, spec);
     }
+}
+
+// Streamed lines (TCCG case 2's shape, small) go through our kernel by default in floats, where
+// own_lines takes them, and the tuner's space has libxsmm's beside it; in doubles, libxsmm's. Each
+// way agrees with the reference, on one and two threads.
+TEST(Strategies, TensorGemmStreamsLinesThroughOurKernelInFloats) {
+  const Strategy* s = find_strategy("tensor_gemm");
+  ASSERT_NE(s, nullptr);
+  const std::map<char, int> lengths{{'a', 40}, {'b', 24}, {'c', 37}, {'d', 50}};
+  for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
+    const BatchedEinsum e = binary_spec("dca,bd->abc", lengths, dtype);
+    const Arrays arrays = random_arrays(e, 43);
+    const Bound bound(e, arrays);
+    ASSERT_EQ(tensor_gemm_path(bound), "lines");
+    Lengths len;
+    for (const auto& [c, n] : lengths) len[c] = n;
+    const auto space = s->space(e, len);
+    if (dtype == Dtype::f32) {
+      EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"kernel", "blis"}}),
+                tensor_gemm::streams() ? 1 : 0);
+    } else {
+      for (const auto& p : space) EXPECT_FALSE(p.contains("kernel")) << p;
+    }
+    const Results ref = run_reference(bound);
+    for (const char* kernel : {"own", "blis"})
+      for (const int threads : {1, 2})
+        expect_tensor_gemm_agrees(bound, ref, std::string(to_string(dtype)) + " " + kernel,
+                                  {{"kernel", kernel}, {"threads", threads}});
+  }
 }
 
 // Whole tiles go to our own micro-kernel (line_kernel.hpp) by default in floats where a large

@@ -50,7 +50,8 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
         return z;
     if (const auto s = streamed_lines<T>(xl, xs, yl, ys, zl, zs, len))
       if (run_streamed_lines<T>(*s, s->swap ? yd : xd, s->swap ? xd : yd, z.data<T>(), threads,
-                                static_cast<std::int64_t>(z.bytes()) > kCachedBytes))
+                                static_cast<std::int64_t>(z.bytes()) > kCachedBytes,
+                                options.own_kernel.value_or(true)))
         return z;
   }
 

@@ -1,12 +1,13 @@
 // tensor_gemm's streamed algorithm. Where one operand W has only a few free elements (the columns)
 // and the other, X, runs at unit stride along its rows or its summed indices, X is not packed at
-// all: libxsmm kernels stream it in place, a few lines at a time, against W packed once. Where the
-// output's unit-stride index is among the columns, each kernel call writes its rows in place
-// (streamed rows: a tall, skinny product such as TCCG case 1); where it is among X's rows and X
-// runs along another of them, the calls go a line's worth of its values at a time into a buffer,
-// transposed on the way out (streamed lines: TCCG cases 2-4 and 6-8), and where X runs along that
-// index itself, the calls write in place (TCCG cases 5, 9, 10, 11, 19). An output larger than the
-// cache is written by the kernels in non-temporal stores, around it. Internal to executor/.
+// all: kernels stream it in place, a few lines at a time, against W packed once (libxsmm's, or
+// where they run, our own). Where the output's unit-stride index is among the columns, each kernel
+// call writes its rows in place (streamed rows: a tall, skinny product such as TCCG case 1); where
+// it is among X's rows and X runs along another of them, the calls go a line's worth of its values
+// at a time into a buffer, transposed on the way out, or in floats through our kernel, which
+// transposes its tiles in registers (streamed lines: TCCG cases 2-4 and 6-8); and where X runs
+// along that index itself, the calls write in place (TCCG cases 5, 9, 10, 11, 19). An output
+// larger than the cache is written in non-temporal stores, around it. Internal to executor/.
 #pragma once
 
 #include <xmmintrin.h>
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -25,6 +27,7 @@
 #include "einsumdb/executor/kernels.hpp"
 #include "einsumdb/executor/small_gemm.hpp"
 #include "einsumdb/executor/tensor_gemm/blocking.hpp"
+#include "einsumdb/executor/tensor_gemm/lines_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/rows_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/scatter.hpp"
 #include "einsumdb/executor/tensor_gemm/transpose.hpp"
@@ -288,7 +291,8 @@ bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads, 
 // libxsmm kernel computes a tile per value from X as it lies (rows along ux, each summed element a
 // column of X' at its even spacing), against the few columns of W packed once, into a buffer; the
 // tiles, transposed, then give each row and column a whole line of the output along uz. Each call
-// fetches the next call's part of X into L2.
+// fetches the next call's part of X into L2. In floats, our own kernel (lines_kernel.hpp) takes the
+// plan where own_lines says, its tiles transposed in registers.
 
 struct StreamedLines : StreamedOperands {
   Table cn;               // the output's offset per column
@@ -303,6 +307,9 @@ struct StreamedLines : StreamedOperands {
   std::int64_t kc = 0;    // summed elements per pass (in place, several passes may add up)
   std::int64_t longest = 0;
   std::vector<Piece> pieces;
+  // Not in place: the same rows as `pieces` with all of uz's values each (our kernel's, where a
+  // few rows' worth fit its staging block).
+  std::vector<Piece> whole;
 };
 
 template <typename T>
@@ -427,11 +434,13 @@ std::optional<StreamedLines> streamed_lines(
   for (std::int64_t o = 0; o < ox.size(); ++o)
     for (std::int64_t v0 = 0; v0 < nv; v0 += per)
       for (std::int64_t u0 = 0; u0 < (s.in_place ? 1 : nu); u0 += line)
-        for (std::int64_t i0 = 0; i0 < run; i0 += s.span)
+        for (std::int64_t i0 = 0; i0 < run; i0 += s.span) {
           s.pieces.push_back({ox[o] + v0 * nx + u0 * s.x_us + i0,
                               oz[o] + v0 * s.c_vs + u0 + i0 * s.c_rs,
                               vx != '\0' ? s.longest : std::min(s.span, run - i0),
                               s.in_place ? 1 : std::min(line, nu - u0)});
+          if (!s.in_place && u0 == 0) s.whole.push_back(s.pieces.back()), s.whole.back().lines = nu;
+        }
   s.address(cols, sum, batch, len, Xl, Xs, Wl, Ws, zl, zs);
   if (s.in_place) {
     // Written in place with ordinary stores, a tile's columns must not lie a multiple of 4 KB apart
@@ -502,11 +511,143 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
   }
 }
 
-// Runs a streamed-lines plan into z; false, where libxsmm has no kernel for it, having computed
+#if EINSUMDB_AVX512
+// Copies n elements from `from` to `to`, the whole aligned lines of `to` streamed around the cache
+// where `stream` says so, its part lines at either end stored under a mask.
+template <typename T>
+void copy_run(const T* from, std::int64_t n, T* to, bool stream) {
+  using V = Lanes<T>;
+  constexpr std::int64_t line = V::width;
+  std::int64_t k = std::min<std::int64_t>(
+      n, (line - reinterpret_cast<std::uintptr_t>(to) % 64 / sizeof(T)) % line);
+  if (k > 0) V::store(to, V::first(k), V::load(V::first(k), from));
+  for (; k + line <= n; k += line) put(to + k, V::loadu(from + k), V::first(line), false, stream);
+  if (k < n) V::store(to + k, V::first(n - k), V::load(V::first(n - k), from + k));
+}
+#endif
+
+// The most bytes of our streamed-lines kernel's staging block: a few rows' values of uz by all
+// the columns, held in L1 and L2 beside the panels of X the tiles read.
+inline constexpr std::int64_t kWholeStaging = 64 << 10;
+
+// Whether our streamed-lines kernel takes plan s: in floats (doubles go as fast through libxsmm's),
+// not in place, on a processor that runs the AVX-512 kernels, and where X lies as follows.
+template <typename T>
+bool own_lines(const StreamedLines& s) {
+  const std::int64_t K = s.wk.size();
+  if (!std::is_same_v<T, float> || s.in_place || s.kc != K || !streams()) return false;
+  // A tile reads a line at each of its summed elements for each of its values of uz, and fetches
+  // the next tile's panel a line a step. It runs at its best where one of the two runs within a
+  // page, which the hardware's prefetchers follow too (TCCG case 2, dca,bd->abc: c's values 1,248
+  // bytes apart; case 3, dbea,ec->abcd: e's 288), and libxsmm's kernel, one value of uz per call,
+  // goes as fast where neither does (case 4, deca,be->abcd: 20 KB and 1.5 MB). Lines a multiple of
+  // 4 KB apart share their sets of L1 (and further apart, of L2): where the values of uz lie so,
+  // or the summed elements' lines all fall on a few sets, a tile's lines evict each other before
+  // it is done (cases 6-8, uz's values 6-9 MB apart; in cases 6 and 8 the summed elements 192
+  // KB).
+  const auto bytes = [](std::int64_t n) { return n * static_cast<std::int64_t>(sizeof(T)); };
+  std::set<std::int64_t> sets;
+  for (std::int64_t l = 0; l < K; ++l) sets.insert(bytes(l * s.x_ds) % 4096 / 64);
+  return std::min(bytes(s.x_us), K > 1 ? bytes(s.x_ds) : 0) <= 4096 && bytes(s.x_us) % 4096 != 0 &&
+         static_cast<std::int64_t>(sets.size()) >= std::min<std::int64_t>(K, 8);
+}
+
+// Runs a streamed-lines plan into z through our own kernel (lines_kernel.hpp), where it runs (real,
+// not in place) and `own` asks for it; false, having computed nothing, otherwise. Each piece goes
+// a register's rows at a time: their tiles, four values of uz by six columns each, fill a staging
+// block of a line per row and column, which then goes out line by line (`stream`: around the cache
+// where a whole aligned line).
+template <typename T>
+bool run_streamed_lines_own(const StreamedLines& s, const T* x, const T* w, T* z, int threads,
+                            bool stream, bool own) {
+#if EINSUMDB_AVX512
+  if constexpr (std::is_same_v<T, float>) {
+    const std::int64_t N = s.wn.size(), K = s.wk.size();
+    if (!own || !own_lines<T>(s)) return false;
+    using L = LinesVec<T>;
+    using V = Lanes<T>;
+    constexpr std::int64_t R = L::rows;
+    const std::int64_t width = (N + kLinesC - 1) / kLinesC * kLinesC;
+    const int blocks = static_cast<int>(width / kLinesC);  // of columns
+    // Each piece all of uz's values where R rows of them fit kWholeStaging: each row and column's
+    // values are then one run of the output, whole lines but at its ends, and where the columns
+    // follow each other there (TCCG case 3, dbea,ec->abcd: c then d), a row's are one run (of
+    // 6,912 bytes there) from a line's start. Pieces of a line's values of uz leave a line of the
+    // output part written at either end where the runs do not start on one (72 floats: every other
+    // run), read from memory before it is written.
+    const std::int64_t nu = s.whole.empty() ? 0 : s.whole.front().lines;
+    const std::int64_t nu4 = (nu + kLinesU - 1) / kLinesU * kLinesU;
+    const bool whole =
+        nu > 0 && R * width * nu4 * static_cast<std::int64_t>(sizeof(T)) <= kWholeStaging;
+    const std::int64_t stride = whole ? nu4 : V::width;  // a column's values in the staging block
+    bool runs = whole && nu4 == nu;                      // each staged row one run of the output
+    for (std::int64_t j = 0; j < N && runs; ++j) runs = s.cn[j] == j * nu;
+    const LinesTile<T> t{K, s.x_us, s.x_ds, width, width * stride, stride};
+    const auto pack = [&](std::int64_t q, std::vector<T>& to) {  // W of batch point q, K × width
+      to.assign(static_cast<std::size_t>(K * width), T{0});
+      const T* from = w + s.wb[q];
+      for (std::int64_t l = 0; l < K; ++l)
+        for (std::int64_t j = 0; j < N; ++j) to[j + l * width] = from[s.wn[j] + s.wk[l]];
+    };
+    const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
+    const auto piece = [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
+      const T* xq = x + s.xb[q];
+      T* zq = z + s.cb[q];
+      thread_local std::vector<T> buffer;
+      T* const staged = line_aligned(buffer, R * t.s_rs);  // R rows' values of uz
+      for (std::int64_t r0 = 0; r0 < p.rows; r0 += R) {
+        const int h = static_cast<int>(std::min(R, p.rows - r0));
+        for (std::int64_t u0 = 0; u0 < p.lines; u0 += kLinesU) {
+          const T* xr = xq + p.x + r0 + u0 * s.x_us;
+          // The panel the next tiles read: the next values of uz, else the next rows, else the
+          // next piece's; its values spread over this panel's blocks of columns.
+          const T* fetch = xr + kLinesU * s.x_us;
+          std::int64_t ahead = p.lines - u0 - kLinesU;
+          if (ahead <= 0) {
+            fetch = r0 + R < p.rows ? xq + p.x + r0 + R : xq + next.x;
+            ahead = r0 + R < p.rows ? p.lines : next.lines;
+          }
+          const int fetched = static_cast<int>(std::min<std::int64_t>(kLinesU, ahead));
+          const int u_end = static_cast<int>(std::min<std::int64_t>(kLinesU, p.lines - u0));
+          for (int b = 0; b < blocks; ++b) {
+            const LinesFetch f{b, blocks, fetched};
+            T* const sb = staged + b * kLinesC * stride + u0;
+            if (h == R)
+              lines_tile<T, true>(t, xr, u_end, h, packed + b * kLinesC, sb, fetch, f);
+            else
+              lines_tile<T, false>(t, xr, u_end, h, packed + b * kLinesC, sb, fetch, f);
+          }
+        }
+        for (int i = 0; i < h; ++i) {
+          T* const zi = zq + p.c + row(r0 + i);
+          const T* si = staged + i * t.s_rs;
+          if (runs) {
+            copy_run(si, N * nu, zi, stream);
+          } else if (!whole) {  // a line's values at most: one store each
+            for (std::int64_t j = 0; j < N; ++j)
+              put(zi + s.cn[j], V::load(si + j * stride), V::first(p.lines), false, stream);
+          } else {
+            for (std::int64_t j = 0; j < N; ++j)
+              copy_run(si + j * stride, p.lines, zi + s.cn[j], stream);
+          }
+        }
+      }
+    };
+    over_pieces<T>(s.xb.size(), whole ? s.whole : s.pieces, threads, pack, piece);
+    return true;
+  }
+#endif
+  (void)s, (void)x, (void)w, (void)z, (void)threads, (void)stream, (void)own;
+  return false;
+}
+
+// Runs a streamed-lines plan into z: through our own kernel where `own` asks and it runs,
+// otherwise through libxsmm's; false, where libxsmm has no kernel for it either, having computed
 // nothing.
 template <typename T>
 bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, int threads,
-                        bool stream) {
+                        bool stream, bool own) {
+  if (run_streamed_lines_own(s, x, w, z, threads, stream, own)) return true;
   using Kernel = kernels::StreamKernel<T>;
   const std::int64_t N = s.wn.size(), K = s.wk.size(), P = s.longest, kc = s.kc;
   constexpr std::int64_t line = 64 / sizeof(T);

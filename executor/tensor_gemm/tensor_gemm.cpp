@@ -12,8 +12,8 @@
 //   write_out     a tile computed into a buffer, written where the micro-kernel could not;
 //   macro_kernel  the loops over blocks and tiles (Gemm);
 //   streamed      the second algorithm, for an operand with few free elements: the other one
-//                 streamed in place through libxsmm kernels, unpacked, or in rows through our
-//                 own (rows_kernel);
+//                 streamed in place through libxsmm kernels, unpacked, or through our own, in
+//                 rows (rows_kernel) or in lines transposed in registers (lines_kernel);
 //   row.cpp       the driver: which algorithm, which operand takes the rows, the threads; it and
 //                 the stages it instantiates are compiled once per instruction set (isa.hpp);
 //   this file     the strategy: where it applies, its parameters, the tuner's space.
@@ -48,8 +48,9 @@
 // tile is one it computes) or BLIS's; by default ours in floats over a large output read back in
 // several summed passes (own_kernel_by_default), otherwise BLIS's, and in floats the tuner
 // measures both; a tile whose rows are two runs apart in the output, written around the cache, is
-// ours either way; streamed rows go through ours (rows_kernel.hpp) by default, libxsmm's with
-// "blis", and the tuner measures both). A functional operand
+// ours either way; streamed rows go through ours (rows_kernel.hpp) by default, and in floats
+// streamed lines where own_lines says (lines_kernel.hpp), libxsmm's with "blis", and the tuner
+// measures both). A functional operand
 // is evaluated into a buffer in its array's layout first. A complex row runs as a real one
 // (real_form.hpp): the same stages, on real numbers, with an index of two parts added.
 #include <algorithm>
@@ -88,19 +89,24 @@ std::string streamed_path(const BatchedEinsum& e, const std::vector<std::int64_t
   return dtype == Dtype::f32 ? path(0.0f) : path(0.0);
 }
 
-// Whether row `row` streams its rows through our own kernel by default (rows_kernel.hpp): real, on
-// contiguous operands, where the kernels run AVX-512 and W's row fits it.
-bool own_rows(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
+// Whether row `row` streams its operand through our own kernel by default: its rows
+// (rows_kernel.hpp) where W's row fits it, or its lines (lines_kernel.hpp) where own_lines says;
+// real, on contiguous operands, where the kernels run AVX-512.
+bool own_streams(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
   const Dtype dtype = result_dtype(e, row);
   if (is_complex(dtype) || !streams()) return false;
-  const auto fits = [&](auto zero) {
+  const auto xs = kernels::row_major_strides(e.inputs[0], len);
+  const auto ys = kernels::row_major_strides(e.inputs[1], len);
+  const auto zs = kernels::row_major_strides(e.output, len);
+  const std::string &x = e.inputs[0], &y = e.inputs[1], &z = e.output;
+  const auto ours = [&](auto zero) {
     using T = decltype(zero);
-    const auto s = streamed<T>(e.inputs[0], kernels::row_major_strides(e.inputs[0], len),
-                               e.inputs[1], kernels::row_major_strides(e.inputs[1], len), e.output,
-                               kernels::row_major_strides(e.output, len), len);
-    return s && s->wn.size() * static_cast<std::int64_t>(sizeof(T)) <= kOwnRowBytes;
+    if (const auto s = streamed<T>(x, xs, y, ys, z, zs, len))
+      return s->wn.size() * static_cast<std::int64_t>(sizeof(T)) <= kOwnRowBytes;
+    const auto s = streamed_lines<T>(x, xs, y, ys, z, zs, len);
+    return s && own_lines<T>(*s);
   };
-  return dtype == Dtype::f32 ? fits(0.0f) : fits(0.0);
+  return dtype == Dtype::f32 ? ours(0.0f) : ours(0.0);
 }
 
 // streamed_path on contiguous operands: for row `row`, or for its real form where it is complex
@@ -195,15 +201,15 @@ std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Leng
   for (std::size_t r = 0; r < e.batch.size(); ++r)
     streams |= tensor_gemm::contiguous_path(e, r, len) != "packed";
   if (streams) space.push_back({{"stream_rows", false}});
-  // Streamed rows: our own kernel by default, libxsmm's beside it. Otherwise, in floats, whichever
-  // of our own micro-kernel and BLIS's the default does not run. Which is faster depends on the
-  // processor and the shape.
-  bool floats = false, own_rows = false;
+  // Streamed rows or lines through our own kernel by default: libxsmm's beside it. Otherwise, in
+  // floats, whichever of our own micro-kernel and BLIS's the default does not run. Which is faster
+  // depends on the processor and the shape.
+  bool floats = false, own_streams = false;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
     floats |= result_dtype(e, r) == Dtype::f32 || result_dtype(e, r) == Dtype::c64;
-    own_rows |= tensor_gemm::own_rows(e, r, len);
+    own_streams |= tensor_gemm::own_streams(e, r, len);
   }
-  if (own_rows)
+  if (own_streams)
     space.push_back({{"kernel", "blis"}});
   else if (floats && tensor_gemm::own_kernel_runs())
     space.push_back(
