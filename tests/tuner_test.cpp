@@ -669,6 +669,23 @@ TEST(Tuner, TheTimeLimitEndsALargeWorkloadsSearch) {
   EXPECT_THROW(tune(store, test_machine(), e, o), SpecError);
 }
 
+// A tune of `e`, with when its first result was recorded (the best, where it is measured first)
+// and when it ended, in seconds from its start.
+struct TimedTune {
+  TuneReport report;
+  double best_done = 0, elapsed = 0;
+};
+TimedTune tune_after_the_best(Store& store, const BatchedEinsum& e, const TuneOptions& o) {
+  TimedTune out;
+  const auto t0 = std::chrono::steady_clock::now();
+  out.report = tune(store, test_machine(), e, o,
+                    [&](std::size_t, std::size_t, const TuneResult&, const TuneResult*) {
+                      if (out.best_done == 0) out.best_done = seconds_since(t0);
+                    });
+  out.elapsed = seconds_since(t0);
+  return out;
+}
+
 // Near the limit a candidate is not started when it could not be measured before it, were it as
 // fast as the best: a run that cannot be stopped (one OpenBLAS call) would pass the limit.
 TEST(Tuner, ACandidateThatCannotFinishBeforeTheLimitIsNotStarted) {
@@ -679,14 +696,7 @@ TEST(Tuner, ACandidateThatCannotFinishBeforeTheLimitIsNotStarted) {
   o.extra = {crawling("best", 0.2, 256, 0, false), crawling("block1", 0.25, 256, 0.005, false),
              crawling("block2", 0.25, 256, 0.005, false)};
   o.space.strategies = {"best", "block1", "block2"};
-  const auto t0 = std::chrono::steady_clock::now();
-  double best_done = 0;
-  const TuneReport report =
-      tune(store, test_machine(), e, o,
-           [&](std::size_t, std::size_t, const TuneResult&, const TuneResult*) {
-             if (best_done == 0) best_done = seconds_since(t0);
-           });
-  const double elapsed = seconds_since(t0);
+  const auto [report, best_done, elapsed] = tune_after_the_best(store, e, o);
   ASSERT_FALSE(report.results.empty());
   EXPECT_EQ(report.results[0].candidate.strategy, "best");
   if (best_done >= o.time_limit)
@@ -710,14 +720,7 @@ TEST(Tuner, ACandidateSlowerInTheProbeIsJudgedAtItsOwnSpeed) {
   TuneOptions o = only_the_time_limit(1.2, 0.05);  // 4 runs each: the best 0.4 s, "slow" 1.2 s
   o.extra = {crawling("best", 0.1, 256, 0.001, false), crawling("slow", 0.3, 256, 0.01, false)};
   o.space.strategies = {"best", "slow"};
-  const auto t0 = std::chrono::steady_clock::now();
-  double best_done = 0;
-  const TuneReport report =
-      tune(store, test_machine(), e, o,
-           [&](std::size_t, std::size_t, const TuneResult&, const TuneResult*) {
-             if (best_done == 0) best_done = seconds_since(t0);
-           });
-  const double elapsed = seconds_since(t0);
+  const auto [report, best_done, elapsed] = tune_after_the_best(store, e, o);
   ASSERT_FALSE(report.results.empty());
   EXPECT_EQ(report.results[0].candidate.strategy, "best");
   if (best_done + 0.4 >= o.time_limit)

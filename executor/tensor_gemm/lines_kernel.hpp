@@ -30,7 +30,8 @@ namespace {
 inline constexpr int kLinesU = 4;  // values of uz in a tile
 inline constexpr int kLinesC = 6;  // columns of W in a tile
 
-// A half-width register of T: `rows` of X's rows, and the transpose of four of them.
+// A half-width register of T: `rows` of X's rows, and the transpose of four of them (floats only:
+// libxsmm's kernel is as fast in doubles, own_lines).
 template <typename T>
 struct LinesVec;
 template <>
@@ -56,27 +57,6 @@ struct LinesVec<float> {
       if (i < h) _mm_storeu_ps(s + i * rs, _mm256_castps256_ps128(q[i]));
       if (i + 4 < h) _mm_storeu_ps(s + (i + 4) * rs, _mm256_extractf128_ps(q[i], 1));
     }
-  }
-};
-template <>
-struct LinesVec<double> {
-  using V = __m256d;
-  static constexpr int rows = 4;
-  static V zero() { return _mm256_setzero_pd(); }
-  static V load(const double* p) { return _mm256_loadu_pd(p); }
-  static V load(const double* p, int h) {
-    return _mm256_maskz_loadu_pd(static_cast<__mmask8>((1u << h) - 1), p);
-  }
-  static V splat(const double* p) { return _mm256_set1_pd(*p); }
-  static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
-  static void put4(const V r[kLinesU], double* s, std::int64_t rs, int h) {
-    const V t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
-    const V t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
-    const V q[4] = {_mm256_permute2f128_pd(t0, t2, 0x20), _mm256_permute2f128_pd(t1, t3, 0x20),
-                    _mm256_permute2f128_pd(t0, t2, 0x31), _mm256_permute2f128_pd(t1, t3, 0x31)};
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i)
-      if (i < h) _mm256_storeu_pd(s + i * rs, q[i]);
   }
 };
 
