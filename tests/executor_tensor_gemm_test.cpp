@@ -724,26 +724,31 @@ void streamed_lines_compute(const std::string& xl, const std::string& zl, const 
   for (char c : xl) nx *= len.at(c);
   for (char c : zl) nz *= len.at(c);
   const Tensor x = random_values<T>(nx, 41), w = random_values<T>(len.at('b') * len.at('d'), 43);
-  Tensor z(dtype_of<T>(), {nz});
-  std::fill(z.data<T>(), z.data<T>() + nz, T{7});
-  const bool taken = own && ours && streams() && std::is_same_v<T, float>;
-  ASSERT_EQ(run_streamed_lines_own<T>(*s, x.data<T>(), w.data<T>(), z.data<T>(), 2, false, own),
-            taken)
-      << xl << "->" << zl;
-  if (!taken) {
-    ASSERT_TRUE(run_streamed_lines<T>(*s, x.data<T>(), w.data<T>(), z.data<T>(), 2, false, false));
-  }
+  std::vector<double> want(static_cast<std::size_t>(nz));
   std::map<char, std::int64_t> at;
   for (std::int64_t o = 0; o < nz; ++o) {
     for (std::size_t a = 0; a < zl.size(); ++a) at[zl[a]] = o / zs[a] % len.at(zl[a]);
-    double want = 0;
     for (at['d'] = 0; at['d'] < len.at('d'); ++at['d']) {
       std::int64_t xo = 0;
       for (std::size_t a = 0; a < xl.size(); ++a) xo += at[xl[a]] * xs[a];
-      want += static_cast<double>(x.data<T>()[xo]) * w.data<T>()[at['b'] * ws[0] + at['d']];
+      want[o] += static_cast<double>(x.data<T>()[xo]) * w.data<T>()[at['b'] * ws[0] + at['d']];
     }
-    ASSERT_NEAR(z.data<T>()[o], want, tolerance)
-        << xl << "->" << zl << (own ? " (ours)" : " (libxsmm's)") << " at " << o;
+  }
+  const bool taken = own && ours && streams() && std::is_same_v<T, float>;
+  for (const bool stream : {false, true}) {  // whole aligned lines of the output around the cache
+    Tensor z(dtype_of<T>(), {nz});
+    std::fill(z.data<T>(), z.data<T>() + nz, T{7});
+    ASSERT_EQ(run_streamed_lines_own<T>(*s, x.data<T>(), w.data<T>(), z.data<T>(), 2, stream, own),
+              taken)
+        << xl << "->" << zl;
+    if (!taken) {
+      ASSERT_TRUE(
+          run_streamed_lines<T>(*s, x.data<T>(), w.data<T>(), z.data<T>(), 2, stream, false));
+    }
+    for (std::int64_t o = 0; o < nz; ++o)
+      ASSERT_NEAR(z.data<T>()[o], want[o], tolerance)
+          << xl << "->" << zl << (own ? " (ours)" : " (libxsmm's)") << (stream ? ", streamed" : "")
+          << " at " << o;
   }
 }
 
@@ -752,8 +757,9 @@ void streamed_lines_compute(const std::string& xl, const std::string& zl, const 
 // a), with rows past a register's (a = 21), lines past a tile's four values of c and a line's (c =
 // 19 and 37: staged whole, c = 801: a line's worth at a time), columns past a tile's six (b = 7);
 // and dcea,bd->eabc, where e follows a in X and a piece takes several of its values (a = 16, e =
-// 8). Where X's values of c lie a multiple of 4 KB apart (a = 1024 floats), our kernel leaves the
-// plan to libxsmm's.
+// 8). Our kernel leaves the plan to libxsmm's where X's values of c lie a multiple of 4 KB apart
+// (a = 1024 floats), where neither they nor the summed elements lie within a page (a = 1100), and
+// where the summed elements' lines all fall on one set of L1 (c · a = 1024 floats apart).
 TEST(Streamed, LinesOfTheOutputComeWholeFromTransposedTiles) {
   for (const bool own : {true, false}) {
     for (const std::int64_t a : {24, 21})
@@ -764,8 +770,11 @@ TEST(Streamed, LinesOfTheOutputComeWholeFromTransposedTiles) {
         if (a >= 16) streamed_lines_compute<float>("dca", "abc", len, own);
         if (HasFatalFailure()) return;
       }
-    streamed_lines_compute<float>("dca", "abc", {{'a', 1024}, {'b', 6}, {'c', 18}, {'d', 3}}, own,
-                                  false);
+    for (const auto& [a, c] : {std::pair{1024, 18}, {1100, 18}, {64, 16}}) {
+      streamed_lines_compute<float>("dca", "abc", {{'a', a}, {'b', 6}, {'c', c}, {'d', 3}}, own,
+                                    false);
+      if (HasFatalFailure()) return;
+    }
     const Lengths len{{'a', 16}, {'b', 6}, {'c', 19}, {'d', 5}, {'e', 8}};
     const auto s = streamed_lines<float>("dcea", row_major("dcea", len), "bd", row_major("bd", len),
                                          "eabc", row_major("eabc", len), len);

@@ -552,7 +552,9 @@ TEST(Tuner, TheFirstCandidatesSamplesFitTheTimeLimit) {
   const TuneResult& r = report.results.front();
   EXPECT_EQ(r.status, Outcome::ok) << r.error;
   EXPECT_EQ(r.seconds.size(), 1u);
-  EXPECT_LT(elapsed, o.time_limit + 0.2);
+  // Under the first run and three samples alone (4 × 0.2 s): what comes before the search (the
+  // oracle, the probe) takes longer on a loaded machine and under the sanitizers.
+  EXPECT_LT(elapsed, 0.8);
 
   // With 1.6 s, the first candidate's first run and three samples end past 0.8 s, and the second
   // is not started: four runs as fast as the first's (its first run and three samples) would pass

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "einsumdb/executor/isa_target.hpp"
+#include "einsumdb/executor/tensor_gemm/rows_kernel.hpp"  // Halves
 
 #if EINSUMDB_AVX512
 EINSUMDB_TARGET_BEGIN
@@ -27,44 +28,29 @@ namespace einsumdb::tensor_gemm {
 // Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
 namespace {
 
-inline constexpr int kLinesU = 4;  // values of uz in a tile
-inline constexpr int kLinesC = 6;  // columns of W in a tile
+inline constexpr int kLinesU = 4;     // values of uz in a tile
+inline constexpr int kLinesC = 6;     // columns of W in a tile
+inline constexpr int kLinesRows = 8;  // rows in a tile: a half-width register of floats
 
-// A half-width register of T: `rows` of X's rows, and the transpose of four of them (floats only:
-// libxsmm's kernel is as fast in doubles, own_lines).
-template <typename T>
-struct LinesVec;
-template <>
-struct LinesVec<float> {
-  using V = __m256;
-  static constexpr int rows = 8;
-  static V zero() { return _mm256_setzero_ps(); }
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static V load(const float* p, int h) {
-    return _mm256_maskz_loadu_ps(static_cast<__mmask8>((1u << h) - 1), p);
-  }
-  static V splat(const float* p) { return _mm256_set1_ps(*p); }
-  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-  // Row i of r[0..3] (i < h), its four values side by side, to s + i·rs.
-  static void put4(const V r[kLinesU], float* s, std::int64_t rs, int h) {
-    const V t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    const V t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    const V q[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xEE),
-                    _mm256_shuffle_ps(t1, t3, 0x44), _mm256_shuffle_ps(t1, t3, 0xEE)};
-    // q[i]: row i in its low half, row i + 4 in its high half.
+// Row i of r[0..3] (i < h), its four values side by side, to s + i·rs.
+inline void put_transposed(const __m256 r[kLinesU], float* s, std::int64_t rs, int h) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 q[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xEE),
+                       _mm256_shuffle_ps(t1, t3, 0x44), _mm256_shuffle_ps(t1, t3, 0xEE)};
+  // q[i]: row i in its low half, row i + 4 in its high half.
 #pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {
-      if (i < h) _mm_storeu_ps(s + i * rs, _mm256_castps256_ps128(q[i]));
-      if (i + 4 < h) _mm_storeu_ps(s + (i + 4) * rs, _mm256_extractf128_ps(q[i], 1));
-    }
+  for (int i = 0; i < 4; ++i) {
+    if (i < h) _mm_storeu_ps(s + i * rs, _mm256_castps256_ps128(q[i]));
+    if (i + 4 < h) _mm_storeu_ps(s + (i + 4) * rs, _mm256_extractf128_ps(q[i], 1));
   }
-};
+}
 
 // Where a tile reads X and W and writes its staging block. Row i of X's value u of uz, summed
 // element l, is x[i + u·us + l·ds]; W's row l is w[l·width, (l + 1)·width), zero past the
 // columns; row i, column j, value u of the tile goes to s[i·s_rs + j·stride + u]. Step l fetches
-// fetch + l·ds + q·us for the values q of the next panel that `fetches` names (first, step, end).
-template <typename T>
+// fetch + l·ds + q·us for the values q of the next panel that a LinesFetch names (first, step,
+// end).
 struct LinesTile {
   std::int64_t depth, us, ds;
   std::int64_t width;
@@ -74,39 +60,41 @@ struct LinesFetch {
   int first, step, end;
 };
 
-// The tile of rows [0, h) (all of a register's where Full) and values [0, u_end) of uz from x, by
+// The tile of rows [0, h) (all kLinesRows where Full) and values [0, u_end) of uz from x, by
 // columns [0, kLinesC) from w, into s.
-template <typename T, bool Full>
-void lines_tile(const LinesTile<T>& t, const T* x, int u_end, int h, const T* w, T* s,
-                const T* fetch, LinesFetch f) {
-  using L = LinesVec<T>;
-  typename L::V acc[kLinesU][kLinesC];
+template <bool Full>
+void lines_tile(const LinesTile& t, const float* x, int u_end, int h, const float* w, float* s,
+                const float* fetch, LinesFetch f) {
+  using H = Halves<float>;  // (its half-width registers)
+  const auto rows = static_cast<__mmask8>((1u << h) - 1);
+  H::Y acc[kLinesU][kLinesC];
 #pragma GCC unroll 4
   for (int u = 0; u < kLinesU; ++u)
 #pragma GCC unroll 6
-    for (int c = 0; c < kLinesC; ++c) acc[u][c] = L::zero();
-  const T* xu[kLinesU];  // values past u_end read the last one's, and go nowhere
+    for (int c = 0; c < kLinesC; ++c) acc[u][c] = H::zero_y();
+  const float* xu[kLinesU];  // values past u_end read the last one's, and go nowhere
 #pragma GCC unroll 4
   for (int u = 0; u < kLinesU; ++u) xu[u] = x + std::min(u, u_end - 1) * t.us;
   for (std::int64_t l = 0; l < t.depth; ++l, w += t.width) {
     for (int q = f.first; q < f.end; q += f.step)
       _mm_prefetch(reinterpret_cast<const char*>(fetch + l * t.ds + q * t.us), _MM_HINT_T1);
-    typename L::V wc[kLinesC];
+    H::Y wc[kLinesC];
 #pragma GCC unroll 6
-    for (int c = 0; c < kLinesC; ++c) wc[c] = L::splat(w + c);
+    for (int c = 0; c < kLinesC; ++c) wc[c] = H::splat_y(w + c);
 #pragma GCC unroll 4
     for (int u = 0; u < kLinesU; ++u) {
-      const typename L::V xv = Full ? L::load(xu[u] + l * t.ds) : L::load(xu[u] + l * t.ds, h);
+      const float* xl = xu[u] + l * t.ds;
+      const H::Y xv = Full ? H::load_y(xl) : _mm256_maskz_loadu_ps(rows, xl);
 #pragma GCC unroll 6
-      for (int c = 0; c < kLinesC; ++c) acc[u][c] = L::fma(xv, wc[c], acc[u][c]);
+      for (int c = 0; c < kLinesC; ++c) acc[u][c] = H::fma(xv, wc[c], acc[u][c]);
     }
   }
 #pragma GCC unroll 6
   for (int c = 0; c < kLinesC; ++c) {
-    typename L::V r[kLinesU];
+    H::Y r[kLinesU];
 #pragma GCC unroll 4
     for (int u = 0; u < kLinesU; ++u) r[u] = acc[u][c];
-    L::put4(r, s + c * t.stride, t.s_rs, Full ? L::rows : h);
+    put_transposed(r, s + c * t.stride, t.s_rs, Full ? kLinesRows : h);
   }
 }
 

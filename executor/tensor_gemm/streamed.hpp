@@ -31,6 +31,7 @@
 #include "einsumdb/executor/tensor_gemm/rows_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/scatter.hpp"
 #include "einsumdb/executor/tensor_gemm/transpose.hpp"
+#include "einsumdb/executor/tensor_gemm/write_out.hpp"  // copy_run
 
 EINSUMDB_TARGET_BEGIN
 namespace einsumdb::tensor_gemm {
@@ -511,26 +512,11 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
   }
 }
 
-#if EINSUMDB_AVX512
-// Copies n elements from `from` to `to`, the whole aligned lines of `to` streamed around the cache
-// where `stream` says so, its part lines at either end stored under a mask.
-template <typename T>
-void copy_run(const T* from, std::int64_t n, T* to, bool stream) {
-  using V = Lanes<T>;
-  constexpr std::int64_t line = V::width;
-  std::int64_t k = std::min<std::int64_t>(
-      n, (line - reinterpret_cast<std::uintptr_t>(to) % 64 / sizeof(T)) % line);
-  if (k > 0) V::store(to, V::first(k), V::load(V::first(k), from));
-  for (; k + line <= n; k += line) put(to + k, V::loadu(from + k), V::first(line), false, stream);
-  if (k < n) V::store(to + k, V::first(n - k), V::load(V::first(n - k), from + k));
-}
-#endif
-
 // The most bytes of our streamed-lines kernel's staging block: a few rows' values of uz by all
 // the columns, held in L1 and L2 beside the panels of X the tiles read.
 inline constexpr std::int64_t kWholeStaging = 64 << 10;
 
-// Whether our streamed-lines kernel takes plan s: in floats (doubles go as fast through libxsmm's),
+// Whether our streamed-lines kernel takes plan s: in floats (doubles go faster through libxsmm's),
 // not in place, on a processor that runs the AVX-512 kernels, and where X lies as follows.
 template <typename T>
 bool own_lines(const StreamedLines& s) {
@@ -552,11 +538,11 @@ bool own_lines(const StreamedLines& s) {
          static_cast<std::int64_t>(sets.size()) >= std::min<std::int64_t>(K, 8);
 }
 
-// Runs a streamed-lines plan into z through our own kernel (lines_kernel.hpp), where it runs (real,
-// not in place) and `own` asks for it; false, having computed nothing, otherwise. Each piece goes
-// a register's rows at a time: their tiles, four values of uz by six columns each, fill a staging
-// block of a line per row and column, which then goes out line by line (`stream`: around the cache
-// where a whole aligned line).
+// Runs a streamed-lines plan into z through our own kernel (lines_kernel.hpp), where own_lines
+// takes it and `own` asks for it; false, having computed nothing, otherwise. Each piece goes a
+// register's rows at a time: their tiles, four values of uz by six columns each, fill a staging
+// block of those rows' values of uz by all the columns, which then goes out in runs of the output
+// (copy_run; `stream`: its whole aligned lines around the cache).
 template <typename T>
 bool run_streamed_lines_own(const StreamedLines& s, const T* x, const T* w, T* z, int threads,
                             bool stream, bool own) {
@@ -564,9 +550,8 @@ bool run_streamed_lines_own(const StreamedLines& s, const T* x, const T* w, T* z
   if constexpr (std::is_same_v<T, float>) {
     const std::int64_t N = s.wn.size(), K = s.wk.size();
     if (!own || !own_lines<T>(s)) return false;
-    using L = LinesVec<T>;
     using V = Lanes<T>;
-    constexpr std::int64_t R = L::rows;
+    constexpr std::int64_t R = kLinesRows;
     const std::int64_t width = (N + kLinesC - 1) / kLinesC * kLinesC;
     const int blocks = static_cast<int>(width / kLinesC);  // of columns
     // Each piece all of uz's values where R rows of them fit kWholeStaging: each row and column's
@@ -582,7 +567,7 @@ bool run_streamed_lines_own(const StreamedLines& s, const T* x, const T* w, T* z
     const std::int64_t stride = whole ? nu4 : V::width;  // a column's values in the staging block
     bool runs = whole && nu4 == nu;                      // each staged row one run of the output
     for (std::int64_t j = 0; j < N && runs; ++j) runs = s.cn[j] == j * nu;
-    const LinesTile<T> t{K, s.x_us, s.x_ds, width, width * stride, stride};
+    const LinesTile t{K, s.x_us, s.x_ds, width, width * stride, stride};
     const auto pack = [&](std::int64_t q, std::vector<T>& to) {  // W of batch point q, K × width
       to.assign(static_cast<std::size_t>(K * width), T{0});
       const T* from = w + s.wb[q];
@@ -613,22 +598,19 @@ bool run_streamed_lines_own(const StreamedLines& s, const T* x, const T* w, T* z
             const LinesFetch f{b, blocks, fetched};
             T* const sb = staged + b * kLinesC * stride + u0;
             if (h == R)
-              lines_tile<T, true>(t, xr, u_end, h, packed + b * kLinesC, sb, fetch, f);
+              lines_tile<true>(t, xr, u_end, h, packed + b * kLinesC, sb, fetch, f);
             else
-              lines_tile<T, false>(t, xr, u_end, h, packed + b * kLinesC, sb, fetch, f);
+              lines_tile<false>(t, xr, u_end, h, packed + b * kLinesC, sb, fetch, f);
           }
         }
         for (int i = 0; i < h; ++i) {
           T* const zi = zq + p.c + row(r0 + i);
           const T* si = staged + i * t.s_rs;
           if (runs) {
-            copy_run(si, N * nu, zi, stream);
-          } else if (!whole) {  // a line's values at most: one store each
-            for (std::int64_t j = 0; j < N; ++j)
-              put(zi + s.cn[j], V::load(si + j * stride), V::first(p.lines), false, stream);
+            copy_run(si, N * nu, zi, false, stream);
           } else {
             for (std::int64_t j = 0; j < N; ++j)
-              copy_run(si + j * stride, p.lines, zi + s.cn[j], stream);
+              copy_run(si + j * stride, p.lines, zi + s.cn[j], false, stream);
           }
         }
       }

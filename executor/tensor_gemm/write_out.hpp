@@ -21,26 +21,31 @@ namespace {
 
 // d[0, n) = t[0, n), or += with `accumulate`; with `stream`, whole aligned cache lines go around
 // the cache (non-temporal stores, AVX-512 only): their tile will not be read again, and a line
-// written there needs no read of its old contents first. The micro-kernel prefetches the lines of
-// the tile it writes, here the buffer's; the output's lines would miss one by one.
+// written there needs no read of its old contents first. Where d does not start a line, the part
+// before its first whole line goes first, under a mask, so that the whole lines after it stream.
+// The micro-kernel prefetches the lines of the tile it writes, here the buffer's; the output's
+// lines would miss one by one.
 template <typename T>
 inline void copy_run(const T* t, std::int64_t n, T* d, bool accumulate, bool stream) {
 #if EINSUMDB_AVX512
   using V = Lanes<T>;
-  if (stream && !accumulate && n % V::width == 0 &&  // whole lines: no masks
-      reinterpret_cast<std::uintptr_t>(d) % 64 == 0) {
-    for (std::int64_t i = 0; i < n; i += V::width) V::stream(d + i, V::loadu(t + i));
-    return;
-  }
-  for (std::int64_t i = 0; i < n; i += V::width) {
-    const auto mask = V::first(std::min(V::width, n - i));
+  const auto part = [&](std::int64_t i, std::int64_t k) {  // d[i, i + k), k at most a line
+    const auto mask = V::first(k);
     auto v = V::load(mask, t + i);
     if (accumulate) v = V::add(v, V::load(mask, d + i));
-    if (stream && n - i >= V::width && reinterpret_cast<std::uintptr_t>(d + i) % 64 == 0)
+    if (stream && k == V::width && reinterpret_cast<std::uintptr_t>(d + i) % 64 == 0)
       V::stream(d + i, v);
     else
       V::store(d + i, mask, v);
+  };
+  std::int64_t i = 0;
+  if (stream) {
+    const auto off =
+        static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(d) % 64 / sizeof(T));
+    i = std::min(n, (V::width - off) % V::width);
+    if (i > 0) part(0, i);
   }
+  for (; i < n; i += V::width) part(i, std::min(V::width, n - i));
 #else
   (void)stream;
   if (accumulate)
