@@ -148,10 +148,12 @@ Product<T>::Product(const GemmGroups& g, const std::map<char, std::int64_t>& len
       const std::size_t lines = by_columns ? col_lines : row_lines;
       across = by_columns ? nb_ * m_ : n_;
       auto after = [&](std::size_t q) { return product(cut.substr(q + 1), len); };
+      const std::int64_t per_chunk =
+          std::max(chunk_elements, std::min(k_, kChunkDepth) * std::max<std::int64_t>(1, across));
       at = 0;
-      while (at + 1 < std::min(cut.size(), lines) && after(at) * across > chunk_elements) ++at;
+      while (at + 1 < std::min(cut.size(), lines) && after(at) * across > per_chunk) ++at;
       const std::int64_t elements =
-          lines == 0 ? std::numeric_limits<std::int64_t>::max() : chunk_elements;
+          lines == 0 ? std::numeric_limits<std::int64_t>::max() : per_chunk;
       k.per_value = cut.empty() ? 1 : after(at);
       k.cut_length = cut.empty() ? 1 : len.at(cut[at]);
       k.cut_stride = cut.empty() ? 0 : stride_in_c(cut[at]);

@@ -389,5 +389,36 @@ TEST(Product, ResultComputedInChunksLandsInPlace) {
     }
 }
 
+// Each chunk's GEMM packs all of B, so a chunk holds at least as many rows as the product sums
+// (kChunkDepth): `ack,kb->abc` summing 96 elements over 512 rows (a, c) of 16 columns, asked for
+// chunks of one element, computes 12 values of a (96 rows) at a time, and lands in place.
+TEST(Product, AChunkHoldsAsManyRowsAsTheProductSums) {
+  const std::map<char, std::int64_t> len{{'a', 64}, {'c', 8}, {'k', 96}, {'b', 16}};
+  static_assert(96 < kernels::kChunkDepth);
+  SpecFlags f;
+  f.shapes = {"A=64x8x96", "B=96x16"};
+  const BatchedEinsum e = read_spec_argument("ack,kb->abc", f);
+  const Arrays arrays = random_arrays(e, 3);
+  const Bound bound(e, arrays);
+  const Results want_all = run_reference(bound);
+  const Tensor& want = want_all.at(0);
+  const Tensor &x = *bound.operand(0, 0).tensor, &y = *bound.operand(0, 1).tensor;
+  Tensor got(Dtype::f64, want.shape());
+  const GemmGroups groups = gemm_groups(e);
+  ASSERT_EQ(groups.m, "ac");
+  auto make = [&](std::int64_t elements) {
+    return kernels::Product<double>(groups, len, {"ack", x.strides()}, {"kb", y.strides()},
+                                    {"abc", got.strides()}, false, false, elements);
+  };
+  const std::int64_t operands =
+      make(std::numeric_limits<std::int64_t>::max()).scratch() - want.size();
+  const kernels::Product<double> p = make(1);
+  EXPECT_EQ(p.scratch() - operands, 96 * 16);
+  std::vector<double> scratch(static_cast<std::size_t>(p.scratch()));
+  p.run(x.data<double>(), nullptr, y.data<double>(), nullptr, got.data<double>(), scratch.data(),
+        1);
+  EXPECT_LE(max_relative_error(got, want), tolerance(Dtype::f64, 96));
+}
+
 }  // namespace
 }  // namespace einsumdb
