@@ -2,12 +2,14 @@
 // caller's strided array) against a plain copy of the same bytes: kernels::copy_layout, glibc's
 // memcpy, a vector copy (kernels::copy_run), and an element-by-element copy along the output's
 // rows (what the permutation was before copy_layout, and of complex doubles before their
-// micro-blocks). Sizes far beyond the caches: 2-D transposes at a power-of-two and another
+// micro-blocks), and copy_layout split between two threads (kernels::copy_strided, as ttgt packs
+// on two). Sizes far beyond the caches: 2-D transposes at a power-of-two and another
 // leading dimension, in f64, f32 and c128, and permutations of a 4-index tensor (TCCG's 72⁴; 56⁴
 // in c128) and a 6-index one (16⁶, the interleaving of ccsd_t).
 //   bench/permute.sh  (ratios per round; or build/bin/permute_bench directly)
 #include <benchmark/benchmark.h>
 
+#include <complex>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -90,7 +92,7 @@ struct Complex128 {  // a complex double's bits
   std::uint64_t re, im;
 };
 
-enum class Method { memcpy_, vector_copy, copy_layout, elementwise };
+enum class Method { memcpy_, vector_copy, copy_layout, two_threads, elementwise };
 
 void run(benchmark::State& state, const Workload& w, Method m) {
   Buffers b = buffers(w);
@@ -107,6 +109,19 @@ void run(benchmark::State& state, const Workload& w, Method m) {
       case Method::copy_layout:
         einsumdb::kernels::copy_layout(src, b.src_strides, dst, b.dst_strides, b.shape,
                                        b.element_bytes);
+        break;
+      case Method::two_threads:
+        if (b.element_bytes == 16)
+          einsumdb::kernels::copy_strided(reinterpret_cast<const std::complex<double>*>(src),
+                                          b.shape, b.src_strides,
+                                          reinterpret_cast<std::complex<double>*>(dst), nullptr, 2);
+        else if (b.element_bytes == 8)
+          einsumdb::kernels::copy_strided(reinterpret_cast<const double*>(src), b.shape,
+                                          b.src_strides, reinterpret_cast<double*>(dst), nullptr,
+                                          2);
+        else
+          einsumdb::kernels::copy_strided(reinterpret_cast<const float*>(src), b.shape,
+                                          b.src_strides, reinterpret_cast<float*>(dst), nullptr, 2);
         break;
       case Method::elementwise:
         if (b.element_bytes == 16)
@@ -129,6 +144,7 @@ const int registered = [] {
   const std::pair<const char*, Method> methods[] = {{"memcpy", Method::memcpy_},
                                                     {"vector_copy", Method::vector_copy},
                                                     {"copy_layout", Method::copy_layout},
+                                                    {"two_threads", Method::two_threads},
                                                     {"elementwise", Method::elementwise}};
   for (const Workload& w : workloads())
     for (const auto& [name, m] : methods)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <limits>
 #include <string>
@@ -351,18 +352,55 @@ inline void copy_run(const T* src, std::int64_t n, T* dst) {
     std::copy(src + at, src + std::min(n, at + kPiece), dst + at);
 }
 
+// Copies of at least this many elements split among threads where the caller has several
+// (copy_strided, copy_into_strided): a copy runs at memory speed, which one core of a server
+// does not reach alone, and starting a thread (tens of µs) is then under a tenth of the copy
+// (2^20 doubles, 16 MiB read and written, take about 1 ms at 20-30 GB/s).
+inline constexpr std::int64_t kThreadedCopyElements = std::int64_t{1} << 20;
+
+// Runs copy(lo, hi, axis) over `threads` ranges of one axis of `shape`, or once over all of it
+// where the copy is small or there is one thread. The axis is the one farthest apart in both
+// layouts (the largest of its two strides' smaller), so that each thread reads and writes blocks
+// of its own rather than part of every run of both (TCCG's 72⁴ doubles from dbca: split along
+// the source's unit stride, the two threads took longer than one, bench/permute.sh). Where that
+// axis is the unit stride of either layout (a 2-D transpose), the ranges hold whole cache lines of
+// it: copy_layout transposes in blocks of a line, and a range ending mid-line leaves both threads
+// partial blocks at the seam.
+template <typename T, typename Copy>
+void split_copy(const std::vector<std::int64_t>& shape,
+                const std::vector<std::int64_t>& src_strides,
+                const std::vector<std::int64_t>& dst_strides, std::int64_t total, int threads,
+                Copy&& copy) {
+  std::size_t axis = 0;
+  std::int64_t apart = -1;
+  for (std::size_t a = 0; a < shape.size(); ++a) {
+    const std::int64_t d = std::min(std::abs(src_strides[a]), std::abs(dst_strides[a]));
+    if (shape[a] > 1 && d > apart) axis = a, apart = d;
+  }
+  const std::int64_t n = shape.empty() ? 1 : shape[axis];
+  const std::int64_t step =
+      apart == 1 ? std::max<std::int64_t>(1, 64 / std::int64_t{sizeof(T)}) : 1;
+  parallel_for(
+      (n + step - 1) / step, total >= kThreadedCopyElements ? threads : 1,
+      [&](std::int64_t lo, std::int64_t hi) { copy(lo * step, std::min(n, hi * step), axis); });
+}
+
 // dst (contiguous, row-major `shape`) = f(src) read with element `stride` per axis. Without a
 // function it is copy_layout's permutation; with one, f runs along the last axis, run by run.
+// `whole_elements`: those of the copy this one is a range of (for copy_layout's choice of
+// streaming stores).
 template <typename T>
-void copy_strided(const T* src, const std::vector<std::int64_t>& shape_in,
-                  const std::vector<std::int64_t>& stride_in, T* dst, const Expression* f) {
+void copy_strided_range(const T* src, const std::vector<std::int64_t>& shape_in,
+                        const std::vector<std::int64_t>& stride_in, T* dst, const Expression* f,
+                        std::int64_t whole_elements) {
   std::int64_t total = 1;
   for (auto len : shape_in) total *= len;
   if (total == 0) return;
+  const auto whole_bytes = static_cast<std::size_t>(whole_elements) * sizeof(T);
   if constexpr (is_complex_v<T>) {
     EINSUMDB_ASSERT(!f,
                     "functions are of real arrays (bind_all refuses functions of complex ones)");
-    copy_layout(src, stride_in, dst, row_major_strides(shape_in), shape_in, sizeof(T));
+    copy_layout(src, stride_in, dst, row_major_strides(shape_in), shape_in, sizeof(T), whole_bytes);
     return;
   }
   // Trailing axes that are contiguous in src too are one run (a function is then evaluated over
@@ -381,7 +419,7 @@ void copy_strided(const T* src, const std::vector<std::int64_t>& shape_in,
   // enough to vectorize (build/bin/expression_bench times both: evaluate_runs_of_3 against
   // pack_runs_of_3).
   if (!f || (inner < 64 && total > inner)) {
-    copy_layout(src, stride, dst, row_major_strides(shape), shape, sizeof(T));
+    copy_layout(src, stride, dst, row_major_strides(shape), shape, sizeof(T), whole_bytes);
     if (f) f->apply(dst, 1, dst, total);
     return;
   }
@@ -398,13 +436,42 @@ void copy_strided(const T* src, const std::vector<std::int64_t>& shape_in,
   }
 }
 
+// copy_strided_range over the whole copy, on up to `threads` threads (split_copy).
+template <typename T>
+void copy_strided(const T* src, const std::vector<std::int64_t>& shape,
+                  const std::vector<std::int64_t>& stride, T* dst, const Expression* f,
+                  int threads = 1) {
+  std::int64_t total = 1;
+  for (auto len : shape) total *= len;
+  if (total == 0) return;
+  split_copy<T>(shape, stride, row_major_strides(shape), total, threads,
+                [&](std::int64_t lo, std::int64_t hi, std::size_t axis) {
+                  std::vector<std::int64_t> part = shape;
+                  part[axis] = hi - lo;
+                  copy_strided_range(src + lo * stride[axis], part, stride,
+                                     dst + lo * (total / shape[axis]), f, total);
+                });
+}
+
 // The inverse of copy_strided without a function: contiguous row-major src of `shape` into dst
-// with element `stride` per axis (`whole_elements`: of the tensor dst is a part of, if larger).
+// with element `stride` per axis (`whole_elements`: of the tensor dst is a part of, if larger),
+// on up to `threads` threads (split_copy).
 template <typename T>
 void copy_into_strided(const T* src, const std::vector<std::int64_t>& shape, T* dst,
-                       const std::vector<std::int64_t>& stride, std::int64_t whole_elements = 0) {
-  copy_layout(src, row_major_strides(shape), dst, stride, shape, sizeof(T),
-              static_cast<std::size_t>(whole_elements) * sizeof(T));
+                       const std::vector<std::int64_t>& stride, std::int64_t whole_elements = 0,
+                       int threads = 1) {
+  std::int64_t total = 1;
+  for (auto len : shape) total *= len;
+  if (total == 0) return;
+  const auto whole_bytes = static_cast<std::size_t>(std::max(whole_elements, total)) * sizeof(T);
+  const auto from = row_major_strides(shape);
+  split_copy<T>(shape, from, stride, total, threads,
+                [&](std::int64_t lo, std::int64_t hi, std::size_t axis) {
+                  std::vector<std::int64_t> part = shape;
+                  part[axis] = hi - lo;
+                  copy_layout(src + lo * from[axis], from, dst + lo * stride[axis], stride, part,
+                              sizeof(T), whole_bytes);
+                });
 }
 
 // Row-major element strides of a tensor indexed by `labels`.

@@ -222,9 +222,11 @@ void Product<T>::run(const T* a, const Expression* fa, const T* b, const Express
   if (a_.is_fixed) a = a_.fixed.empty() ? a_.fixed_at : a_.fixed.data();
   if (b_.is_fixed) b = b_.fixed.empty() ? b_.fixed_at : b_.fixed.data();
   if (outer_) return run_outer(a, b, c, threads);
-  if (a_.packed) copy_strided(a, a_.shape, a_.strides, scratch + a_.at, fa), a = scratch + a_.at;
+  if (a_.packed)
+    copy_strided(a, a_.shape, a_.strides, scratch + a_.at, fa, threads), a = scratch + a_.at;
   check_deadline();
-  if (b_.packed) copy_strided(b, b_.shape, b_.strides, scratch + b_.at, fb), b = scratch + b_.at;
+  if (b_.packed)
+    copy_strided(b, b_.shape, b_.strides, scratch + b_.at, fb, threads), b = scratch + b_.at;
   check_deadline();
   if (!c_.packed) return compute(a, b, 0, nb_ * m_, 0, n_, c, c_.batch, c_.rs, c_.cs, threads);
   // Chunk by chunk: computed into scratch, then scattered into its box of the result.
@@ -248,7 +250,8 @@ void Product<T>::run(const T* a, const Expression* fa, const T* b, const Express
         compute(a, b, 0, nb_ * m_, first, count, z, m_ * count, count, 1, threads);
       else
         compute(a, b, first, count, 0, n_, z, m_ * n_, n_, 1, threads);
-      copy_into_strided(z, box, c + offset + v * k.cut_stride, k.box_strides, nb_ * m_ * n_);
+      copy_into_strided(z, box, c + offset + v * k.cut_stride, k.box_strides, nb_ * m_ * n_,
+                        threads);
     }
   }
 }

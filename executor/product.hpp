@@ -39,7 +39,7 @@ inline constexpr std::int64_t kChunkElements = std::int64_t{1} << 21;
 // moves each of its K·N elements at about memory speed (s bytes at a few GB/s, read and written),
 // while the chunk's multiply takes 2·m·K·N / F: for doubles at 50 GFLOP/s packed at 6 GB/s, the
 // packing is 33 / m of the multiply, 1.6% at m = 2048, where 2M elements a chunk would leave it
-// at 9% in a product of 5184 columns (TCCG cases 20-30, 405 rows a chunk).
+// at 9% in a product of 5184 columns (TCCG cases 22-30, 360 rows a chunk).
 inline constexpr std::int64_t kChunkDepth = 2048;
 
 template <typename T>

@@ -22,6 +22,7 @@
 
 #include "einsumdb/executor/deadline.hpp"
 #include "einsumdb/executor/execute.hpp"
+#include "einsumdb/executor/expression.hpp"
 #include "einsumdb/executor/kernels.hpp"
 #include "einsumdb/executor/npy.hpp"
 #include "einsumdb/executor/permute.hpp"
@@ -227,6 +228,37 @@ TEST(Permute, CopyLayoutCopiesEveryElementToItsPlace) {
             << (c.shape.empty() ? 1 : c.shape[0]) << ", whole " << whole;
       }
     }
+}
+
+// A copy of 2^20 elements or more is split among the caller's threads along its outermost axis
+// longer than one (here the second: the first is 1): a transposing gather into row-major order,
+// with and without a function, and its inverse scatter, on two threads, land every element
+// where one thread puts it.
+TEST(Permute, LargeCopiesSplitAmongThreadsPutEveryElementInPlace) {
+  const std::vector<std::int64_t> shape{1, 130, 97, 100};
+  const std::int64_t total = 130 * 97 * 100;
+  ASSERT_GE(total, kernels::kThreadedCopyElements);
+  // The source lies as [1][100][130][97].
+  const std::vector<std::int64_t> strides{total, 97, 1, 130 * 97};
+  std::vector<float> src(static_cast<std::size_t>(total));
+  for (std::size_t q = 0; q < src.size(); ++q) src[q] = float(q % 9973) * 0.5f;
+  const Expression f = Expression::parse("2*U+1");
+  for (const Expression* fn : {static_cast<const Expression*>(nullptr), &f}) {
+    std::vector<float> got(src.size(), -1.0f);
+    kernels::copy_strided(src.data(), shape, strides, got.data(), fn, 2);
+    std::int64_t k = 0;
+    for (std::int64_t i = 0; i < 130; ++i)
+      for (std::int64_t j = 0; j < 97; ++j)
+        for (std::int64_t l = 0; l < 100; ++l, ++k) {
+          const float x = src[static_cast<std::size_t>(i * 97 + j + l * 130 * 97)];
+          ASSERT_EQ(got[static_cast<std::size_t>(k)], fn ? 2 * x + 1 : x)
+              << "element " << k << (fn ? " through 2*U+1" : "");
+        }
+    if (fn) continue;
+    std::vector<float> back(src.size(), -1.0f);
+    kernels::copy_into_strided(got.data(), shape, back.data(), strides, 0, 2);
+    EXPECT_EQ(back, src);
+  }
 }
 
 // ttgt's default orders: M and K in the left operand's order and N in the right one's, but where an
