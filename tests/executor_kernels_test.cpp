@@ -230,34 +230,52 @@ TEST(Permute, CopyLayoutCopiesEveryElementToItsPlace) {
     }
 }
 
-// A copy of 2^20 elements or more is split among the caller's threads along its outermost axis
-// longer than one (here the second: the first is 1): a transposing gather into row-major order,
-// with and without a function, and its inverse scatter, on two threads, land every element
-// where one thread puts it.
+// A copy of 2^20 elements or more is split among the caller's threads along the axis farthest
+// apart in both layouts: a gather into row-major order from [1][100][130][97] (split along the
+// 130, which is 97 and 9,700 elements apart), with and without a function, and its inverse
+// scatter; and a 2-D transpose of 1,100 × 1,000, where every axis is one layout's unit stride and
+// the ranges hold whole lines of it (split after 544 rows, not 550). On two threads, every
+// element lands where one thread puts it.
 TEST(Permute, LargeCopiesSplitAmongThreadsPutEveryElementInPlace) {
-  const std::vector<std::int64_t> shape{1, 130, 97, 100};
-  const std::int64_t total = 130 * 97 * 100;
-  ASSERT_GE(total, kernels::kThreadedCopyElements);
-  // The source lies as [1][100][130][97].
-  const std::vector<std::int64_t> strides{total, 97, 1, 130 * 97};
-  std::vector<float> src(static_cast<std::size_t>(total));
-  for (std::size_t q = 0; q < src.size(); ++q) src[q] = float(q % 9973) * 0.5f;
+  struct Case {
+    std::vector<std::int64_t> shape, strides;  // the source's strides per axis of the result
+  };
+  const std::vector<Case> cases = {{{1, 130, 97, 100}, {130 * 97 * 100, 97, 1, 130 * 97}},
+                                   {{1100, 1000}, {1, 1100}}};
   const Expression f = Expression::parse("2*U+1");
-  for (const Expression* fn : {static_cast<const Expression*>(nullptr), &f}) {
-    std::vector<float> got(src.size(), -1.0f);
-    kernels::copy_strided(src.data(), shape, strides, got.data(), fn, 2);
-    std::int64_t k = 0;
-    for (std::int64_t i = 0; i < 130; ++i)
-      for (std::int64_t j = 0; j < 97; ++j)
-        for (std::int64_t l = 0; l < 100; ++l, ++k) {
-          const float x = src[static_cast<std::size_t>(i * 97 + j + l * 130 * 97)];
-          ASSERT_EQ(got[static_cast<std::size_t>(k)], fn ? 2 * x + 1 : x)
-              << "element " << k << (fn ? " through 2*U+1" : "");
-        }
-    if (fn) continue;
-    std::vector<float> back(src.size(), -1.0f);
-    kernels::copy_into_strided(got.data(), shape, back.data(), strides, 0, 2);
-    EXPECT_EQ(back, src);
+  for (const auto& c : cases) {
+    std::int64_t total = 1;
+    for (auto len : c.shape) total *= len;
+    ASSERT_GE(total, kernels::kThreadedCopyElements);
+    std::vector<float> src(static_cast<std::size_t>(total));
+    for (std::size_t q = 0; q < src.size(); ++q) src[q] = float(q % 9973) * 0.5f;
+    // Each element of the result in row-major order: its offset in the source.
+    std::vector<std::int64_t> from;
+    std::vector<std::int64_t> at(c.shape.size(), 0);
+    for (std::int64_t k = 0; k < total; ++k) {
+      std::int64_t o = 0;
+      for (std::size_t a = 0; a < at.size(); ++a) o += at[a] * c.strides[a];
+      from.push_back(o);
+      for (std::size_t a = at.size(); a-- > 0;)
+        if (++at[a] < c.shape[a])
+          break;
+        else
+          at[a] = 0;
+    }
+    for (const Expression* fn : {static_cast<const Expression*>(nullptr), &f}) {
+      std::vector<float> got(src.size(), -1.0f);
+      kernels::copy_strided(src.data(), c.shape, c.strides, got.data(), fn, 2);
+      for (std::int64_t k = 0; k < total; ++k) {
+        const float x = src[static_cast<std::size_t>(from[static_cast<std::size_t>(k)])];
+        ASSERT_EQ(got[static_cast<std::size_t>(k)], fn ? 2 * x + 1 : x)
+            << "element " << k << " of " << c.shape.size() << " axes"
+            << (fn ? " through 2*U+1" : "");
+      }
+      if (fn) continue;
+      std::vector<float> back(src.size(), -1.0f);
+      kernels::copy_into_strided(got.data(), c.shape, back.data(), c.strides, 0, 2);
+      EXPECT_EQ(back, src) << c.shape.size() << " axes";
+    }
   }
 }
 
