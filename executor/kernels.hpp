@@ -355,22 +355,20 @@ inline void copy_run(const T* src, std::int64_t n, T* dst) {
 // Copies of at least this many elements split among threads where the caller has several
 // (copy_strided, copy_into_strided): a copy runs at memory speed, which one core of a server
 // does not reach alone, and starting a thread (tens of µs) is then under a tenth of the copy
-// (2^20 doubles, 16 MiB read and written, take about 1 ms at 20-30 GB/s).
+// (2^20 doubles, 16 MiB read and written, take 0.5-0.8 ms at 20-30 GB/s).
 inline constexpr std::int64_t kThreadedCopyElements = std::int64_t{1} << 20;
 
-// Runs copy(lo, hi, axis) over `threads` ranges of one axis of `shape`, or once over all of it
-// where the copy is small or there is one thread. The axis is the one farthest apart in both
-// layouts (the largest of its two strides' smaller), so that each thread reads and writes blocks
-// of its own rather than part of every run of both (TCCG's 72⁴ doubles from dbca: split along
-// the source's unit stride, the two threads took longer than one, bench/permute.sh). Where that
-// axis is the unit stride of either layout (a 2-D transpose), the ranges hold whole cache lines of
-// it: copy_layout transposes in blocks of a line, and a range ending mid-line leaves both threads
+// Runs copy(lo, hi, axis) over `threads` ranges of one axis of `shape`. The axis is the one
+// farthest apart in both layouts (the largest of its two strides' smaller), so that each thread
+// reads and writes blocks of its own: split along one layout's unit stride, each thread would take
+// part of every run of that layout, and both would touch every page of it. Where that axis is the
+// unit stride of either layout (a 2-D transpose), the ranges hold whole cache lines of it:
+// copy_layout transposes in blocks of a line, and a range ending mid-line leaves both threads
 // partial blocks at the seam.
 template <typename T, typename Copy>
 void split_copy(const std::vector<std::int64_t>& shape,
                 const std::vector<std::int64_t>& src_strides,
-                const std::vector<std::int64_t>& dst_strides, std::int64_t total, int threads,
-                Copy&& copy) {
+                const std::vector<std::int64_t>& dst_strides, int threads, Copy&& copy) {
   std::size_t axis = 0;
   std::int64_t apart = -1;
   for (std::size_t a = 0; a < shape.size(); ++a) {
@@ -380,9 +378,9 @@ void split_copy(const std::vector<std::int64_t>& shape,
   const std::int64_t n = shape.empty() ? 1 : shape[axis];
   const std::int64_t step =
       apart == 1 ? std::max<std::int64_t>(1, 64 / std::int64_t{sizeof(T)}) : 1;
-  parallel_for(
-      (n + step - 1) / step, total >= kThreadedCopyElements ? threads : 1,
-      [&](std::int64_t lo, std::int64_t hi) { copy(lo * step, std::min(n, hi * step), axis); });
+  parallel_for((n + step - 1) / step, threads, [&](std::int64_t lo, std::int64_t hi) {
+    copy(lo * step, std::min(n, hi * step), axis);
+  });
 }
 
 // dst (contiguous, row-major `shape`) = f(src) read with element `stride` per axis. Without a
@@ -444,7 +442,9 @@ void copy_strided(const T* src, const std::vector<std::int64_t>& shape,
   std::int64_t total = 1;
   for (auto len : shape) total *= len;
   if (total == 0) return;
-  split_copy<T>(shape, stride, row_major_strides(shape), total, threads,
+  if (threads <= 1 || total < kThreadedCopyElements)
+    return copy_strided_range(src, shape, stride, dst, f, total);
+  split_copy<T>(shape, stride, row_major_strides(shape), threads,
                 [&](std::int64_t lo, std::int64_t hi, std::size_t axis) {
                   std::vector<std::int64_t> part = shape;
                   part[axis] = hi - lo;
@@ -465,7 +465,9 @@ void copy_into_strided(const T* src, const std::vector<std::int64_t>& shape, T* 
   if (total == 0) return;
   const auto whole_bytes = static_cast<std::size_t>(std::max(whole_elements, total)) * sizeof(T);
   const auto from = row_major_strides(shape);
-  split_copy<T>(shape, from, stride, total, threads,
+  if (threads <= 1 || total < kThreadedCopyElements)
+    return copy_layout(src, from, dst, stride, shape, sizeof(T), whole_bytes);
+  split_copy<T>(shape, from, stride, threads,
                 [&](std::int64_t lo, std::int64_t hi, std::size_t axis) {
                   std::vector<std::int64_t> part = shape;
                   part[axis] = hi - lo;
