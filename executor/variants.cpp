@@ -39,4 +39,8 @@ Tensor tensor_gemm::row(const Bound& bound, std::size_t row, const RowOptions& o
   EINSUMDB_BY_ISA(tensor_gemm::, row, bound, row, options);
 }
 
+bool tensor_gemm::runs_in_halves() {
+  EINSUMDB_BY_ISA(tensor_gemm::, runs_in_halves);
+}
+
 }  // namespace einsumdb

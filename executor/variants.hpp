@@ -38,6 +38,7 @@ struct RowOptions {
   }                                                                                                \
   namespace tensor_gemm::ns {                                                                      \
   Tensor row(const Bound& bound, std::size_t row, const RowOptions& options);                      \
+  bool runs_in_halves();                                                                           \
   }
 
 namespace einsumdb {
@@ -53,6 +54,9 @@ void direct_run(const DirectPlan& plan, const void* const* data, const std::int6
 namespace tensor_gemm {
 // One row of the batch (row.cpp), for the instruction set kernel_isa() names.
 Tensor row(const Bound& bound, std::size_t row, const RowOptions& options);
+// Whether the kernels run AVX-512 on a processor that runs a 512-bit operation as two 256-bit
+// halves (rows_kernel.hpp, machine_rows_shape), as measured once per process.
+bool runs_in_halves();
 }  // namespace tensor_gemm
 
 }  // namespace einsumdb

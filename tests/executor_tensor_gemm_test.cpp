@@ -28,6 +28,7 @@
 #include "einsumdb/executor/tensor_gemm/scatter.hpp"
 #include "einsumdb/executor/tensor_gemm/streamed.hpp"
 #include "einsumdb/executor/tensor_gemm/write_out.hpp"
+#include "einsumdb/executor/variants.hpp"
 #include "einsumdb/tests/support/executor_cases.hpp"
 #include "einsumdb/tuner/tuner.hpp"
 
@@ -830,6 +831,78 @@ TEST(Streamed, InPlaceRowsThatRunOnInBothAreOnePieceOfWholeLines) {
   for (const Piece& p : whole->pieces) EXPECT_EQ(p.rows, 32);
 }
 
+// Our in-place kernel (place_kernel.hpp) on ec,abed->abcd, TCCG case 11's shape, with the output's
+// columns c `pad` elements further apart than d's run: each run of d summed whole, its last
+// register under a mask where the run ends inside it (d = 20, 33), the last tile of columns short
+// (c = 5 against two, 11 against eight), on one thread and two, in ordinary stores and where
+// `stream` asks and the tile is whole aligned lines (d = 72 unpadded: two columns of 576 bytes), in
+// streaming ones. The padding between runs is left as it was.
+void place_kernel_computes(std::int64_t d, std::int64_t c, std::int64_t pad) {
+  const Lengths len{{'a', 2}, {'b', 3}, {'c', c}, {'d', d}, {'e', 7}};
+  const std::int64_t cs = d + pad;
+  const std::vector<std::int64_t> ws{c, 1}, xs{3 * 7 * d, 7 * d, d, 1},
+      zs{3 * c * cs, c * cs, cs, 1};
+  const auto s = streamed_lines<float>("ec", ws, "abed", xs, "abcd", zs, len);
+  ASSERT_TRUE(s.has_value()) << d;
+  ASSERT_TRUE(s->in_place);
+  EXPECT_EQ(s->run, d);
+  ASSERT_TRUE(own_place<float>(*s) || !streams()) << d;
+  const Tensor w = random_values<float>(7 * c, 61), x = random_values<float>(6 * 7 * d, 67);
+  for (const int threads : {1, 2})
+    for (const bool stream : {false, true}) {
+      Tensor z(Dtype::f32, {6 * c * cs + 16});  // 64-byte aligned, as the library allocates
+      std::fill(z.data<float>(), z.data<float>() + z.size(), 7.0f);
+      const bool ran =
+          run_streamed_place_own<float>(*s, x.data<float>(), w.data<float>(), z.data<float>(),
+                                        threads, stream, true, /*narrow=*/true);
+      ASSERT_EQ(ran, streams()) << d;
+      if (!ran) return;
+      for (std::int64_t ab = 0; ab < 6; ++ab)
+        for (std::int64_t ci = 0; ci < c; ++ci)
+          for (std::int64_t o = 0; o < cs; ++o) {
+            const float got = z.data<float>()[ab * c * cs + ci * cs + o];
+            if (o >= d) {
+              ASSERT_EQ(got, 7.0f)
+                  << "padding, d = " << d << " at " << ab << ", " << ci << ", " << o;
+              continue;
+            }
+            double want = 0;
+            for (std::int64_t e = 0; e < 7; ++e)
+              want += static_cast<double>(w.data<float>()[e * c + ci]) *
+                      x.data<float>()[ab * 7 * d + e * d + o];
+            ASSERT_NEAR(got, want, 1e-4)
+                << "d = " << d << ", c = " << c << ", pad " << pad << (stream ? ", streamed" : "")
+                << ", threads " << threads << " at " << ab << ", " << ci << ", " << o;
+          }
+    }
+}
+
+TEST(Streamed, InPlaceRunsGoWholeThroughOurKernel) {
+  for (const auto& [d, c, pad] : {std::tuple{72, 5, 0},
+                                  {72, 6, 0},
+                                  {72, 5, 3},
+                                  {20, 11, 0},
+                                  {20, 11, 5},
+                                  {33, 6, 2},
+                                  {40, 9, 0},
+                                  {79, 3, 1}}) {
+    place_kernel_computes(d, c, pad);
+    if (HasFatalFailure()) return;
+  }
+  // Not ours: runs of whole 512-bit registers (d = 32: libxsmm's fill them), longer than
+  // kPlaceVectors registers (d = 88), or whose summed elements lie apart in X (ebad: e past a, b).
+  const auto takes = [](std::int64_t d, const std::string& xl) {
+    const Lengths len{{'a', 2}, {'b', 3}, {'c', 5}, {'d', d}, {'e', 7}};
+    const auto s = streamed_lines<float>("ec", row_major("ec", len), xl, row_major(xl, len), "abcd",
+                                         row_major("abcd", len), len);
+    return s.has_value() && s->in_place && own_place<float>(*s);
+  };
+  EXPECT_EQ(takes(72, "abed"), streams());
+  EXPECT_FALSE(takes(32, "abed"));
+  EXPECT_FALSE(takes(88, "abed"));
+  EXPECT_FALSE(takes(72, "ebad"));
+}
+
 }  // namespace
 }  // namespace einsumdb::tensor_gemm
 
@@ -1592,6 +1665,34 @@ TEST(Strategies, TensorGemmStreamsLinesThroughOurKernelInFloats) {
     } else {
       for (const auto& p : space) EXPECT_FALSE(p.contains("kernel")) << p;
     }
+    const Results ref = run_reference(bound);
+    for (const char* kernel : {"own", "blis"})
+      for (const int threads : {1, 2})
+        expect_tensor_gemm_agrees(bound, ref, std::string(to_string(dtype)) + " " + kernel,
+                                  {{"kernel", kernel}, {"threads", threads}});
+  }
+}
+
+// Streamed lines in place (TCCG case 11's shape, ec,abed->abcd, with its run of 72 floats) go
+// through our in-place kernel by default in floats where the processor runs 512-bit operations in
+// halves, and the tuner's space then has libxsmm's beside it; each way agrees with the reference,
+// on one and two threads, in floats and doubles.
+TEST(Strategies, TensorGemmRunsInPlaceLinesThroughOurKernelWhereRegistersGoInHalves) {
+  const Strategy* s = find_strategy("tensor_gemm");
+  ASSERT_NE(s, nullptr);
+  const std::map<char, int> lengths{{'a', 3}, {'b', 4}, {'c', 13}, {'d', 72}, {'e', 9}};
+  for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
+    const BatchedEinsum e = binary_spec("ec,abed->abcd", lengths, dtype);
+    const Arrays arrays = random_arrays(e, 47);
+    const Bound bound(e, arrays);
+    ASSERT_EQ(tensor_gemm_path(bound), "lines");
+    Lengths len;
+    for (const auto& [c, n] : lengths) len[c] = n;
+    const auto space = s->space(e, len);
+    const bool ours = dtype == Dtype::f32 && tensor_gemm::runs_in_halves();
+    EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"kernel", "blis"}}),
+              ours ? 1 : 0)
+        << to_string(dtype);
     const Results ref = run_reference(bound);
     for (const char* kernel : {"own", "blis"})
       for (const int threads : {1, 2})

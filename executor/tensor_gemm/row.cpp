@@ -249,5 +249,13 @@ Tensor row(const Bound& bound, std::size_t row, const RowOptions& options) {
   }
 }
 
+bool runs_in_halves() {
+#if EINSUMDB_AVX512
+  return machine_rows_shape() == RowsShape::narrow;
+#else
+  return false;
+#endif
+}
+
 }  // namespace einsumdb::tensor_gemm::EINSUMDB_ISA_NS
 EINSUMDB_TARGET_END

@@ -6,8 +6,10 @@
 // it is among X's rows and X runs along another of them, the calls go a line's worth of its values
 // at a time into a buffer, transposed on the way out, or in floats through our kernel, which
 // transposes its tiles in registers (streamed lines: TCCG cases 2-4 and 6-8); and where X runs
-// along that index itself, the calls write in place (TCCG cases 5, 9, 10, 11, 19). An output
-// larger than the cache is written in non-temporal stores, around it. Internal to executor/.
+// along that index itself, the calls write in place (TCCG cases 5, 9, 10, 11, 19), in floats on a
+// processor that runs 512-bit operations in halves through our kernel where each run fits a few
+// 256-bit registers (place_kernel.hpp: case 11). An output larger than the cache is written in
+// non-temporal stores, around it. Internal to executor/.
 #pragma once
 
 #include <xmmintrin.h>
@@ -28,6 +30,7 @@
 #include "einsumdb/executor/small_gemm.hpp"
 #include "einsumdb/executor/tensor_gemm/blocking.hpp"
 #include "einsumdb/executor/tensor_gemm/lines_kernel.hpp"
+#include "einsumdb/executor/tensor_gemm/place_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/rows_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/scatter.hpp"
 #include "einsumdb/executor/tensor_gemm/transpose.hpp"
@@ -307,7 +310,10 @@ struct StreamedLines : StreamedOperands {
   bool around = false;    // in place, around the cache (writes_around)
   std::int64_t kc = 0;    // summed elements per pass (in place, several passes may add up)
   std::int64_t longest = 0;
+  std::int64_t run = 0;  // ux's values and the rows that run on with them in X and the output
   std::vector<Piece> pieces;
+  // In place: each run in one piece (our kernel's, place_kernel.hpp).
+  std::vector<Piece> runs;
   // Not in place: the same rows as `pieces` with all of uz's values each (our kernel's, where a
   // few rows' worth fit its staging block).
   std::vector<Piece> whole;
@@ -368,6 +374,7 @@ std::optional<StreamedLines> streamed_lines(
       }
     }
   if (s.in_place && s.c_cs < run) return std::nullopt;
+  s.run = run;
   sum = by_stride(sum, Xl, Xs);
   const Table ak = offsets(sum, len, Xl, Xs);
   const std::int64_t K = ak.size();
@@ -441,6 +448,7 @@ std::optional<StreamedLines> streamed_lines(
                               vx != '\0' ? s.longest : std::min(s.span, run - i0),
                               s.in_place ? 1 : std::min(line, nu - u0)});
           if (!s.in_place && u0 == 0) s.whole.push_back(s.pieces.back()), s.whole.back().lines = nu;
+          if (s.in_place && i0 == 0) s.runs.push_back(s.pieces.back()), s.runs.back().rows = run;
         }
   s.address(cols, sum, batch, len, Xl, Xs, Wl, Ws, zl, zs);
   if (s.in_place) {
@@ -623,6 +631,105 @@ bool run_streamed_lines_own(const StreamedLines& s, const T* x, const T* w, T* z
   return false;
 }
 
+// Whether our in-place kernel (place_kernel.hpp) takes plan s: in floats, in place, in one pass
+// over the summed elements, on a processor that runs the AVX-512 kernels, where each run is at most
+// kPlaceVectors 256-bit registers and not a whole number of 512-bit ones (where it is, libxsmm's
+// pieces fill their registers: TCCG cases 9 and 10, runs of 373,248 and 5,184 floats), and where
+// the summed elements continue the run in X, so that a piece's panel is one block of X that the
+// tiles before it fetch whole (TCCG case 11, ec,abed->abcd: 72 × 72 floats). Where they lie apart
+// (case 5, ebad,ce->abcd: 1.5 MB), libxsmm's kernel, fetching each call's panel as it goes, is
+// faster.
+template <typename T>
+bool own_place(const StreamedLines& s) {
+  return std::is_same_v<T, float> && s.in_place && s.kc == static_cast<std::int64_t>(s.wk.size()) &&
+         streams() && s.run <= 8 * kPlaceVectors && s.run % 16 != 0 && !s.runs.empty() &&
+         (s.wk.size() < 2 || s.x_ds == s.run);
+}
+
+#if EINSUMDB_AVX512
+// Plan s through place_tile<V, J>: each run a piece, its tiles J columns each, in the columns'
+// order; each tile fetches its share of the next piece's panel (the runs at K / tiles of its
+// summed elements).
+template <int V>
+void run_place(const StreamedLines& s, const float* x, const float* w, float* z, int threads,
+               bool stream) {
+  constexpr int J = place_columns(V);
+  const std::int64_t N = s.wn.size(), K = s.wk.size();
+  const std::int64_t tiles = (N + J - 1) / J, width = tiles * J;
+  const int rest = static_cast<int>(s.run - 8 * (V - 1));  // the last register's elements
+  PlaceTile t{};
+  t.depth = K, t.ds = s.x_ds, t.width = width, t.ldz = s.c_cs, t.rows = s.run;
+  t.last = static_cast<__mmask8>((1u << rest) - 1);
+  // Streaming stores write whole lines: each column's run whole aligned lines, or the tile's
+  // columns one after another in whole aligned lines (TCCG case 11: two columns of 72 floats).
+  const auto lines = [&](const float* at, std::int64_t cols) {
+    const bool aligned = reinterpret_cast<std::uintptr_t>(at) % 64 == 0 && rest == 8;
+    return aligned &&
+           ((s.run % 16 == 0 && s.c_cs % 16 == 0) || (s.c_cs == s.run && cols * s.run % 16 == 0));
+  };
+  const auto pack = [&](std::int64_t q, std::vector<float>& to) {  // W of batch point q, K × width
+    to.assign(static_cast<std::size_t>(K * width), 0.0f);
+    const float* from = w + s.wb[q];
+    for (std::int64_t l = 0; l < K; ++l)
+      for (std::int64_t j = 0; j < N; ++j) to[j + l * width] = from[s.wn[j] + s.wk[l]];
+  };
+  const auto piece = [&](std::int64_t q, const float* packed, const Piece& p, const Piece& next) {
+    const float* xq = x + s.xb[q];
+    float* const zq = z + s.cb[q] + p.c;
+    for (std::int64_t b = 0; b < tiles; ++b) {
+      const std::int64_t cols = std::min<std::int64_t>(J, N - b * J);
+      const std::int64_t from = b * K / tiles, to = (b + 1) * K / tiles;
+      float* const zt = zq + b * J * s.c_cs;
+      PlaceTile tb = t;
+      tb.stream = stream && lines(zt, cols);
+      place_tile<V, J>(tb, xq + p.x, packed + b * J, zt, static_cast<int>(cols),
+                       xq + next.x + from * s.x_ds, to - from);
+    }
+  };
+  over_pieces<float>(s.xb.size(), s.runs, threads, pack, piece);
+}
+#endif
+
+// Runs an in-place streamed-lines plan into z through our kernel (place_kernel.hpp), where
+// own_place takes it, `own` asks for it and the processor runs a 512-bit operation in two halves
+// (or `narrow` says so: a test's); false, having computed nothing, otherwise. `stream`: tiles of
+// whole aligned lines around the cache.
+template <typename T>
+bool run_streamed_place_own(const StreamedLines& s, const T* x, const T* w, T* z, int threads,
+                            bool stream, bool own,
+                            [[maybe_unused]] std::optional<bool> narrow = std::nullopt) {
+#if EINSUMDB_AVX512
+  if constexpr (std::is_same_v<T, float>) {
+    if (!own || !own_place<T>(s)) return false;
+    if (!(narrow ? *narrow : machine_rows_shape() == RowsShape::narrow)) return false;
+    switch ((s.run + 7) / 8) {
+      case 2:
+        return run_place<2>(s, x, w, z, threads, stream), true;
+      case 3:
+        return run_place<3>(s, x, w, z, threads, stream), true;
+      case 4:
+        return run_place<4>(s, x, w, z, threads, stream), true;
+      case 5:
+        return run_place<5>(s, x, w, z, threads, stream), true;
+      case 6:
+        return run_place<6>(s, x, w, z, threads, stream), true;
+      case 7:
+        return run_place<7>(s, x, w, z, threads, stream), true;
+      case 8:
+        return run_place<8>(s, x, w, z, threads, stream), true;
+      case 9:
+        return run_place<9>(s, x, w, z, threads, stream), true;
+      case 10:
+        return run_place<10>(s, x, w, z, threads, stream), true;
+      default:
+        return false;
+    }
+  }
+#endif
+  (void)s, (void)x, (void)w, (void)z, (void)threads, (void)stream, (void)own;
+  return false;
+}
+
 // Runs a streamed-lines plan into z: through our own kernel where `own` asks and it runs,
 // otherwise through libxsmm's; false, where libxsmm has no kernel for it either, having computed
 // nothing.
@@ -630,6 +737,7 @@ template <typename T>
 bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, int threads,
                         bool stream, bool own) {
   if (run_streamed_lines_own(s, x, w, z, threads, stream, own)) return true;
+  if (run_streamed_place_own(s, x, w, z, threads, stream, own)) return true;
   using Kernel = kernels::StreamKernel<T>;
   const std::int64_t N = s.wn.size(), K = s.wk.size(), P = s.longest, kc = s.kc;
   constexpr std::int64_t line = 64 / sizeof(T);

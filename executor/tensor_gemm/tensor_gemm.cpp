@@ -13,7 +13,8 @@
 //   macro_kernel  the loops over blocks and tiles (Gemm);
 //   streamed      the second algorithm, for an operand with few free elements: the other one
 //                 streamed in place through libxsmm kernels, unpacked, or through our own, in
-//                 rows (rows_kernel) or in lines transposed in registers (lines_kernel);
+//                 rows (rows_kernel), in lines transposed in registers (lines_kernel) or in
+//                 lines in place (place_kernel);
 //   row.cpp       the driver: which algorithm, which operand takes the rows, the threads; it and
 //                 the stages it instantiates are compiled once per instruction set (isa.hpp);
 //   this file     the strategy: where it applies, its parameters, the tuner's space.
@@ -49,9 +50,10 @@
 // several summed passes (own_kernel_by_default), otherwise BLIS's, and in floats the tuner
 // measures both; a tile whose rows are two runs apart in the output, written around the cache, is
 // ours either way; streamed rows go through ours (rows_kernel.hpp) by default, and in floats
-// streamed lines where own_lines says (lines_kernel.hpp), libxsmm's with "blis", and the tuner
-// measures both). A functional operand
-// is evaluated into a buffer in its array's layout first. A complex row runs as a real one
+// streamed lines where own_lines says (lines_kernel.hpp) and in place where own_place says and the
+// processor runs 512-bit operations in halves (place_kernel.hpp), libxsmm's with "blis", and the
+// tuner measures both). A functional operand is evaluated into a buffer in its array's layout
+// first. A complex row runs as a real one
 // (real_form.hpp): the same stages, on real numbers, with an index of two parts added.
 #include <algorithm>
 #include <map>
@@ -90,8 +92,9 @@ std::string streamed_path(const BatchedEinsum& e, const std::vector<std::int64_t
 }
 
 // Whether row `row` streams its operand through our own kernel by default: its rows
-// (rows_kernel.hpp) where W's row fits it, or its lines (lines_kernel.hpp) where own_lines says;
-// real, on contiguous operands, where the kernels run AVX-512.
+// (rows_kernel.hpp) where W's row fits it, its lines (lines_kernel.hpp) where own_lines says, or
+// its lines in place (place_kernel.hpp) where own_place says and the processor runs 512-bit
+// operations in halves; real, on contiguous operands, where the kernels run AVX-512.
 bool own_streams(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
   const Dtype dtype = result_dtype(e, row);
   if (is_complex(dtype) || !streams()) return false;
@@ -104,7 +107,7 @@ bool own_streams(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
     if (const auto s = streamed<T>(x, xs, y, ys, z, zs, len))
       return s->wn.size() * static_cast<std::int64_t>(sizeof(T)) <= kOwnRowBytes;
     const auto s = streamed_lines<T>(x, xs, y, ys, z, zs, len);
-    return s && own_lines<T>(*s);
+    return s && (own_lines<T>(*s) || (own_place<T>(*s) && runs_in_halves()));
   };
   return dtype == Dtype::f32 ? ours(0.0f) : ours(0.0);
 }

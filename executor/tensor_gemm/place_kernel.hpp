@@ -1,0 +1,98 @@
+// tensor_gemm's own kernel for streamed lines in place (streamed.hpp), AVX-512, in floats: where
+// the output's unit-stride index belongs to X and X runs along it too, each run of it (up to
+// kPlaceVectors half-width registers: TCCG case 11's 72 floats in nine) is summed whole against a
+// few columns of W, packed once, and written where it lies. libxsmm's kernel takes the run in
+// 512-bit registers, in pieces of whole registers (72 floats: 48 and 24, the second one and a half
+// registers); where the processor runs a 512-bit operation as two 256-bit halves (Zen 4), 256-bit
+// registers compute as many FMAs a cycle and fit such a run exactly.
+//
+// A tile is the run by J columns: J·V accumulators and V registers of X (at most 30 of the 32), W's
+// values broadcast from memory. Where the tile's part of the output is whole aligned lines (TCCG
+// case 11: two columns of 72 floats, 576 bytes, one after the other), it goes out in streaming
+// stores, around the cache; otherwise in ordinary ones, the last register under a mask. Each tile
+// fetches into L1 a share of the next piece's panel of X. Compiled only for AVX-512
+// (isa_target.hpp), for its 32 registers and masks. Internal to executor/.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "einsumdb/executor/isa_target.hpp"
+
+namespace einsumdb::tensor_gemm {
+// The longest run our kernel takes: ten 256-bit registers of floats.
+inline constexpr std::int64_t kPlaceVectors = 10;
+
+// The columns of a tile whose run takes v registers: as many as keep J·v accumulators and the v
+// registers of X within 30 registers, up to 8 (24 accumulators at v = 3).
+constexpr int place_columns(std::int64_t v) {
+  return static_cast<int>(std::min<std::int64_t>(8, (30 - v) / v));
+}
+}  // namespace einsumdb::tensor_gemm
+
+#if EINSUMDB_AVX512
+EINSUMDB_TARGET_BEGIN
+namespace einsumdb::tensor_gemm {
+// Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
+namespace {
+
+// Where a tile reads X and W and writes the output. The run's element i at summed element l is
+// x[i + l·ds], i < rows; W's row l is w[l·width, l·width + J); column j of the run goes to
+// z[i + j·ldz]. The tile fetches `fetches` runs of the next panel, the first at `fetch`, each
+// `rows` elements at spacing ds.
+struct PlaceTile {
+  std::int64_t depth, ds, width, ldz, rows;
+  __mmask8 last;  // the last register's elements in the run
+  bool stream;    // whole aligned lines: streaming stores
+};
+
+template <int V, int J>
+void place_tile(const PlaceTile& t, const float* x, const float* w, float* z, int cols,
+                const float* fetch, std::int64_t fetches) {
+  for (std::int64_t f = 0; f < fetches; ++f)
+    for (std::int64_t i = 0; i < t.rows + 15; i += 16)
+      _mm_prefetch(reinterpret_cast<const char*>(fetch + f * t.ds + std::min(i, t.rows - 1)),
+                   _MM_HINT_T0);
+  __m256 acc[J][V];
+#pragma GCC unroll 8
+  for (int j = 0; j < J; ++j)
+#pragma GCC unroll 10
+    for (int v = 0; v < V; ++v) acc[j][v] = _mm256_setzero_ps();
+  for (std::int64_t l = 0; l < t.depth; ++l, x += t.ds, w += t.width) {
+    __m256 xv[V];
+#pragma GCC unroll 10
+    for (int v = 0; v < V; ++v)
+      xv[v] = v + 1 < V ? _mm256_loadu_ps(x + 8 * v) : _mm256_maskz_loadu_ps(t.last, x + 8 * v);
+      // In registers, each loaded once: folded into each of its J FMAs instead, the loads would
+      // outnumber what the load ports take in the FMAs' time (19 against 18 at V = 9, J = 2).
+#pragma GCC unroll 10
+    for (int v = 0; v < V; ++v) asm("" : "+v"(xv[v]));
+#pragma GCC unroll 8
+    for (int j = 0; j < J; ++j) {
+      const __m256 b = _mm256_set1_ps(w[j]);
+#pragma GCC unroll 10
+      for (int v = 0; v < V; ++v) acc[j][v] = _mm256_fmadd_ps(b, xv[v], acc[j][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < J; ++j) {
+    if (j >= cols) break;
+    float* const zj = z + j * t.ldz;
+#pragma GCC unroll 10
+    for (int v = 0; v < V; ++v) {
+      if (t.stream)
+        _mm256_stream_ps(zj + 8 * v, acc[j][v]);
+      else if (v + 1 < V)
+        _mm256_storeu_ps(zj + 8 * v, acc[j][v]);
+      else
+        _mm256_mask_storeu_ps(zj + 8 * v, t.last, acc[j][v]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace einsumdb::tensor_gemm
+EINSUMDB_TARGET_END
+#endif
