@@ -1644,61 +1644,50 @@ TEST(Strategies, TensorGemmStreamsRowsThroughOurKernelOrLibxsmms) {
     }
 }
 
-// Streamed lines (TCCG case 2's shape, small) go through our kernel by default in floats, where
-// own_lines takes them, and the tuner's space has libxsmm's beside it; in doubles, libxsmm's. Each
-// way agrees with the reference, on one and two threads.
-TEST(Strategies, TensorGemmStreamsLinesThroughOurKernelInFloats) {
+// `spec` at `lengths` streams its lines; in floats, where `ours`, through our own kernel by default
+// with libxsmm's beside it in the tuner's space; in doubles, with no choice of kernel there.
+// Either kernel agrees with the reference, on one and two threads, in floats and doubles.
+void streamed_lines_agree(const char* spec, const std::map<char, int>& lengths, unsigned seed,
+                          bool ours) {
   const Strategy* s = find_strategy("tensor_gemm");
   ASSERT_NE(s, nullptr);
-  const std::map<char, int> lengths{{'a', 40}, {'b', 24}, {'c', 37}, {'d', 50}};
   for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
-    const BatchedEinsum e = binary_spec("dca,bd->abc", lengths, dtype);
-    const Arrays arrays = random_arrays(e, 43);
+    const BatchedEinsum e = binary_spec(spec, lengths, dtype);
+    const Arrays arrays = random_arrays(e, seed);
     const Bound bound(e, arrays);
-    ASSERT_EQ(tensor_gemm_path(bound), "lines");
+    ASSERT_EQ(tensor_gemm_path(bound), "lines") << spec;
     Lengths len;
     for (const auto& [c, n] : lengths) len[c] = n;
     const auto space = s->space(e, len);
     if (dtype == Dtype::f32) {
       EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"kernel", "blis"}}),
-                tensor_gemm::streams() ? 1 : 0);
+                ours ? 1 : 0)
+          << spec;
     } else {
-      for (const auto& p : space) EXPECT_FALSE(p.contains("kernel")) << p;
+      for (const auto& p : space) EXPECT_FALSE(p.contains("kernel")) << spec << ": " << p;
     }
     const Results ref = run_reference(bound);
     for (const char* kernel : {"own", "blis"})
       for (const int threads : {1, 2})
-        expect_tensor_gemm_agrees(bound, ref, std::string(to_string(dtype)) + " " + kernel,
-                                  {{"kernel", kernel}, {"threads", threads}});
+        expect_tensor_gemm_agrees(
+            bound, ref, std::string(spec) + " " + std::string(to_string(dtype)) + " " + kernel,
+            {{"kernel", kernel}, {"threads", threads}});
   }
+}
+
+// Streamed lines (TCCG case 2's shape, small) go through our kernel by default in floats, where
+// own_lines takes them; in doubles, libxsmm's.
+TEST(Strategies, TensorGemmStreamsLinesThroughOurKernelInFloats) {
+  streamed_lines_agree("dca,bd->abc", {{'a', 40}, {'b', 24}, {'c', 37}, {'d', 50}}, 43,
+                       tensor_gemm::streams());
 }
 
 // Streamed lines in place (TCCG case 11's shape, ec,abed->abcd, with its run of 72 floats) go
 // through our in-place kernel by default in floats where the processor runs 512-bit operations in
-// halves, and the tuner's space then has libxsmm's beside it; each way agrees with the reference,
-// on one and two threads, in floats and doubles.
+// halves; elsewhere, and in doubles, libxsmm's.
 TEST(Strategies, TensorGemmRunsInPlaceLinesThroughOurKernelWhereRegistersGoInHalves) {
-  const Strategy* s = find_strategy("tensor_gemm");
-  ASSERT_NE(s, nullptr);
-  const std::map<char, int> lengths{{'a', 3}, {'b', 4}, {'c', 13}, {'d', 72}, {'e', 9}};
-  for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
-    const BatchedEinsum e = binary_spec("ec,abed->abcd", lengths, dtype);
-    const Arrays arrays = random_arrays(e, 47);
-    const Bound bound(e, arrays);
-    ASSERT_EQ(tensor_gemm_path(bound), "lines");
-    Lengths len;
-    for (const auto& [c, n] : lengths) len[c] = n;
-    const auto space = s->space(e, len);
-    const bool ours = dtype == Dtype::f32 && tensor_gemm::runs_in_halves();
-    EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"kernel", "blis"}}),
-              ours ? 1 : 0)
-        << to_string(dtype);
-    const Results ref = run_reference(bound);
-    for (const char* kernel : {"own", "blis"})
-      for (const int threads : {1, 2})
-        expect_tensor_gemm_agrees(bound, ref, std::string(to_string(dtype)) + " " + kernel,
-                                  {{"kernel", kernel}, {"threads", threads}});
-  }
+  streamed_lines_agree("ec,abed->abcd", {{'a', 3}, {'b', 4}, {'c', 13}, {'d', 72}, {'e', 9}}, 47,
+                       tensor_gemm::runs_in_halves());
 }
 
 // Whole tiles go to our own micro-kernel (line_kernel.hpp) by default in floats where a large
