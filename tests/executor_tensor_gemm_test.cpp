@@ -1684,9 +1684,13 @@ TEST(Strategies, TensorGemmStreamsLinesThroughOurKernelInFloats) {
 
 // Streamed lines in place (TCCG case 11's shape, ec,abed->abcd, with its run of 72 floats) go
 // through our in-place kernel by default in floats where the processor runs 512-bit operations in
-// halves; elsewhere, and in doubles, libxsmm's.
+// halves; elsewhere, and in doubles, libxsmm's. In ec,aebd->acbd, b follows d in both the operand
+// and the output: d's 20 values and b's 3 make one run of 60, which the summed elements continue
+// (our kernel takes it only so).
 TEST(Strategies, TensorGemmRunsInPlaceLinesThroughOurKernelWhereRegistersGoInHalves) {
   streamed_lines_agree("ec,abed->abcd", {{'a', 3}, {'b', 4}, {'c', 13}, {'d', 72}, {'e', 9}}, 47,
+                       tensor_gemm::runs_in_halves());
+  streamed_lines_agree("ec,aebd->acbd", {{'a', 2}, {'b', 3}, {'c', 5}, {'d', 20}, {'e', 7}}, 53,
                        tensor_gemm::runs_in_halves());
 }
 
