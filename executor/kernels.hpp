@@ -108,6 +108,13 @@ inline std::int64_t product(const std::string& labels, const std::map<char, std:
   return p;
 }
 
+// The elements of a tensor of `shape`.
+inline std::int64_t product(const std::vector<std::int64_t>& shape) {
+  std::int64_t p = 1;
+  for (auto n : shape) p *= n;
+  return p;
+}
+
 inline bool contains(const std::string& s, char c) {
   return s.find(c) != std::string::npos;
 }
@@ -391,8 +398,7 @@ template <typename T>
 void copy_strided_range(const T* src, const std::vector<std::int64_t>& shape_in,
                         const std::vector<std::int64_t>& stride_in, T* dst, const Expression* f,
                         std::int64_t whole_elements) {
-  std::int64_t total = 1;
-  for (auto len : shape_in) total *= len;
+  const std::int64_t total = product(shape_in);
   if (total == 0) return;
   const auto whole_bytes = static_cast<std::size_t>(whole_elements) * sizeof(T);
   if constexpr (is_complex_v<T>) {
@@ -439,8 +445,7 @@ template <typename T>
 void copy_strided(const T* src, const std::vector<std::int64_t>& shape,
                   const std::vector<std::int64_t>& stride, T* dst, const Expression* f,
                   int threads = 1) {
-  std::int64_t total = 1;
-  for (auto len : shape) total *= len;
+  const std::int64_t total = product(shape);
   if (total == 0) return;
   if (threads <= 1 || total < kThreadedCopyElements)
     return copy_strided_range(src, shape, stride, dst, f, total);
@@ -460,8 +465,7 @@ template <typename T>
 void copy_into_strided(const T* src, const std::vector<std::int64_t>& shape, T* dst,
                        const std::vector<std::int64_t>& stride, std::int64_t whole_elements = 0,
                        int threads = 1) {
-  std::int64_t total = 1;
-  for (auto len : shape) total *= len;
+  const std::int64_t total = product(shape);
   if (total == 0) return;
   const auto whole_bytes = static_cast<std::size_t>(std::max(whole_elements, total)) * sizeof(T);
   const auto from = row_major_strides(shape);

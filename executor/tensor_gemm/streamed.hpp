@@ -23,6 +23,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "einsumdb/executor/isa_target.hpp"
@@ -660,12 +661,12 @@ void run_place(const StreamedLines& s, const float* x, const float* w, float* z,
   PlaceTile t{};
   t.depth = K, t.ds = s.x_ds, t.width = width, t.ldz = s.c_cs, t.rows = s.run;
   t.last = static_cast<__mmask8>((1u << rest) - 1);
-  // Streaming stores write whole lines: each column's run whole aligned lines, or the tile's
-  // columns one after another in whole aligned lines (TCCG case 11: two columns of 72 floats).
+  // Streaming stores write whole lines: a run is never whole lines here (own_place), so only a
+  // tile whose columns lie one after another in whole aligned lines streams (TCCG case 11: two
+  // columns of 72 floats, 576 bytes).
   const auto lines = [&](const float* at, std::int64_t cols) {
-    const bool aligned = reinterpret_cast<std::uintptr_t>(at) % 64 == 0 && rest == 8;
-    return aligned &&
-           ((s.run % 16 == 0 && s.c_cs % 16 == 0) || (s.c_cs == s.run && cols * s.run % 16 == 0));
+    return rest == 8 && s.c_cs == s.run && cols * s.run % 16 == 0 &&
+           reinterpret_cast<std::uintptr_t>(at) % 64 == 0;
   };
   const auto pack = [&](std::int64_t q, std::vector<float>& to) {  // W of batch point q, K × width
     to.assign(static_cast<std::size_t>(K * width), 0.0f);
@@ -688,6 +689,13 @@ void run_place(const StreamedLines& s, const float* x, const float* w, float* z,
   };
   over_pieces<float>(s.xb.size(), s.runs, threads, pack, piece);
 }
+
+// run_place<V> for the run's V registers, one of Vs; false for none.
+template <int... Vs>
+bool run_place_of(std::integer_sequence<int, Vs...>, std::int64_t v, const StreamedLines& s,
+                  const float* x, const float* w, float* z, int threads, bool stream) {
+  return ((v == Vs && (run_place<Vs>(s, x, w, z, threads, stream), true)) || ...);
+}
 #endif
 
 // Runs an in-place streamed-lines plan into z through our kernel (place_kernel.hpp), where
@@ -702,28 +710,10 @@ bool run_streamed_place_own(const StreamedLines& s, const T* x, const T* w, T* z
   if constexpr (std::is_same_v<T, float>) {
     if (!own || !own_place<T>(s)) return false;
     if (!(narrow ? *narrow : machine_rows_shape() == RowsShape::narrow)) return false;
-    switch ((s.run + 7) / 8) {
-      case 2:
-        return run_place<2>(s, x, w, z, threads, stream), true;
-      case 3:
-        return run_place<3>(s, x, w, z, threads, stream), true;
-      case 4:
-        return run_place<4>(s, x, w, z, threads, stream), true;
-      case 5:
-        return run_place<5>(s, x, w, z, threads, stream), true;
-      case 6:
-        return run_place<6>(s, x, w, z, threads, stream), true;
-      case 7:
-        return run_place<7>(s, x, w, z, threads, stream), true;
-      case 8:
-        return run_place<8>(s, x, w, z, threads, stream), true;
-      case 9:
-        return run_place<9>(s, x, w, z, threads, stream), true;
-      case 10:
-        return run_place<10>(s, x, w, z, threads, stream), true;
-      default:
-        return false;
-    }
+    // A run takes 2 to kPlaceVectors registers: streamed_lines takes 16 values or more.
+    static_assert(kPlaceVectors == 10, "the registers' counts below end at kPlaceVectors");
+    return run_place_of(std::integer_sequence<int, 2, 3, 4, 5, 6, 7, 8, 9, 10>{}, (s.run + 7) / 8,
+                        s, x, w, z, threads, stream);
   }
 #endif
   (void)s, (void)x, (void)w, (void)z, (void)threads, (void)stream, (void)own;

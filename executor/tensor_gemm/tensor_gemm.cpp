@@ -53,8 +53,8 @@
 // streamed lines where own_lines says (lines_kernel.hpp) and in place where own_place says and the
 // processor runs 512-bit operations in halves (place_kernel.hpp), libxsmm's with "blis", and the
 // tuner measures both). A functional operand is evaluated into a buffer in its array's layout
-// first. A complex row runs as a real one
-// (real_form.hpp): the same stages, on real numbers, with an index of two parts added.
+// first. A complex row runs as a real one (real_form.hpp): the same stages, on real numbers, with
+// an index of two parts added.
 #include <algorithm>
 #include <map>
 #include <optional>
