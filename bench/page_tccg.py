@@ -91,7 +91,10 @@ def run_lines(result, path, heading):
                                   if "cpu_id" in m else "") +
         f", {m['cores']} cores; numpy's OpenBLAS: {m['openblas']}; "
         f"{result['threads']} thread(s) each side; {result['rounds']} rounds, each case the "
-        f"median of {result['repeat']} runs; {result['time']}.", "",
+        f"median of {result['repeat']} runs; {result['time']}."
+        + (" Every library capped at its AVX2 kernels: "
+           + ", ".join(f"{k}={v}" for k, v in result["isa"].items()) + "."
+           if "isa" in result else ""), "",
         "Limits per round (min / median / max): " + result.get("gemm", "DGEMM") + " peak "
         f"{spread([x['peak_gflops'] for x in lim], '{:.1f}')} GFLOP/s (OpenBLAS "
         f"{spread([x['openblas_gflops'] for x in lim], '{:.1f}')}, einsumdb "

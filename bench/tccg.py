@@ -36,6 +36,10 @@ fresh store under /usr/bin/time -v: the wall time, and the peak RSS against the 
 footprint, with the tune's own account (candidates measured, left out by its time limit, the
 winner) in --output's "tunes" (--cases none: the tunes only).
 
+With --isa avx2, every library runs its AVX2 kernels, as on a processor without AVX-512:
+EINSUMDB_ISA=avx2 (einsumdb's own kernels and BLIS's), LIBXSMM_TARGET=hsw and
+OPENBLAS_CORETYPE=Haswell (numpy's OpenBLAS and the peak it measures) are set for every run.
+
 With --dtype c128 (or c64, f32), every tensor, GEMM and numpy array is of that type, and the
 peak is that type's GEMM (ZGEMM for c128). A complex multiply-add counts 8 real FLOPs (a real one
 2), everywhere a rate is shown. Complex cases keep the lengths of TCCG's double-precision case
@@ -53,7 +57,7 @@ rounds; the summary is taken on the medians.
 Usage: tccg.py EINSUMDB [--threads 1] [--cases 1-48] [--repeat 5] [--rounds 3]
                      [--tune 1,12,33] [--keep-openblas-env] [--also LABEL=EINSUMDB ...]
                      [--no-numpy] [--output FILE] [--dtype f64] [--transforms tensor_gemm]
-                     [--batched B,M,N,K]
+                     [--batched B,M,N,K] [--isa avx2]
 """
 import argparse
 import ctypes
@@ -76,6 +80,12 @@ os.environ["OPENBLAS_NUM_THREADS"] = THREADS  # before numpy loads its BLAS
 os.environ["OMP_NUM_THREADS"] = THREADS
 PINNED = {} if "--keep-openblas-env" in sys.argv else {
     k: os.environ.pop(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
+# --isa avx2: every library capped at AVX2, as on a processor without AVX-512 (set before numpy
+# loads its BLAS, and inherited by every einsumdb run).
+ISA_CAPS = {"avx2": {"EINSUMDB_ISA": "avx2", "LIBXSMM_TARGET": "hsw",
+                     "OPENBLAS_CORETYPE": "Haswell"}}
+ISA = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--isa"), None)
+os.environ.update(ISA_CAPS.get(ISA, {}))
 
 import numpy as np  # noqa: E402
 
@@ -290,6 +300,9 @@ def main():
                     "after colons (ttgt:gemm3m=true): each case takes the fastest")
     ap.add_argument("--batched", metavar="B,M,N,K",
                     help="also a batched matrix product bik,bkj->bij of these lengths")
+    ap.add_argument("--isa", choices=sorted(ISA_CAPS),
+                    help="cap every library's kernels at this instruction set, numpy's OpenBLAS "
+                    "included (EINSUMDB_ISA, LIBXSMM_TARGET, OPENBLAS_CORETYPE)")
     a = ap.parse_args()
     transforms = a.transforms.split(",")
     also = {}
@@ -414,6 +427,8 @@ def main():
               "machine": dict(machine(), openblas=kernel),
               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "limits": limits,
               "cases": []}
+    if a.isa:
+        result["isa"] = ISA_CAPS[a.isa]
     for c in chosen:
         r = runs[c["case"]]
         result["cases"].append({

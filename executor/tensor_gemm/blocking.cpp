@@ -14,6 +14,10 @@
 
 namespace einsumdb::tensor_gemm {
 
+bool writes_stream() {
+  return kernel_isa() != Isa::baseline;
+}
+
 bool streams() {
   return kernel_isa() == Isa::avx512;
 }
@@ -93,7 +97,8 @@ bool streams_even_tiles_by_default() {
 }
 
 bool even_tiles_may_stream(std::int64_t summed, double output_bytes) {
-  return streams() && summed <= kStreamAllDepth && output_bytes > static_cast<double>(kCachedBytes);
+  return writes_stream() && summed <= kStreamAllDepth &&
+         output_bytes > static_cast<double>(kCachedBytes);
 }
 
 std::string by_stride(std::string labels, const std::string& layout,

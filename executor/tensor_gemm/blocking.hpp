@@ -75,8 +75,13 @@ bool scattered_stores_read_lines();
 // the tuner tries both (tensor_gemm_space).
 bool streams_even_tiles_by_default();
 
-// Whether copy_run can stream: where the kernels run AVX-512 (kernel_isa()). Without, a buffered
-// even tile is only a detour.
+// Whether copy_run and the write-out's transposes run in vector registers and can stream whole
+// lines around the cache: where the kernels run AVX2 or AVX-512 (kernel_isa(); transpose.hpp).
+// Without, a buffered even tile is only a detour.
+bool writes_stream();
+
+// Whether our own AVX-512 kernels run (rows_kernel.hpp, lines_kernel.hpp, place_kernel.hpp,
+// line_kernel.hpp), and libxsmm's write around the cache: where the kernels run AVX-512.
 bool streams();
 
 // Whether our own micro-kernel (line_kernel.hpp) runs for floats: where the kernels run AVX-512

@@ -357,12 +357,12 @@ class Gemm {
     return end;
   }
 
-  // Whether tiles go out through registers, transposed a cache line square at a time (AVX-512, a
-  // micro-kernel that writes columns fastest, MR a multiple of a line), rather than along strides
-  // by the micro-kernel, whose general-stride path stores element by element: line groups, and
-  // even tiles whose columns are contiguous in the output.
+  // Whether tiles go out through registers, transposed a cache line square at a time (AVX2 or
+  // AVX-512, a micro-kernel that writes columns fastest, MR a multiple of a line), rather than
+  // along strides by the micro-kernel, whose general-stride path stores element by element: line
+  // groups, and even tiles whose columns are contiguous in the output.
   bool transposes() const {
-#if EINSUMDB_AVX512
+#if EINSUMDB_AVX2
     return !k_.prefers_rows && k_.mr % kLine == 0;  // (T: double or float)
 #else
     return false;

@@ -471,7 +471,7 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
                      std::int64_t N, T* z, const std::int64_t* cn, const StreamedLines& s,
                      bool stream) {
   const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
-#if EINSUMDB_AVX512
+#if EINSUMDB_AVX2
   using V = Lanes<T>;
   constexpr std::int64_t L = V::width;  // a line's elements: 8 doubles, 16 floats
   if (p.lines == L) {
@@ -485,6 +485,7 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
       const auto mask = V::first(h);
       for (std::int64_t j = 0; j < N; ++j) {
         T* const d = zi + cn[j];
+#if EINSUMDB_AVX512
         if constexpr (std::is_same_v<T, double>) {
           if (h == 8) {
             if (stream && s.c_rs % 8 == 0 && reinterpret_cast<std::uintptr_t>(d) % 64 == 0) {
@@ -497,6 +498,7 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
             continue;
           }
         }
+#endif
         decltype(V::loadu(buf)) r[L];
         if (h == L) {
           load_transposed(buf + i0 + j * P, tile, r);

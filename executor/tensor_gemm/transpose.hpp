@@ -1,6 +1,8 @@
-// tensor_gemm's AVX-512 register blocks: a vector of T under a lane mask (Lanes) and transposes of
-// a cache line square (8 × 8 doubles, 16 × 16 floats), through which tiles and panels change
-// direction on their way between the tensors and the micro-kernel. Compiled only for AVX-512
+// tensor_gemm's register blocks: a cache line of T under a lane mask (Lanes) and transposes of a
+// cache line square (8 × 8 doubles, 16 × 16 floats), through which tiles and panels change
+// direction on their way between the tensors and the micro-kernel. With AVX-512 a line is one
+// register; with AVX2 it is two 256-bit ones, and a mask is the number of leading lanes it selects
+// (every mask the write-out uses selects a line's first lanes). Compiled for AVX2 and AVX-512
 // (isa_target.hpp). Internal to executor/.
 #pragma once
 
@@ -12,11 +14,13 @@
 #include "einsumdb/executor/isa_target.hpp"
 #include "einsumdb/executor/line_transpose.hpp"  // 16 × 16 floats
 
-#if EINSUMDB_AVX512
+#if EINSUMDB_AVX2
 EINSUMDB_TARGET_BEGIN
 namespace einsumdb::tensor_gemm {
 // Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
 namespace {
+
+#if EINSUMDB_AVX512
 
 // One AVX-512 register of T, its lanes under a mask.
 template <typename T>
@@ -160,6 +164,145 @@ inline void transpose_block(__m512* r) {
   std::copy(r, r + 16, rows);
   kernels::transpose16(rows, r);
 }
+
+#else
+// A cache line in two 256-bit registers: its first half and its second.
+struct LineD {
+  __m256d lo, hi;
+};
+struct LineF {
+  __m256 lo, hi;
+};
+
+// Lane i < n of a 256-bit register of 32-bit (64-bit) lanes: all ones, else zero.
+inline __m256i first_lanes32(std::int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::clamp<std::int64_t>(n, 0, 8))),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+inline __m256i first_lanes64(std::int64_t n) {
+  return _mm256_cmpgt_epi64(_mm256_set1_epi64x(std::clamp<std::int64_t>(n, 0, 4)),
+                            _mm256_setr_epi64x(0, 1, 2, 3));
+}
+
+// One cache line of T in two AVX2 registers, its first `mask` lanes selected. The same operations
+// as AVX-512's Lanes, for the write-out's routines.
+template <typename T>
+struct Lanes;
+template <>
+struct Lanes<double> {
+  using V = LineD;
+  static constexpr std::int64_t width = 8, half = 4;
+  static V zero() { return {_mm256_setzero_pd(), _mm256_setzero_pd()}; }
+  static V load(const double* p) { return {_mm256_load_pd(p), _mm256_load_pd(p + half)}; }
+  static V loadu(const double* p) { return {_mm256_loadu_pd(p), _mm256_loadu_pd(p + half)}; }
+  static void storeu(double* p, V v) {
+    _mm256_storeu_pd(p, v.lo), _mm256_storeu_pd(p + half, v.hi);
+  }
+  static std::int64_t first(std::int64_t n) { return n; }
+  // Masked loads touch no memory outside their lanes; a half wholly selected loads plainly.
+  static __m256d half_load(std::int64_t n, const double* p) {
+    return n >= half ? _mm256_loadu_pd(p)
+           : n <= 0  ? _mm256_setzero_pd()
+                     : _mm256_maskload_pd(p, first_lanes64(n));
+  }
+  static V load(std::int64_t n, const double* p) {
+    return {half_load(n, p), half_load(n - half, p + half)};
+  }
+  static V add(V x, V y) { return {_mm256_add_pd(x.lo, y.lo), _mm256_add_pd(x.hi, y.hi)}; }
+  static void half_store(double* p, std::int64_t n, __m256d v) {
+    if (n >= half)
+      _mm256_storeu_pd(p, v);
+    else if (n > 0)
+      _mm256_maskstore_pd(p, first_lanes64(n), v);
+  }
+  static void store(double* p, std::int64_t n, V v) {
+    half_store(p, n, v.lo), half_store(p + half, n - half, v.hi);
+  }
+  static void stream(double* p, V v) {
+    _mm256_stream_pd(p, v.lo), _mm256_stream_pd(p + half, v.hi);
+  }
+};
+template <>
+struct Lanes<float> {
+  using V = LineF;
+  static constexpr std::int64_t width = 16, half = 8;
+  static V zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+  static V load(const float* p) { return {_mm256_load_ps(p), _mm256_load_ps(p + half)}; }
+  static V loadu(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + half)}; }
+  static void storeu(float* p, V v) { _mm256_storeu_ps(p, v.lo), _mm256_storeu_ps(p + half, v.hi); }
+  static std::int64_t first(std::int64_t n) { return n; }
+  static __m256 half_load(std::int64_t n, const float* p) {
+    return n >= half ? _mm256_loadu_ps(p)
+           : n <= 0  ? _mm256_setzero_ps()
+                     : _mm256_maskload_ps(p, first_lanes32(n));
+  }
+  static V load(std::int64_t n, const float* p) {
+    return {half_load(n, p), half_load(n - half, p + half)};
+  }
+  static V add(V x, V y) { return {_mm256_add_ps(x.lo, y.lo), _mm256_add_ps(x.hi, y.hi)}; }
+  static void half_store(float* p, std::int64_t n, __m256 v) {
+    if (n >= half)
+      _mm256_storeu_ps(p, v);
+    else if (n > 0)
+      _mm256_maskstore_ps(p, first_lanes32(n), v);
+  }
+  static void store(float* p, std::int64_t n, V v) {
+    half_store(p, n, v.lo), half_store(p + half, n - half, v.hi);
+  }
+  static void stream(float* p, V v) { _mm256_stream_ps(p, v.lo), _mm256_stream_ps(p + half, v.hi); }
+};
+
+// r[i][j] <- r[j][i] for a 4 × 4 block of doubles, one row per register.
+inline void transpose4(__m256d r[4]) {
+  const __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
+  const __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
+  r[0] = _mm256_permute2f128_pd(t0, t2, 0x20), r[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+  r[2] = _mm256_permute2f128_pd(t0, t2, 0x31), r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+
+// r[i][j] <- r[j][i] for an 8 × 8 block of floats, one row per register.
+inline void transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int j = 0; j < 8; j += 2)
+    t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]), t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+  for (int h = 0; h < 8; h += 4) {  // u[h + q]: column q (low half) and q + 4 of rows h..h+3
+    u[h + 0] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int q = 0; q < 4; ++q) {
+    r[q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x20);
+    r[q + 4] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x31);
+  }
+}
+
+// A cache line square as four squares of a register's lanes: r[i] <- column i of the block whose
+// row u is r[u] (transpose_block), or is at q + u·ld (load_transposed). The two squares off the
+// diagonal trade places.
+inline void transpose_block(LineD* r) {
+  __m256d s[4][4];
+  for (int u = 0; u < 4; ++u)
+    s[0][u] = r[u].lo, s[1][u] = r[u].hi, s[2][u] = r[4 + u].lo, s[3][u] = r[4 + u].hi;
+  for (auto& q : s) transpose4(q);
+  for (int i = 0; i < 4; ++i) r[i] = {s[0][i], s[2][i]}, r[4 + i] = {s[1][i], s[3][i]};
+}
+inline void transpose_block(LineF* r) {
+  __m256 s[4][8];
+  for (int u = 0; u < 8; ++u)
+    s[0][u] = r[u].lo, s[1][u] = r[u].hi, s[2][u] = r[8 + u].lo, s[3][u] = r[8 + u].hi;
+  for (auto& q : s) transpose8(q);
+  for (int i = 0; i < 8; ++i) r[i] = {s[0][i], s[2][i]}, r[8 + i] = {s[1][i], s[3][i]};
+}
+inline void load_transposed(const double* q, std::int64_t ld, LineD* r) {
+  for (int u = 0; u < 8; ++u) r[u] = Lanes<double>::loadu(q + u * ld);
+  transpose_block(r);
+}
+inline void load_transposed(const float* q, std::int64_t ld, LineF* r) {
+  for (int u = 0; u < 16; ++u) r[u] = Lanes<float>::loadu(q + u * ld);
+  transpose_block(r);
+}
+#endif
 
 // d[0, width) under `mask` = v, or += with `accumulate`; a whole aligned line streamed with
 // `stream`.

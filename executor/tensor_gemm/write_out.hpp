@@ -1,9 +1,9 @@
 // tensor_gemm's write-out stage: a tile the micro-kernel computed into a buffer, written to the
 // output where the micro-kernel could not write it in place (rows or columns unevenly spaced
 // there, or contiguous across the tile): along whichever of its directions is evenly spaced, a
-// line per run, transposed through registers (AVX-512), or a line group's tiles a whole line at a
-// time; whole aligned lines streamed past the cache where the output is written once. Internal
-// to executor/.
+// line per run, transposed through registers (AVX2 and AVX-512), or a line group's tiles a whole
+// line at a time; whole aligned lines streamed past the cache where the output is written once.
+// Internal to executor/.
 #pragma once
 
 #include <algorithm>
@@ -20,14 +20,14 @@ namespace einsumdb::tensor_gemm {
 namespace {
 
 // d[0, n) = t[0, n), or += with `accumulate`; with `stream`, whole aligned cache lines go around
-// the cache (non-temporal stores, AVX-512 only): their tile will not be read again, and a line
+// the cache (non-temporal stores, AVX2 and AVX-512): their tile will not be read again, and a line
 // written there needs no read of its old contents first. Where d does not start a line, the part
 // before its first whole line goes first, under a mask, so that the whole lines after it stream.
 // The micro-kernel prefetches the lines of the tile it writes, here the buffer's; the output's
 // lines would miss one by one.
 template <typename T>
 inline void copy_run(const T* t, std::int64_t n, T* d, bool accumulate, bool stream) {
-#if EINSUMDB_AVX512
+#if EINSUMDB_AVX2
   using V = Lanes<T>;
   const auto part = [&](std::int64_t i, std::int64_t k) {  // d[i, i + k), k at most a line
     const auto mask = V::first(k);
@@ -100,7 +100,7 @@ template <typename T>
 inline void transpose_out(const T* tile, std::int64_t mr, std::int64_t mrb, std::int64_t nrb,
                           T* base, const std::int64_t* rows, bool accumulate,
                           [[maybe_unused]] bool stream) {
-#if EINSUMDB_AVX512
+#if EINSUMDB_AVX2
   if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
     using V = Lanes<T>;
     constexpr std::int64_t L = V::width;
@@ -131,7 +131,7 @@ inline void transpose_out(const T* tile, std::int64_t mr, std::int64_t mrb, std:
 // Writes a line group (line_groups): kLineElements<T> tiles of `mr` rows, row i of tile j at
 // cm[i] + j in the output, so that row i and column n of all of them make one whole line at
 // cm[i] + cn[n], and the line is written at once (streamed with `stream`). Each tile went
-// column-major into `group`, one after the other (`transposed`, AVX-512 only), or
+// column-major into `group`, one after the other (`transposed`, AVX2 and AVX-512), or
 // interleaved, each line contiguous: element (i, n) of tile j at group[(i + n·mr)·line + j].
 template <typename T>
 inline void write_lines(const T* group, std::int64_t mr, [[maybe_unused]] std::int64_t nr,
@@ -139,7 +139,7 @@ inline void write_lines(const T* group, std::int64_t mr, [[maybe_unused]] std::i
                         const std::int64_t* cm, const std::int64_t* cn, bool accumulate,
                         bool stream) {
   constexpr std::int64_t line = kLineElements<T>;
-#if EINSUMDB_AVX512
+#if EINSUMDB_AVX2
   if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
     if (transposed) {
       using V = Lanes<T>;

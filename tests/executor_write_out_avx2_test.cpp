@@ -1,0 +1,180 @@
+// tensor_gemm's write-out stage in its AVX2 compilation (transpose.hpp, write_out.hpp): a cache
+// line in two 256-bit registers, its squares transposed, runs copied under masks and streamed,
+// tiles transposed into the output. The library compiles these routines for each instruction set
+// (isa_target.hpp); this file compiles them for AVX2 as the library does (EINSUMDB_ISA_LEVEL=1,
+// tests/CMakeLists.txt), whatever the machine's widest set, and checks every element and every
+// element around them against a plain loop. Skipped where the processor lacks AVX2 or FMA.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "einsumdb/executor/tensor_gemm/transpose.hpp"
+#include "einsumdb/executor/tensor_gemm/write_out.hpp"
+
+static_assert(EINSUMDB_AVX2 && !EINSUMDB_AVX512, "compiled for AVX2 (tests/CMakeLists.txt)");
+
+EINSUMDB_TARGET_BEGIN
+namespace einsumdb::tensor_gemm {
+namespace {
+
+// d[i·ldd + u] <- column i of the line square whose row u is at q + u·ld, through registers:
+// loaded and transposed at once (load_transposed), or the first h rows loaded under a mask and
+// then transposed (transpose_block), as write_lines_out does at the edge of a piece.
+template <typename T>
+void transposed_square(const T* q, std::int64_t ld, std::int64_t h, T* d, std::int64_t ldd) {
+  using V = Lanes<T>;
+  constexpr std::int64_t L = V::width;
+  decltype(V::loadu(q)) r[L];
+  if (h == L) {
+    load_transposed(q, ld, r);
+  } else {
+    for (std::int64_t u = 0; u < L; ++u) r[u] = V::load(V::first(u < h ? L : 0), q + u * ld);
+    transpose_block(r);
+  }
+  for (std::int64_t i = 0; i < L; ++i) V::storeu(d + i * ldd, r[i]);
+}
+
+}  // namespace
+}  // namespace einsumdb::tensor_gemm
+EINSUMDB_TARGET_END
+
+namespace einsumdb::tensor_gemm {
+namespace {
+
+bool runs_avx2() {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+template <typename T>
+std::vector<T> values(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> u(-500, 500);
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(u(rng)) / 8;  // exact in both types, sums too
+  return v;
+}
+
+// A buffer of whole cache lines with a marker in every element, so that an element written where
+// it should not be shows.
+template <typename T>
+struct Lines {
+  static constexpr T kMarker = T(-12345);
+  explicit Lines(std::size_t n) : store(n + 64 / sizeof(T), kMarker) {}
+  T* at(std::size_t i) {  // element i of the buffer, the buffer starting on a line
+    const auto base = reinterpret_cast<std::uintptr_t>(store.data());
+    const std::size_t skip = (64 - base % 64) % 64 / sizeof(T);
+    return store.data() + skip + i;
+  }
+  std::vector<T> store;
+};
+
+template <typename T>
+class WriteOutAvx2 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!runs_avx2()) GTEST_SKIP() << "this processor runs no AVX2 and FMA";
+  }
+};
+using Types = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(WriteOutAvx2, Types);
+
+// Every square, whole and with each number of rows at the edge, against the transpose by index.
+TYPED_TEST(WriteOutAvx2, TransposesLineSquaresInTwoRegistersPerLine) {
+  using T = TypeParam;
+  constexpr std::int64_t L = 64 / sizeof(T), ld = L + 3, ldd = L + 5;
+  const std::vector<T> q = values<T>(L * ld, 7);
+  for (std::int64_t h = 1; h <= L; ++h) {
+    std::vector<T> d(L * ldd, T(-1));
+    transposed_square(q.data(), ld, h, d.data(), ldd);
+    for (std::int64_t i = 0; i < L; ++i)
+      for (std::int64_t u = 0; u < L; ++u)
+        ASSERT_EQ(d[i * ldd + u], u < h ? q[u * ld + i] : T(0))
+            << "h " << h << ", column " << i << ", row " << u;
+  }
+}
+
+// copy_run at every length up to three lines and a half, from every place on a line, set and
+// added, streamed and not: each element right, none outside the run touched.
+TYPED_TEST(WriteOutAvx2, CopiesRunsOfEveryLengthFromEveryPlaceOnALine) {
+  using T = TypeParam;
+  constexpr std::int64_t L = 64 / sizeof(T);
+  const std::vector<T> t = values<T>(4 * L, 11), old = values<T>(6 * L, 13);
+  for (const bool accumulate : {false, true})
+    for (const bool stream : {false, true})
+      for (std::int64_t start = 0; start < L; ++start)
+        for (std::int64_t n = 0; n <= 3 * L + L / 2; ++n) {
+          Lines<T> out(6 * L);
+          for (std::int64_t i = start; i < start + n; ++i) *out.at(i) = old[i];
+          copy_run(t.data(), n, out.at(start), accumulate, stream);
+          _mm_sfence();
+          for (std::int64_t i = 0; i < 6 * L; ++i) {
+            const bool in = i >= start && i < start + n;
+            const T want = !in ? Lines<T>::kMarker : t[i - start] + (accumulate ? old[i] : T(0));
+            ASSERT_EQ(*out.at(i), want)
+                << "start " << start << ", length " << n << ", element " << i
+                << (accumulate ? ", added" : ", set") << (stream ? ", streamed" : "");
+          }
+        }
+}
+
+// transpose_out: the corner of a column-major tile of two lines' rows, any number of rows and
+// columns, its rows scattered in the output (one row's place a line and a half from the last,
+// the next's not on a line), set and added, streamed and not.
+TYPED_TEST(WriteOutAvx2, TransposesTilesIntoScatteredRows) {
+  using T = TypeParam;
+  constexpr std::int64_t L = 64 / sizeof(T), mr = 2 * L, nr = L + 4;
+  const std::vector<T> tile = values<T>(mr * nr, 17);
+  std::vector<std::int64_t> rows(mr);
+  for (std::int64_t i = 0; i < mr; ++i) rows[i] = i * (3 * L / 2 + nr) + (i % 3) * 5;
+  const std::int64_t size = rows.back() + nr + L;
+  const std::vector<T> old = values<T>(size, 19);
+  for (const bool accumulate : {false, true})
+    for (const bool stream : {false, true})
+      for (const std::int64_t mrb : {std::int64_t{1}, L - 1, L, mr - 3, mr})
+        for (const std::int64_t nrb : {std::int64_t{1}, L - 2, L, nr}) {
+          Lines<T> out(size);
+          for (std::int64_t i = 0; i < size; ++i) *out.at(i) = old[i];
+          transpose_out(tile.data(), mr, mrb, nrb, out.at(0), rows.data(), accumulate, stream);
+          _mm_sfence();
+          std::vector<T> want(old);
+          for (std::int64_t i = 0; i < mrb; ++i)
+            for (std::int64_t n = 0; n < nrb; ++n)
+              want[rows[i] + n] = tile[n * mr + i] + (accumulate ? old[rows[i] + n] : T(0));
+          for (std::int64_t e = 0; e < size; ++e)
+            ASSERT_EQ(*out.at(e), want[e])
+                << mrb << " rows, " << nrb << " columns, element " << e
+                << (accumulate ? ", added" : ", set") << (stream ? ", streamed" : "");
+        }
+}
+
+// write_lines: a line group's tiles, each column-major one after the other (`transposed`), row i of
+// tile j at cm[i] + j, so that row i and column n of the group is one whole line at cm[i] + cn[n].
+TYPED_TEST(WriteOutAvx2, WritesALineGroupWholeLineByLine) {
+  using T = TypeParam;
+  constexpr std::int64_t L = 64 / sizeof(T), mr = 2 * L, nr = 6;
+  const std::vector<T> group = values<T>(L * mr * nr, 23);
+  std::vector<std::int64_t> cm(mr), cn(nr);
+  for (std::int64_t i = 0; i < mr; ++i) cm[i] = i * L * (nr + 1);
+  for (std::int64_t n = 0; n < nr; ++n) cn[n] = n * L;
+  const std::int64_t size = mr * L * (nr + 1);
+  for (const bool stream : {false, true})
+    for (const std::int64_t nrb : {std::int64_t{1}, nr}) {
+      Lines<T> out(size);
+      write_lines(group.data(), mr, nr, true, nrb, out.at(0), cm.data(), cn.data(), false, stream);
+      _mm_sfence();
+      std::vector<T> want(size, Lines<T>::kMarker);
+      for (std::int64_t j = 0; j < L; ++j)
+        for (std::int64_t i = 0; i < mr; ++i)
+          for (std::int64_t n = 0; n < nrb; ++n)
+            want[cm[i] + cn[n] + j] = group[j * mr * nr + n * mr + i];
+      for (std::int64_t e = 0; e < size; ++e)
+        ASSERT_EQ(*out.at(e), want[e])
+            << nrb << " columns, element " << e << (stream ? ", streamed" : "");
+    }
+}
+
+}  // namespace
+}  // namespace einsumdb::tensor_gemm
