@@ -145,7 +145,11 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
   // A block of rows holds at least one line group (Gemm::block_end).
   block_sizes(k, p, large, p.row_lines.empty() ? k.mr : line * k.mr);
   p.span = packing_span(k, p, bytes(*x.tensor));
-  p.stream = large && p.K <= p.kc;
+  // With AVX2, the tiles through the buffer stream only where the even tiles do too: streamed
+  // beside the lines BLIS's micro-kernel writes in place (through the cache), they went slower
+  // than in ordinary stores (TCCG cases 35 and 44, the panels of rows that straddle two values of
+  // an index; docs/performance/tccg-avx2.md).
+  p.stream = large && p.K <= p.kc && (EINSUMDB_AVX512 || stream_all);
   p.stream_all = stream_all;  // (one pass, an output beyond the cache: p.stream)
   p.fetch_ahead = options.fetch_ahead;
   p.row_step = spacing(p.cm, k.mr);
