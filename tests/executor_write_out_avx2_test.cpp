@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "einsumdb/executor/tensor_gemm/stream_tile.hpp"
 #include "einsumdb/executor/tensor_gemm/transpose.hpp"
 #include "einsumdb/executor/tensor_gemm/write_out.hpp"
 
@@ -35,6 +36,13 @@ void transposed_square(const T* q, std::int64_t ld, std::int64_t h, T* d, std::i
     transpose_block(r);
   }
   for (std::int64_t i = 0; i < L; ++i) V::storeu(d + i * ldd, r[i]);
+}
+
+// stream_tile, called from this region as the macro-kernel calls it.
+template <typename T>
+void streamed_tile(std::int64_t k, const T* a, const T* b, T* c, std::int64_t rs) {
+  stream_tile(k, a, b, c, rs);
+  _mm_sfence();
 }
 
 }  // namespace
@@ -174,6 +182,37 @@ TYPED_TEST(WriteOutAvx2, WritesALineGroupWholeLineByLine) {
         ASSERT_EQ(*out.at(e), want[e])
             << nrb << " columns, element " << e << (stream ? ", streamed" : "");
     }
+}
+
+// stream_tile: 6 rows by a line from BLIS's packed panels (the 6 rows' values, then the line of
+// columns', at each summed element), each row a line of the output, the rows three lines apart,
+// summed over 1, 5 and 24 elements; the lines between the rows stay untouched. And which of BLIS's
+// tiles it takes: 6 rows by a line, written row by row, packed to exactly that.
+TYPED_TEST(WriteOutAvx2, StreamsBlisHaswellTilesFromRegisters) {
+  using T = TypeParam;
+  constexpr std::int64_t L = 64 / sizeof(T), rows = kStreamTileRows, rs = 3 * L;
+  struct Panels {
+    std::int64_t mr, nr, packmr, packnr;
+    bool prefers_rows;
+  };
+  EXPECT_TRUE(stream_tile_fits<T>(Panels{rows, L, rows, L, true}));
+  EXPECT_FALSE(stream_tile_fits<T>(Panels{rows, L, rows, L, false}));  // column-major tiles
+  EXPECT_FALSE(stream_tile_fits<T>(Panels{rows, 2 * L, rows, 2 * L, true}));
+  EXPECT_FALSE(stream_tile_fits<T>(Panels{8, L, 8, L, true}));
+  for (const std::int64_t k : {1, 5, 24}) {
+    const std::vector<T> a = values<T>(k * rows, 29), b = values<T>(k * L, 31);
+    Lines<T> out(rows * rs);
+    streamed_tile(k, a.data(), b.data(), out.at(0), rs);
+    for (std::int64_t e = 0; e < rows * rs; ++e) {
+      const std::int64_t i = e / rs, j = e % rs;
+      T want = Lines<T>::kMarker;
+      if (j < L) {
+        want = 0;
+        for (std::int64_t p = 0; p < k; ++p) want += a[p * rows + i] * b[p * L + j];
+      }
+      ASSERT_EQ(*out.at(e), want) << "summed over " << k << ", row " << i << ", element " << j;
+    }
+  }
 }
 
 }  // namespace

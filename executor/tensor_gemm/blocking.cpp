@@ -93,7 +93,7 @@ bool scattered_stores_read_lines() {
 }
 
 bool streams_even_tiles_by_default() {
-  return streams() && scattered_stores_read_lines();
+  return writes_stream() && scattered_stores_read_lines();
 }
 
 bool even_tiles_may_stream(std::int64_t summed, double output_bytes) {

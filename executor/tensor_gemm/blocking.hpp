@@ -69,10 +69,11 @@ inline constexpr std::int64_t kStreamAllDepth = 24;
 inline constexpr double kReadFirstMargin = 1.3;
 bool scattered_stores_read_lines();
 
-// Where an ordinary store reads its line first, even tiles of an output beyond the cache go
-// through the buffer and out in non-temporal stores by default; otherwise the micro-kernel writes
-// them in place, prefetching their lines as it starts. The parameter "stream_even" chooses, and
-// the tuner tries both (tensor_gemm_space).
+// Where an ordinary store reads its line first, even tiles of an output beyond the cache go out in
+// non-temporal stores by default (with AVX-512 through the buffer or libxsmm's kernels, with AVX2
+// through ours where BLIS's tile is its: stream_tile.hpp); otherwise the micro-kernel writes them
+// in place, prefetching their lines as it starts. The parameter "stream_even" chooses, and the
+// tuner tries both (tensor_gemm_space).
 bool streams_even_tiles_by_default();
 
 // Whether copy_run and the write-out's transposes run in vector registers and can stream whole

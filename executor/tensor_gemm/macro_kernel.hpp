@@ -20,6 +20,7 @@
 #include "einsumdb/executor/tensor_gemm/line_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/micro_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/packing.hpp"
+#include "einsumdb/executor/tensor_gemm/stream_tile.hpp"
 #include "einsumdb/executor/tensor_gemm/write_out.hpp"
 
 EINSUMDB_TARGET_BEGIN
@@ -94,7 +95,10 @@ class Gemm {
 #if EINSUMDB_AVX512
     line_tiles_ = p_.around_ldc > 0 && line_tile_fits(k_);
     if (p_.own_tiles) tile_kernel_ = &Gemm::own_tile;
-
+#endif
+#if EINSUMDB_AVX2
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+      row_tiles_ = p_.stream_all && stream_tile_fits<T>(k_);
 #endif
   }
 
@@ -189,6 +193,9 @@ class Gemm {
                 transpose_out(tile, k_.mr, mrb, nrb, c + cn[0], cm, accumulate, p_.stream);
               } else if (even && !(p_.stream_all && whole_lines)) {
                 kernel(ir, mrb, beta, c + cm[0] + cn[0], rs, cs);
+              } else if (even && cs == 1 && mrb == k_.mr && nrb == k_.nr && !accumulate &&
+                         stream_rows(ir, jr, kcb, ablock, bpack, c + cm[0] + cn[0], rs)) {
+                ahead.fetch();
               } else if (rs == 1 && mrb == k_.mr && !accumulate &&
                          write_around(ir, jr, nrb, kcb, ablock, bpack, c + cm[0], cn)) {
                 ahead.fetch();
@@ -275,6 +282,27 @@ class Gemm {
       line_tile<T, LineWrite::set>(k, a, b, top, bottom, column, n);
   }
 #endif
+
+  // The tile of the MR rows from `ir` and the NR columns from `jr`, each row one whole line of the
+  // output from `base`, the rows `rs` apart, computed by our own AVX2 micro-kernel and streamed
+  // straight into the output from its registers (stream_tile.hpp). False, having computed nothing,
+  // where BLIS's tile is not the kernel's or a row starts off a cache line.
+  bool stream_rows([[maybe_unused]] std::int64_t ir, [[maybe_unused]] std::int64_t jr,
+                   [[maybe_unused]] std::int64_t kcb, [[maybe_unused]] const T* apack,
+                   [[maybe_unused]] const T* bpack, [[maybe_unused]] T* base,
+                   [[maybe_unused]] std::int64_t rs) const {
+#if EINSUMDB_AVX2
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      if (!row_tiles_ || kcb != p_.K || rs * static_cast<std::int64_t>(sizeof(T)) % 64 != 0 ||
+          reinterpret_cast<std::uintptr_t>(base) % 64 != 0)
+        return false;
+      stream_tile(kcb, apack + ir / k_.mr * k_.packmr * kcb, bpack + jr / k_.nr * k_.packnr * kcb,
+                  base, rs);
+      return true;
+    }
+#endif
+    return false;
+  }
 
   // The tile of the MR rows from `ir`, in two runs of a cache line (row_runs: 32 floats over an
   // output index of 16, TCCG cases 31-36 and 43-48), computed by our own micro-kernel (line_tile)
@@ -380,6 +408,7 @@ class Gemm {
   // (write_around).
   std::vector<kernels::StreamKernel<T>> around_;
   bool line_tiles_ = false;  // whether write_lines_around applies (line_tile_fits)
+  bool row_tiles_ = false;   // whether stream_rows applies (stream_tile_fits, stream_all)
   // The micro-kernel of whole tiles: BLIS's, or ours where p_.own_tiles (own_tile).
   typename Blis<T>::Kernel tile_kernel_ = k_.run;
 };

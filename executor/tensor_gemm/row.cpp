@@ -147,8 +147,8 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
   p.span = packing_span(k, p, bytes(*x.tensor));
   // With AVX2, the tiles through the buffer stream only where the even tiles do too: streamed
   // beside the lines BLIS's micro-kernel writes in place (through the cache), they went slower
-  // than in ordinary stores (TCCG cases 35 and 44, the panels of rows that straddle two values of
-  // an index; docs/performance/tccg-avx2.md).
+  // than in ordinary stores (TCCG cases 35 and 44 in floats, where a panel of rows in three
+  // straddles two values of an index).
   p.stream = large && p.K <= p.kc && (EINSUMDB_AVX512 || stream_all);
   p.stream_all = stream_all;  // (one pass, an output beyond the cache: p.stream)
   p.fetch_ahead = options.fetch_ahead;

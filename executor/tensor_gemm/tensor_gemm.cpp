@@ -41,9 +41,10 @@
 // the row and column ranges, each thread packing its own blocks; streamed rows, over the rows),
 // "stream_even" (true or false: whether the tiles of a large output summed over few elements go
 // out in streaming stores, written around the cache or through the buffer, rather than in place
-// by BLIS's micro-kernel; kStreamAllDepth; by default, with the AVX-512 kernels, where this
-// machine's ordinary stores read a line before writing it, as measured once per process:
-// scattered_stores_read_lines, and with AVX2 in place; the tuner measures both), "fetch_ahead"
+// by BLIS's micro-kernel; kStreamAllDepth; by default where this machine's ordinary stores read
+// a line before writing it, as measured once per process: scattered_stores_read_lines; with AVX2,
+// whole tiles of BLIS's Haswell shape go out from our own kernel's registers, stream_tile.hpp),
+// "fetch_ahead"
 // (true or false, NextBlock), "stream_rows" (true or false: whether an operand streams, in rows
 // or in lines, where it can; true by default, and the tuner measures both) and "kernel" ("own" or
 // "blis": whose micro-kernel computes whole tiles, ours (line_kernel.hpp, AVX-512, where BLIS's

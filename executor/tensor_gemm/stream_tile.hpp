@@ -1,0 +1,74 @@
+// tensor_gemm's own micro-kernel for BLIS's AVX2 (Haswell) tile written around the cache: 6 rows
+// by a cache line of columns (16 floats, 8 doubles), each row contiguous in the output, from BLIS's
+// packed micro-panels (the tile's 6 rows' values, then its line of columns', at each summed
+// element), summed in 12 of the 16 registers; each row's line then goes from its two registers
+// straight into the output in non-temporal stores. BLIS's kernel writes such a tile in place with
+// ordinary stores, which read each line from memory first, and through the buffer (copy_run) a copy
+// comes on top of the kernel's stores. The AVX-512 micro-kernels' tiles are column-major and go
+// around the cache through libxsmm's kernels (Gemm::write_around) or ours (line_kernel.hpp).
+// Compiled for AVX2 and AVX-512 (isa_target.hpp). Internal to executor/.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "einsumdb/executor/isa_target.hpp"
+
+#if EINSUMDB_AVX2
+EINSUMDB_TARGET_BEGIN
+namespace einsumdb::tensor_gemm {
+// Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
+namespace {
+
+inline constexpr std::int64_t kStreamTileRows = 6;
+
+// Whether BLIS's micro-kernel k has the tile stream_tile computes: 6 rows by a line of columns,
+// written row by row, its panels packed to exactly that width.
+template <typename T, typename Kernel>
+bool stream_tile_fits(const Kernel& k) {
+  constexpr std::int64_t line = 64 / static_cast<std::int64_t>(sizeof(T));
+  return k.prefers_rows && k.mr == kStreamTileRows && k.packmr == k.mr && k.nr == line &&
+         k.packnr == k.nr;
+}
+
+// c[i·rs + j] = Σ_p a[p·6 + i] · b[p·L + j] for the tile's 6 rows i and the L elements j of a
+// line, each row streamed whole: c and rs put every row on a line's start.
+inline void stream_tile(std::int64_t k, const float* a, const float* b, float* c, std::int64_t rs) {
+  __m256 acc[kStreamTileRows][2];
+  for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
+  for (std::int64_t p = 0; p < k; ++p, a += kStreamTileRows, b += 16) {
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < kStreamTileRows; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + i);
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < kStreamTileRows; ++i)
+    _mm256_stream_ps(c + i * rs, acc[i][0]), _mm256_stream_ps(c + i * rs + 8, acc[i][1]);
+}
+inline void stream_tile(std::int64_t k, const double* a, const double* b, double* c,
+                        std::int64_t rs) {
+  __m256d acc[kStreamTileRows][2];
+  for (auto& row : acc) row[0] = row[1] = _mm256_setzero_pd();
+  for (std::int64_t p = 0; p < k; ++p, a += kStreamTileRows, b += 8) {
+    const __m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 4);
+#pragma GCC unroll 6
+    for (int i = 0; i < kStreamTileRows; ++i) {
+      const __m256d ai = _mm256_broadcast_sd(a + i);
+      acc[i][0] = _mm256_fmadd_pd(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_pd(ai, b1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < kStreamTileRows; ++i)
+    _mm256_stream_pd(c + i * rs, acc[i][0]), _mm256_stream_pd(c + i * rs + 4, acc[i][1]);
+}
+
+}  // namespace
+}  // namespace einsumdb::tensor_gemm
+EINSUMDB_TARGET_END
+#endif
