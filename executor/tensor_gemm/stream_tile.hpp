@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "einsumdb/executor/isa_target.hpp"
+#include "einsumdb/executor/tensor_gemm/transpose.hpp"  // Ymm
 
 #if EINSUMDB_AVX2
 EINSUMDB_TARGET_BEGIN
@@ -34,38 +35,24 @@ bool stream_tile_fits(const Kernel& k) {
 
 // c[i·rs + j] = Σ_p a[p·6 + i] · b[p·L + j] for the tile's 6 rows i and the L elements j of a
 // line, each row streamed whole: c and rs put every row on a line's start.
-inline void stream_tile(std::int64_t k, const float* a, const float* b, float* c, std::int64_t rs) {
-  __m256 acc[kStreamTileRows][2];
-  for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
-  for (std::int64_t p = 0; p < k; ++p, a += kStreamTileRows, b += 16) {
-    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+template <typename T>
+inline void stream_tile(std::int64_t k, const T* a, const T* b, T* c, std::int64_t rs) {
+  using Y = Ymm<T>;
+  constexpr std::int64_t half = 32 / static_cast<std::int64_t>(sizeof(T));
+  typename Y::R acc[kStreamTileRows][2];
+  for (auto& row : acc) row[0] = row[1] = Y::zero();
+  for (std::int64_t p = 0; p < k; ++p, a += kStreamTileRows, b += 2 * half) {
+    const auto b0 = Y::loadu(b), b1 = Y::loadu(b + half);
 #pragma GCC unroll 6
     for (int i = 0; i < kStreamTileRows; ++i) {
-      const __m256 ai = _mm256_broadcast_ss(a + i);
-      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+      const auto ai = Y::broadcast(a + i);
+      acc[i][0] = Y::fma(ai, b0, acc[i][0]);
+      acc[i][1] = Y::fma(ai, b1, acc[i][1]);
     }
   }
 #pragma GCC unroll 6
   for (int i = 0; i < kStreamTileRows; ++i)
-    _mm256_stream_ps(c + i * rs, acc[i][0]), _mm256_stream_ps(c + i * rs + 8, acc[i][1]);
-}
-inline void stream_tile(std::int64_t k, const double* a, const double* b, double* c,
-                        std::int64_t rs) {
-  __m256d acc[kStreamTileRows][2];
-  for (auto& row : acc) row[0] = row[1] = _mm256_setzero_pd();
-  for (std::int64_t p = 0; p < k; ++p, a += kStreamTileRows, b += 8) {
-    const __m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 4);
-#pragma GCC unroll 6
-    for (int i = 0; i < kStreamTileRows; ++i) {
-      const __m256d ai = _mm256_broadcast_sd(a + i);
-      acc[i][0] = _mm256_fmadd_pd(ai, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_pd(ai, b1, acc[i][1]);
-    }
-  }
-#pragma GCC unroll 6
-  for (int i = 0; i < kStreamTileRows; ++i)
-    _mm256_stream_pd(c + i * rs, acc[i][0]), _mm256_stream_pd(c + i * rs + 4, acc[i][1]);
+    Y::stream(c + i * rs, acc[i][0]), Y::stream(c + i * rs + half, acc[i][1]);
 }
 
 }  // namespace

@@ -20,6 +20,48 @@ namespace einsumdb::tensor_gemm {
 // Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
 namespace {
 
+// One 256-bit register of T and the operations the AVX2 routines take on it (Lanes,
+// stream_tile.hpp), a mask being all ones in each lane it selects.
+template <typename T>
+struct Ymm;
+template <>
+struct Ymm<double> {
+  using R = __m256d;
+  static R zero() { return _mm256_setzero_pd(); }
+  static R load(const double* p) { return _mm256_load_pd(p); }
+  static R loadu(const double* p) { return _mm256_loadu_pd(p); }
+  static R broadcast(const double* p) { return _mm256_broadcast_sd(p); }
+  static void storeu(double* p, R v) { _mm256_storeu_pd(p, v); }
+  static void stream(double* p, R v) { _mm256_stream_pd(p, v); }
+  static R add(R x, R y) { return _mm256_add_pd(x, y); }
+  static R fma(R a, R b, R c) { return _mm256_fmadd_pd(a, b, c); }
+  static __m256i first(std::int64_t n) {  // lanes i < n
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(std::clamp<std::int64_t>(n, 0, 4)),
+                              _mm256_setr_epi64x(0, 1, 2, 3));
+  }
+  static R maskload(const double* p, __m256i m) { return _mm256_maskload_pd(p, m); }
+  static void maskstore(double* p, __m256i m, R v) { _mm256_maskstore_pd(p, m, v); }
+};
+template <>
+struct Ymm<float> {
+  using R = __m256;
+  static R zero() { return _mm256_setzero_ps(); }
+  static R load(const float* p) { return _mm256_load_ps(p); }
+  static R loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static R broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static void storeu(float* p, R v) { _mm256_storeu_ps(p, v); }
+  static void stream(float* p, R v) { _mm256_stream_ps(p, v); }
+  static R add(R x, R y) { return _mm256_add_ps(x, y); }
+  static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
+  static __m256i first(std::int64_t n) {
+    return _mm256_cmpgt_epi32(
+        _mm256_set1_epi32(static_cast<int>(std::clamp<std::int64_t>(n, 0, 8))),
+        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static R maskload(const float* p, __m256i m) { return _mm256_maskload_ps(p, m); }
+  static void maskstore(float* p, __m256i m, R v) { _mm256_maskstore_ps(p, m, v); }
+};
+
 #if EINSUMDB_AVX512
 
 // One AVX-512 register of T, its lanes under a mask.
@@ -166,90 +208,44 @@ inline void transpose_block(__m512* r) {
 }
 
 #else
-// A cache line in two 256-bit registers: its first half and its second.
-struct LineD {
-  __m256d lo, hi;
+// A cache line of T in two AVX2 registers (Ymm<T>): its first half and its second.
+template <typename T>
+struct Line {
+  typename Ymm<T>::R lo, hi;
 };
-struct LineF {
-  __m256 lo, hi;
-};
-
-// Lane i < n of a 256-bit register of 32-bit (64-bit) lanes: all ones, else zero.
-inline __m256i first_lanes32(std::int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::clamp<std::int64_t>(n, 0, 8))),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-inline __m256i first_lanes64(std::int64_t n) {
-  return _mm256_cmpgt_epi64(_mm256_set1_epi64x(std::clamp<std::int64_t>(n, 0, 4)),
-                            _mm256_setr_epi64x(0, 1, 2, 3));
-}
+using LineD = Line<double>;
+using LineF = Line<float>;
 
 // One cache line of T in two AVX2 registers, its first `mask` lanes selected. The same operations
 // as AVX-512's Lanes, for the write-out's routines.
 template <typename T>
-struct Lanes;
-template <>
-struct Lanes<double> {
-  using V = LineD;
-  static constexpr std::int64_t width = 8, half = 4;
-  static V zero() { return {_mm256_setzero_pd(), _mm256_setzero_pd()}; }
-  static V load(const double* p) { return {_mm256_load_pd(p), _mm256_load_pd(p + half)}; }
-  static V loadu(const double* p) { return {_mm256_loadu_pd(p), _mm256_loadu_pd(p + half)}; }
-  static void storeu(double* p, V v) {
-    _mm256_storeu_pd(p, v.lo), _mm256_storeu_pd(p + half, v.hi);
-  }
+struct Lanes {
+  using Y = Ymm<T>;
+  using V = Line<T>;
+  static constexpr std::int64_t width = 64 / sizeof(T), half = width / 2;
+  static V zero() { return {Y::zero(), Y::zero()}; }
+  static V load(const T* p) { return {Y::load(p), Y::load(p + half)}; }
+  static V loadu(const T* p) { return {Y::loadu(p), Y::loadu(p + half)}; }
+  static void storeu(T* p, V v) { Y::storeu(p, v.lo), Y::storeu(p + half, v.hi); }
   static std::int64_t first(std::int64_t n) { return n; }
   // Masked loads touch no memory outside their lanes; a half wholly selected loads plainly.
-  static __m256d half_load(std::int64_t n, const double* p) {
-    return n >= half ? _mm256_loadu_pd(p)
-           : n <= 0  ? _mm256_setzero_pd()
-                     : _mm256_maskload_pd(p, first_lanes64(n));
+  static typename Y::R half_load(std::int64_t n, const T* p) {
+    return n >= half ? Y::loadu(p) : n <= 0 ? Y::zero() : Y::maskload(p, Y::first(n));
   }
-  static V load(std::int64_t n, const double* p) {
+  static V load(std::int64_t n, const T* p) {
     return {half_load(n, p), half_load(n - half, p + half)};
   }
-  static V add(V x, V y) { return {_mm256_add_pd(x.lo, y.lo), _mm256_add_pd(x.hi, y.hi)}; }
-  static void half_store(double* p, std::int64_t n, __m256d v) {
+  static V add(V x, V y) { return {Y::add(x.lo, y.lo), Y::add(x.hi, y.hi)}; }
+  static void half_store(T* p, std::int64_t n, typename Y::R v) {
     if (n >= half)
-      _mm256_storeu_pd(p, v);
+      Y::storeu(p, v);
     else if (n > 0)
-      _mm256_maskstore_pd(p, first_lanes64(n), v);
+      Y::maskstore(p, Y::first(n), v);
   }
-  static void store(double* p, std::int64_t n, V v) {
+  static void store(T* p, std::int64_t n, V v) {
     half_store(p, n, v.lo), half_store(p + half, n - half, v.hi);
   }
-  static void stream(double* p, V v) {
-    _mm256_stream_pd(p, v.lo), _mm256_stream_pd(p + half, v.hi);
-  }
-};
-template <>
-struct Lanes<float> {
-  using V = LineF;
-  static constexpr std::int64_t width = 16, half = 8;
-  static V zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
-  static V load(const float* p) { return {_mm256_load_ps(p), _mm256_load_ps(p + half)}; }
-  static V loadu(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + half)}; }
-  static void storeu(float* p, V v) { _mm256_storeu_ps(p, v.lo), _mm256_storeu_ps(p + half, v.hi); }
-  static std::int64_t first(std::int64_t n) { return n; }
-  static __m256 half_load(std::int64_t n, const float* p) {
-    return n >= half ? _mm256_loadu_ps(p)
-           : n <= 0  ? _mm256_setzero_ps()
-                     : _mm256_maskload_ps(p, first_lanes32(n));
-  }
-  static V load(std::int64_t n, const float* p) {
-    return {half_load(n, p), half_load(n - half, p + half)};
-  }
-  static V add(V x, V y) { return {_mm256_add_ps(x.lo, y.lo), _mm256_add_ps(x.hi, y.hi)}; }
-  static void half_store(float* p, std::int64_t n, __m256 v) {
-    if (n >= half)
-      _mm256_storeu_ps(p, v);
-    else if (n > 0)
-      _mm256_maskstore_ps(p, first_lanes32(n), v);
-  }
-  static void store(float* p, std::int64_t n, V v) {
-    half_store(p, n, v.lo), half_store(p + half, n - half, v.hi);
-  }
-  static void stream(float* p, V v) { _mm256_stream_ps(p, v.lo), _mm256_stream_ps(p + half, v.hi); }
+  static void stream(T* p, V v) { Y::stream(p, v.lo), Y::stream(p + half, v.hi); }
 };
 
 // r[i][j] <- r[j][i] for a 4 × 4 block of doubles, one row per register.
@@ -294,12 +290,9 @@ inline void transpose_block(LineF* r) {
   for (auto& q : s) transpose8(q);
   for (int i = 0; i < 8; ++i) r[i] = {s[0][i], s[2][i]}, r[8 + i] = {s[1][i], s[3][i]};
 }
-inline void load_transposed(const double* q, std::int64_t ld, LineD* r) {
-  for (int u = 0; u < 8; ++u) r[u] = Lanes<double>::loadu(q + u * ld);
-  transpose_block(r);
-}
-inline void load_transposed(const float* q, std::int64_t ld, LineF* r) {
-  for (int u = 0; u < 16; ++u) r[u] = Lanes<float>::loadu(q + u * ld);
+template <typename T>
+inline void load_transposed(const T* q, std::int64_t ld, Line<T>* r) {
+  for (std::int64_t u = 0; u < Lanes<T>::width; ++u) r[u] = Lanes<T>::loadu(q + u * ld);
   transpose_block(r);
 }
 #endif
