@@ -1,18 +1,51 @@
 // Register transposes of a cache line square, one line per AVX-512 register: the micro-blocks of
 // copy_layout (permute.cpp) and of tensor_gemm's write-out of streamed lines (16 × 16 floats; 4 ×
 // 4 lanes of 128 bits, the last stage of every element size). Two shuffle stages within 128-bit
-// lanes, then the transpose of the lanes: no lane-crossing shuffle but the last stage's. Compiled
-// only for AVX-512 (isa_target.hpp), with internal linkage. Internal to executor/.
+// lanes, then the transpose of the lanes: no lane-crossing shuffle but the last stage's. With
+// AVX2, the squares of a 256-bit register (4 × 4 doubles, 8 × 8 floats), of which copy_layout's
+// micro-blocks are made and tensor_gemm's write-out builds a line's square (transpose.hpp).
+// Compiled for AVX2 and AVX-512 (isa_target.hpp), with internal linkage. Internal to executor/.
 #pragma once
 
 #include <immintrin.h>
 
 #include "einsumdb/executor/isa_target.hpp"
 
-#if EINSUMDB_AVX512
+#if EINSUMDB_AVX2
 EINSUMDB_TARGET_BEGIN
 namespace einsumdb::kernels {
 namespace {
+
+// out[i][j] <- r[j][i] for a 4 × 4 block of doubles, one row per register.
+inline void transpose4(const __m256d r[4], __m256d out[4]) {
+  const __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]),
+                t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
+  out[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+  out[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+  out[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+  out[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+
+// out[i][j] <- r[j][i] for an 8 × 8 block of floats, one row per register.
+inline void transpose8(const __m256 r[8], __m256 out[8]) {
+  __m256 t[8], u[8];
+  for (int j = 0; j < 8; j += 2) {
+    t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);      // columns 0, 1 | 4, 5 of rows j, j + 1
+    t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);  // columns 2, 3 | 6, 7
+  }
+  for (int h = 0; h < 8; h += 4) {  // rows h..h+3, columns q | q + 4
+    u[h + 0] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int q = 0; q < 4; ++q) {
+    out[q] = _mm256_permute2f128_ps(u[q], u[q + 4], 0x20);
+    out[q + 4] = _mm256_permute2f128_ps(u[q], u[q + 4], 0x31);
+  }
+}
+
+#if EINSUMDB_AVX512
 
 // (The zero-masking forms with every lane selected: GCC 12 warns of the plain forms' undefined
 // source register wherever they are inlined.)
@@ -53,6 +86,8 @@ inline void transpose16(const __m512 r[16], __m512 out[16]) {
     for (int l = 0; l < 4; ++l) out[4 * l + q] = _mm512_castsi512_ps(o[l]);
   }
 }
+
+#endif  // EINSUMDB_AVX512
 
 }  // namespace
 }  // namespace einsumdb::kernels

@@ -173,14 +173,9 @@ struct Registers<8> {  // 4 × 4 doubles' bits
   using R = __m256d;
   static void transpose(const void* from, const std::int64_t* row, R out[4]) {
     const auto* s = static_cast<const double*>(from);
-    const R r0 = _mm256_loadu_pd(s + row[0]), r1 = _mm256_loadu_pd(s + row[1]),
-            r2 = _mm256_loadu_pd(s + row[2]), r3 = _mm256_loadu_pd(s + row[3]);
-    const R t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1),
-            t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
-    out[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
-    out[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
-    out[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
-    out[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+    const R r[4] = {_mm256_loadu_pd(s + row[0]), _mm256_loadu_pd(s + row[1]),
+                    _mm256_loadu_pd(s + row[2]), _mm256_loadu_pd(s + row[3])};
+    transpose4(r, out);
   }
   template <bool stream>
   static void put(void* at, R v) {
@@ -207,22 +202,9 @@ struct Registers<4> {  // 8 × 8 floats' bits
   using R = __m256;
   static void transpose(const void* from, const std::int64_t* row, R out[8]) {
     const auto* s = static_cast<const float*>(from);
-    R r[8], t[8], u[8];
+    R r[8];
     for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(s + row[j]);
-    for (int j = 0; j < 8; j += 2) {
-      t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);      // columns 0, 1 | 4, 5 of rows j, j + 1
-      t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);  // columns 2, 3 | 6, 7
-    }
-    for (int h = 0; h < 8; h += 4) {  // rows h..h+3, columns q | q + 4
-      u[h + 0] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
-      u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
-      u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
-      u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int q = 0; q < 4; ++q) {
-      out[q] = _mm256_permute2f128_ps(u[q], u[q + 4], 0x20);
-      out[q + 4] = _mm256_permute2f128_ps(u[q], u[q + 4], 0x31);
-    }
+    transpose8(r, out);
   }
   template <bool stream>
   static void put(void* at, R v) {

@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "einsumdb/executor/isa_target.hpp"
-#include "einsumdb/executor/line_transpose.hpp"  // 16 × 16 floats
+#include "einsumdb/executor/line_transpose.hpp"  // 16 × 16 floats; 4 × 4 doubles, 8 × 8 floats
 
 #if EINSUMDB_AVX2
 EINSUMDB_TARGET_BEGIN
@@ -213,8 +213,6 @@ template <typename T>
 struct Line {
   typename Ymm<T>::R lo, hi;
 };
-using LineD = Line<double>;
-using LineF = Line<float>;
 
 // One cache line of T in two AVX2 registers, its first `mask` lanes selected. The same operations
 // as AVX-512's Lanes, for the write-out's routines.
@@ -248,47 +246,22 @@ struct Lanes {
   static void stream(T* p, V v) { Y::stream(p, v.lo), Y::stream(p + half, v.hi); }
 };
 
-// r[i][j] <- r[j][i] for a 4 × 4 block of doubles, one row per register.
-inline void transpose4(__m256d r[4]) {
-  const __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
-  const __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
-  r[0] = _mm256_permute2f128_pd(t0, t2, 0x20), r[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
-  r[2] = _mm256_permute2f128_pd(t0, t2, 0x31), r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
-}
-
-// r[i][j] <- r[j][i] for an 8 × 8 block of floats, one row per register.
-inline void transpose8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int j = 0; j < 8; j += 2)
-    t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]), t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
-  for (int h = 0; h < 8; h += 4) {  // u[h + q]: column q (low half) and q + 4 of rows h..h+3
-    u[h + 0] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int q = 0; q < 4; ++q) {
-    r[q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x20);
-    r[q + 4] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x31);
-  }
-}
-
 // A cache line square as four squares of a register's lanes: r[i] <- column i of the block whose
 // row u is r[u] (transpose_block), or is at q + u·ld (load_transposed). The two squares off the
 // diagonal trade places.
-inline void transpose_block(LineD* r) {
-  __m256d s[4][4];
-  for (int u = 0; u < 4; ++u)
-    s[0][u] = r[u].lo, s[1][u] = r[u].hi, s[2][u] = r[4 + u].lo, s[3][u] = r[4 + u].hi;
-  for (auto& q : s) transpose4(q);
-  for (int i = 0; i < 4; ++i) r[i] = {s[0][i], s[2][i]}, r[4 + i] = {s[1][i], s[3][i]};
-}
-inline void transpose_block(LineF* r) {
-  __m256 s[4][8];
-  for (int u = 0; u < 8; ++u)
-    s[0][u] = r[u].lo, s[1][u] = r[u].hi, s[2][u] = r[8 + u].lo, s[3][u] = r[8 + u].hi;
-  for (auto& q : s) transpose8(q);
-  for (int i = 0; i < 8; ++i) r[i] = {s[0][i], s[2][i]}, r[8 + i] = {s[1][i], s[3][i]};
+template <typename T>
+inline void transpose_block(Line<T>* r) {
+  constexpr int n = static_cast<int>(Lanes<T>::half);  // a register's lanes
+  typename Ymm<T>::R s[4][n], t[4][n];
+  for (int u = 0; u < n; ++u)
+    s[0][u] = r[u].lo, s[1][u] = r[u].hi, s[2][u] = r[n + u].lo, s[3][u] = r[n + u].hi;
+  for (int q = 0; q < 4; ++q) {
+    if constexpr (n == 4)
+      kernels::transpose4(s[q], t[q]);
+    else
+      kernels::transpose8(s[q], t[q]);
+  }
+  for (int i = 0; i < n; ++i) r[i] = {t[0][i], t[2][i]}, r[n + i] = {t[1][i], t[3][i]};
 }
 template <typename T>
 inline void load_transposed(const T* q, std::int64_t ld, Line<T>* r) {
