@@ -1,9 +1,11 @@
-// tensor_gemm's write-out stage in its AVX2 compilation (transpose.hpp, write_out.hpp): a cache
-// line in two 256-bit registers, its squares transposed, runs copied under masks and streamed,
-// tiles transposed into the output. The library compiles these routines for each instruction set
-// (isa_target.hpp); this file compiles them for AVX2 as the library does (EINSUMDB_ISA_LEVEL=1,
-// tests/CMakeLists.txt), whatever the machine's widest set, and checks every element and every
-// element around them against a plain loop. Skipped where the processor lacks AVX2 or FMA.
+// tensor_gemm's write-out stage in its AVX2 compilation (transpose.hpp, write_out.hpp,
+// complex_lines.hpp): a cache line in two 256-bit registers, its squares transposed, runs copied
+// under masks and streamed, tiles transposed into the output, complex results combined from real
+// ones; and the packing of a complex operand's parts (packing.hpp). The library compiles these
+// routines for each instruction set (isa_target.hpp); this file compiles them for AVX2 as the
+// library does (EINSUMDB_ISA_LEVEL=1, tests/CMakeLists.txt), whatever the machine's widest set, and
+// checks every element and every element around them against a plain loop. Skipped where the
+// processor lacks AVX2 or FMA.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -11,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "einsumdb/executor/tensor_gemm/complex_lines.hpp"
+#include "einsumdb/executor/tensor_gemm/packing.hpp"
 #include "einsumdb/executor/tensor_gemm/stream_tile.hpp"
 #include "einsumdb/executor/tensor_gemm/transpose.hpp"
 #include "einsumdb/executor/tensor_gemm/write_out.hpp"
@@ -43,6 +47,28 @@ template <typename T>
 void streamed_tile(std::int64_t k, const T* a, const T* b, T* c, std::int64_t rs) {
   stream_tile(k, a, b, c, rs);
   _mm_sfence();
+}
+
+// A line square of complex results, as write_complex_lines_out makes it: row u of T's columns
+// (j, 0) and (j, 1) at re + u·ld and im + u·ld, combined and transposed, d[i·ldd + 2u] and
+// d[i·ldd + 2u + 1] <- the parts of the result u of complex row i.
+template <typename R>
+void combined_square(const R* re, const R* im, std::int64_t ld, R* d, std::int64_t ldd) {
+  using V = Lanes<R>;
+  constexpr std::int64_t L = V::width / 2;  // complex numbers in a line
+  Line<R> r[L];
+  for (std::int64_t u = 0; u < L; ++u) r[u] = combine(V::loadu(re + u * ld), V::loadu(im + u * ld));
+  transpose_pairs(r);
+  for (std::int64_t i = 0; i < L; ++i) V::storeu(d + i * ldd, r[i]);
+}
+
+// pack_pairs, called from this region as pack calls it.
+template <typename T>
+std::vector<char> packed_pairs(const T* src, const std::vector<std::int64_t>& row,
+                               const std::vector<std::int64_t>& col, std::int64_t width,
+                               std::int64_t pack_width, T* dst) {
+  return pack_pairs(src, row.data(), static_cast<std::int64_t>(row.size()), col.data(),
+                    static_cast<std::int64_t>(col.size()), width, pack_width, dst);
 }
 
 }  // namespace
@@ -213,6 +239,66 @@ TYPED_TEST(WriteOutAvx2, StreamsBlisHaswellTilesFromRegisters) {
       ASSERT_EQ(*out.at(e), want) << "summed over " << k << ", row " << i << ", element " << j;
     }
   }
+}
+
+// Complex results (complex_lines.hpp): a line square of T's column pairs combined, each result
+// re[2i] − im[2i + 1] + i·(re[2i + 1] + im[2i]), and transposed complex number by complex number,
+// rows ld apart and the output's ldd, every element around them untouched.
+TYPED_TEST(WriteOutAvx2, CombinesComplexResultsAndTransposesThemByPairs) {
+  using R = TypeParam;
+  constexpr std::int64_t W = 64 / sizeof(R), L = W / 2, ld = W + 6, ldd = 2 * W;
+  const std::vector<R> re = values<R>(L * ld, 37), im = values<R>(L * ld, 41);
+  Lines<R> out(L * ldd);
+  combined_square(re.data(), im.data(), ld, out.at(0), ldd);
+  for (std::int64_t e = 0; e < L * ldd; ++e) {
+    const std::int64_t i = e / ldd, u = e % ldd / 2, part = e % 2;
+    R want = Lines<R>::kMarker;
+    if (e % ldd < W) {
+      const R* x = re.data() + u * ld + 2 * i;
+      const R* y = im.data() + u * ld + 2 * i;
+      want = part == 0 ? x[0] - y[1] : x[1] + y[0];
+    }
+    ASSERT_EQ(*out.at(e), want) << "complex row " << i << ", result " << u << ", part " << part;
+  }
+}
+
+// A complex operand's panels in real form (packing.hpp): rows 2 apart (a row's two parts) at
+// depths in pairs 1 apart, each panel's rows and partners one run split in registers. Panels of a
+// line and a bit (partial), and of a few rows, zero past the last row; a panel with a row out of
+// step is left to be gathered, and depths not all in pairs pack nothing.
+TYPED_TEST(WriteOutAvx2, SplitsRowsFromTheirPartnersAtPairedDepths) {
+  using T = TypeParam;
+  constexpr std::int64_t line = 64 / sizeof(T), width = line + 2, pack_width = line + 3;
+  const std::vector<T> src = values<T>(64 * 64, 43);
+  const std::vector<std::int64_t> paired{0, 1, 128, 129, 3 * 128, 3 * 128 + 1}, unpaired{0, 1, 128};
+  std::vector<std::int64_t> two(2 * width + 5), broken;
+  for (std::size_t i = 0; i < two.size(); ++i) two[i] = 3 + 2 * static_cast<std::int64_t>(i);
+  broken = two;
+  broken[width + 3] += 1;  // the second panel is not a run of pairs
+  const std::int64_t panels = (static_cast<std::int64_t>(two.size()) + width - 1) / width;
+  const std::int64_t depth = static_cast<std::int64_t>(paired.size());
+  for (const bool out_of_step : {false, true}) {
+    const std::vector<std::int64_t>& row = out_of_step ? broken : two;
+    std::vector<T> dst(static_cast<std::size_t>(panels * pack_width * depth), T{-7});
+    const std::vector<char> done =
+        packed_pairs(src.data(), row, paired, width, pack_width, dst.data());
+    ASSERT_EQ(done.size(), static_cast<std::size_t>(panels));
+    for (std::int64_t q = 0; q < panels; ++q) {
+      EXPECT_EQ(done[q] != 0, !out_of_step || q != 1) << "panel " << q;
+      if (!done[q]) continue;
+      for (std::int64_t p = 0; p < depth; ++p)
+        for (std::int64_t i = 0; i < pack_width; ++i) {
+          const std::int64_t r = q * width + i;
+          const T want = i < width && r < static_cast<std::int64_t>(row.size())
+                             ? src[row[r] + paired[p]]
+                             : T{0};
+          ASSERT_EQ(dst[(q * depth + p) * pack_width + i], want)
+              << "panel " << q << ", depth " << p << ", row " << i;
+        }
+    }
+  }
+  std::vector<T> dst(static_cast<std::size_t>(panels * pack_width * 3), T{-7});
+  EXPECT_TRUE(packed_pairs(src.data(), two, unpaired, width, pack_width, dst.data()).empty());
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ std::optional<Streamed> complex_rows(const std::string& xl, const std::vector<st
 #if EINSUMDB_AVX512
 // Lanes of complex numbers: a block of a line's complex rows (one column of each of a line's
 // tiles) combined from T's two columns (combine), and that block transposed in registers, complex
-// element by complex element (transpose_pairs).
+// element by complex element (transpose_pairs). With AVX-512 a line is one register.
 inline __m512d combine(__m512d re, __m512d im) {  // re − swap(im) in real lanes, + in imaginary
   return _mm512_fmaddsub_pd(re, _mm512_set1_pd(1.0), _mm512_maskz_permute_pd(0xFF, im, 0x55));
 }
@@ -99,6 +99,40 @@ inline void transpose_pairs(__m512* r) {
   transpose8(d);
   for (int u = 0; u < 8; ++u) r[u] = _mm512_castpd_ps(d[u]);
 }
+#elif EINSUMDB_AVX2
+// The same with a line in two 256-bit registers (transpose.hpp's Line).
+inline __m256d combine(__m256d re, __m256d im) {
+  return _mm256_fmaddsub_pd(re, _mm256_set1_pd(1.0), _mm256_permute_pd(im, 0x5));
+}
+inline __m256 combine(__m256 re, __m256 im) {
+  return _mm256_fmaddsub_ps(re, _mm256_set1_ps(1.0f), _mm256_permute_ps(im, 0xB1));
+}
+template <typename R>
+inline Line<R> combine(Line<R> re, Line<R> im) {
+  return {combine(re.lo, im.lo), combine(re.hi, im.hi)};
+}
+// 4 × 4 complex doubles, in 128-bit units: each register's two complex numbers, and the 2 × 2
+// squares of them, trade places across the diagonal.
+inline __m256d low_halves(__m256d a, __m256d b) {
+  return _mm256_permute2f128_pd(a, b, 0x20);
+}
+inline __m256d high_halves(__m256d a, __m256d b) {
+  return _mm256_permute2f128_pd(a, b, 0x31);
+}
+inline void transpose_pairs(Line<double>* r) {
+  const Line<double> t[4] = {{low_halves(r[0].lo, r[1].lo), low_halves(r[2].lo, r[3].lo)},
+                             {high_halves(r[0].lo, r[1].lo), high_halves(r[2].lo, r[3].lo)},
+                             {low_halves(r[0].hi, r[1].hi), low_halves(r[2].hi, r[3].hi)},
+                             {high_halves(r[0].hi, r[1].hi), high_halves(r[2].hi, r[3].hi)}};
+  std::copy(t, t + 4, r);
+}
+// 8 × 8 complex floats, as the 8 × 8 doubles of the same bits.
+inline void transpose_pairs(Line<float>* r) {
+  Line<double> d[8];
+  for (int u = 0; u < 8; ++u) d[u] = {_mm256_castps_pd(r[u].lo), _mm256_castps_pd(r[u].hi)};
+  transpose_block(d);
+  for (int u = 0; u < 8; ++u) r[u] = {_mm256_castpd_ps(d[u].lo), _mm256_castpd_ps(d[u].hi)};
+}
 #endif
 
 // d[0, n) = the complex results of n / 2 rows of T, whose columns (j, 0) and (j, 1) are re and
@@ -108,7 +142,7 @@ inline void transpose_pairs(__m512* r) {
 template <typename R>
 void combine_run(const R* re, const R* im, R* d, std::int64_t n, bool stream, bool add = false) {
   std::int64_t v = 0;
-#if EINSUMDB_AVX512
+#if EINSUMDB_AVX2
   using V = Lanes<R>;
   for (; v < n; v += V::width) {
     const auto mask = V::first(std::min<std::int64_t>(V::width, n - v));
@@ -155,7 +189,7 @@ void write_complex_lines_out(const R* buf, std::int64_t tile, std::int64_t P, co
     return;
   }
   std::int64_t i0 = 0;
-#if EINSUMDB_AVX512
+#if EINSUMDB_AVX2
   using V = Lanes<R>;
   constexpr std::int64_t L = V::width / 2;  // complex numbers in a line
   if (p.lines == L) {

@@ -125,14 +125,14 @@ inline std::vector<char> panels_spaced(const std::int64_t* row, std::int64_t row
 // element, real_form.hpp): at each pair, a panel's rows and their partners are one run of the
 // tensor, loaded whole and split in registers into the two depths' rows. Gathered element by
 // element instead, each line was read once for each of its elements. Returns which panels it
-// packed (AVX-512 only; none where the depths are not all in such pairs).
+// packed (AVX2 and AVX-512; none where the depths are not all in such pairs).
 template <typename T>
 inline std::vector<char> pack_pairs(
     [[maybe_unused]] const T* src, [[maybe_unused]] const std::int64_t* row,
     [[maybe_unused]] std::int64_t rows, [[maybe_unused]] const std::int64_t* col,
     [[maybe_unused]] std::int64_t depth, [[maybe_unused]] std::int64_t width,
     [[maybe_unused]] std::int64_t pack_width, [[maybe_unused]] T* dst) {
-#if EINSUMDB_AVX512
+#if EINSUMDB_AVX2
   using V = Lanes<T>;
   constexpr std::int64_t W = V::width;
   if (depth % 2) return {};

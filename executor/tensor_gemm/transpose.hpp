@@ -41,6 +41,10 @@ struct Ymm<double> {
   }
   static R maskload(const double* p, __m256i m) { return _mm256_maskload_pd(p, m); }
   static void maskstore(double* p, __m256i m, R v) { _mm256_maskstore_pd(p, m, v); }
+  // The even elements of x then y (evens), the odd ones (odds): in-lane unpacks, then the middle
+  // quarters trade places.
+  static R evens(R x, R y) { return _mm256_permute4x64_pd(_mm256_unpacklo_pd(x, y), 0xD8); }
+  static R odds(R x, R y) { return _mm256_permute4x64_pd(_mm256_unpackhi_pd(x, y), 0xD8); }
 };
 template <>
 struct Ymm<float> {
@@ -60,6 +64,11 @@ struct Ymm<float> {
   }
   static R maskload(const float* p, __m256i m) { return _mm256_maskload_ps(p, m); }
   static void maskstore(float* p, __m256i m, R v) { _mm256_maskstore_ps(p, m, v); }
+  static R evens(R x, R y) { return quarters(_mm256_shuffle_ps(x, y, _MM_SHUFFLE(2, 0, 2, 0))); }
+  static R odds(R x, R y) { return quarters(_mm256_shuffle_ps(x, y, _MM_SHUFFLE(3, 1, 3, 1))); }
+  static R quarters(R v) {  // its middle quarters (64 bits each) trade places
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8));
+  }
 };
 
 #if EINSUMDB_AVX512
@@ -244,6 +253,9 @@ struct Lanes {
     half_store(p, n, v.lo), half_store(p + half, n - half, v.hi);
   }
   static void stream(T* p, V v) { Y::stream(p, v.lo), Y::stream(p + half, v.hi); }
+  // The even elements of x then y (evens), the odd ones (odds): two interleaved runs apart.
+  static V evens(V x, V y) { return {Y::evens(x.lo, x.hi), Y::evens(y.lo, y.hi)}; }
+  static V odds(V x, V y) { return {Y::odds(x.lo, x.hi), Y::odds(y.lo, y.hi)}; }
 };
 
 // A cache line square as four squares of a register's lanes: r[i] <- column i of the block whose
