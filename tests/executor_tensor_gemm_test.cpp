@@ -1328,6 +1328,15 @@ TEST(Strategies, TensorGemmStreamsAComplexOperandWithItsPartsAsRows) {
            "lines"},
       },
       31);
+  // In place in an output larger than the cache, its columns a multiple of 4 KB apart (TCCG case
+  // 9's, 72³ complex floats; here 256 KB): combined results streamed around the cache (with AVX2 as
+  // with AVX-512), where ordinary stores would have the columns share their sets of L1 (the
+  // baseline's, which leaves it to the real form).
+  expect_paths({{"ea,ebcd->abcd",
+                 {{'a', 40}, {'b', 64}, {'c', 32}, {'d', 16}, {'e', 3}},
+                 Dtype::c64,
+                 kernel_isa() == Isa::baseline ? "packed" : "lines"}},
+               41, true);
 }
 
 // The complex plans' own choices (complex_lines.hpp), on contiguous operands: in complex floats, a

@@ -137,7 +137,9 @@ void over_pieces(std::int64_t nb, const std::vector<Piece>& pieces, int threads,
 // where it is too large for the cache and each kernel call's columns start on a cache line
 // (`column` and `step` elements of T apart, each of its columns whole lines, at the pieces' offsets
 // from each batch point's). An ordinary store reads its line from memory before writing it, and the
-// output is written once.
+// output is written once. Real tiles are written around the cache by the kernels that run with
+// AVX-512 (streams()); complex results by our own write-out, which streams with AVX2 too
+// (complex_lines.hpp).
 template <typename T>
 bool writes_around(const std::string& zl, const std::map<char, std::int64_t>& len,
                    std::int64_t column, std::int64_t step, const std::vector<Piece>& pieces,
@@ -145,7 +147,8 @@ bool writes_around(const std::string& zl, const std::map<char, std::int64_t>& le
   constexpr std::int64_t line = 64 / sizeof(T);
   double bytes = sizeof(T);
   for (char c : zl) bytes *= static_cast<double>(len.at(c));
-  if (!streams() || bytes <= static_cast<double>(kCachedBytes) || column % line || step % line)
+  const bool can = std::is_floating_point_v<T> ? streams() : writes_stream();
+  if (!can || bytes <= static_cast<double>(kCachedBytes) || column % line || step % line)
     return false;
   for (const Piece& p : pieces)
     if (p.c % line) return false;
