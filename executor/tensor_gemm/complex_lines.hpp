@@ -111,8 +111,8 @@ template <typename R>
 inline Line<R> combine(Line<R> re, Line<R> im) {
   return {combine(re.lo, im.lo), combine(re.hi, im.hi)};
 }
-// 4 × 4 complex doubles, in 128-bit units: each register's two complex numbers, and the 2 × 2
-// squares of them, trade places across the diagonal.
+// 4 × 4 complex doubles, a row in two registers of two complex numbers each: as a 2 × 2 square of
+// such registers' squares, each register taking the low or the high 128-bit halves of two rows'.
 inline __m256d low_halves(__m256d a, __m256d b) {
   return _mm256_permute2f128_pd(a, b, 0x20);
 }

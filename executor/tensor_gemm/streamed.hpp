@@ -147,8 +147,9 @@ bool writes_around(const std::string& zl, const std::map<char, std::int64_t>& le
   constexpr std::int64_t line = 64 / sizeof(T);
   double bytes = sizeof(T);
   for (char c : zl) bytes *= static_cast<double>(len.at(c));
-  const bool can = std::is_floating_point_v<T> ? streams() : writes_stream();
-  if (!can || bytes <= static_cast<double>(kCachedBytes) || column % line || step % line)
+  const bool complex_results = !std::is_floating_point_v<T>;  // (T: std::complex<R>)
+  if (!(complex_results ? writes_stream() : streams()) ||
+      bytes <= static_cast<double>(kCachedBytes) || column % line || step % line)
     return false;
   for (const Piece& p : pieces)
     if (p.c % line) return false;
