@@ -452,6 +452,7 @@ TEST(WriteOut, TilesReachTheOutputAsALoopWouldWriteThem) {
 
 // ---- our own micro-kernel
 
+#if EINSUMDB_AVX512
 // line_tile: the tile of two packed panels summed over `depth`, each column's two registers of
 // rows stored at their own addresses (far apart, the columns unevenly spaced), streamed, set or
 // added, and set or added with a register's rows in two runs (LineRows' split); the columns past
@@ -514,6 +515,8 @@ void line_tile_writes_each_way() {
     line_tile_writes_each_run_to_its_own_lines<T, LineWrite::add>(top, bottom);
   }
 }
+
+#endif  // EINSUMDB_AVX512
 
 TEST(LineKernel, WritesEachRunOfATileToItsOwnLines) {
 #if EINSUMDB_AVX512
