@@ -2,6 +2,7 @@
 // invalid and never returned as best; budgets, interruption and the measuring protocol.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <limits>
@@ -732,6 +733,39 @@ TEST(Tuner, ACandidateSlowerInTheProbeIsJudgedAtItsOwnSpeed) {
   EXPECT_EQ(report.not_measured, 1u);
   EXPECT_EQ(report.results.size(), 1u);
   EXPECT_LT(elapsed - best_done, 0.3);  // one run of "slow" takes 0.3 s
+}
+
+// Near the limit a run is not started when the candidate's last run, as long again, would end past
+// it: "misjudged", 1.5 times the best in the probe but 5 times at full size (0.5 s a run, one piece
+// that cannot be stopped, as one OpenBLAS call), is started where four runs at 1.5 times the best's
+// speed fit (0.6 s), and after its first run its next would end past the limit. Started anyway,
+// that run would end 0.5 s later, stopped only then.
+TEST(Tuner, ARunThatWouldEndPastTheLimitIsNotStarted) {
+  testing::TempDir dir("tuner");
+  Store store = Store::open(dir.path("db.sqlite"));
+  const BatchedEinsum e = product("256x256", "256x256");
+  TuneOptions o = only_the_time_limit(1.2, 0.05);
+  std::atomic<int> full_size_runs{0};
+  Strategy misjudged = crawling("misjudged", 0, 256, 0, false);
+  misjudged.run = [&](const Bound& b, const nlohmann::json&) {
+    const bool full_size = b.length('i') >= 256;
+    if (full_size) ++full_size_runs;
+    std::this_thread::sleep_for(std::chrono::duration<double>(full_size ? 0.5 : 0.0015));
+    return execute(b, "tensor_gemm");
+  };
+  o.extra = {crawling("best", 0.1, 256, 0.001, false), misjudged};
+  o.space.strategies = {"best", "misjudged"};
+  const auto [report, best_done, elapsed] = tune_after_the_best(store, e, o);
+  ASSERT_FALSE(report.results.empty());
+  EXPECT_EQ(report.results[0].candidate.strategy, "best");
+  if (full_size_runs.load() == 0)
+    GTEST_SKIP() << "the best alone took until " << best_done
+                 << " s, and misjudged was not started: a machine this slow decides nothing here";
+  EXPECT_TRUE(report.time_limit_reached);
+  EXPECT_EQ(full_size_runs.load(), 1);
+  EXPECT_EQ(report.results.size(), 1u);
+  EXPECT_EQ(report.not_measured, 1u);
+  EXPECT_LT(elapsed - best_done, 1.0);  // its first run, and not a second
 }
 
 TEST(Tuner, FarSlowerCandidatesAreRecordedAsTimeouts) {

@@ -596,14 +596,27 @@ class Search {
     double allowance = racing ? kOneTimeAllowance : 0;
     bool judging = true;
     const bool until_time_end = time_limited_ && best_;
+    // Near the limit a run is not started when its last run, as long again, would end past it: a
+    // run in progress stops at its next check, but one OpenBLAS call (all of ttgt's work on a
+    // GEMM-shaped case) runs to its end, and a candidate the probe misjudged can take far longer
+    // than `needed` allowed for.
+    double last_run_s = oracle_.candidate && *c == *oracle_.candidate ? oracle_.seconds : 0;
+    bool would_pass_limit = false;
     auto once = [&] {
+      if (until_time_end && time_out(last_run_s)) {
+        would_pass_limit = true;
+        throw DeadlineExceeded("a run as long as the last would end past the time limit");
+      }
       double left = judging ? limit + allowance : std::numeric_limits<double>::infinity();
       allowance = 0;
       if (until_time_end)
         left = std::min(left, std::chrono::duration<double>(time_end_ - Clock::now()).count());
       std::optional<Deadline> deadline;
       if (std::isfinite(left)) deadline.emplace(left);
-      return s->run(bound_, c->params);
+      const auto run_began = Clock::now();
+      Results out = s->run(bound_, c->params);
+      last_run_s = since(run_began);
+      return out;
     };
     auto t0 = Clock::now();
     // Runs of this candidate on the memory it has now: the oracle's run came before the cached
@@ -622,7 +635,7 @@ class Search {
         try {
           got = once();
         } catch (const DeadlineExceeded&) {
-          if (racing || time_out()) throw;
+          if (racing || would_pass_limit || time_out()) throw;
           rerun = true;
           t0 = Clock::now();
           got = once();
@@ -705,7 +718,7 @@ class Search {
         if (flops_ && r.median_s > 0) r.gflops = *flops_ / r.median_s * 1e-9;
       }
     } catch (const DeadlineExceeded&) {
-      if (time_out()) {  // not measured: stopped by the time limit
+      if (would_pass_limit || time_out()) {  // not measured: stopped by the time limit
         report_.time_limit_reached = true;
         ++report_.not_measured;
         release_recycled_memory();
