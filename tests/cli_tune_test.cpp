@@ -358,6 +358,30 @@ TEST_F(CliTune, TheStandaloneCheckRunsWithinTheTimeLimit) {
   tuned = json::parse(r.out);
   EXPECT_TRUE(tuned["standalone"].contains("winner")) << tuned.dump(1);
   EXPECT_EQ(r.err.find("skipped"), std::string::npos) << r.err;
+  EXPECT_TRUE(tuned["search_time_limit_s"].is_null()) << tuned.dump(1);
+}
+
+// Of a large workload's time limit, the search's share leaves half a second (a twentieth of a limit
+// under 10 s) for the process's start and end, and what the set-up before the search took.
+TEST_F(CliTune, TheSearchLeavesPartOfTheTimeLimitForTheProcesssStartAndEnd) {
+  const std::vector<std::string> spec = {"ij,jk->ik", "--shape", "A=600x600", "B=600x600",
+                                         "--dtype",   "f32"};  // 2^27.7 iterations: probed
+  for (const auto& [limit, reserve] : {std::pair{100.0, 0.5}, {4.0, 0.2}}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = run(
+        with(with({"tune"}, spec),
+             {"--json", "--strategies", "tensor_gemm,ttgt", "--warmup", "1", "--min-reps", "3",
+              "--min-time", "0.05", "--standalone", "0", "--time-limit", std::to_string(limit)}));
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json tuned = json::parse(r.out);
+    ASSERT_GT(tuned["probed"].get<int>(), 0) << tuned.dump(1);
+    ASSERT_TRUE(tuned["search_time_limit_s"].is_number()) << tuned.dump(1);
+    const double share = tuned["search_time_limit_s"].get<double>();
+    EXPECT_LE(share, limit - reserve) << "limit " << limit;
+    EXPECT_GT(share, limit - reserve - wall) << "limit " << limit;
+  }
 }
 
 // The skipped check's estimate: each process generates the arrays, then takes five runs at the

@@ -36,11 +36,13 @@
 //
 // Time limit: the search of a workload large enough to be probed ends `time_limit` seconds (60)
 // after the tune began, once one candidate is measured (the most promising first, in the order
-// of the probe): a candidate is not started when it would not be measured by then were it as fast
-// as the best, a run in progress at the limit is stopped at its next check, and neither it nor
-// the candidates not started are recorded. The first candidate takes no more samples of a long
-// run than fit before the limit (one at least). `einsumdb tune` counts the limit from the
-// command's start and runs its standalone check only in what the search leaves.
+// of the probe): a candidate is not started when it would not be measured by then at its speed
+// estimated from the probe, a candidate's next run is not started when one as long as its last
+// would end past the limit (one OpenBLAS call cannot be stopped), a run in progress at the limit
+// is stopped at its next check, and neither it nor the candidates not started are recorded. The
+// first candidate takes no more samples of a long run than fit before the limit (one at least).
+// `einsumdb tune` counts the limit from the command's start, keeps half a second of it for the
+// process's start and end, and runs its standalone check only in what the search leaves.
 //
 // Search: exhaustive by default (within the time limit). With a budget, best-first: every
 // strategy's default candidate first (GEMM-based strategies before the plain loop nest), then the
