@@ -906,6 +906,71 @@ TEST(Streamed, InPlaceRunsGoWholeThroughOurKernel) {
   EXPECT_FALSE(takes(72, "ebad"));
 }
 
+// Our AVX2 in-place kernel (place_chunk, place_kernel.hpp) on ebad,ce->abcd, TCCG case 5's shape,
+// whose summed elements e lie apart from d's run in X, with the output's columns c `pad` elements
+// further apart than the run: runs of one chunk or several, the last chunk short and its last
+// register under a mask where the run ends inside one (d = 20 doubles: five registers, a chunk of
+// three and one of two; d = 33 floats), the last tile of columns short (c = 5 against four), on one
+// thread and two, in the chunks' shape the library runs and in another. The padding between runs
+// is left as it was.
+template <typename T, int V, int J>
+void place_chunks_compute(std::int64_t d, std::int64_t c, std::int64_t pad) {
+  const Lengths len{{'a', 2}, {'b', 3}, {'c', c}, {'d', d}, {'e', 7}};
+  const std::int64_t cs = d + pad;
+  const std::vector<std::int64_t> ws{7, 1}, xs{3 * 2 * d, 2 * d, d, 1},
+      zs{3 * c * cs, c * cs, cs, 1};
+  const auto s = streamed_lines<T>("ce", ws, "ebad", xs, "abcd", zs, len);
+  ASSERT_TRUE(s.has_value()) << d;
+  ASSERT_TRUE(s->in_place);
+  EXPECT_EQ(s->run, d);
+  EXPECT_EQ(own_place_chunks<T>(*s), writes_stream() && !streams()) << d;
+  const Tensor w = random_values<T>(c * 7, 71), x = random_values<T>(7 * 6 * d, 73);
+  for (const int threads : {1, 2}) {
+    Tensor z(dtype_of<T>(), {6 * c * cs + 16});
+    std::fill(z.data<T>(), z.data<T>() + z.size(), T{7});
+    run_place_chunks<T, V, J>(*s, x.data<T>(), w.data<T>(), z.data<T>(), threads);
+    for (std::int64_t ab = 0; ab < 6; ++ab)  // (a, b) as one index: b·2 + a in X, a·3 + b in z
+      for (std::int64_t ci = 0; ci < c; ++ci)
+        for (std::int64_t o = 0; o < cs; ++o) {
+          const std::int64_t a = ab / 3, b = ab % 3;
+          const T got = z.data<T>()[a * 3 * c * cs + b * c * cs + ci * cs + o];
+          if (o >= d) {
+            ASSERT_EQ(got, T{7}) << "padding, d = " << d << " at " << ab << ", " << ci << ", " << o;
+            continue;
+          }
+          double want = 0;
+          for (std::int64_t e = 0; e < 7; ++e)
+            want += static_cast<double>(w.data<T>()[ci * 7 + e]) *
+                    x.data<T>()[e * 6 * d + b * 2 * d + a * d + o];
+          ASSERT_NEAR(got, want, 1e-4)
+              << "d = " << d << ", c = " << c << ", pad " << pad << ", threads " << threads
+              << " at " << ab << ", " << ci << ", " << o;
+        }
+  }
+}
+
+TEST(Streamed, InPlaceRunsWhoseSumLiesApartGoThroughOurAvx2Kernel) {
+  if (!writes_stream()) GTEST_SKIP() << "the kernels do not run AVX2 here";
+  for (const auto& [d, c, pad] :
+       {std::tuple{72, 24, 0}, {72, 5, 0}, {20, 4, 3}, {33, 9, 0}, {40, 1, 1}, {16, 6, 2}}) {
+    place_chunks_compute<double, kChunkRegisters, kChunkColumns>(d, c, pad);
+    place_chunks_compute<double, 2, 6>(d, c, pad);
+    place_chunks_compute<float, kChunkRegisters, kChunkColumns>(d, c, pad);
+    if (HasFatalFailure()) return;
+  }
+  // Not ours: summed elements that continue the run in X (TCCG case 11's abed), or one pass over
+  // a panel larger than half of L2.
+  const auto takes = [](std::int64_t d, std::int64_t e, const std::string& xl) {
+    const Lengths len{{'a', 2}, {'b', 3}, {'c', 5}, {'d', d}, {'e', e}};
+    const auto s = streamed_lines<double>("ec", row_major("ec", len), xl, row_major(xl, len),
+                                          "abcd", row_major("abcd", len), len);
+    return s.has_value() && s->in_place && own_place_chunks<double>(*s);
+  };
+  EXPECT_EQ(takes(72, 7, "ebad"), !streams());
+  EXPECT_FALSE(takes(72, 7, "abed"));
+  EXPECT_FALSE(takes(72, l2_bytes() / 8 / 72, "ebad"));
+}
+
 }  // namespace
 }  // namespace einsumdb::tensor_gemm
 

@@ -11,7 +11,9 @@
 // case 11: two columns of 72 floats, 576 bytes, one after the other), it goes out in streaming
 // stores, around the cache; otherwise in ordinary ones, the last register under a mask. Each tile
 // fetches into L1 a share of the next piece's panel of X. Compiled only for AVX-512
-// (isa_target.hpp), for its 32 registers and masks. Internal to executor/.
+// (isa_target.hpp), for its 32 registers and masks. A second kernel, below, takes the plans whose
+// summed elements lie apart in X where the kernels run AVX2 alone, in floats and doubles.
+// Internal to executor/.
 #pragma once
 
 #include <immintrin.h>
@@ -20,6 +22,7 @@
 #include <cstdint>
 
 #include "einsumdb/executor/isa_target.hpp"
+#include "einsumdb/executor/tensor_gemm/transpose.hpp"  // Ymm
 
 namespace einsumdb::tensor_gemm {
 // The longest run our kernel takes: ten 256-bit registers of floats.
@@ -88,6 +91,80 @@ void place_tile(const PlaceTile& t, const float* x, const float* w, float* z, in
         _mm256_storeu_ps(zj + 8 * v, acc[j][v]);
       else
         _mm256_mask_storeu_ps(zj + 8 * v, t.last, acc[j][v]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace einsumdb::tensor_gemm
+EINSUMDB_TARGET_END
+#endif
+
+// ---- With AVX2 alone, in floats and doubles, where the summed elements lie apart in X (TCCG case
+// 5, ebad,ce->abcd: e's rows 3 MB apart in doubles, a multiple of 4 KB). 16 registers do not hold a
+// run of 72 doubles, so a tile is a chunk of V registers of it by J columns: V·J accumulators, the
+// chunk's V registers of X and one of W's values broadcast (V = 3, J = 4: all 16). Each piece's
+// panel (the run at every summed element) is first copied into a buffer chunk by chunk, each
+// chunk's rows one after another: read in place, the rows of a chunk, all on one set of L1, would
+// evict each other before its next tile reads them again. The buffer's rows are padded with zeros
+// to whole chunks. Each tile fetches its share of the next piece's panel into L2: each row of a
+// panel lies in a page of its own, and the hardware's prefetchers do not follow such a stream.
+
+#if EINSUMDB_AVX2
+EINSUMDB_TARGET_BEGIN
+namespace einsumdb::tensor_gemm {
+// Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
+namespace {
+
+inline constexpr int kChunkRegisters = 3;  // V
+inline constexpr int kChunkColumns = 4;    // J
+
+// Where a chunk's tile reads X and W and writes the output: the chunk's element i at summed
+// element l is x[i + l·ds] (the buffer); W's row l is w[l·width, l·width + J); column j of the
+// chunk goes to z[i + j·ldz], its last register under `last` where the run ends inside it. The
+// tile fetches `fetches` rows of the next panel of X, the first at `fetch`, each `run` elements at
+// spacing fetch_ds.
+template <typename T>
+struct PlaceChunk {
+  std::int64_t depth, ds, width, ldz, run, fetch_ds;
+  __m256i last;
+};
+
+template <typename T, int V, int J, bool Whole>
+void place_chunk(const PlaceChunk<T>& t, const T* x, const T* w, T* z, int cols, const T* fetch,
+                 std::int64_t fetches) {
+  using Y = Ymm<T>;
+  constexpr std::int64_t lanes = 32 / sizeof(T), line = 64 / sizeof(T);
+  for (std::int64_t f = 0; f < fetches; ++f)
+    for (std::int64_t i = 0; i < t.run + line - 1; i += line)
+      _mm_prefetch(reinterpret_cast<const char*>(fetch + f * t.fetch_ds + std::min(i, t.run - 1)),
+                   _MM_HINT_T1);
+  typename Y::R acc[J][V];
+#pragma GCC unroll 6
+  for (int j = 0; j < J; ++j)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[j][v] = Y::zero();
+  for (std::int64_t l = 0; l < t.depth; ++l, x += t.ds, w += t.width) {
+    typename Y::R xv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) xv[v] = Y::loadu(x + lanes * v);
+#pragma GCC unroll 6
+    for (int j = 0; j < J; ++j) {
+      const auto b = Y::broadcast(w + j);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[j][v] = Y::fma(b, xv[v], acc[j][v]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int j = 0; j < J; ++j) {
+    if (j >= cols) break;
+    T* const zj = z + j * t.ldz;
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      if (Whole || v + 1 < V)
+        Y::storeu(zj + lanes * v, acc[j][v]);
+      else
+        Y::maskstore(zj + lanes * v, t.last, acc[j][v]);
     }
   }
 }

@@ -8,8 +8,9 @@
 // transposes its tiles in registers (streamed lines: TCCG cases 2-4 and 6-8); and where X runs
 // along that index itself, the calls write in place (TCCG cases 5, 9, 10, 11, 19), in floats on a
 // processor that runs 512-bit operations in halves through our kernel where each run fits a few
-// 256-bit registers (place_kernel.hpp: case 11). An output larger than the cache is written in
-// non-temporal stores, around it. Internal to executor/.
+// 256-bit registers (place_kernel.hpp: case 11), and with AVX2 alone through our kernel in chunks
+// of a run where the summed elements lie apart (place_kernel.hpp: case 5). An output larger than
+// the cache is written in non-temporal stores, around it. Internal to executor/.
 #pragma once
 
 #include <xmmintrin.h>
@@ -704,14 +705,108 @@ bool run_place_of(std::integer_sequence<int, Vs...>, std::int64_t v, const Strea
 }
 #endif
 
-// Runs an in-place streamed-lines plan into z through our kernel (place_kernel.hpp), where
-// own_place takes it, `own` asks for it and the processor runs a 512-bit operation in two halves
-// (or `narrow` says so: a test's); false, having computed nothing, otherwise. `stream`: tiles of
-// whole aligned lines around the cache.
+// Whether our AVX2 in-place kernel (place_chunk, place_kernel.hpp) takes plan s: where the kernels
+// run AVX2 and not AVX-512 (there, libxsmm's and our AVX-512 kernels take it), in place, in one
+// pass over the summed elements, where these lie apart from the run in X, and where a piece's panel
+// fits in half of L2 (the buffer it is copied to). Where the summed elements continue the run (TCCG
+// cases 11 and 19, and 10 in floats), libxsmm's kernel reads each panel as one stream and goes as
+// fast or faster (bench/tccg.py --cases 5,10,11,19, in both precisions).
+template <typename T>
+bool own_place_chunks(const StreamedLines& s) {
+  const auto K = static_cast<std::int64_t>(s.wk.size());
+  return std::is_floating_point_v<T> && writes_stream() && !streams() && s.in_place && s.kc == K &&
+         !s.runs.empty() && K > 1 && s.x_ds > s.run &&
+         s.run * K * static_cast<std::int64_t>(sizeof(T)) <= l2_bytes() / 2;
+}
+
+#if EINSUMDB_AVX2
+// A chunk of v ≤ V registers (a run's last chunk may have fewer) through place_chunk.
+template <typename T, int V, int J>
+void place_chunk_of(int v, bool whole, const PlaceChunk<T>& t, const T* x, const T* w, T* z,
+                    int cols, const T* fetch, std::int64_t fetches) {
+  if constexpr (V > 1)
+    if (v < V) return place_chunk_of<T, V - 1, J>(v, whole, t, x, w, z, cols, fetch, fetches);
+  if (whole)
+    place_chunk<T, V, J, true>(t, x, w, z, cols, fetch, fetches);
+  else
+    place_chunk<T, V, J, false>(t, x, w, z, cols, fetch, fetches);
+}
+
+// Plan s through place_chunk<T, V, J> (V = kChunkRegisters and J = kChunkColumns but in tests):
+// each run a piece, its panel copied to a buffer in chunks of V registers, then each chunk's tiles,
+// J columns each in the columns' order, sharing the fetching of the next piece's panel (the run at
+// K / tiles of its summed elements each).
+template <typename T, int V = kChunkRegisters, int J = kChunkColumns>
+void run_place_chunks(const StreamedLines& s, const T* x, const T* w, T* z, int threads) {
+  using Y = Ymm<T>;
+  constexpr std::int64_t lanes = 32 / sizeof(T);
+  const std::int64_t N = s.wn.size(), K = s.wk.size();
+  const std::int64_t blocks = (N + J - 1) / J, width = blocks * J;
+  const std::int64_t vectors = (s.run + lanes - 1) / lanes, chunks = (vectors + V - 1) / V;
+  const std::int64_t tiles = blocks * chunks;
+  const bool whole = s.run % lanes == 0;  // the run ends on a register's end
+  PlaceChunk<T> t{};
+  t.depth = K, t.ds = V * lanes, t.width = width, t.ldz = s.c_cs, t.run = s.run;
+  t.fetch_ds = s.x_ds;
+  t.last = Y::first(s.run - (vectors - 1) * lanes);
+  const auto pack = [&](std::int64_t q, std::vector<T>& to) {  // W of batch point q, K × width
+    to.assign(static_cast<std::size_t>(K * width), T{0});
+    const T* from = w + s.wb[q];
+    for (std::int64_t l = 0; l < K; ++l)
+      for (std::int64_t j = 0; j < N; ++j) to[j + l * width] = from[s.wn[j] + s.wk[l]];
+  };
+  const auto piece = [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
+    const T* xq = x + s.xb[q] + p.x;
+    T* const zq = z + s.cb[q] + p.c;
+    // The panel: chunk c's row l at panel + (c·K + l)·t.ds, zero past the run.
+    thread_local std::vector<T> buffer;
+    T* const panel = line_aligned(buffer, chunks * K * t.ds);
+    const std::int64_t x_ds = s.x_ds, rest = vectors - (chunks - 1) * V;
+    for (std::int64_t l = 0; l < K; ++l) {
+      const T* from = xq + l * x_ds;
+      T* to = panel + l * t.ds;
+      for (std::int64_t c = 0; c + 1 < chunks; ++c, from += V * lanes, to += K * t.ds)
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) Y::storeu(to + v * lanes, Y::loadu(from + v * lanes));
+      for (std::int64_t v = 0; v < V; ++v)
+        Y::storeu(to + v * lanes, v + 1 < rest || (v + 1 == rest && whole)
+                                      ? Y::loadu(from + v * lanes)
+                                  : v + 1 == rest ? Y::maskload(from + v * lanes, t.last)
+                                                  : Y::zero());
+    }
+    const T* const fetch = x + s.xb[q] + next.x;
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      const int v = static_cast<int>(std::min<std::int64_t>(V, vectors - c * V));
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const std::int64_t i = c * blocks + b, from = i * K / tiles, to = (i + 1) * K / tiles;
+        place_chunk_of<T, V, J>(v, whole || c + 1 < chunks, t, panel + c * K * t.ds, packed + b * J,
+                                zq + b * J * s.c_cs + c * V * lanes,
+                                static_cast<int>(std::min<std::int64_t>(J, N - b * J)),
+                                fetch + from * s.x_ds, to - from);
+      }
+    }
+  };
+  over_pieces<T>(s.xb.size(), s.runs, threads, pack, piece);
+}
+#endif
+
+// Runs an in-place streamed-lines plan into z through our kernels (place_kernel.hpp), where `own`
+// asks for it and one takes it: with AVX-512, where own_place takes it and the processor runs a
+// 512-bit operation in two halves (or `narrow` says so: a test's); with AVX2, where
+// own_place_chunks takes it. False, having computed nothing, otherwise. `stream`: tiles of whole
+// aligned lines around the cache (AVX-512).
 template <typename T>
 bool run_streamed_place_own(const StreamedLines& s, const T* x, const T* w, T* z, int threads,
                             bool stream, bool own,
                             [[maybe_unused]] std::optional<bool> narrow = std::nullopt) {
+#if EINSUMDB_AVX2
+  if constexpr (std::is_floating_point_v<T>) {
+    if (own && own_place_chunks<T>(s)) {
+      run_place_chunks<T>(s, x, w, z, threads);
+      return true;
+    }
+  }
+#endif
 #if EINSUMDB_AVX512
   if constexpr (std::is_same_v<T, float>) {
     if (!own || !own_place<T>(s)) return false;

@@ -53,8 +53,9 @@
 // measures both; a tile whose rows are two runs apart in the output, written around the cache, is
 // ours either way; streamed rows go through ours (rows_kernel.hpp) by default, and in floats
 // streamed lines where own_lines says (lines_kernel.hpp) and in place where own_place says and the
-// processor runs 512-bit operations in halves (place_kernel.hpp), libxsmm's with "blis", and the
-// tuner measures both). A functional operand is evaluated into a buffer in its array's layout
+// processor runs 512-bit operations in halves (place_kernel.hpp), with AVX2 alone in place in
+// floats and doubles where own_place_chunks says (place_kernel.hpp), libxsmm's with "blis", and
+// the tuner measures both). A functional operand is evaluated into a buffer in its array's layout
 // first. A complex row runs as a real one (real_form.hpp): the same stages, on real numbers, with
 // an index of two parts added.
 #include <algorithm>
@@ -96,10 +97,11 @@ std::string streamed_path(const BatchedEinsum& e, const std::vector<std::int64_t
 // Whether row `row` streams its operand through our own kernel by default: its rows
 // (rows_kernel.hpp) where W's row fits it, its lines (lines_kernel.hpp) where own_lines says, or
 // its lines in place (place_kernel.hpp) where own_place says and the processor runs 512-bit
-// operations in halves; real, on contiguous operands, where the kernels run AVX-512.
+// operations in halves, all three where the kernels run AVX-512; or with AVX2, its lines in place
+// where own_place_chunks says; real, on contiguous operands.
 bool own_streams(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
   const Dtype dtype = result_dtype(e, row);
-  if (is_complex(dtype) || !streams()) return false;
+  if (is_complex(dtype)) return false;
   const auto xs = kernels::row_major_strides(e.inputs[0], len);
   const auto ys = kernels::row_major_strides(e.inputs[1], len);
   const auto zs = kernels::row_major_strides(e.output, len);
@@ -107,9 +109,10 @@ bool own_streams(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
   const auto ours = [&](auto zero) {
     using T = decltype(zero);
     if (const auto s = streamed<T>(x, xs, y, ys, z, zs, len))
-      return s->wn.size() * static_cast<std::int64_t>(sizeof(T)) <= kOwnRowBytes;
+      return streams() && s->wn.size() * static_cast<std::int64_t>(sizeof(T)) <= kOwnRowBytes;
     const auto s = streamed_lines<T>(x, xs, y, ys, z, zs, len);
-    return s && (own_lines<T>(*s) || (own_place<T>(*s) && runs_in_halves()));
+    return s &&
+           (own_lines<T>(*s) || (own_place<T>(*s) && runs_in_halves()) || own_place_chunks<T>(*s));
   };
   return dtype == Dtype::f32 ? ours(0.0f) : ours(0.0);
 }
