@@ -155,6 +155,41 @@ TEST(Blocking, TheSummedElementsGoInOnePassUpToAQuarterOverKC) {
   EXPECT_LT(p.mc * 256 * 8, l2_bytes() / 3 + 8 * 256 * 8);
 }
 
+// With BLIS's AVX2 (Haswell) tile in doubles, 6 rows by a line of columns, blocks at least KC deep
+// hold kHaswellRows rows, scaled by KC over their depth like BLIS's MC; shallower ones, other tiles
+// and floats, BLIS's MC.
+TEST(Blocking, BlocksOfTheHaswellTileHoldMoreRowsWhenDeep) {
+  const auto haswell = shape_of_kernel(6, 8, 72, 256);
+  ASSERT_TRUE(haswell_tile(haswell));
+  Contraction p;
+  p.K = 3000;
+  block_sizes(haswell, p, false, haswell.mr);
+  EXPECT_EQ(p.kc, 256);
+  EXPECT_EQ(p.mc, kHaswellRows);
+  p.K = 1000;  // an output too large for the cache: two passes of 500
+  block_sizes(haswell, p, true, haswell.mr);
+  EXPECT_EQ(p.kc, 500);
+  EXPECT_EQ(p.mc, kHaswellRows * 256 / 500 / 6 * 6);
+  p.K = 24;  // shallower than KC: BLIS's MC, scaled
+  block_sizes(haswell, p, false, haswell.mr);
+  EXPECT_EQ(p.mc, 72 * 256 / 24 / 6 * 6);
+  const auto skx = shape_of_kernel(16, 14, 144, 256);
+  EXPECT_FALSE(haswell_tile(skx));
+  EXPECT_FALSE(haswell_tile(shape_of_kernel(6, 16, 72, 256)));  // (a line is 8 doubles)
+  p.K = 3000;
+  block_sizes(skx, p, false, skx.mr);
+  EXPECT_EQ(p.mc, 144);
+  MicroKernel<float> floats;  // the Haswell tile in floats, 6 by 16: BLIS's MC
+  floats.mr = floats.packmr = 6;
+  floats.nr = floats.packnr = 16;
+  floats.mc = 168;
+  floats.kc = 256;
+  floats.nc = 4080;
+  ASSERT_TRUE(haswell_tile(floats));
+  block_sizes(floats, p, false, floats.mr);
+  EXPECT_EQ(p.mc, 168);
+}
+
 TEST(Blocking, RowsGoInTilesWhereOperandAndOutputRunAlongDifferentIndices) {
   // X "ab" runs along b, Z "ba" along a, both too large for the cache: panels of 16 values of b
   // for each of 8 values of a (a line of Z).

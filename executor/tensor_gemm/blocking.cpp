@@ -212,7 +212,10 @@ void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std
   } else {
     p.kc = k.kc;
   }
-  p.mc = std::max(group, k.mc * k.kc / p.kc / k.mr * k.mr);
+  const std::int64_t mc = std::is_same_v<T, double> && p.kc >= k.kc && haswell_tile(k)
+                              ? std::max(k.mc, kHaswellRows)
+                              : k.mc;
+  p.mc = std::max(group, mc * k.kc / p.kc / k.mr * k.mr);
   if (p.own_tiles && p.kc >= k.kc) {
     const std::int64_t third = l2_bytes() / 3 / (p.kc * static_cast<std::int64_t>(sizeof(T)));
     p.mc = std::max({group, k.mr, std::min(p.mc, third / k.mr * k.mr)});

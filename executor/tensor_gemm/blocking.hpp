@@ -185,7 +185,19 @@ Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& l
 // output back costs it little, while a longer pass makes its panels longer than L1 holds (an A
 // panel of 32 floats by KC = 384 is already 48 KB); its blocks of A take at most a third of L2,
 // beside the B panels and the next block fetched ahead (NextBlock).
+//
+// With BLIS's AVX2 (Haswell) tile in doubles, 6 rows by a line of columns, a block at least KC deep
+// holds kHaswellRows rows scaled likewise rather than BLIS's MC. Each micro-panel of B (KC by a
+// line: 16 KB at KC = 256) is read from L3 once per block and serves MC / 6 tiles: BLIS's MC for
+// Zen 3 (72) gives it 12, OpenBLAS's on the processors that run these kernels (its P, 512) 85. The
+// block of A, 1 MB at KC = 256, then lies in L3 rather than L2. In floats, such blocks went no
+// faster (docs/performance/tccg-avx2.md), and keep BLIS's MC.
 inline constexpr std::int64_t kLongPass = 2;
+inline constexpr std::int64_t kHaswellRows = 504;
+template <typename T>
+bool haswell_tile(const MicroKernel<T>& k) {
+  return k.mr == 6 && k.packmr == k.mr && k.nr == kLineElements<T> && k.packnr == k.nr;
+}
 template <typename T>
 bool one_pass(const MicroKernel<T>& k, std::int64_t summed) {
   return summed <= k.kc + k.kc / 4;
