@@ -1756,11 +1756,12 @@ TEST(Strategies, TensorGemmStreamsRowsThroughOurKernelOrLibxsmms) {
     }
 }
 
-// `spec` at `lengths` streams its lines; in floats, where `ours`, through our own kernel by default
-// with libxsmm's beside it in the tuner's space; in doubles, with no choice of kernel there.
+// `spec` at `lengths` streams its lines; in floats, where `ours`, and in doubles, where
+// `ours_in_doubles`, through our own kernel by default with libxsmm's beside it in the tuner's
+// space; otherwise without it (in doubles, with no choice of kernel there at all).
 // Either kernel agrees with the reference, on one and two threads, in floats and doubles.
 void streamed_lines_agree(const char* spec, const std::map<char, int>& lengths, unsigned seed,
-                          bool ours) {
+                          bool ours, bool ours_in_doubles = false) {
   const Strategy* s = find_strategy("tensor_gemm");
   ASSERT_NE(s, nullptr);
   for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
@@ -1771,10 +1772,10 @@ void streamed_lines_agree(const char* spec, const std::map<char, int>& lengths, 
     Lengths len;
     for (const auto& [c, n] : lengths) len[c] = n;
     const auto space = s->space(e, len);
-    if (dtype == Dtype::f32) {
+    if (dtype == Dtype::f32 || ours_in_doubles) {
       EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"kernel", "blis"}}),
-                ours ? 1 : 0)
-          << spec;
+                (dtype == Dtype::f32 ? ours : ours_in_doubles) ? 1 : 0)
+          << spec << " " << to_string(dtype);
     } else {
       for (const auto& p : space) EXPECT_FALSE(p.contains("kernel")) << spec << ": " << p;
     }
@@ -1804,6 +1805,18 @@ TEST(Strategies, TensorGemmRunsInPlaceLinesThroughOurKernelWhereRegistersGoInHal
                        tensor_gemm::runs_in_halves());
   streamed_lines_agree("ec,aebd->acbd", {{'a', 2}, {'b', 3}, {'c', 5}, {'d', 20}, {'e', 7}}, 53,
                        tensor_gemm::runs_in_halves());
+}
+
+// Streamed lines in place whose summed elements lie apart from the run (TCCG case 5's shape,
+// ebad,ce->abcd: e past b, a and d) go through our AVX2 kernel (place_chunk) by default in floats
+// and doubles where the kernels run AVX2 alone, and the tuner's space has libxsmm's beside it; with
+// AVX-512, libxsmm's, in both. Runs of whole registers and one that ends inside one (d = 20, 21).
+TEST(Strategies, TensorGemmRunsApartInPlaceLinesThroughOurAvx2Kernel) {
+  const bool avx2 = tensor_gemm::writes_stream() && !tensor_gemm::streams();
+  streamed_lines_agree("ebad,ce->abcd", {{'a', 3}, {'b', 2}, {'c', 9}, {'d', 20}, {'e', 7}}, 59,
+                       avx2, avx2);
+  streamed_lines_agree("ebad,ce->abcd", {{'a', 2}, {'b', 3}, {'c', 5}, {'d', 21}, {'e', 6}}, 61,
+                       avx2, avx2);
 }
 
 // Whole tiles go to our own micro-kernel (line_kernel.hpp) by default in floats where a large

@@ -77,6 +77,17 @@ struct StreamedOperands {
     wb = offsets(batch, len, Wl, Ws);
     cb = offsets(batch, len, zl, zs);
   }
+
+  // W of batch point q packed for a kernel: summed element l's values of the columns at
+  // to[l·width, l·width + N), zero past them to width (≥ N).
+  template <typename T>
+  void pack_w(const T* w, std::int64_t q, std::int64_t width, std::vector<T>& to) const {
+    const std::int64_t N = wn.size(), K = wk.size();
+    to.assign(static_cast<std::size_t>(K * width), T{0});
+    const T* from = w + wb[q];
+    for (std::int64_t l = 0; l < K; ++l)
+      for (std::int64_t j = 0; j < N; ++j) to[j + l * width] = from[wn[j] + wk[l]];
+  }
 };
 
 // n elements of `buffer` (a thread's scratch for a piece's tiles) from a cache line on.
@@ -240,12 +251,7 @@ bool run_streamed_own(const Streamed& s, const T* x, const T* w, T* z, int threa
   if (!k) return false;
   RowsTile<T> t{};
   t.depth = K, t.rs = s.x_rs, t.ds = s.x_ds, t.width = k.width, t.c_rs = s.c_rs, t.last = k.last;
-  const auto pack = [&](std::int64_t q, std::vector<T>& to) {  // W of batch point q, K × width
-    to.assign(static_cast<std::size_t>(K * k.width), T{0});
-    const T* from = w + s.wb[q];
-    for (std::int64_t l = 0; l < K; ++l)
-      for (std::int64_t j = 0; j < N; ++j) to[j + l * k.width] = from[s.wn[j] + s.wk[l]];
-  };
+  const auto pack = [&](std::int64_t q, std::vector<T>& to) { s.pack_w(w, q, k.width, to); };
   over_pieces<T>(s.xb.size(), s.pieces, threads, pack,
                  [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
                    RowsTile<T> tq = t;
@@ -280,12 +286,7 @@ bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads, 
       if (!k) return false;
       by_rows.emplace(p.rows, k);
     }
-  const auto pack = [&](std::int64_t q, std::vector<T>& to) {  // W of batch point q, N × K
-    to.resize(static_cast<std::size_t>(N * K));
-    const T* from = w + s.wb[q];
-    for (std::int64_t l = 0; l < K; ++l)
-      for (std::int64_t j = 0; j < N; ++j) to[j + l * N] = from[s.wn[j] + s.wk[l]];
-  };
+  const auto pack = [&](std::int64_t q, std::vector<T>& to) { s.pack_w(w, q, N, to); };
   over_pieces<T>(s.xb.size(), s.pieces, threads, pack,
                  [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
                    const T* xq = x + s.xb[q];
@@ -584,12 +585,7 @@ bool run_streamed_lines_own(const StreamedLines& s, const T* x, const T* w, T* z
     bool runs = whole && nu4 == nu;                      // each staged row one run of the output
     for (std::int64_t j = 0; j < N && runs; ++j) runs = s.cn[j] == j * nu;
     const LinesTile t{K, s.x_us, s.x_ds, width, width * stride, stride};
-    const auto pack = [&](std::int64_t q, std::vector<T>& to) {  // W of batch point q, K × width
-      to.assign(static_cast<std::size_t>(K * width), T{0});
-      const T* from = w + s.wb[q];
-      for (std::int64_t l = 0; l < K; ++l)
-        for (std::int64_t j = 0; j < N; ++j) to[j + l * width] = from[s.wn[j] + s.wk[l]];
-    };
+    const auto pack = [&](std::int64_t q, std::vector<T>& to) { s.pack_w(w, q, width, to); };
     const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
     const auto piece = [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
       const T* xq = x + s.xb[q];
@@ -675,12 +671,7 @@ void run_place(const StreamedLines& s, const float* x, const float* w, float* z,
     return rest == 8 && s.c_cs == s.run && cols * s.run % 16 == 0 &&
            reinterpret_cast<std::uintptr_t>(at) % 64 == 0;
   };
-  const auto pack = [&](std::int64_t q, std::vector<float>& to) {  // W of batch point q, K × width
-    to.assign(static_cast<std::size_t>(K * width), 0.0f);
-    const float* from = w + s.wb[q];
-    for (std::int64_t l = 0; l < K; ++l)
-      for (std::int64_t j = 0; j < N; ++j) to[j + l * width] = from[s.wn[j] + s.wk[l]];
-  };
+  const auto pack = [&](std::int64_t q, std::vector<float>& to) { s.pack_w(w, q, width, to); };
   const auto piece = [&](std::int64_t q, const float* packed, const Piece& p, const Piece& next) {
     const float* xq = x + s.xb[q];
     float* const zq = z + s.cb[q] + p.c;
@@ -709,8 +700,8 @@ bool run_place_of(std::integer_sequence<int, Vs...>, std::int64_t v, const Strea
 // run AVX2 and not AVX-512 (there, libxsmm's and our AVX-512 kernels take it), in place, in one
 // pass over the summed elements, where these lie apart from the run in X, and where a piece's panel
 // fits in half of L2 (the buffer it is copied to). Where the summed elements continue the run (TCCG
-// cases 11 and 19, and 10 in floats), libxsmm's kernel reads each panel as one stream, and on a
-// Zen 3 it went as fast as this kernel forced onto those plans, or faster, in both precisions.
+// cases 11 and 19, and 10 in floats), libxsmm's kernel reads each panel as one stream, and this
+// kernel forced onto those plans went no faster (docs/performance/tccg-avx2.md).
 template <typename T>
 bool own_place_chunks(const StreamedLines& s) {
   const auto K = static_cast<std::int64_t>(s.wk.size());
@@ -749,12 +740,7 @@ void run_place_chunks(const StreamedLines& s, const T* x, const T* w, T* z, int 
   t.depth = K, t.ds = V * lanes, t.width = width, t.ldz = s.c_cs, t.run = s.run;
   t.fetch_ds = s.x_ds;
   t.last = Y::first(s.run - (vectors - 1) * lanes);
-  const auto pack = [&](std::int64_t q, std::vector<T>& to) {  // W of batch point q, K × width
-    to.assign(static_cast<std::size_t>(K * width), T{0});
-    const T* from = w + s.wb[q];
-    for (std::int64_t l = 0; l < K; ++l)
-      for (std::int64_t j = 0; j < N; ++j) to[j + l * width] = from[s.wn[j] + s.wk[l]];
-  };
+  const auto pack = [&](std::int64_t q, std::vector<T>& to) { s.pack_w(w, q, width, to); };
   const auto piece = [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
     const T* xq = x + s.xb[q] + p.x;
     T* const zq = z + s.cb[q] + p.c;
