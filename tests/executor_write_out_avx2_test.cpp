@@ -8,6 +8,7 @@
 // processor lacks AVX2 or FMA.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -44,8 +45,8 @@ void transposed_square(const T* q, std::int64_t ld, std::int64_t h, T* d, std::i
 
 // stream_tile, called from this region as the macro-kernel calls it.
 template <typename T>
-void streamed_tile(std::int64_t k, const T* a, const T* b, T* c, std::int64_t rs) {
-  stream_tile(k, a, b, c, rs);
+void streamed_tile(std::int64_t k, const T* a, const T* b, T* c, const std::int64_t* row) {
+  stream_tile(k, a, b, c, row);
   _mm_sfence();
 }
 
@@ -211,9 +212,10 @@ TYPED_TEST(WriteOutAvx2, WritesALineGroupWholeLineByLine) {
 }
 
 // stream_tile: 6 rows by a line from BLIS's packed panels (the 6 rows' values, then the line of
-// columns', at each summed element), each row a line of the output, the rows three lines apart,
-// summed over 1, 5 and 24 elements; the lines between the rows stay untouched. And which of BLIS's
-// tiles it takes: 6 rows by a line, written row by row, packed to exactly that.
+// columns', at each summed element), each row a line of the output, the rows three lines apart or
+// unevenly spaced, summed over 1, 5 and 24 elements; the lines between the rows stay untouched.
+// And which of BLIS's tiles it takes: 6 rows by a line, written row by row, packed to exactly
+// that.
 TYPED_TEST(WriteOutAvx2, StreamsBlisHaswellTilesFromRegisters) {
   using T = TypeParam;
   constexpr std::int64_t L = 64 / sizeof(T), rows = kStreamTileRows, rs = 3 * L;
@@ -225,20 +227,26 @@ TYPED_TEST(WriteOutAvx2, StreamsBlisHaswellTilesFromRegisters) {
   EXPECT_FALSE(stream_tile_fits<T>(Panels{rows, L, rows, L, false}));  // column-major tiles
   EXPECT_FALSE(stream_tile_fits<T>(Panels{rows, 2 * L, rows, 2 * L, true}));
   EXPECT_FALSE(stream_tile_fits<T>(Panels{8, L, 8, L, true}));
-  for (const std::int64_t k : {1, 5, 24}) {
-    const std::vector<T> a = values<T>(k * rows, 29), b = values<T>(k * L, 31);
-    Lines<T> out(rows * rs);
-    streamed_tile(k, a.data(), b.data(), out.at(0), rs);
-    for (std::int64_t e = 0; e < rows * rs; ++e) {
-      const std::int64_t i = e / rs, j = e % rs;
-      T want = Lines<T>::kMarker;
-      if (j < L) {
-        want = 0;
-        for (std::int64_t p = 0; p < k; ++p) want += a[p * rows + i] * b[p * L + j];
+  const std::int64_t even[rows] = {0, rs, 2 * rs, 3 * rs, 4 * rs, 5 * rs};
+  const std::int64_t uneven[rows] = {0, rs, 2 * rs, 4 * rs, 4 * rs + L, 6 * rs};  // rows 2, 3 apart
+  for (const std::int64_t* row : {even, uneven})
+    for (const std::int64_t k : {1, 5, 24}) {
+      const std::vector<T> a = values<T>(k * rows, 29), b = values<T>(k * L, 31);
+      const std::int64_t size = row[rows - 1] + rs;
+      Lines<T> out(size);
+      streamed_tile(k, a.data(), b.data(), out.at(0), row);
+      for (std::int64_t e = 0; e < size; ++e) {
+        const std::int64_t* at = std::find(row, row + rows, e / L * L);
+        const std::int64_t i = at - row, j = e % L;
+        T want = Lines<T>::kMarker;
+        if (i < rows) {
+          want = 0;
+          for (std::int64_t p = 0; p < k; ++p) want += a[p * rows + i] * b[p * L + j];
+        }
+        ASSERT_EQ(*out.at(e), want) << (row == even ? "even" : "uneven") << ", summed over " << k
+                                    << ", row " << i << ", element " << j;
       }
-      ASSERT_EQ(*out.at(e), want) << "summed over " << k << ", row " << i << ", element " << j;
     }
-  }
 }
 
 // Complex results (complex_lines.hpp): a line square of T's column pairs combined, each result

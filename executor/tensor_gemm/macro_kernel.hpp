@@ -137,7 +137,8 @@ class Gemm {
           }
           next = std::min(next, packed_to);
           const std::int64_t mcb = next - ic;
-          T* const ablock = apack + (ic - packed_from) / k_.mr * k_.packmr * kcb;
+          const std::int64_t a_panel = k_.packmr * kcb;  // elements of a micro-panel of A
+          T* const ablock = apack + (ic - packed_from) / k_.mr * a_panel;
           const std::int64_t after =
               next < m1 && next >= packed_to && p_.fetch_ahead ? block_end(next, m1) : next;
           // What L2 holds meanwhile: this packed block of A and the B micro-panel in use.
@@ -146,21 +147,22 @@ class Gemm {
           NextBlock<T> ahead(a, p_.am.data() + next, after - next, p_.ak.data() + pc, kcb, k_.mr,
                              (mcb + k_.mr - 1) / k_.mr * ((ncb + k_.nr - 1) / k_.nr),
                              std::max<std::int64_t>(0, l2_bytes() - packed) / 64);
-          bli_auxinfo_set_ps_a(k_.packmr * kcb, &aux);
-          bli_auxinfo_set_ps_b(k_.packnr * kcb, &aux);
-          for (std::int64_t jr = 0; jr < ncb; jr += k_.nr) {
+          const std::int64_t b_panel = k_.packnr * kcb;  // elements of a micro-panel of B
+          bli_auxinfo_set_ps_a(a_panel, &aux);
+          bli_auxinfo_set_ps_b(b_panel, &aux);
+          T* bp = bpack;
+          for (std::int64_t jr = 0, column = jc / k_.nr; jr < ncb;
+               jr += k_.nr, ++column, bp += b_panel) {
             const std::int64_t nrb = std::min(k_.nr, ncb - jr);
-            T* bp = bpack + jr / k_.nr * k_.packnr * kcb;
-            const std::int64_t cs = p_.col_step[static_cast<std::size_t>((jc + jr) / k_.nr)];
+            const std::int64_t cs = p_.col_step[static_cast<std::size_t>(column)];
             const std::int64_t* cn = p_.cn.data() + jc + jr;
             // The micro-kernel on the MR rows from `ir` into `to` (rs, cs), with the next panels'
             // addresses for its prefetches.
-            const auto kernel = [&](std::int64_t ir, std::int64_t mrb, T* to_beta, T* to,
+            const auto kernel = [&](std::int64_t ir, T* ap, std::int64_t mrb, T* to_beta, T* to,
                                     std::int64_t to_rs, std::int64_t to_cs) {
-              T* ap = ablock + ir / k_.mr * k_.packmr * kcb;
               const bool last = ir + k_.mr >= mcb;
-              bli_auxinfo_set_next_a(last ? ablock : ap + k_.packmr * kcb, &aux);
-              bli_auxinfo_set_next_b(last ? bp + k_.packnr * kcb : bp, &aux);
+              bli_auxinfo_set_next_a(last ? ablock : ap + a_panel, &aux);
+              bli_auxinfo_set_next_b(last ? bp + b_panel : bp, &aux);
               ahead.fetch();
               // An edge tile through libxsmm: BLIS's micro-kernel computes a whole tile for it.
               if ((mrb < k_.mr || nrb < k_.nr) &&
@@ -169,45 +171,52 @@ class Gemm {
                 return;
               tile_kernel_(mrb, nrb, kcb, &one, ap, bp, to_beta, to, to_rs, to_cs, &aux, k_.cntx);
             };
-            for (std::int64_t ir = 0; ir < mcb;) {
+            // The tiles' rows from ir, the panel of the output's rows (Contraction::row_step)
+            // and of A's (at ap) that they are, counted along rather than divided out of ir: a
+            // division per tile took a few percent of TCCG case 31 (K = 24).
+            T* ap = ablock;
+            for (std::int64_t ir = 0, panel = ic / k_.mr; ir < mcb;) {
               const std::int64_t mrb = std::min(k_.mr, mcb - ir);
-              const std::size_t panel = static_cast<std::size_t>((ic + ir) / k_.mr);
               const std::int64_t* cm = p_.cm.data() + ic + ir;
-              if (!p_.row_lines.empty() && p_.row_lines[panel] && ir + kLine * k_.mr <= mcb) {
+              if (!p_.row_lines.empty() && p_.row_lines[static_cast<std::size_t>(panel)] &&
+                  ir + kLine * k_.mr <= mcb) {
                 for (std::int64_t j = 0; j < kLine; ++j) {
+                  T* const aj = ap + j * a_panel;
                   if (transposes())  // tile j column-major at group + j·MR·NR
-                    kernel(ir + j * k_.mr, k_.mr, &zero, group + j * k_.mr * k_.nr, 1, k_.mr);
+                    kernel(ir + j * k_.mr, aj, k_.mr, &zero, group + j * k_.mr * k_.nr, 1, k_.mr);
                   else  // element (i, n) of tile j at group[(i + n·MR)·kLine + j]
-                    kernel(ir + j * k_.mr, k_.mr, &zero, group + j, kLine, kLine * k_.mr);
+                    kernel(ir + j * k_.mr, aj, k_.mr, &zero, group + j, kLine, kLine * k_.mr);
                 }
                 write_lines(group, k_.mr, k_.nr, transposes(), nrb, c, cm, cn, accumulate,
                             p_.stream);
-                ir += kLine * k_.mr;
+                ir += kLine * k_.mr, panel += kLine, ap += kLine * a_panel;
                 continue;
               }
-              const std::int64_t rs = p_.row_step[panel];
+              const std::int64_t rs = p_.row_step[static_cast<std::size_t>(panel)];
               const bool even = rs != kUneven && cs != kUneven;
               const bool whole_lines = rs == 1 ? tile_rs == 1 : cs == 1 && tile_cs == 1;
               if (cs == 1 && transposes()) {  // rows of the output across the tile, even or not
-                kernel(ir, mrb, &zero, tile, 1, k_.mr);
+                kernel(ir, ap, mrb, &zero, tile, 1, k_.mr);
                 transpose_out(tile, k_.mr, mrb, nrb, c + cn[0], cm, accumulate, p_.stream);
               } else if (even && !(p_.stream_all && whole_lines)) {
-                kernel(ir, mrb, beta, c + cm[0] + cn[0], rs, cs);
-              } else if (even && cs == 1 && mrb == k_.mr && nrb == k_.nr && !accumulate &&
-                         stream_rows(ir, jr, kcb, ablock, bpack, c + cm[0] + cn[0], rs)) {
+                kernel(ir, ap, mrb, beta, c + cm[0] + cn[0], rs, cs);
+              } else if (cs == 1 && mrb == k_.mr && nrb == k_.nr && !accumulate &&
+                         stream_rows(kcb, ap, bp, c + cn[0], cm, rs)) {
                 ahead.fetch();
               } else if (rs == 1 && mrb == k_.mr && !accumulate &&
-                         write_around(ir, jr, nrb, kcb, ablock, bpack, c + cm[0], cn)) {
+                         write_around(nrb, kcb, ap, bp, c + cm[0], cn)) {
                 ahead.fetch();
-              } else if (rs == kUneven && p_.row_runs[panel] && mrb == k_.mr && !accumulate &&
-                         write_lines_around(ir, jr, nrb, kcb, ablock, bpack, c, cm, cn)) {
+              } else if (rs == kUneven && p_.row_runs[static_cast<std::size_t>(panel)] &&
+                         mrb == k_.mr && !accumulate &&
+                         write_lines_around(nrb, kcb, ap, bp, c, cm, cn)) {
                 ahead.fetch();
               } else if (rs == kUneven && p_.own_tiles && mrb == k_.mr &&
-                         split_tile(ir, jr, nrb, kcb, ablock, bpack, c, cm, cn, accumulate)) {
+                         split_tile(nrb, kcb, ap, bp, c, cm, cn, accumulate)) {
                 ahead.fetch();
               } else {
-                kernel(ir, mrb, &zero, tile, tile_rs, tile_cs);
-                if (rs == kUneven && tile_rs == 1 && p_.row_runs[panel]) {  // a line per run
+                kernel(ir, ap, mrb, &zero, tile, tile_rs, tile_cs);
+                if (rs == kUneven && tile_rs == 1 &&
+                    p_.row_runs[static_cast<std::size_t>(panel)]) {  // a line per run
                   for (std::int64_t n = 0; n < nrb; ++n)
                     for (std::int64_t i = 0; i < mrb; i += kLine)
                       copy_run(tile + n * tile_cs + i, kLine, c + cm[i] + cn[n], accumulate,
@@ -228,7 +237,7 @@ class Gemm {
                       for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] = t[j * tile_cs];
                   }
               }
-              ir += k_.mr;
+              ir += k_.mr, ++panel, ap += a_panel;
             }
           }
         }
@@ -238,21 +247,19 @@ class Gemm {
   }
 
  private:
-  // Computes the tile of the MR rows from `ir` (contiguous in the output from `base`) and the `nrb`
-  // columns from `jr` (at `cn` from it) straight into the output, around the cache: one libxsmm
-  // kernel per run of columns p_.around_ldc apart, whose non-temporal stores write each column's
-  // whole lines (kernels::StreamKernel). False, having computed nothing, where there are no such
-  // kernels or a column starts off a cache line. A whole tile written once, summed over few
-  // elements: BLIS's micro-kernel writes it in place with ordinary stores, which read each line
-  // from memory first, and through the buffer (copy_run), the copy costs as much again as the
-  // kernel's stores.
-  bool write_around(std::int64_t ir, std::int64_t jr, std::int64_t nrb, std::int64_t kcb,
-                    const T* apack, const T* bpack, T* base, const std::int64_t* cn) const {
+  // Computes the tile of the MR rows of the micro-panel of A at `ap` (contiguous in the output from
+  // `base`) and the `nrb` columns of B's at `bp` (at `cn` from it) straight into the output, around
+  // the cache: one libxsmm kernel per run of columns p_.around_ldc apart, whose non-temporal stores
+  // write each column's whole lines (kernels::StreamKernel). False, having computed nothing, where
+  // there are no such kernels or a column starts off a cache line. A whole tile written once,
+  // summed over few elements: BLIS's micro-kernel writes it in place with ordinary stores, which
+  // read each line from memory first, and through the buffer (copy_run), the copy costs as much
+  // again as the kernel's stores.
+  bool write_around(std::int64_t nrb, std::int64_t kcb, const T* ap, const T* bp, T* base,
+                    const std::int64_t* cn) const {
     if (around_.empty() || kcb != p_.K) return false;
     for (std::int64_t j = 0; j < nrb; ++j)
       if (reinterpret_cast<std::uintptr_t>(base + cn[j]) % 64 != 0) return false;
-    const T* ap = apack + ir / k_.mr * k_.packmr * kcb;
-    const T* bp = bpack + jr / k_.nr * k_.packnr * kcb;
     for (std::int64_t j0 = 0, j1; j0 < nrb; j0 = j1) {
       for (j1 = j0 + 1; j1 < nrb && cn[j1] - cn[j1 - 1] == p_.around_ldc;) ++j1;
       T* to = base + cn[j0];
@@ -283,37 +290,39 @@ class Gemm {
   }
 #endif
 
-  // The tile of the MR rows from `ir` and the NR columns from `jr`, each row one whole line of the
-  // output from `base`, the rows `rs` apart, computed by our own AVX2 micro-kernel and streamed
-  // straight into the output from its registers (stream_tile.hpp). False, having computed nothing,
-  // where BLIS's tile is not the kernel's or a row starts off a cache line.
-  bool stream_rows([[maybe_unused]] std::int64_t ir, [[maybe_unused]] std::int64_t jr,
-                   [[maybe_unused]] std::int64_t kcb, [[maybe_unused]] const T* apack,
-                   [[maybe_unused]] const T* bpack, [[maybe_unused]] T* base,
+  // The tile of the MR rows of the micro-panel of A at `ap` and the NR columns of B's at `bp`, each
+  // row one whole line of the output, at base + cm[i] (`rs` apart where not kUneven), computed by
+  // our own AVX2 micro-kernel and streamed straight into the output from its registers
+  // (stream_tile.hpp). False, having computed nothing, where BLIS's tile is not the kernel's or a
+  // row starts off a cache line.
+  bool stream_rows([[maybe_unused]] std::int64_t kcb, [[maybe_unused]] const T* ap,
+                   [[maybe_unused]] const T* bp, [[maybe_unused]] T* base,
+                   [[maybe_unused]] const std::int64_t* cm,
                    [[maybe_unused]] std::int64_t rs) const {
 #if EINSUMDB_AVX2
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      if (!row_tiles_ || kcb != p_.K || rs * static_cast<std::int64_t>(sizeof(T)) % 64 != 0 ||
-          reinterpret_cast<std::uintptr_t>(base) % 64 != 0)
-        return false;
-      stream_tile(kcb, apack + ir / k_.mr * k_.packmr * kcb, bpack + jr / k_.nr * k_.packnr * kcb,
-                  base, rs);
+      if (!row_tiles_ || kcb != p_.K) return false;
+      std::int64_t row[kStreamTileRows];
+      for (std::int64_t i = 0; i < kStreamTileRows; ++i) {
+        row[i] = rs == kUneven ? cm[i] : cm[0] + i * rs;
+        if (reinterpret_cast<std::uintptr_t>(base + row[i]) % 64 != 0) return false;
+      }
+      stream_tile(kcb, ap, bp, base, row);
       return true;
     }
 #endif
     return false;
   }
 
-  // The tile of the MR rows from `ir`, in two runs of a cache line (row_runs: 32 floats over an
-  // output index of 16, TCCG cases 31-36 and 43-48), computed by our own micro-kernel (line_tile)
-  // and written straight into the output around the cache, a line at a time: write_around's
-  // libxsmm kernels store only tiles whose rows are one run, and through the buffer (copy_run) the
-  // stores of a tile come in a burst with no FMA work between them, waiting on memory. False,
-  // having computed nothing, where the kernel does not fit BLIS's tile or a line starts off a cache
-  // line.
-  bool write_lines_around([[maybe_unused]] std::int64_t ir, [[maybe_unused]] std::int64_t jr,
-                          [[maybe_unused]] std::int64_t nrb, [[maybe_unused]] std::int64_t kcb,
-                          [[maybe_unused]] const T* apack, [[maybe_unused]] const T* bpack,
+  // The tile of the MR rows of the micro-panel at `ap`, in two runs of a cache line (row_runs: 32
+  // floats over an output index of 16, TCCG cases 31-36 and 43-48), computed by our own
+  // micro-kernel (line_tile) and written straight into the output around the cache, a line at a
+  // time: write_around's libxsmm kernels store only tiles whose rows are one run, and through the
+  // buffer (copy_run) the stores of a tile come in a burst with no FMA work between them, waiting
+  // on memory. False, having computed nothing, where the kernel does not fit BLIS's tile or a line
+  // starts off a cache line.
+  bool write_lines_around([[maybe_unused]] std::int64_t nrb, [[maybe_unused]] std::int64_t kcb,
+                          [[maybe_unused]] const T* ap, [[maybe_unused]] const T* bp,
                           [[maybe_unused]] T* c, [[maybe_unused]] const std::int64_t* cm,
                           [[maybe_unused]] const std::int64_t* cn) const {
 #if EINSUMDB_AVX512
@@ -321,8 +330,7 @@ class Gemm {
     for (std::int64_t j = 0; j < nrb; ++j)
       if (reinterpret_cast<std::uintptr_t>(c + cm[0] + cn[j]) % 64 != 0) return false;
     line_tile<T, LineWrite::stream>(
-        kcb, apack + ir / k_.mr * k_.packmr * kcb, bpack + jr / k_.nr * k_.packnr * kcb,
-        {c + cm[0], c + cm[0], kLine}, {c + cm[kLine], c + cm[kLine], kLine},
+        kcb, ap, bp, {c + cm[0], c + cm[0], kLine}, {c + cm[kLine], c + cm[kLine], kLine},
         [cn](int j) { return cn[j]; }, nrb);
     return true;
 #else
@@ -344,23 +352,21 @@ class Gemm {
   }
 #endif
 
-  // The tile of the MR rows from `ir`, unevenly spaced in the output (a panel straddling two values
-  // of an index: TCCG cases 22-25, 27, 29 and 30, rows d of 72 in panels of 32), computed by our
-  // own micro-kernel and set or added in place, each register's rows in up to two runs under masks,
-  // its lines fetched during the sum as an even tile's (line_tile). Through the buffer, the
-  // write-out went row by row and read each line from memory as it came to it. False, having
-  // computed nothing, where a register's rows go in more than two runs.
-  [[gnu::noinline]] bool split_tile(
-      [[maybe_unused]] std::int64_t ir, [[maybe_unused]] std::int64_t jr,
-      [[maybe_unused]] std::int64_t nrb, [[maybe_unused]] std::int64_t kcb,
-      [[maybe_unused]] const T* apack, [[maybe_unused]] const T* bpack, [[maybe_unused]] T* c,
-      [[maybe_unused]] const std::int64_t* cm, [[maybe_unused]] const std::int64_t* cn,
-      [[maybe_unused]] bool accumulate) const {
+  // The tile of the MR rows of the micro-panel at `ap`, unevenly spaced in the output (a panel
+  // straddling two values of an index: TCCG cases 22-25, 27, 29 and 30, rows d of 72 in panels of
+  // 32), computed by our own micro-kernel and set or added in place, each register's rows in up to
+  // two runs under masks, its lines fetched during the sum as an even tile's (line_tile). Through
+  // the buffer, the write-out went row by row and read each line from memory as it came to it.
+  // False, having computed nothing, where a register's rows go in more than two runs.
+  [[gnu::noinline]] bool split_tile([[maybe_unused]] std::int64_t nrb,
+                                    [[maybe_unused]] std::int64_t kcb, [[maybe_unused]] const T* ap,
+                                    [[maybe_unused]] const T* bp, [[maybe_unused]] T* c,
+                                    [[maybe_unused]] const std::int64_t* cm,
+                                    [[maybe_unused]] const std::int64_t* cn,
+                                    [[maybe_unused]] bool accumulate) const {
 #if EINSUMDB_AVX512
     LineRows<T> top, bottom;
     if (!split_rows(c, cm, top) || !split_rows(c, cm + kLine, bottom)) return false;
-    const T* ap = apack + ir / k_.mr * k_.packmr * kcb;
-    const T* bp = bpack + jr / k_.nr * k_.packnr * kcb;
     const auto column = [cn](int j) { return cn[j]; };
     if (accumulate)
       line_tile<T, LineWrite::add>(kcb, ap, bp, top, bottom, column, nrb);

@@ -33,10 +33,12 @@ bool stream_tile_fits(const Kernel& k) {
          k.packnr == k.nr;
 }
 
-// c[i·rs + j] = Σ_p a[p·6 + i] · b[p·L + j] for the tile's 6 rows i and the L elements j of a
-// line, each row streamed whole: c and rs put every row on a line's start.
+// c[row[i] + j] = Σ_p a[p·6 + i] · b[p·L + j] for the tile's 6 rows i and the L elements j of a
+// line, each row streamed whole: c and row[i] put every row on a line's start, evenly spaced or
+// not (TCCG case 43, geab,dfgc->abcdef: rows along e's 16 values, 16 elements apart, every third
+// tile's rows across into the next value of b, 98,304 elements on).
 template <typename T>
-inline void stream_tile(std::int64_t k, const T* a, const T* b, T* c, std::int64_t rs) {
+inline void stream_tile(std::int64_t k, const T* a, const T* b, T* c, const std::int64_t* row) {
   using Y = Ymm<T>;
   constexpr std::int64_t half = 32 / static_cast<std::int64_t>(sizeof(T));
   typename Y::R acc[kStreamTileRows][2];
@@ -52,7 +54,7 @@ inline void stream_tile(std::int64_t k, const T* a, const T* b, T* c, std::int64
   }
 #pragma GCC unroll 6
   for (int i = 0; i < kStreamTileRows; ++i)
-    Y::stream(c + i * rs, acc[i][0]), Y::stream(c + i * rs + half, acc[i][1]);
+    Y::stream(c + row[i], acc[i][0]), Y::stream(c + row[i] + half, acc[i][1]);
 }
 
 }  // namespace
