@@ -1645,7 +1645,7 @@ TEST(Strategies, TensorGemmFollowsTheOutputWhereTilesWouldNotHelp) {
 // line each (f32's tile of 32 rows over f = 16), by our own micro-kernel a line at a time
 // (Gemm::write_lines_around; it fails here with the runs swapped), or with AVX2, where each row
 // of BLIS's Haswell tile is a whole line, by our own micro-kernel row by row wherever the rows lie
-// (Gemm::stream_rows; it fails here with uneven rows taken as evenly spaced). Rows even and columns
+// (Gemm::stream; it fails here with uneven rows taken as evenly spaced). Rows even and columns
 // straddling, rows straddling and columns even, and both; an output over 8 MB with one summed
 // pass (the tiles stream past the cache, even ones too with stream_even, else written in place) and
 // a summed index longer than a pass (the copy adds); both dtypes (f32's tile is 32 rows), 1 and 2

@@ -97,8 +97,18 @@ class Gemm {
     if (p_.own_tiles) tile_kernel_ = &Gemm::own_tile;
 #endif
 #if EINSUMDB_AVX2
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
-      row_tiles_ = p_.stream_all && stream_tile_fits<T>(k_);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      if (p_.stream_all && stream_tile_fits<T>(k_)) {
+        const auto rows = static_cast<std::int64_t>(p_.cm.size());
+        lined_.assign(static_cast<std::size_t>(rows / k_.mr), 0);
+        for (std::int64_t g = 0; g < rows / k_.mr; ++g) {
+          bool lines = true;
+          for (std::int64_t i = g * k_.mr; i < (g + 1) * k_.mr; ++i)
+            lines = lines && p_.cm[i] % kLine == 0;
+          lined_[static_cast<std::size_t>(g)] = lines;
+        }
+      }
+    }
 #endif
   }
 
@@ -156,6 +166,11 @@ class Gemm {
             const std::int64_t nrb = std::min(k_.nr, ncb - jr);
             const std::int64_t cs = p_.col_step[static_cast<std::size_t>(column)];
             const std::int64_t* cn = p_.cn.data() + jc + jr;
+            // Whether this column panel's whole tiles whose rows are whole lines of the output
+            // (lined_) go out from our own kernel's registers (stream_tile.hpp).
+            const bool stream_rows = !lined_.empty() && nrb == k_.nr && cs == 1 && !accumulate &&
+                                     kcb == p_.K &&
+                                     reinterpret_cast<std::uintptr_t>(c + cn[0]) % 64 == 0;
             // The micro-kernel on the MR rows from `ir` into `to` (rs, cs), with the next panels'
             // addresses for its prefetches.
             const auto kernel = [&](std::int64_t ir, T* ap, std::int64_t mrb, T* to_beta, T* to,
@@ -192,6 +207,12 @@ class Gemm {
                 ir += kLine * k_.mr, panel += kLine, ap += kLine * a_panel;
                 continue;
               }
+              if (stream_rows && mrb == k_.mr && lined_[static_cast<std::size_t>(panel)]) {
+                stream(kcb, ap, bp, c + cn[0], cm);
+                ahead.fetch();
+                ir += k_.mr, ++panel, ap += a_panel;
+                continue;
+              }
               const std::int64_t rs = p_.row_step[static_cast<std::size_t>(panel)];
               const bool even = rs != kUneven && cs != kUneven;
               const bool whole_lines = rs == 1 ? tile_rs == 1 : cs == 1 && tile_cs == 1;
@@ -200,9 +221,6 @@ class Gemm {
                 transpose_out(tile, k_.mr, mrb, nrb, c + cn[0], cm, accumulate, p_.stream);
               } else if (even && !(p_.stream_all && whole_lines)) {
                 kernel(ir, ap, mrb, beta, c + cm[0] + cn[0], rs, cs);
-              } else if (cs == 1 && mrb == k_.mr && nrb == k_.nr && !accumulate &&
-                         stream_rows(kcb, ap, bp, c + cn[0], cm, rs)) {
-                ahead.fetch();
               } else if (rs == 1 && mrb == k_.mr && !accumulate &&
                          write_around(nrb, kcb, ap, bp, c + cm[0], cn)) {
                 ahead.fetch();
@@ -291,27 +309,16 @@ class Gemm {
 #endif
 
   // The tile of the MR rows of the micro-panel of A at `ap` and the NR columns of B's at `bp`, each
-  // row one whole line of the output, at base + cm[i] (`rs` apart where not kUneven), computed by
-  // our own AVX2 micro-kernel and streamed straight into the output from its registers
-  // (stream_tile.hpp). False, having computed nothing, where BLIS's tile is not the kernel's or a
-  // row starts off a cache line.
-  bool stream_rows([[maybe_unused]] std::int64_t kcb, [[maybe_unused]] const T* ap,
-                   [[maybe_unused]] const T* bp, [[maybe_unused]] T* base,
-                   [[maybe_unused]] const std::int64_t* cm,
-                   [[maybe_unused]] std::int64_t rs) const {
+  // row one whole line of the output at base + cm[i], evenly spaced or not, computed by our own
+  // AVX2 micro-kernel and streamed straight into the output from its registers (stream_tile.hpp).
+  // Only where lined_ is set.
+  void stream([[maybe_unused]] std::int64_t kcb, [[maybe_unused]] const T* ap,
+              [[maybe_unused]] const T* bp, [[maybe_unused]] T* base,
+              [[maybe_unused]] const std::int64_t* cm) const {
 #if EINSUMDB_AVX2
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      if (!row_tiles_ || kcb != p_.K) return false;
-      std::int64_t row[kStreamTileRows];
-      for (std::int64_t i = 0; i < kStreamTileRows; ++i) {
-        row[i] = rs == kUneven ? cm[i] : cm[0] + i * rs;
-        if (reinterpret_cast<std::uintptr_t>(base + row[i]) % 64 != 0) return false;
-      }
-      stream_tile(kcb, ap, bp, base, row);
-      return true;
-    }
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+      stream_tile(kcb, ap, bp, base, cm);
 #endif
-    return false;
   }
 
   // The tile of the MR rows of the micro-panel at `ap`, in two runs of a cache line (row_runs: 32
@@ -414,7 +421,10 @@ class Gemm {
   // (write_around).
   std::vector<kernels::StreamKernel<T>> around_;
   bool line_tiles_ = false;  // whether write_lines_around applies (line_tile_fits)
-  bool row_tiles_ = false;   // whether stream_rows applies (stream_tile_fits, stream_all)
+  // Where whole tiles stream from our AVX2 kernel (stream_tile_fits, stream_all): per panel of MR
+  // rows, whether each row starts a cache line of the output where a batch point's start does;
+  // otherwise empty.
+  std::vector<char> lined_;
   // The micro-kernel of whole tiles: BLIS's, or ours where p_.own_tiles (own_tile).
   typename Blis<T>::Kernel tile_kernel_ = k_.run;
 };
