@@ -160,7 +160,7 @@ TEST(Blocking, TheSummedElementsGoInOnePassUpToAQuarterOverKC) {
 // and floats, BLIS's MC.
 TEST(Blocking, BlocksOfTheHaswellTileHoldMoreRowsWhenDeep) {
   const auto haswell = shape_of_kernel(6, 8, 72, 256);
-  ASSERT_TRUE(haswell_tile(haswell));
+  ASSERT_TRUE(haswell_tile<double>(haswell));
   Contraction p;
   p.K = 3000;
   block_sizes(haswell, p, false, haswell.mr);
@@ -174,8 +174,8 @@ TEST(Blocking, BlocksOfTheHaswellTileHoldMoreRowsWhenDeep) {
   block_sizes(haswell, p, false, haswell.mr);
   EXPECT_EQ(p.mc, 72 * 256 / 24 / 6 * 6);
   const auto skx = shape_of_kernel(16, 14, 144, 256);
-  EXPECT_FALSE(haswell_tile(skx));
-  EXPECT_FALSE(haswell_tile(shape_of_kernel(6, 16, 72, 256)));  // (a line is 8 doubles)
+  EXPECT_FALSE(haswell_tile<double>(skx));
+  EXPECT_FALSE(haswell_tile<double>(shape_of_kernel(6, 16, 72, 256)));  // (a line is 8 doubles)
   p.K = 3000;
   block_sizes(skx, p, false, skx.mr);
   EXPECT_EQ(p.mc, 144);
@@ -185,7 +185,7 @@ TEST(Blocking, BlocksOfTheHaswellTileHoldMoreRowsWhenDeep) {
   floats.mc = 168;
   floats.kc = 256;
   floats.nc = 4080;
-  ASSERT_TRUE(haswell_tile(floats));
+  ASSERT_TRUE(haswell_tile<float>(floats));
   block_sizes(floats, p, false, floats.mr);
   EXPECT_EQ(p.mc, 168);
 }
@@ -1645,7 +1645,7 @@ TEST(Strategies, TensorGemmFollowsTheOutputWhereTilesWouldNotHelp) {
 // line each (f32's tile of 32 rows over f = 16), by our own micro-kernel a line at a time
 // (Gemm::write_lines_around; it fails here with the runs swapped), or with AVX2, where each row
 // of BLIS's Haswell tile is a whole line, by our own micro-kernel row by row wherever the rows lie
-// (Gemm::stream; it fails here with uneven rows taken as evenly spaced). Rows even and columns
+// (Gemm::stream_rows; it fails here with uneven rows taken as evenly spaced). Rows even and columns
 // straddling, rows straddling and columns even, and both; an output over 8 MB with one summed
 // pass (the tiles stream past the cache, even ones too with stream_even, else written in place) and
 // a summed index longer than a pass (the copy adds); both dtypes (f32's tile is 32 rows), 1 and 2

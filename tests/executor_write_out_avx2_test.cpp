@@ -228,7 +228,8 @@ TYPED_TEST(WriteOutAvx2, StreamsBlisHaswellTilesFromRegisters) {
   EXPECT_FALSE(stream_tile_fits<T>(Panels{rows, 2 * L, rows, 2 * L, true}));
   EXPECT_FALSE(stream_tile_fits<T>(Panels{8, L, 8, L, true}));
   const std::int64_t even[rows] = {0, rs, 2 * rs, 3 * rs, 4 * rs, 5 * rs};
-  const std::int64_t uneven[rows] = {0, rs, 2 * rs, 4 * rs, 4 * rs + L, 6 * rs};  // rows 2, 3 apart
+  // Gaps of rs, 2·rs and a single line between rows.
+  const std::int64_t uneven[rows] = {0, rs, 2 * rs, 4 * rs, 4 * rs + L, 6 * rs};
   for (const std::int64_t* row : {even, uneven})
     for (const std::int64_t k : {1, 5, 24}) {
       const std::vector<T> a = values<T>(k * rows, 29), b = values<T>(k * L, 31);

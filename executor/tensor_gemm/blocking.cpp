@@ -212,7 +212,7 @@ void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std
   } else {
     p.kc = k.kc;
   }
-  const std::int64_t mc = std::is_same_v<T, double> && p.kc >= k.kc && haswell_tile(k)
+  const std::int64_t mc = std::is_same_v<T, double> && p.kc >= k.kc && haswell_tile<T>(k)
                               ? std::max(k.mc, kHaswellRows)
                               : k.mc;
   p.mc = std::max(group, mc * k.kc / p.kc / k.mr * k.mr);

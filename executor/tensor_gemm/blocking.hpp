@@ -194,8 +194,10 @@ Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& l
 // faster (docs/performance/tccg-avx2.md), and keep BLIS's MC.
 inline constexpr std::int64_t kLongPass = 2;
 inline constexpr std::int64_t kHaswellRows = 504;
-template <typename T>
-bool haswell_tile(const MicroKernel<T>& k) {
+// Whether micro-kernel k (a MicroKernel<T>, or anything with its panel sizes) has BLIS's Haswell
+// tile in T: 6 rows by a line of columns, its panels packed to exactly that.
+template <typename T, typename Kernel>
+bool haswell_tile(const Kernel& k) {
   return k.mr == 6 && k.packmr == k.mr && k.nr == kLineElements<T> && k.packnr == k.nr;
 }
 template <typename T>

@@ -1,5 +1,6 @@
 // tensor_gemm's own micro-kernel for BLIS's AVX2 (Haswell) tile written around the cache: 6 rows
-// by a cache line of columns (16 floats, 8 doubles), each row contiguous in the output, from BLIS's
+// by a cache line of columns (16 floats, 8 doubles), each row contiguous in the output and starting
+// a line of it, the rows evenly spaced or not, from BLIS's
 // packed micro-panels (the tile's 6 rows' values, then its line of columns', at each summed
 // element), summed in 12 of the 16 registers; each row's line then goes from its two registers
 // straight into the output in non-temporal stores. BLIS's kernel writes such a tile in place with
@@ -14,6 +15,7 @@
 #include <cstdint>
 
 #include "einsumdb/executor/isa_target.hpp"
+#include "einsumdb/executor/tensor_gemm/blocking.hpp"   // haswell_tile
 #include "einsumdb/executor/tensor_gemm/transpose.hpp"  // Ymm
 
 #if EINSUMDB_AVX2
@@ -24,19 +26,18 @@ namespace {
 
 inline constexpr std::int64_t kStreamTileRows = 6;
 
-// Whether BLIS's micro-kernel k has the tile stream_tile computes: 6 rows by a line of columns,
-// written row by row, its panels packed to exactly that width.
+// Whether BLIS's micro-kernel k has the tile stream_tile computes: its Haswell tile (6 rows by a
+// line of columns, packed to exactly that), written row by row.
 template <typename T, typename Kernel>
 bool stream_tile_fits(const Kernel& k) {
-  constexpr std::int64_t line = 64 / static_cast<std::int64_t>(sizeof(T));
-  return k.prefers_rows && k.mr == kStreamTileRows && k.packmr == k.mr && k.nr == line &&
-         k.packnr == k.nr;
+  static_assert(kStreamTileRows == 6);  // haswell_tile's rows
+  return k.prefers_rows && haswell_tile<T>(k);
 }
 
 // c[row[i] + j] = Σ_p a[p·6 + i] · b[p·L + j] for the tile's 6 rows i and the L elements j of a
 // line, each row streamed whole: c and row[i] put every row on a line's start, evenly spaced or
-// not (TCCG case 43, geab,dfgc->abcdef: rows along e's 16 values, 16 elements apart, every third
-// tile's rows across into the next value of b, 98,304 elements on).
+// not (TCCG case 43, geab,dfgc->abcdef: rows along e's 16 values, 16 elements apart, and in two
+// panels of every eight across into the next value of b, 98,304 elements on).
 template <typename T>
 inline void stream_tile(std::int64_t k, const T* a, const T* b, T* c, const std::int64_t* row) {
   using Y = Ymm<T>;
