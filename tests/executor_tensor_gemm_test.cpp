@@ -158,6 +158,15 @@ TEST(Blocking, TheSummedElementsGoInOnePassUpToAQuarterOverKC) {
 // With BLIS's AVX2 (Haswell) tile in doubles, 6 rows by a line of columns, blocks at least KC deep
 // hold kHaswellRows rows, scaled by KC over their depth like BLIS's MC; shallower ones, other tiles
 // and floats, BLIS's MC.
+TEST(Blocking, TilesOfSummedIndicesLeaveEachPassWholeLines) {
+  // kSumTile bytes of X's index per line of Y's, unless a pass of KC would then take a part of
+  // each line: floats with the Haswell tile take 16 of each of 16 lines per pass of 256.
+  EXPECT_EQ(sum_tile<double>(shape_of_kernel(6, 8, 72, 256)), 32);
+  EXPECT_EQ(sum_tile<float>(shape_of_kernel(6, 16, 168, 256)), 16);
+  EXPECT_EQ(sum_tile<float>(shape_of_kernel(6, 16, 168, 1024)), 64);
+  EXPECT_EQ(sum_tile<double>(shape_of_kernel(16, 14, 144, 128)), 16);
+}
+
 TEST(Blocking, BlocksOfTheHaswellTileHoldMoreRowsWhenDeep) {
   const auto haswell = shape_of_kernel(6, 8, 72, 256);
   ASSERT_TRUE(haswell_tile<double>(haswell));
@@ -298,6 +307,44 @@ void pack_both_ways() {
 TEST(Packing, PanelsHoldTheBlockRowByRowZeroPastTheLast) {
   pack_both_ways<double>();
   pack_both_ways<float>();
+}
+
+// Rows gathered row by row whose depths come in runs that lie one after another in the tensor
+// (pack_runs: a register's lanes of them transposed at a time): runs one depth apart (the rows of
+// ik in ik,kj->ij), broken every 20 depths, and runs `step` depths apart (an operand along the
+// slower index of a tile of summed indices, acd,dbc->ab's dbc), with depths left over at the end;
+// panels of 6 rows (A's with BLIS's Haswell tile, a register and a part), of a line, of a line and
+// a bit, each padded to a few more; the elements past the last panel untouched.
+template <typename T>
+void pack_runs_of_depths() {
+  constexpr std::int64_t line = kLineElements<T>;
+  const Tensor src = random_values<T>(64 * 64 * 16, 5);
+  const T* s = src.data<T>();
+  std::vector<std::int64_t> row(21);
+  for (std::size_t i = 0; i < row.size(); ++i)
+    row[i] = static_cast<std::int64_t>((i * 7) % 23) * 131;
+  std::vector<std::int64_t> one(45), apart(5 * 11);
+  for (std::size_t p = 0; p < one.size(); ++p) one[p] = static_cast<std::int64_t>(p + p / 20 * 100);
+  for (std::size_t p = 0; p < apart.size(); ++p)  // 5 depths a step, 11 runs' worth each
+    apart[p] = static_cast<std::int64_t>((p % 5) * 4096 + p / 5);
+  for (const std::int64_t width : {std::int64_t{6}, line, line + 2})
+    for (const std::int64_t pad : {0, 3})
+      for (const auto& col : {one, apart}) {
+        const std::int64_t pack_width = width + pad;
+        const std::int64_t panels = (static_cast<std::int64_t>(row.size()) + width - 1) / width;
+        const auto used = static_cast<std::size_t>(panels * pack_width) * col.size();
+        std::vector<T> dst(used + 2 * line, T{-7});
+        pack(s, row.data(), static_cast<std::int64_t>(row.size()), col.data(),
+             static_cast<std::int64_t>(col.size()), width, pack_width, dst.data());
+        expect_packed(s, row, col, width, pack_width, dst);
+        for (std::size_t i = used; i < dst.size(); ++i)
+          ASSERT_EQ(dst[i], T{-7}) << "width " << width << ", past the panels at " << i - used;
+      }
+}
+
+TEST(Packing, RunsOfDepthsConsecutiveInTheTensorGoThroughRegisters) {
+  pack_runs_of_depths<double>();
+  pack_runs_of_depths<float>();
 }
 
 // Rows 2 apart at depths in pairs 1 apart (a complex operand in real form: the rows' real and
@@ -1123,7 +1170,8 @@ TEST(Strategies, TensorGemmTilesLargeTensorsContiguousAlongDifferentIndices) {
 // indices, tensor_gemm takes the summed indices in tiles of the two (TCCG case 13, acd,dbc->ab),
 // and where only one of them does, in that one's order (case 14, cad,dcb->ab: dcb runs along b);
 // both at lengths that make both operands over 8 MB, with partial tiles at every edge and a tile
-// straddling the blocks of KC summed elements, in both dtypes (a tile's width is in bytes).
+// straddling the blocks of KC summed elements, in both dtypes (a tile's width is in bytes, at most
+// a pass's worth: sum_tile; in floats the packing of dbc transposes runs of depths 16 apart).
 TEST(Strategies, TensorGemmTilesTheSummedIndicesOfLargeOperandsContiguousAlongDifferentOnes) {
   for (Dtype dtype : {Dtype::f64, Dtype::f32}) {
     const int ab = dtype == Dtype::f64 ? 10 : 20;

@@ -6,6 +6,7 @@
 // Internal to executor/.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -50,7 +51,8 @@ std::int64_t l2_bytes();
 inline constexpr std::int64_t kCachedBytes = std::int64_t{8} << 20;
 // The fastest of the other indices goes kInner values at a time inside each tile (group_rows).
 inline constexpr std::int64_t kInner = 4;
-// Bytes of X's unit-stride index per cache line of Y's in a tile of summed indices (tiles).
+// Bytes of X's unit-stride index per cache line of Y's in a tile of summed indices (tiles), at
+// most (sum_tile).
 inline constexpr std::int64_t kSumTile = 256;
 // Summed elements up to which every tile of a streamed output whose lines it writes whole goes
 // through the buffer, not only the uneven ones: the micro-kernel then spends less time on a tile
@@ -199,6 +201,16 @@ inline constexpr std::int64_t kHaswellRows = 504;
 template <typename T, typename Kernel>
 bool haswell_tile(const Kernel& k) {
   return k.mr == 6 && k.packmr == k.mr && k.nr == kLineElements<T> && k.packnr == k.nr;
+}
+// The elements of X's unit-stride index per cache line of Y's in a tile of summed indices
+// (tiles) for micro-kernel k: kSumTile bytes, or fewer where a pass of BLIS's KC summed elements
+// would not hold a line's worth of Y's index: in floats with the Haswell tile (KC = 256), 16 of
+// each of 16 lines of Y, where 64 took each line of Y over four passes, a quarter of it each time,
+// gathered from memory each time (TCCG case 13, acd,dbc->ab).
+template <typename T, typename Kernel>
+std::int64_t sum_tile(const Kernel& k) {
+  return std::min<std::int64_t>(kSumTile / static_cast<std::int64_t>(sizeof(T)),
+                                k.kc / kLineElements<T>);
 }
 template <typename T>
 bool one_pass(const MicroKernel<T>& k, std::int64_t summed) {

@@ -169,6 +169,82 @@ inline std::vector<char> pack_pairs(
 #endif
 }
 
+// Whether the depths p, p + step, ..., p + (n - 1)·step lie one after another in the tensor.
+inline bool consecutive(const std::int64_t* col, std::int64_t p, std::int64_t n,
+                        std::int64_t step) {
+  for (std::int64_t j = 1; j < n; ++j)
+    if (col[p + j * step] != col[p] + j) return false;
+  return true;
+}
+
+// Packs a panel of `w` rows gathered row by row (their rows not consecutive in the tensor) where
+// its depths come in runs of a 256-bit register's lanes (n) that lie one after another in the
+// tensor, the depths of a run `step` apart: n rows' runs are loaded as n registers and transposed
+// in registers into the run's n depths of n rows each. The summed elements of ik in ik,kj->ij are
+// such runs one depth apart; where the summed indices go in tiles (tiles(), TCCG case 13,
+// acd,dbc->ab), the operand that runs along the tile's slower index has them a tile's width
+// apart. Gathered element by element instead, each element took a load, a store and a prefetch of
+// its own. Depths outside such runs are gathered element by element; rows w to pack_width are left
+// to the caller. Returns whether it packed the panel (AVX2 and AVX-512; not where no n depths at
+// the spacing of the first run lie one after another).
+template <typename T>
+inline bool pack_runs([[maybe_unused]] const T* src, [[maybe_unused]] const std::int64_t* row,
+                      [[maybe_unused]] std::int64_t w, [[maybe_unused]] const std::int64_t* next,
+                      [[maybe_unused]] std::int64_t next_w,
+                      [[maybe_unused]] const std::int64_t* col, [[maybe_unused]] std::int64_t depth,
+                      [[maybe_unused]] std::int64_t pack_width, [[maybe_unused]] T* panel) {
+#if EINSUMDB_AVX2
+  using Y = Ymm<T>;
+  using R = typename Y::R;
+  constexpr std::int64_t n = 32 / sizeof(T);
+  constexpr std::int64_t kGroups = 4;  // at most 4·n rows: the widest panel a kernel packs
+  const std::int64_t groups = (w + n - 1) / n;
+  if (w < 2 || groups > kGroups || depth < n) return false;
+  // The depths' spacing within a run: where the first depth's successor in the tensor is.
+  std::int64_t step = 1;
+  while (step < depth && col[step] != col[0] + 1) ++step;
+  if ((n - 1) * step >= depth || !consecutive(col, 0, n, step)) return false;
+  // With runs one depth apart, each depth's rows of a group are stored whole, in order of depth
+  // then group: what a store writes past the panel's rows belongs to a later depth or to rows past
+  // w, which the caller zeroes, and only a store that would run past the panel's end stores just
+  // its rows. Runs farther apart store just their rows.
+  const std::int64_t last = (depth - 1) * pack_width + w;
+  const auto store = [&](T* d, R v, std::int64_t rows) {
+    if (rows == n || (step == 1 && d + n <= panel + depth * pack_width))
+      Y::storeu(d, v);
+    else
+      Y::maskstore(d, Y::first(std::min(rows, panel + last - d)), v);
+  };
+  for (std::int64_t b = 0; b < depth; b += n * step)
+    for (std::int64_t p = b; p < std::min(depth, b + step); ++p) {
+      if (p + (n - 1) * step >= depth || !consecutive(col, p, n, step)) {
+        for (std::int64_t d = p; d < depth && d < b + n * step; d += step)
+          for (std::int64_t i = 0; i < w; ++i) panel[d * pack_width + i] = src[row[i] + col[d]];
+        continue;
+      }
+      R t[kGroups][n];
+      for (std::int64_t g = 0; g < groups; ++g) {
+        R r[n];
+        for (std::int64_t i = 0; i < n; ++i) {
+          const std::int64_t at = g * n + i;
+          if (at < next_w) __builtin_prefetch(src + next[at] + col[p]);
+          r[i] = at < w ? Y::loadu(src + row[at] + col[p]) : Y::zero();
+        }
+        if constexpr (n == 4)
+          kernels::transpose4(r, t[g]);
+        else
+          kernels::transpose8(r, t[g]);
+      }
+      for (std::int64_t j = 0; j < n; ++j)
+        for (std::int64_t g = 0; g < groups; ++g)
+          store(panel + (p + j * step) * pack_width + g * n, t[g][j], std::min(n, w - g * n));
+    }
+  return true;
+#else
+  return false;
+#endif
+}
+
 // Packs `rows` × `depth` elements into micro-panels of `width` rows (`pack_width` apart, zero
 // past the last row): panel[p * pack_width + i] = src[row[i] + col[p]].
 template <typename T>
@@ -179,7 +255,9 @@ inline void pack(const T* src, const std::int64_t* row, std::int64_t rows, const
   // A panel whose rows are consecutive in the tensor is copied along them, the loop over the
   // depth outside the loop over the panels: the block's rows are read in order at each depth,
   // and the rows kAhead depths on (elsewhere in the tensor, where the hardware's prefetchers
-  // do not look) are fetched meanwhile. Other panels are gathered element by element.
+  // do not look) are fetched meanwhile. Other panels go across lines (pack_across), in pairs of
+  // depths (pack_pairs) or in runs of depths (pack_runs) where they can, and are otherwise
+  // gathered element by element.
   const std::vector<char> along = panels_spaced(row, rows, width, 1);
   if (std::any_of(along.begin(), along.end(), [](char a) { return a; }))
     for (std::int64_t p = 0; p < depth; ++p) {
@@ -208,7 +286,12 @@ inline void pack(const T* src, const std::int64_t* row, std::int64_t rows, const
     if (!paired.empty() && paired[static_cast<std::size_t>(q)]) continue;
     const std::int64_t r0 = q * width, w = std::min(width, rows - r0);
     T* panel = dst + q * pack_width * depth;
-    for (std::int64_t i = 0; i < w; ++i) {
+    const bool runs = (done.empty() || std::none_of(done.begin() + r0, done.begin() + r0 + w,
+                                                    [](char d) { return d; })) &&
+                      pack_runs(src, row + r0, w, row + std::min(rows, r0 + width),
+                                std::clamp<std::int64_t>(rows - r0 - width, 0, width), col, depth,
+                                pack_width, panel);
+    for (std::int64_t i = 0; i < w && !runs; ++i) {
       if (!done.empty() && done[static_cast<std::size_t>(r0 + i)]) continue;
       const T* s = src + row[r0 + i];
       const T* next = src + row[std::min(rows - 1, r0 + i + kRowsAhead)];

@@ -112,10 +112,10 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
   p.bn = std::move(cols.x);
   p.cn = std::move(cols.z);
   // The summed indices: tiled where both operands are too large for the cache and run at unit
-  // stride along different ones (kSumTile), otherwise in the order of the operand that runs along
+  // stride along different ones (sum_tile), otherwise in the order of the operand that runs along
   // one of them, else of the left operand (its packing reads along them).
-  if (auto ks = tiles(sum, len, xl, xs, yl, ys, bytes(*x.tensor), bytes(*y.tensor),
-                      kSumTile / sizeof(T), line, true)) {
+  if (auto ks = tiles(sum, len, xl, xs, yl, ys, bytes(*x.tensor), bytes(*y.tensor), sum_tile<T>(k),
+                      line, true)) {
     p.ak = std::move(ks->x);
     p.bk = std::move(ks->z);
   } else {
