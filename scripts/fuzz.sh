@@ -26,7 +26,7 @@ for pair in spec_fuzz:tests/fuzz/corpus executor_fuzz:tests/fuzz/executor_corpus
   target=${pair%%:*}
   mkdir -p "$work/$target"
   cp "${pair#*:}"/* "$work/$target"/
-  build-fuzz/bin/$target "$work/$target" -max_total_time="$seconds" -timeout=5 -max_len=1024 \
+  "build-fuzz/bin/$target" "$work/$target" -max_total_time="$seconds" -timeout=5 -max_len=1024 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=build-fuzz/ >"$work/$target.log" 2>&1 &
   pids+=("$!:$target")
 done

@@ -42,9 +42,13 @@ google_benchmark_json() {
     --benchmark_format=json "$@" > "$out"
 }
 
-# Configures and builds the Release tree in build/ (warnings are errors).
+# Configures and builds the Release tree in build/ (warnings are errors). A library's sources
+# compile eight to a unit (a unity build): most of them include nlohmann::json and CLI11, whose
+# templates each unit otherwise parses and instantiates again; the kernels compiled once per
+# instruction set keep a unit each (executor/CMakeLists.txt).
 build_release() {
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEINSUMDB_WERROR=ON \
+    -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
     -DPython3_EXECUTABLE="$PYTHON" >/dev/null
   cmake --build build -j "$(nproc)"
 }
