@@ -5,13 +5,13 @@
 # A crash, a hang (per-input timeout), a sanitizer report or a broken invariant fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 seconds="${1:-60}"
 [ "$seconds" -gt 0 ] || exit 0
-# Line tables suffice for the sanitizers' reports, and the libraries compile in units of eight
-# sources (see scripts/test.sh).
+# Line tables suffice for the sanitizers' reports (see scripts/test.sh); units of eight sources, as
+# every tree (scripts/lib.sh).
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEINSUMDB_FUZZ=ON \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
-  -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" "${UNITY_BUILD[@]}" \
   -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j "$(nproc)"
 # The leak check at exit skips the dynamic TLS of libraries loaded at run time (BLIS), as in

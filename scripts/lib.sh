@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for the einsumdb scripts. Source it; do not run it.
 
 # The Python the module is built for and the scripts' Python parts run on: Debian's, which the
@@ -42,13 +43,15 @@ google_benchmark_json() {
     --benchmark_format=json "$@" > "$out"
 }
 
-# Configures and builds the Release tree in build/ (warnings are errors). A library's sources
-# compile eight to a unit (a unity build): most of them include nlohmann::json and CLI11, whose
-# templates each unit otherwise parses and instantiates again; the kernels compiled once per
-# instruction set keep a unit each (executor/CMakeLists.txt).
+# Every tree the scripts build (Release, sanitized, fuzz) compiles a library's sources eight to a
+# unit (a unity build): most of them include nlohmann::json, CLI11 or GoogleTest, whose templates
+# each unit otherwise parses, instantiates and optimizes again (and, sanitized, instruments again).
+# The kernels compiled once per instruction set keep a unit per source (executor/CMakeLists.txt).
+UNITY_BUILD=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8)
+
+# Configures and builds the Release tree in build/ (warnings are errors).
 build_release() {
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEINSUMDB_WERROR=ON \
-    -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEINSUMDB_WERROR=ON "${UNITY_BUILD[@]}" \
     -DPython3_EXECUTABLE="$PYTHON" >/dev/null
   cmake --build build -j "$(nproc)"
 }

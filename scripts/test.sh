@@ -52,13 +52,10 @@ if [ "${EINSUMDB_SKIP_SANITIZE:-0}" != 1 ]; then
   # What the tests run, sanitized: not the benchmarks (the Release build above compiles them, and
   # no test runs them) nor the Python module (its tests ran above against the Release build).
   # Line tables are all the sanitizers' reports need (file:line in every frame); full debug
-  # information makes the compiles a quarter slower and the objects half again as large. A
-  # library's sources are compiled eight to a unit (a unity build): each of them instantiates
-  # much the same nlohmann::json and standard-library code, which the optimizer and the
-  # sanitizers' instrumentation then went through once per file.
+  # information makes the compiles a quarter slower and the objects half again as large. Units of
+  # eight sources, as every tree (scripts/lib.sh).
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEINSUMDB_SANITIZE=ON \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
-    -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" "${UNITY_BUILD[@]}" \
     -DEINSUMDB_WERROR=ON -DCMAKE_CXX_COMPILER=clang++ -DEINSUMDB_PYTHON=OFF \
     -DPython3_EXECUTABLE="$PYTHON" \
     -DEINSUMDB_BENCHMARKS=OFF >/dev/null
