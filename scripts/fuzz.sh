@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for SECONDS (default 60):
-# spec_fuzz (spec readers, trees, EinGraphs, the planner) and executor_fuzz (expressions, .npy
-# files, and every strategy against the reference on small einsums).
+# Builds the libFuzzer targets with clang (ASan + UBSan) in the sanitized tree, build-asan/, and
+# runs each for SECONDS (default 60): spec_fuzz (spec readers, trees, EinGraphs, the planner) and
+# executor_fuzz (expressions, .npy files, and every strategy against the reference on small
+# einsums).
 # A crash, a hang (per-input timeout), a sanitizer report or a broken invariant fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 seconds="${1:-60}"
 [ "$seconds" -gt 0 ] || exit 0
-# Line tables suffice for the sanitizers' reports (see scripts/test.sh); units of eight sources, as
-# every tree (scripts/lib.sh).
-cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEINSUMDB_FUZZ=ON \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" "${UNITY_BUILD[@]}" \
-  -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-cmake --build build-fuzz -j "$(nproc)"
+# The targets live in the sanitized tree (scripts/lib.sh), beside the tests, which scripts/test.sh
+# has built before it calls this; built alone, the targets build the libraries they need.
+configure_sanitized
+cmake --build build-asan -j "$(nproc)" --target spec_fuzz executor_fuzz
 # The leak check at exit skips the dynamic TLS of libraries loaded at run time (BLIS), as in
 # scripts/test.sh, where the reason is given.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-intercept_tls_get_addr=0}"
@@ -26,8 +25,8 @@ for pair in spec_fuzz:tests/fuzz/corpus executor_fuzz:tests/fuzz/executor_corpus
   target=${pair%%:*}
   mkdir -p "$work/$target"
   cp "${pair#*:}"/* "$work/$target"/
-  "build-fuzz/bin/$target" "$work/$target" -max_total_time="$seconds" -timeout=5 -max_len=1024 \
-    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=build-fuzz/ >"$work/$target.log" 2>&1 &
+  "build-asan/bin/$target" "$work/$target" -max_total_time="$seconds" -timeout=5 -max_len=1024 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=build-asan/ >"$work/$target.log" 2>&1 &
   pids+=("$!:$target")
 done
 failed=0
@@ -38,7 +37,7 @@ for entry in "${pids[@]}"; do
     echo "einsumdb: fuzzing $target for ${seconds}s found nothing"
   else
     tail -n 60 "$work/$target.log"
-    echo "einsumdb: fuzzing $target failed (its input is in build-fuzz/)" >&2
+    echo "einsumdb: fuzzing $target failed (its input is in build-asan/)" >&2
     failed=1
   fi
 done

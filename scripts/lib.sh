@@ -43,7 +43,7 @@ google_benchmark_json() {
     --benchmark_format=json "$@" > "$out"
 }
 
-# Every tree the scripts build (Release, sanitized, fuzz) compiles a library's sources eight to a
+# Both trees the scripts build (Release, sanitized) compile a library's sources eight to a
 # unit (a unity build): most of them include nlohmann::json, CLI11 or GoogleTest, whose templates
 # each unit otherwise parses, instantiates and optimizes again (and, sanitized, instruments again).
 # The kernels compiled once per instruction set keep a unit per source (executor/CMakeLists.txt).
@@ -54,6 +54,19 @@ build_release() {
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEINSUMDB_WERROR=ON "${UNITY_BUILD[@]}" \
     -DPython3_EXECUTABLE="$PYTHON" >/dev/null
   cmake --build build -j "$(nproc)"
+}
+
+# Configures the sanitized tree in build-asan/ (clang, AddressSanitizer and
+# UndefinedBehaviorSanitizer, warnings are errors): what the tests run, and the libFuzzer targets
+# (scripts/fuzz.sh), which share its libraries. Not the benchmarks (the Release build compiles
+# them, and no test runs them) nor the Python module (its tests run against the Release build).
+# Line tables are all the sanitizers' reports need (file:line in every frame); full debug
+# information makes the compiles a quarter slower and the objects half again as large.
+configure_sanitized() {
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEINSUMDB_SANITIZE=ON \
+    -DEINSUMDB_FUZZ=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
+    "${UNITY_BUILD[@]}" -DEINSUMDB_WERROR=ON -DCMAKE_CXX_COMPILER=clang++ -DEINSUMDB_PYTHON=OFF \
+    -DPython3_EXECUTABLE="$PYTHON" -DEINSUMDB_BENCHMARKS=OFF >/dev/null
 }
 
 # Installs the Python package for the system Python the way a user does (pip, with Debian's

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what einsumdb needs, builds it, and runs the whole test suite: the Release build's
 # tests, the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (clang), and a
-# bounded libFuzzer run over the spec parsers. Exits non-zero on any failure.
+# bounded libFuzzer run over the spec parsers and the executor (its targets built in the
+# sanitized tree). Exits non-zero on any failure.
 #   EINSUMDB_SKIP_SANITIZE=1  skip the sanitizer build
 #   EINSUMDB_FUZZ_SECONDS=N   fuzzing time (default 60; 0 skips)
 set -euo pipefail
@@ -49,16 +50,7 @@ rm -rf "$pfx"
 phase "the installed package builds and runs the example"
 
 if [ "${EINSUMDB_SKIP_SANITIZE:-0}" != 1 ]; then
-  # What the tests run, sanitized: not the benchmarks (the Release build above compiles them, and
-  # no test runs them) nor the Python module (its tests ran above against the Release build).
-  # Line tables are all the sanitizers' reports need (file:line in every frame); full debug
-  # information makes the compiles a quarter slower and the objects half again as large. Units of
-  # eight sources, as every tree (scripts/lib.sh).
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEINSUMDB_SANITIZE=ON \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" "${UNITY_BUILD[@]}" \
-    -DEINSUMDB_WERROR=ON -DCMAKE_CXX_COMPILER=clang++ -DEINSUMDB_PYTHON=OFF \
-    -DPython3_EXECUTABLE="$PYTHON" \
-    -DEINSUMDB_BENCHMARKS=OFF >/dev/null
+  configure_sanitized
   cmake --build build-asan -j "$(nproc)"
   phase "sanitizer build"
   # intercept_tls_get_addr=0: the leak check does not follow the dynamic TLS of libraries loaded
