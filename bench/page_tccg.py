@@ -21,6 +21,14 @@ def geomean(values):
     return math.exp(sum(map(math.log, values)) / len(values))
 
 
+def processor(m):
+    """' (family F, model M, L2 N KiB per core)' from a run's machine, as much as it knows."""
+    if "cpu_id" not in m:
+        return ""
+    l2 = f", L2 {m['l2_kib']} KiB per core" if m.get("l2_kib") else ", L2 not known"
+    return f" ({m['cpu_id']}{l2})"
+
+
 def table_lines(result):
     """The table of a run and its summary, on the medians of the rounds."""
     cases = result["cases"]
@@ -87,8 +95,7 @@ def run_lines(result, path, heading):
         f"From `{path}`, written by:", "",
         "    " + " ".join(result["command"]), "",
         f"einsumdb: `{result['einsumdb']}`" + (f"; beside it, {builds}" if builds else "") + ".",
-        f"Machine: {m['cpu']}" + (f" ({m['cpu_id']}, L2 {m['l2_kib']} KiB per core)"
-                                  if "cpu_id" in m else "") +
+        f"Machine: {m['cpu']}" + processor(m) +
         f", {m['cores']} cores; numpy's OpenBLAS: {m['openblas']}; "
         f"{result['threads']} thread(s) each side; {result['rounds']} rounds, each case the "
         f"median of {result['repeat']} runs; {result['time']}."
@@ -129,7 +136,7 @@ def tune_lines(result, path, heading):
         f"From `{path}`, written by:", "",
         "    " + " ".join(result["command"]), "",
         f"einsumdb: `{result['einsumdb']}`. Machine: {m['cpu']}"
-        + (f" ({m['cpu_id']}, L2 {m['l2_kib']} KiB per core)" if "cpu_id" in m else "")
+        + processor(m)
         + f", {m['cores']} cores; {result['time']}.", "",
         f"Each case tuned {result['rounds']} times with default options on a fresh store "
         "(`einsumdb tune SPEC --db FRESH --json`: one thread, a time limit of 60 s on a workload "

@@ -231,7 +231,10 @@ def machine():
         with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
             l2 = int(f.read().strip().rstrip("K"))
     except (OSError, ValueError):
-        l2 = 0
+        # Some virtual machines have no cache directory in sysfs; glibc's getconf asks the
+        # processor (CPUID). 0 where neither knows.
+        p = subprocess.run(["getconf", "LEVEL2_CACHE_SIZE"], capture_output=True, text=True)
+        l2 = max(int(p.stdout.strip() or 0), 0) // 1024 if p.returncode == 0 else 0
     return {"cpu": model, "cpu_id": cpu_id, "l2_kib": l2, "cores": os.cpu_count()}
 
 
