@@ -227,14 +227,10 @@ def machine():
     # (Virtual machines name different processors alike: "AMD EPYC" is Zen 4 as family 25, model
     # 17, and Zen 5 as family 26.)
     cpu_id = f"family {info.get('cpu family', '?')}, model {info.get('model', '?')}"
-    try:
-        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
-            l2 = int(f.read().strip().rstrip("K"))
-    except (OSError, ValueError):
-        # Some virtual machines have no cache directory in sysfs; glibc's getconf asks the
-        # processor (CPUID). 0 where neither knows.
-        p = subprocess.run(["getconf", "LEVEL2_CACHE_SIZE"], capture_output=True, text=True)
-        l2 = max(int(p.stdout.strip() or 0), 0) // 1024 if p.returncode == 0 else 0
+    # The L2 size einsumdb's blocking reads too (sysconf, which glibc answers from CPUID, where a
+    # virtual machine's sysfs may have no cache directory); 0 where it is not known.
+    p = subprocess.run(["getconf", "LEVEL2_CACHE_SIZE"], capture_output=True, text=True)
+    l2 = max(int(p.stdout.strip() or 0), 0) // 1024 if p.returncode == 0 else 0
     return {"cpu": model, "cpu_id": cpu_id, "l2_kib": l2, "cores": os.cpu_count()}
 
 
