@@ -821,34 +821,41 @@ void streamed_lines_compute(const std::string& xl, const std::string& zl, const 
     }
   }
   const bool taken = own && ours && streams() && std::is_same_v<T, float>;
-  for (const bool stream : {false, true}) {  // whole aligned lines of the output around the cache
-    Tensor z(dtype_of<T>(), {nz});
-    std::fill(z.data<T>(), z.data<T>() + nz, T{7});
-    ASSERT_EQ(run_streamed_lines_own<T>(*s, x.data<T>(), w.data<T>(), z.data<T>(), 2, stream, own),
-              taken)
-        << xl << "->" << zl;
-    if (!taken) {
-      ASSERT_TRUE(
-          run_streamed_lines<T>(*s, x.data<T>(), w.data<T>(), z.data<T>(), 2, stream, false));
+  // Whole aligned lines of the output around the cache or not; our tiles of 16 rows (full-width
+  // registers) and of 8 (half-width), whichever this processor would take.
+  const std::vector<int> tile_rows = taken ? std::vector<int>{16, 8} : std::vector<int>{0};
+  for (const bool stream : {false, true})
+    for (const int rows : tile_rows) {
+      Tensor z(dtype_of<T>(), {nz});
+      std::fill(z.data<T>(), z.data<T>() + nz, T{7});
+      ASSERT_EQ(run_streamed_lines_own<T>(*s, x.data<T>(), w.data<T>(), z.data<T>(), 2, stream, own,
+                                          rows),
+                taken)
+          << xl << "->" << zl;
+      if (!taken) {
+        ASSERT_TRUE(
+            run_streamed_lines<T>(*s, x.data<T>(), w.data<T>(), z.data<T>(), 2, stream, false));
+      }
+      for (std::int64_t o = 0; o < nz; ++o)
+        ASSERT_NEAR(z.data<T>()[o], want[o], tolerance)
+            << xl << "->" << zl
+            << (own ? " (ours, " + std::to_string(rows) + " rows)" : " (libxsmm's)")
+            << (stream ? ", streamed" : "") << " at " << o;
     }
-    for (std::int64_t o = 0; o < nz; ++o)
-      ASSERT_NEAR(z.data<T>()[o], want[o], tolerance)
-          << xl << "->" << zl << (own ? " (ours)" : " (libxsmm's)") << (stream ? ", streamed" : "")
-          << " at " << o;
-  }
 }
 
 // Lines of the output come whole from transposed tiles, through either kernel (ours in floats), in
 // doubles and floats: dca,bd->abc (TCCG case 2's shape, small; the output runs along c, X along
-// a), with rows past a register's (a = 21), lines past a tile's four values of c and a line's (c =
-// 19 and 37: staged whole, c = 801: a line's worth at a time), columns past a tile's six (b = 7);
-// and dcea,bd->eabc, where e follows a in X and a piece takes several of its values (a = 16, e =
-// 8). Our kernel leaves the plan to libxsmm's where X's values of c lie a multiple of 4 KB apart
-// (a = 1024 floats), where neither they nor the summed elements lie within a page (a = 1100), and
-// where the summed elements' lines all fall on one set of L1 (c · a = 1024 floats apart).
+// a), with rows past a register's (a = 21, 24, 29: past 16 by 5, 8 and 13), lines past a tile's
+// four values of c and a line's (c = 19 and 37: staged whole, c = 801: a line's worth at a time),
+// columns past a tile's six (b = 7); and dcea,bd->eabc, where e follows a in X and a piece takes
+// several of its values (a = 16, e = 8). Our kernel leaves the plan to libxsmm's where X's values
+// of c lie a multiple of 4 KB apart (a = 1024 floats), where neither they nor the summed elements
+// lie within a page (a = 1100), and where the summed elements' lines all fall on one set of L1 (c ·
+// a = 1024 floats apart).
 TEST(Streamed, LinesOfTheOutputComeWholeFromTransposedTiles) {
   for (const bool own : {true, false}) {
-    for (const std::int64_t a : {24, 21})
+    for (const std::int64_t a : {24, 21, 29})
       for (const std::int64_t c : {20, 19, 37, 801}) {
         const Lengths len{{'a', a}, {'b', 7}, {'c', c}, {'d', 16}};
         streamed_lines_compute<double>("dca", "abc", len, own);

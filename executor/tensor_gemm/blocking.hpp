@@ -169,7 +169,7 @@ std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::i
 // micro-panels unevenly spaced in Z: X's packing re-reads it from the cache in any order, and what
 // goes to memory is Z's tiles, each written whole in place where it is even. (That was with uneven
 // tiles copied out through the buffer; where tiles are written around the cache, which splits them
-// at no copy, the caller follows Z.)
+// at no copy, or written from our own kernel's registers, the caller follows Z.)
 Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& len,
                 const std::string& xl, const std::vector<std::int64_t>& xs, const std::string& zl,
                 const std::vector<std::int64_t>& zs, std::int64_t x_bytes, std::int64_t z_bytes,

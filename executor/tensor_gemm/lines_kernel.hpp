@@ -1,7 +1,8 @@
 // tensor_gemm's own kernel for streamed lines (streamed.hpp), AVX-512, in floats: where the
 // output's unit-stride index uz belongs to X but X runs along another of its rows, ux, a tile of
-// X's rows along ux (a half-width register: 8 floats) by four values of uz by six columns of W,
-// packed once, is summed over all of X's summed elements in 24 registers, then transposed in
+// X's rows along ux (a register: 16 floats, or 8 in a half-width one where the processor runs a
+// 512-bit FMA as two halves, RowsShape) by four values of uz by six columns of W, packed once,
+// is summed over all of X's summed elements in 24 registers, then transposed in
 // registers on its way out: each row and column gets its four values of uz side by side in a
 // staging block of a few rows, which goes out to the output in runs of whole lines (around the
 // cache where it can). libxsmm's kernel writes its tile with the rows contiguous, so its tiles go
@@ -20,7 +21,7 @@
 #include <cstdint>
 
 #include "einsumdb/executor/isa_target.hpp"
-#include "einsumdb/executor/tensor_gemm/rows_kernel.hpp"  // Halves
+#include "einsumdb/executor/tensor_gemm/rows_kernel.hpp"  // RowsShape
 
 #if EINSUMDB_AVX512
 EINSUMDB_TARGET_BEGIN
@@ -28,21 +29,75 @@ namespace einsumdb::tensor_gemm {
 // Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
 namespace {
 
-inline constexpr int kLinesU = 4;     // values of uz in a tile
-inline constexpr int kLinesC = 6;     // columns of W in a tile
-inline constexpr int kLinesRows = 8;  // rows in a tile: a half-width register of floats
+inline constexpr int kLinesU = 4;  // values of uz in a tile
+inline constexpr int kLinesC = 6;  // columns of W in a tile
 
-// Row i of r[0..3] (i < h), its four values side by side, to s + i·rs.
-inline void put_transposed(const __m256 r[kLinesU], float* s, std::int64_t rs, int h) {
-  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 q[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xEE),
-                       _mm256_shuffle_ps(t1, t3, 0x44), _mm256_shuffle_ps(t1, t3, 0xEE)};
-  // q[i]: row i in its low half, row i + 4 in its high half.
+// A tile's registers of R rows: 8 floats (half width) or 16 (full width).
+template <int R>
+struct LinesRegs;
+template <>
+struct LinesRegs<8> {
+  using V = __m256;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V splat(const float* p) { return _mm256_set1_ps(*p); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static V load(const float* p, int h) {
+    return _mm256_maskz_loadu_ps(static_cast<__mmask8>((1u << h) - 1), p);
+  }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V unpacklo(V a, V b) { return _mm256_unpacklo_ps(a, b); }
+  static V unpackhi(V a, V b) { return _mm256_unpackhi_ps(a, b); }
+  template <int imm>
+  static V shuffle(V a, V b) {
+    return _mm256_shuffle_ps(a, b, imm);
+  }
+  template <int lane>
+  static __m128 part(V v) {
+    return lane == 0 ? _mm256_castps256_ps128(v) : _mm256_extractf128_ps(v, lane & 1);
+  }
+};
+template <>
+struct LinesRegs<16> {
+  using V = __m512;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V splat(const float* p) { return _mm512_set1_ps(*p); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static V load(const float* p, int h) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << h) - 1), p);
+  }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  // (The masked forms, all lanes set, here and in part(): GCC 12's unmasked ones start from an
+  // undefined register, which its -Wuninitialized reports where they are inlined.)
+  static V unpacklo(V a, V b) { return _mm512_mask_unpacklo_ps(a, 0xFFFF, a, b); }
+  static V unpackhi(V a, V b) { return _mm512_mask_unpackhi_ps(a, 0xFFFF, a, b); }
+  template <int imm>
+  static V shuffle(V a, V b) {
+    return _mm512_shuffle_ps(a, b, imm);
+  }
+  template <int lane>
+  static __m128 part(V v) {
+    return _mm512_mask_extractf32x4_ps(_mm_setzero_ps(), 0xF, v, lane);
+  }
+};
+
+// Row i of r[0..3] (i < h), its four values side by side, to s + i·rs. Unpacking and shuffling
+// go within 128-bit lanes: q[i] holds row i + 4·L in lane L.
+template <int R>
+inline void put_transposed(const typename LinesRegs<R>::V r[kLinesU], float* s, std::int64_t rs,
+                           int h) {
+  using G = LinesRegs<R>;
+  const auto t0 = G::unpacklo(r[0], r[1]), t1 = G::unpackhi(r[0], r[1]);
+  const auto t2 = G::unpacklo(r[2], r[3]), t3 = G::unpackhi(r[2], r[3]);
+  const typename G::V q[4] = {G::template shuffle<0x44>(t0, t2), G::template shuffle<0xEE>(t0, t2),
+                              G::template shuffle<0x44>(t1, t3), G::template shuffle<0xEE>(t1, t3)};
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {
-    if (i < h) _mm_storeu_ps(s + i * rs, _mm256_castps256_ps128(q[i]));
-    if (i + 4 < h) _mm_storeu_ps(s + (i + 4) * rs, _mm256_extractf128_ps(q[i], 1));
+    if (i < h) _mm_storeu_ps(s + i * rs, G::template part<0>(q[i]));
+    if (i + 4 < h) _mm_storeu_ps(s + (i + 4) * rs, G::template part<1>(q[i]));
+    if constexpr (R == 16) {
+      if (i + 8 < h) _mm_storeu_ps(s + (i + 8) * rs, G::template part<2>(q[i]));
+      if (i + 12 < h) _mm_storeu_ps(s + (i + 12) * rs, G::template part<3>(q[i]));
+    }
   }
 }
 
@@ -60,41 +115,40 @@ struct LinesFetch {
   int first, step, end;
 };
 
-// The tile of rows [0, h) (all kLinesRows where Full) and values [0, u_end) of uz from x, by
-// columns [0, kLinesC) from w, into s.
-template <bool Full>
+// The tile of rows [0, h) (all R where Full) and values [0, u_end) of uz from x, by columns
+// [0, kLinesC) from w, into s.
+template <int R, bool Full>
 void lines_tile(const LinesTile& t, const float* x, int u_end, int h, const float* w, float* s,
                 const float* fetch, LinesFetch f) {
-  using H = Halves<float>;  // (its half-width registers)
-  const auto rows = static_cast<__mmask8>((1u << h) - 1);
-  H::Y acc[kLinesU][kLinesC];
+  using G = LinesRegs<R>;
+  typename G::V acc[kLinesU][kLinesC];
 #pragma GCC unroll 4
   for (int u = 0; u < kLinesU; ++u)
 #pragma GCC unroll 6
-    for (int c = 0; c < kLinesC; ++c) acc[u][c] = H::zero_y();
+    for (int c = 0; c < kLinesC; ++c) acc[u][c] = G::zero();
   const float* xu[kLinesU];  // values past u_end read the last one's, and go nowhere
 #pragma GCC unroll 4
   for (int u = 0; u < kLinesU; ++u) xu[u] = x + std::min(u, u_end - 1) * t.us;
   for (std::int64_t l = 0; l < t.depth; ++l, w += t.width) {
     for (int q = f.first; q < f.end; q += f.step)
       _mm_prefetch(reinterpret_cast<const char*>(fetch + l * t.ds + q * t.us), _MM_HINT_T1);
-    H::Y wc[kLinesC];
+    typename G::V wc[kLinesC];
 #pragma GCC unroll 6
-    for (int c = 0; c < kLinesC; ++c) wc[c] = H::splat_y(w + c);
+    for (int c = 0; c < kLinesC; ++c) wc[c] = G::splat(w + c);
 #pragma GCC unroll 4
     for (int u = 0; u < kLinesU; ++u) {
       const float* xl = xu[u] + l * t.ds;
-      const H::Y xv = Full ? H::load_y(xl) : _mm256_maskz_loadu_ps(rows, xl);
+      const typename G::V xv = Full ? G::load(xl) : G::load(xl, h);
 #pragma GCC unroll 6
-      for (int c = 0; c < kLinesC; ++c) acc[u][c] = H::fma(xv, wc[c], acc[u][c]);
+      for (int c = 0; c < kLinesC; ++c) acc[u][c] = G::fma(xv, wc[c], acc[u][c]);
     }
   }
 #pragma GCC unroll 6
   for (int c = 0; c < kLinesC; ++c) {
-    H::Y r[kLinesU];
+    typename G::V r[kLinesU];
 #pragma GCC unroll 4
     for (int u = 0; u < kLinesU; ++u) r[u] = acc[u][c];
-    put_transposed(r, s + c * t.stride, t.s_rs, Full ? kLinesRows : h);
+    put_transposed<R>(r, s + c * t.stride, t.s_rs, Full ? R : h);
   }
 }
 

@@ -93,7 +93,9 @@ class Gemm {
     if (std::any_of(around_.begin(), around_.end(), [](const auto& f) { return !f; }))
       around_.clear();  // libxsmm has no kernel for one of the shapes
 #if EINSUMDB_AVX512
-    line_tiles_ = p_.around_ldc > 0 && line_tile_fits(k_);
+    // Tiles in two runs of a line stream from our kernel wherever the buffer's copy would stream
+    // them (p_.stream), whether or not even tiles stream too (stream_all).
+    line_tiles_ = p_.stream && line_tile_fits(k_);
     if (p_.own_tiles) tile_kernel_ = &Gemm::own_tile;
 #endif
 #if EINSUMDB_AVX2
@@ -225,7 +227,8 @@ class Gemm {
               } else if (rs == 1 && mrb == k_.mr && !accumulate &&
                          write_around(nrb, kcb, ap, bp, c + cm[0], cn)) {
                 ahead.fetch();
-              } else if (rs == kUneven && p_.row_runs[static_cast<std::size_t>(panel)] &&
+              } else if ((rs == 1 ||
+                          (rs == kUneven && p_.row_runs[static_cast<std::size_t>(panel)])) &&
                          mrb == k_.mr && !accumulate &&
                          write_lines_around(nrb, kcb, ap, bp, c, cm, cn)) {
                 ahead.fetch();
@@ -322,13 +325,15 @@ class Gemm {
 #endif
   }
 
-  // The tile of the MR rows of the micro-panel at `ap`, in two runs of a cache line (row_runs: 32
-  // floats over an output index of 16, TCCG cases 31-36 and 43-48), computed by our own
-  // micro-kernel (line_tile) and written straight into the output around the cache, a line at a
-  // time: write_around's libxsmm kernels store only tiles whose rows are one run, and through the
-  // buffer (copy_run) the stores of a tile come in a burst with no FMA work between them, waiting
-  // on memory. False, having computed nothing, where the kernel does not fit BLIS's tile or a line
-  // starts off a cache line.
+  // The tile of the MR rows of the micro-panel at `ap`, in one run or in two runs of a cache line
+  // (row_runs: 32 floats over an output index of 16, TCCG cases 31-36 and 43-48), its columns
+  // wherever they lie, computed by our own micro-kernel (line_tile) and written straight into the
+  // output around the cache, a line at a time: write_around's libxsmm kernels store only tiles
+  // whose rows are one run, and through the buffer (copy_run) the stores of a tile come in a
+  // burst with no FMA work between them, waiting on memory (the tiles whose 14 columns straddle
+  // two values of e = 16 in case 35, dfgb,geac->abcdef, went 1.4 times as fast in doubles). False,
+  // having computed nothing, where the kernel does not fit BLIS's tile or a line starts off a
+  // cache line.
   bool write_lines_around([[maybe_unused]] std::int64_t nrb, [[maybe_unused]] std::int64_t kcb,
                           [[maybe_unused]] const T* ap, [[maybe_unused]] const T* bp,
                           [[maybe_unused]] T* c, [[maybe_unused]] const std::int64_t* cm,

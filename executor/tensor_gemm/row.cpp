@@ -101,10 +101,17 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
   const bool stream_all =
       one_pass(k, summed) && even_tiles_may_stream(summed, static_cast<double>(bytes(z))) &&
       (options.stream_even ? *options.stream_even : streams_even_tiles_by_default());
-  Rows rows = group_rows(m, len, xl, xs, zl, zs, bytes(*x.tensor), bytes(z), k.mr, line,
-                         reread || stream_all);
-  Rows cols = group_rows(n, len, yl, ys, zl, zs, bytes(*y.tensor), bytes(z), k.nr, line,
-                         reread || stream_all);
+  // Where our own kernel writes whole tiles straight from its registers (Gemm::write_lines_around:
+  // one summed pass, an output beyond the cache), whether or not even tiles stream, the rows and
+  // columns follow the output too: a tile's columns are then neighbouring lines, where in an
+  // operand's order (which leaves fewer uneven tiles) they can lie far apart. In TCCG case 43
+  // (geab,dfgc->abcdef) the columns went along b, 384 KB apart in floats, and the tiles took twice
+  // as long; our kernel takes the uneven tiles as fast as the even ones.
+  const bool follow =
+      reread || stream_all ||
+      (EINSUMDB_AVX512 && line_tile_fits(k) && one_pass(k, summed) && bytes(z) > kCachedBytes);
+  Rows rows = group_rows(m, len, xl, xs, zl, zs, bytes(*x.tensor), bytes(z), k.mr, line, follow);
+  Rows cols = group_rows(n, len, yl, ys, zl, zs, bytes(*y.tensor), bytes(z), k.nr, line, follow);
 
   Contraction p;
   p.am = std::move(rows.x);

@@ -529,9 +529,11 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
   }
 }
 
-// The most bytes of our streamed-lines kernel's staging block: a few rows' values of uz by all
-// the columns, held in L1 and L2 beside the panels of X the tiles read.
+// The most bytes of kWholeRows rows of our streamed-lines kernel's staging block (each row's
+// values of uz by all the columns) where a piece takes all of uz's values: held in L1 and L2
+// beside the panels of X the tiles read. A staging block of 16 rows is twice that, in L2.
 inline constexpr std::int64_t kWholeStaging = 64 << 10;
+inline constexpr std::int64_t kWholeRows = 8;
 
 // Whether our streamed-lines kernel takes plan s: in floats (doubles go faster through libxsmm's),
 // not in place, on a processor that runs the AVX-512 kernels, and where X lies as follows.
@@ -555,6 +557,81 @@ bool own_lines(const StreamedLines& s) {
          static_cast<std::int64_t>(sets.size()) >= std::min<std::int64_t>(K, 8);
 }
 
+#if EINSUMDB_AVX512
+// The body of run_streamed_lines_own, its tiles R rows tall (LinesRegs).
+template <int R>
+void run_streamed_lines_rows(const StreamedLines& s, const float* x, const float* w, float* z,
+                             int threads, bool stream) {
+  using T = float;
+  const std::int64_t N = s.wn.size(), K = s.wk.size();
+  using V = Lanes<T>;
+  const std::int64_t width = (N + kLinesC - 1) / kLinesC * kLinesC;
+  const int blocks = static_cast<int>(width / kLinesC);  // of columns
+  // Each piece all of uz's values where kWholeRows rows of them fit kWholeStaging: each row and
+  // column's values are then one run of the output, whole lines but at its ends, and where the
+  // columns follow each other there (TCCG case 3, dbea,ec->abcd: c then d), a row's are one run (of
+  // 6,912 bytes there) from a line's start. Pieces of a line's values of uz leave a line of the
+  // output part written at either end where the runs do not start on one (72 floats: every other
+  // run), read from memory before it is written.
+  const std::int64_t nu = s.whole.empty() ? 0 : s.whole.front().lines;
+  const std::int64_t nu4 = (nu + kLinesU - 1) / kLinesU * kLinesU;
+  const bool whole =
+      nu > 0 && kWholeRows * width * nu4 * static_cast<std::int64_t>(sizeof(T)) <= kWholeStaging;
+  const std::int64_t stride = whole ? nu4 : V::width;  // a column's values in the staging block
+  bool runs = whole && nu4 == nu;                      // each staged row one run of the output
+  for (std::int64_t j = 0; j < N && runs; ++j) runs = s.cn[j] == j * nu;
+  const LinesTile t{K, s.x_us, s.x_ds, width, width * stride, stride};
+  const auto pack = [&](std::int64_t q, std::vector<T>& to) { s.pack_w(w, q, width, to); };
+  const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
+  const auto piece = [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
+    const T* xq = x + s.xb[q];
+    T* zq = z + s.cb[q];
+    thread_local std::vector<T> buffer;
+    T* const staged = line_aligned(buffer, R * t.s_rs);  // R rows' values of uz
+    for (std::int64_t r0 = 0; r0 < p.rows; r0 += R) {
+      const int h = static_cast<int>(std::min<std::int64_t>(R, p.rows - r0));
+      for (std::int64_t u0 = 0; u0 < p.lines; u0 += kLinesU) {
+        const T* xr = xq + p.x + r0 + u0 * s.x_us;
+        // The panel the next tiles read: the next values of uz, else the next rows, else the
+        // next piece's; its values spread over this panel's blocks of columns.
+        const T* fetch = xr + kLinesU * s.x_us;
+        std::int64_t ahead = p.lines - u0 - kLinesU;
+        if (ahead <= 0) {
+          fetch = r0 + R < p.rows ? xq + p.x + r0 + R : xq + next.x;
+          ahead = r0 + R < p.rows ? p.lines : next.lines;
+        }
+        const int fetched = static_cast<int>(std::min<std::int64_t>(kLinesU, ahead));
+        const int u_end = static_cast<int>(std::min<std::int64_t>(kLinesU, p.lines - u0));
+        for (int b = 0; b < blocks; ++b) {
+          const LinesFetch f{b, blocks, fetched};
+          T* const sb = staged + b * kLinesC * stride + u0;
+          const float* wb = packed + b * kLinesC;
+          if (h == R)
+            lines_tile<R, true>(t, xr, u_end, h, wb, sb, fetch, f);
+          else if (R == 16 && h == 8)  // the last 8 of a run of 8·(2n + 1) (72: case 3)
+            lines_tile<8, true>(t, xr, u_end, h, wb, sb, fetch, f);
+          else if (R == 16 && h < 8)
+            lines_tile<8, false>(t, xr, u_end, h, wb, sb, fetch, f);
+          else
+            lines_tile<R, false>(t, xr, u_end, h, wb, sb, fetch, f);
+        }
+      }
+      for (int i = 0; i < h; ++i) {
+        T* const zi = zq + p.c + row(r0 + i);
+        const T* si = staged + i * t.s_rs;
+        if (runs) {
+          copy_run(si, N * nu, zi, false, stream);
+        } else {
+          for (std::int64_t j = 0; j < N; ++j)
+            copy_run(si + j * stride, p.lines, zi + s.cn[j], false, stream);
+        }
+      }
+    }
+  };
+  over_pieces<T>(s.xb.size(), whole ? s.whole : s.pieces, threads, pack, piece);
+}
+#endif
+
 // Runs a streamed-lines plan into z through our own kernel (lines_kernel.hpp), where own_lines
 // takes it and `own` asks for it; false, having computed nothing, otherwise. Each piece goes a
 // register's rows at a time: their tiles, four values of uz by six columns each, fill a staging
@@ -562,76 +639,22 @@ bool own_lines(const StreamedLines& s) {
 // (copy_run; `stream`: its whole aligned lines around the cache).
 template <typename T>
 bool run_streamed_lines_own(const StreamedLines& s, const T* x, const T* w, T* z, int threads,
-                            bool stream, bool own) {
+                            bool stream, bool own, int tile_rows = 0) {
 #if EINSUMDB_AVX512
   if constexpr (std::is_same_v<T, float>) {
-    const std::int64_t N = s.wn.size(), K = s.wk.size();
     if (!own || !own_lines<T>(s)) return false;
-    using V = Lanes<T>;
-    constexpr std::int64_t R = kLinesRows;
-    const std::int64_t width = (N + kLinesC - 1) / kLinesC * kLinesC;
-    const int blocks = static_cast<int>(width / kLinesC);  // of columns
-    // Each piece all of uz's values where R rows of them fit kWholeStaging: each row and column's
-    // values are then one run of the output, whole lines but at its ends, and where the columns
-    // follow each other there (TCCG case 3, dbea,ec->abcd: c then d), a row's are one run (of
-    // 6,912 bytes there) from a line's start. Pieces of a line's values of uz leave a line of the
-    // output part written at either end where the runs do not start on one (72 floats: every other
-    // run), read from memory before it is written.
-    const std::int64_t nu = s.whole.empty() ? 0 : s.whole.front().lines;
-    const std::int64_t nu4 = (nu + kLinesU - 1) / kLinesU * kLinesU;
-    const bool whole =
-        nu > 0 && R * width * nu4 * static_cast<std::int64_t>(sizeof(T)) <= kWholeStaging;
-    const std::int64_t stride = whole ? nu4 : V::width;  // a column's values in the staging block
-    bool runs = whole && nu4 == nu;                      // each staged row one run of the output
-    for (std::int64_t j = 0; j < N && runs; ++j) runs = s.cn[j] == j * nu;
-    const LinesTile t{K, s.x_us, s.x_ds, width, width * stride, stride};
-    const auto pack = [&](std::int64_t q, std::vector<T>& to) { s.pack_w(w, q, width, to); };
-    const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
-    const auto piece = [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
-      const T* xq = x + s.xb[q];
-      T* zq = z + s.cb[q];
-      thread_local std::vector<T> buffer;
-      T* const staged = line_aligned(buffer, R * t.s_rs);  // R rows' values of uz
-      for (std::int64_t r0 = 0; r0 < p.rows; r0 += R) {
-        const int h = static_cast<int>(std::min(R, p.rows - r0));
-        for (std::int64_t u0 = 0; u0 < p.lines; u0 += kLinesU) {
-          const T* xr = xq + p.x + r0 + u0 * s.x_us;
-          // The panel the next tiles read: the next values of uz, else the next rows, else the
-          // next piece's; its values spread over this panel's blocks of columns.
-          const T* fetch = xr + kLinesU * s.x_us;
-          std::int64_t ahead = p.lines - u0 - kLinesU;
-          if (ahead <= 0) {
-            fetch = r0 + R < p.rows ? xq + p.x + r0 + R : xq + next.x;
-            ahead = r0 + R < p.rows ? p.lines : next.lines;
-          }
-          const int fetched = static_cast<int>(std::min<std::int64_t>(kLinesU, ahead));
-          const int u_end = static_cast<int>(std::min<std::int64_t>(kLinesU, p.lines - u0));
-          for (int b = 0; b < blocks; ++b) {
-            const LinesFetch f{b, blocks, fetched};
-            T* const sb = staged + b * kLinesC * stride + u0;
-            if (h == R)
-              lines_tile<true>(t, xr, u_end, h, packed + b * kLinesC, sb, fetch, f);
-            else
-              lines_tile<false>(t, xr, u_end, h, packed + b * kLinesC, sb, fetch, f);
-          }
-        }
-        for (int i = 0; i < h; ++i) {
-          T* const zi = zq + p.c + row(r0 + i);
-          const T* si = staged + i * t.s_rs;
-          if (runs) {
-            copy_run(si, N * nu, zi, false, stream);
-          } else {
-            for (std::int64_t j = 0; j < N; ++j)
-              copy_run(si + j * stride, p.lines, zi + s.cn[j], false, stream);
-          }
-        }
-      }
-    };
-    over_pieces<T>(s.xb.size(), whole ? s.whole : s.pieces, threads, pack, piece);
+    // Tiles of full-width registers where the processor runs a 512-bit FMA whole (Zen 5: twice
+    // the FMAs a cycle of half-width ones), of half-width ones where it runs it as two halves
+    // (Zen 4: as many FMAs either way); `tile_rows` (16 or 8) chooses, for the tests.
+    if (tile_rows == 0) tile_rows = machine_rows_shape() == RowsShape::wide ? 16 : 8;
+    if (tile_rows == 16)
+      run_streamed_lines_rows<16>(s, x, w, z, threads, stream);
+    else
+      run_streamed_lines_rows<8>(s, x, w, z, threads, stream);
     return true;
   }
 #endif
-  (void)s, (void)x, (void)w, (void)z, (void)threads, (void)stream, (void)own;
+  (void)s, (void)x, (void)w, (void)z, (void)threads, (void)stream, (void)own, (void)tile_rows;
   return false;
 }
 
