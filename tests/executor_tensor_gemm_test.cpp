@@ -783,6 +783,11 @@ TEST(Streamed, OurOwnKernelComputesEveryShapeOfColumns) {
   }
   EXPECT_EQ(rows_kernel<float>(24, RowsShape::narrow).rows, 8);  // three half vectors
   EXPECT_EQ(rows_kernel<float>(24, RowsShape::wide).rows, 12);   // one full, one half
+  // Full width, 24 floats over rows contiguous in X (bda above) go through the tile of 16 rows
+  // along them instead (rows_across_tile): A = 29 is one whole tile and one of 13 rows.
+  EXPECT_TRUE(rows_across(24, RowsShape::wide));
+  EXPECT_FALSE(rows_across(24, RowsShape::narrow));
+  EXPECT_FALSE(rows_across(16, RowsShape::wide));
   EXPECT_EQ(rows_kernel<float>(40, RowsShape::narrow).rows, 8);  // past four halves: full ones
 #endif
 }

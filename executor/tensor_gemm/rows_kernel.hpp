@@ -3,7 +3,9 @@
 // registers. Each element of X is broadcast against a row of W, and each of the tile's rows goes
 // out whole. The row of W takes half-width registers only, up to four, where the processor runs a
 // 512-bit operation in two halves (Zen 4), otherwise full ones with at most one half-width last
-// (24 floats: one and one); machine_rows_shape measures which.
+// (24 floats: one and one); machine_rows_shape measures which. There, where X's rows are
+// contiguous at each summed element and W's row is 17 to 24 floats, a tile runs along the rows
+// instead, transposed on its way out (rows_across_tile).
 //
 // Where X's rows are contiguous at each summed element (TCCG case 1, bda,dc->abc: the rows along
 // a), each step of the sum reads its R elements from a line of its own, 1,248 bytes (floats) from
@@ -20,6 +22,7 @@
 #include <cstdint>
 
 #include "einsumdb/executor/isa_target.hpp"
+#include "einsumdb/executor/tensor_gemm/transpose.hpp"  // transpose_block
 
 namespace einsumdb::tensor_gemm {
 // The widest row of W our kernel takes: four full vectors (R rows of one to four vectors each, at
@@ -203,6 +206,48 @@ RowsKernel<T> rows_kernel_of(std::int64_t n) {
 // with at most one half-width last (where it runs 512 bits at once, twice the FMAs per
 // instruction).
 enum class RowsShape { narrow, wide };
+
+// Where X's rows are contiguous at each summed element (rs 1: TCCG case 1, bda,dc->abc) and the
+// tile above would end W's row of floats in a half-width register (17 to 24 columns: streamed()
+// takes 24) on a processor that runs 512 bits at once, where a half-width FMA does half the work
+// of a full one and that tile at most 3/4 of the FMAs the processor can: a tile of 16 rows in one
+// full register by 24 columns, each element of W's row broadcast against X's 16 rows (a line of X
+// a step), then transposed in registers on its way out, 16 columns at a time: row i's columns
+// [b, b + 16) to c + i·c_rs + b, the lanes past n masked off. Rows [0, h) only (h at most 16: the
+// last tile of a piece; X's lanes past h are never read).
+inline constexpr int kAcrossColumns = 24;
+inline void rows_across_tile(const RowsTile<float>& t, const float* x, float* c, const float* fetch,
+                             int h, int n) {
+  constexpr int NC = kAcrossColumns;
+  __m512 acc[NC];
+#pragma GCC unroll 24
+  for (int j = 0; j < NC; ++j) acc[j] = _mm512_setzero_ps();
+  const auto rows = static_cast<__mmask16>((1u << h) - 1);
+  const float* w = t.w;
+  for (std::int64_t l = 0; l < t.depth; ++l, w += t.width) {
+    // Both ends of the next tile's 16 floats: off a line's start they span two lines.
+    _mm_prefetch(reinterpret_cast<const char*>(fetch + l * t.ds), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(fetch + l * t.ds + 15), _MM_HINT_T1);
+    const __m512 xv = _mm512_maskz_loadu_ps(rows, x + l * t.ds);
+#pragma GCC unroll 24
+    for (int j = 0; j < NC; ++j) acc[j] = _mm512_fmadd_ps(xv, _mm512_set1_ps(w[j]), acc[j]);
+  }
+#pragma GCC unroll 2
+  for (int b = 0; b < NC; b += 16) {
+    __m512 block[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) block[j] = b + j < NC ? acc[b + j] : _mm512_setzero_ps();
+    transpose_block(block);  // block[i]: row i's columns [b, b + 16)
+    const int cols = std::min(16, n - b);
+    const auto keep = static_cast<__mmask16>(cols >= 16 ? 0xFFFFu : (1u << cols) - 1);
+    for (int i = 0; i < h; ++i) _mm512_mask_storeu_ps(c + i * t.c_rs + b, keep, block[i]);
+  }
+}
+
+// Whether rows_across_tile takes n columns of floats on registers of this shape.
+inline bool rows_across(std::int64_t n, RowsShape shape) {
+  return shape == RowsShape::wide && n > 16 && n <= kAcrossColumns;
+}
 
 // The kernel for n columns (kOwnRowBytes at most; narrow, half that), or none.
 template <typename T>

@@ -247,6 +247,33 @@ bool run_streamed_own(const Streamed& s, const T* x, const T* w, T* z, int threa
   const RowsShape shape = !narrow   ? machine_rows_shape()
                           : *narrow ? RowsShape::narrow
                                     : RowsShape::wide;
+  if constexpr (std::is_same_v<T, float>) {
+    if (s.x_rs == 1 && rows_across(N, shape)) {
+      RowsTile<T> t{};
+      t.depth = K, t.rs = 1, t.ds = s.x_ds, t.width = kAcrossColumns, t.c_rs = s.c_rs;
+      const auto pack = [&](std::int64_t q, std::vector<T>& to) {
+        s.pack_w(w, q, kAcrossColumns, to);
+      };
+      over_pieces<T>(s.xb.size(), s.pieces, threads, pack,
+                     [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
+                       RowsTile<T> tq = t;
+                       tq.w = packed;
+                       const T* xq = x + s.xb[q] + p.x;
+                       T* zq = z + s.cb[q] + p.c;
+                       for (std::int64_t i = 0; i < p.rows; i += 16) {
+                         // The next tile's lines, in this piece or the next.
+                         const std::int64_t r = i + 16;
+                         const T* fetch = r < p.rows ? xq + r
+                                                     : x + s.xb[q] + next.x +
+                                                           std::min(r - p.rows, next.rows - 1);
+                         rows_across_tile(tq, xq + i, zq + i * s.c_rs, fetch,
+                                          static_cast<int>(std::min<std::int64_t>(16, p.rows - i)),
+                                          static_cast<int>(N));
+                       }
+                     });
+      return true;
+    }
+  }
   const RowsKernel<T> k = rows_kernel<T>(N, shape);
   if (!k) return false;
   RowsTile<T> t{};
