@@ -104,9 +104,9 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
   // Where our own kernel writes whole tiles straight from its registers (Gemm::write_lines_around:
   // one summed pass, an output beyond the cache), whether or not even tiles stream, the rows and
   // columns follow the output too: a tile's columns are then neighbouring lines, where in an
-  // operand's order (which leaves fewer uneven tiles) they can lie far apart. In TCCG case 43
-  // (geab,dfgc->abcdef) the columns went along b, 384 KB apart in floats, and the tiles took twice
-  // as long; our kernel takes the uneven tiles as fast as the even ones.
+  // operand's order (which leaves fewer uneven tiles) they can lie far apart: in TCCG case 43
+  // (geab,dfgc->abcdef) the columns went along b, 384 KB apart in floats. Our kernel takes the
+  // uneven tiles as fast as the even ones.
   const bool follow =
       reread || stream_all ||
       (EINSUMDB_AVX512 && line_tile_fits(k) && one_pass(k, summed) && bytes(z) > kCachedBytes);
