@@ -246,6 +246,17 @@ TEST(Blocking, RowsGoInTilesWhereOperandAndOutputRunAlongDifferentIndices) {
   for (std::int64_t i = 1; i < small.z.size(); ++i) EXPECT_EQ(small.z[i], small.z[i - 1] + 1);
 }
 
+// Our own micro-kernel writes its tiles from its registers (and the rows and columns follow the
+// output) where it runs, in one summed pass, into an output beyond the cache (TCCG's ccsd_t
+// shapes: 24 summed, 151 MB in floats); not into an output the cache holds, nor over several
+// passes, where the output is read back.
+TEST(Blocking, OurKernelWritesTheTilesOfOnePassIntoALargeOutput) {
+  const MicroKernel<float>& k = MicroKernel<float>::get();
+  EXPECT_EQ(line_tiles_write_out(k, 24, std::int64_t{151} << 20), own_kernel_runs());
+  EXPECT_FALSE(line_tiles_write_out(k, 24, std::int64_t{1} << 20));
+  EXPECT_FALSE(line_tiles_write_out(k, 4 * k.kc, std::int64_t{151} << 20));
+}
+
 TEST(Blocking, APackingSpanCoversALinesWorthOfRowsApart) {
   // Rows "cd" of an operand that runs along c (stride 1) with d at stride 8: the rows of a line
   // lie 72 apart (d's length), so a span of 8 × 72 rows is packed at once, where AVX-512 lets

@@ -35,6 +35,7 @@ struct Contraction {
   std::int64_t span = 0;        // rows packed at once, over several blocks (packing_span)
   bool stream = false;          // tiles written through the buffer bypass the cache (copy_run)
   bool stream_all = false;      // and so do even tiles, through the buffer too (kStreamAllDepth)
+  bool line_tiles = false;      // our kernel writes tiles from its registers (line_tiles_write_out)
   bool fetch_ahead = true;      // the next block's lines fetched during this one's (NextBlock)
   bool own_tiles = false;       // whole tiles by our own micro-kernel (line_tile), not BLIS's
   std::int64_t around_ldc = 0;  // tiles' runs of columns this far apart written around the cache
@@ -215,6 +216,15 @@ std::int64_t sum_tile(const Kernel& k) {
 template <typename T>
 bool one_pass(const MicroKernel<T>& k, std::int64_t summed) {
   return summed <= k.kc + k.kc / 4;
+}
+// Whether our own micro-kernel (line_kernel.hpp) writes the tiles it can from its registers
+// (Gemm::write_lines_around: rows in one run or in two runs of a line, columns anywhere), whether
+// or not even tiles stream: where the kernels run AVX-512, BLIS's tile is one it computes, the sum
+// takes one pass and the output is too large for the cache. The rows and columns then follow the
+// output (tensor_gemm_row).
+template <typename T>
+bool line_tiles_write_out(const MicroKernel<T>& k, std::int64_t summed, std::int64_t output_bytes) {
+  return streams() && line_tile_fits(k) && one_pass(k, summed) && output_bytes > kCachedBytes;
 }
 // Sets p.kc and p.mc from p.K.
 template <typename T>

@@ -131,8 +131,8 @@ void lines_tile(const LinesTile& t, const float* x, int u_end, int h, const floa
 #pragma GCC unroll 4
   for (int u = 0; u < kLinesU; ++u) xu[u] = x + std::min(u, u_end - 1) * t.us;
   for (std::int64_t l = 0; l < t.depth; ++l, w += t.width) {
-    // Both ends of each value's R floats: off a line's start they span two lines, and the second
-    // line, fetched by no one, was a miss at every other summed element.
+    // Both ends of each value's R floats: off a line's start they span two lines, and the second,
+    // fetched by no one, was a miss wherever they did.
     for (int q = f.first; q < f.end; q += f.step) {
       const float* at = fetch + l * t.ds + q * t.us;
       _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T1);

@@ -93,9 +93,7 @@ class Gemm {
     if (std::any_of(around_.begin(), around_.end(), [](const auto& f) { return !f; }))
       around_.clear();  // libxsmm has no kernel for one of the shapes
 #if EINSUMDB_AVX512
-    // Tiles in two runs of a line stream from our kernel wherever the buffer's copy would stream
-    // them (p_.stream), whether or not even tiles stream too (stream_all).
-    line_tiles_ = p_.stream && line_tile_fits(k_);
+    line_tiles_ = p_.line_tiles;
     if (p_.own_tiles) tile_kernel_ = &Gemm::own_tile;
 #endif
 #if EINSUMDB_AVX2
@@ -425,7 +423,7 @@ class Gemm {
   // libxsmm's kernels of MR rows by 1, 2, ..., NR columns that write around the cache
   // (write_around).
   std::vector<kernels::StreamKernel<T>> around_;
-  bool line_tiles_ = false;  // whether write_lines_around applies (line_tile_fits)
+  bool line_tiles_ = false;  // whether write_lines_around applies (Contraction::line_tiles)
   // Where whole tiles stream from our AVX2 kernel (stream_tile_fits, stream_all): per panel of MR
   // rows, whether each row starts a cache line of the output where a batch point's start does;
   // otherwise empty.

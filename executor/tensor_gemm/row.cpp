@@ -101,15 +101,13 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
   const bool stream_all =
       one_pass(k, summed) && even_tiles_may_stream(summed, static_cast<double>(bytes(z))) &&
       (options.stream_even ? *options.stream_even : streams_even_tiles_by_default());
-  // Where our own kernel writes whole tiles straight from its registers (Gemm::write_lines_around:
-  // one summed pass, an output beyond the cache), whether or not even tiles stream, the rows and
-  // columns follow the output too: a tile's columns are then neighbouring lines, where in an
+  // Where our own kernel writes tiles straight from its registers (line_tiles_write_out), the rows
+  // and columns follow the output too: a tile's columns are then neighbouring lines, where in an
   // operand's order (which leaves fewer uneven tiles) they can lie far apart: in TCCG case 43
   // (geab,dfgc->abcdef) the columns went along b, 384 KB apart in floats. Our kernel takes the
   // uneven tiles as fast as the even ones.
-  const bool follow =
-      reread || stream_all ||
-      (EINSUMDB_AVX512 && line_tile_fits(k) && one_pass(k, summed) && bytes(z) > kCachedBytes);
+  const bool line_tiles = line_tiles_write_out(k, summed, bytes(z));
+  const bool follow = reread || stream_all || line_tiles;
   Rows rows = group_rows(m, len, xl, xs, zl, zs, bytes(*x.tensor), bytes(z), k.mr, line, follow);
   Rows cols = group_rows(n, len, yl, ys, zl, zs, bytes(*y.tensor), bytes(z), k.nr, line, follow);
 
@@ -158,6 +156,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
   // straddles two values of an index).
   p.stream = large && p.K <= p.kc && (EINSUMDB_AVX512 || stream_all);
   p.stream_all = stream_all;  // (one pass, an output beyond the cache: p.stream)
+  p.line_tiles = line_tiles;
   p.fetch_ahead = options.fetch_ahead;
   p.row_step = spacing(p.cm, k.mr);
   p.row_runs = unit_runs(p.cm, k.mr, line, p.row_step);
