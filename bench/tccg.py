@@ -34,7 +34,8 @@ writes every figure of every round as JSON, with the command and the machine.
 With --tune CASES, each of those cases is also tuned --rounds times with default options on a
 fresh store under /usr/bin/time -v: the wall time, and the peak RSS against the workload's
 footprint, with the tune's own account (candidates measured, left out by its time limit, the
-winner) in --output's "tunes" (--cases none: the tunes only).
+winner) in --output's "tunes" (--cases none: the tunes only, or with --batched, the batched
+product alone).
 
 With --isa avx2, every library runs its AVX2 kernels, as on a processor without AVX-512:
 EINSUMDB_ISA=avx2 (einsumdb's own kernels and BLIS's), LIBXSMM_TARGET=hsw and
@@ -282,7 +283,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("einsumdb")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--cases", default="1-48", help="cases to measure; none: only --tune")
+    ap.add_argument("--cases", default="1-48", help="cases to measure; none: only --tune or --batched")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--tune", default="", help="cases to tune with default options")
     ap.add_argument("--rounds", type=int, default=3, help="the whole measurement this many times")
@@ -313,7 +314,9 @@ def main():
     exe = a.einsumdb
     t = a.threads
 
-    if a.cases == "none":  # the tunes only
+    if a.cases == "none" and not a.tune and not a.batched:
+        sys.exit("--cases none measures only what --tune or --batched names; neither was given")
+    if a.cases == "none" and not a.batched:  # the tunes only
         tunes = tune_table(a, exe, spread)
         if a.output:
             write_output(a.output, {
@@ -321,7 +324,7 @@ def main():
                 "rounds": a.rounds, "dtype": a.dtype, "machine": machine(),
                 "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "tunes": tunes})
         return
-    chosen = cases(selection(a.cases), a.dtype)
+    chosen = [] if a.cases == "none" else cases(selection(a.cases), a.dtype)
     if a.batched:
         nb, m, n, k = map(int, a.batched.split(","))
         chosen.append(contraction("bmm", "bik,bkj->bij", {"b": nb, "i": m, "k": k, "j": n}))

@@ -5,12 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <type_traits>
 
 #include "einsumdb/executor/isa.hpp"
+#include "einsumdb/executor/tensor.hpp"
 
 namespace einsumdb::tensor_gemm {
 
@@ -76,17 +75,23 @@ bool scattered_stores_read_lines() {
     const std::size_t bytes =
         std::clamp<std::size_t>(2 * l3, std::size_t{64} << 20, std::size_t{256} << 20) /
         kProbeStride * kProbeStride;
-    void* mem = std::aligned_alloc(64, bytes);
-    if (!mem) return true;
-    char* buffer = static_cast<char*>(mem);
-    std::memset(buffer, 0, bytes);  // every page mapped before the timing
+    // A tensor's block: on huge pages, populated in one call before the timing (tensor.hpp).
+    // Populated a page at a time by its first writes, the buffer's faults took longer than the
+    // probe's passes on a virtual machine, in every process whose first large output asks.
+    Tensor block;
+    try {
+      block = Tensor(Dtype::f64, {static_cast<std::int64_t>(bytes / sizeof(double))},
+                     Tensor::Uninitialized{});
+    } catch (const Error&) {
+      return true;  // no memory to measure with: stream, as where stores read first
+    }
+    char* buffer = static_cast<char*>(block.raw());
     asm volatile("" : : "r"(buffer) : "memory");
     double ordinary = 1e300, streamed = 1e300;
     for (int round = 0; round < 3; ++round) {  // the fastest of three, alternating
       ordinary = std::min(ordinary, time_scattered_lines(buffer, bytes, false));
       streamed = std::min(streamed, time_scattered_lines(buffer, bytes, true));
     }
-    std::free(mem);
     return ordinary > kReadFirstMargin * streamed;
   }();
   return reads;
