@@ -2,6 +2,7 @@
 temporary directory, started with pg_ctl on 127.0.0.1 (password authentication) and stopped at
 the end. Every command works against it; concurrent writers, a writer killed mid-run, a server
 stopped mid-run and bad connections behave as the store promises; sync moves facts both ways."""
+import collections
 import glob
 import json
 import os
@@ -387,6 +388,19 @@ def test_a_server_without_the_cube_extension_is_a_clear_error(server, tmp_path):
     assert server.sql("noext", "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'") == "0"
 
 
+def measured(db):
+    """The measurements that succeeded, by workload hash, as `export` writes them: (machine,
+    strategy, parameters, median) in order."""
+    out = collections.defaultdict(list)
+    for line in cli("export", db=db).stdout.splitlines():
+        r = json.loads(line)
+        if r["status"] == "ok":
+            out[r["workload"]["hash"]].append((r["machine"]["fingerprint"], r["transform"]["name"],
+                                               json.dumps(r["transform"]["params"], sort_keys=True),
+                                               r["median_s"]))
+    return {h: sorted(rows) for h, rows in out.items()}
+
+
 def top_answers(db, hashes):
     out = {}
     for h in hashes:
@@ -426,8 +440,12 @@ def test_sync_file_to_server_to_file(server, tmp_path):
     assert back["inserted"] == total
     hashes = [w["hash"] for w in json.loads(cli("list", "--json", db=source).stdout)]
     assert len(hashes) == 41
-    assert top_answers(source, hashes) == top_answers(fresh, hashes)
-    assert top_answers(db, hashes) == top_answers(source, hashes)
+    # Every measurement, in one export of each store; what `show` answers, on a few workloads.
+    everything = measured(source)
+    assert set(everything) == set(hashes)
+    assert measured(fresh) == everything and measured(db) == everything
+    assert top_answers(source, hashes[:5]) == top_answers(fresh, hashes[:5])
+    assert top_answers(db, hashes[:5]) == top_answers(source, hashes[:5])
     # A selection: only one strategy's measurements move.
     selected = sync(source, str(tmp_path / "selected.sqlite"), "--strategy", "loop_nest")
     loop_nest = sum(1 for line in cli("export", "--strategy", "loop_nest", db=source).stdout
