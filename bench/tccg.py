@@ -283,7 +283,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("einsumdb")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--cases", default="1-48", help="cases to measure; none: only --tune or --batched")
+    ap.add_argument("--cases", default="1-48",
+                    help="cases to measure; none: only --tune or --batched")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--tune", default="", help="cases to tune with default options")
     ap.add_argument("--rounds", type=int, default=3, help="the whole measurement this many times")
