@@ -50,7 +50,7 @@ holds two numbers, and the case's tensors stay within about the bytes of the f64
 (the table names it): what a tuned store would pick among them. A strategy may carry parameters
 after colons, as the tuner's candidates do (ttgt:gemm3m=true: complex GEMMs by the 3M method).
 --batched B,M,N,K adds a batched matrix product bik,bkj->bij as case "bmm" (its plain GEMM: the
-B·M × K by K × N product).
+B·M × K by K × N product); with --cases none, it is measured alone.
 
 Everything is measured --rounds times (3 by default) and given as min / median / max over the
 rounds; the summary is taken on the medians.

@@ -41,7 +41,8 @@ const std::vector<std::string> kMpiEnv = {
     // Shared memory only: no network interfaces needed, none probed.
     "OMPI_MCA_btl=self,vader", "OMPI_MCA_btl_vader_single_copy_mechanism=none",
     // A job that ends with a non-zero exit ends at once: mpirun otherwise waits a second between
-    // the SIGTERM and the SIGKILL of ranks that have all left already (1-2 s a refused job).
+    // the SIGTERM and the SIGKILL of the ranks it ends, even where all have left already, as
+    // after a refusal.
     "OMPI_MCA_odls_base_sigkill_timeout=0",
     // OpenMPI's own allocations are not the project's leaks.
     "ASAN_OPTIONS=detect_leaks=0"};
