@@ -918,6 +918,36 @@ TEST(Streamed, FloatPiecesAreWholeWhereTheSummedElementsLieApart) {
   EXPECT_EQ(rows("dcea", {3 * 5 * 72, 5 * 72, 72, 1}), (std::set<std::int64_t>{24, 48}));
 }
 
+// Where one piece takes all of ux's values and they leave its last vector part full, a piece takes
+// the fewest values of the next index in X that fill whole vectors: TCCG case 4's layout (deca,
+// a = 72 floats, four and a half vectors) two values of c at a time where c's length is even, one
+// where it is odd. Computed through libxsmm's kernel (ours leaves such pieces to it) in floats and
+// doubles (a = 24 and 12, a line and a half, then e's values two at a time, in tiles cut where e's
+// value changes), on two threads, streamed or not, and agreeing with the reference.
+TEST(Streamed, PiecesTakeValuesOfTheNextIndexWhereOneLeavesAVectorPartFull) {
+  for (const std::int64_t c : {4, 3}) {
+    const Lengths len{{'a', 72}, {'b', 6}, {'c', c}, {'d', 17}, {'e', 5}};
+    const auto s = streamed_lines<float>("deca", {5 * c * 72, c * 72, 72, 1}, "be", {5, 1}, "abcd",
+                                         {6 * c * 17, c * 17, 17, 1}, len);
+    ASSERT_TRUE(s.has_value());
+    for (const Piece& p : s->pieces) EXPECT_EQ(p.rows, c % 2 == 0 ? 144 : 72) << "c = " << c;
+  }
+  const Lengths floats{{'a', 24}, {'b', 6}, {'c', 19}, {'d', 5}, {'e', 4}};
+  const auto s =
+      streamed_lines<float>("dcea", row_major("dcea", floats), "bd", row_major("bd", floats),
+                            "eabc", row_major("eabc", floats), floats);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->pieces.front().rows, 48);
+  EXPECT_EQ(s->span, 24);
+  for (const bool own : {true, false}) {
+    streamed_lines_compute<float>("dcea", "eabc", floats, own, false);
+    if (HasFatalFailure()) return;
+    streamed_lines_compute<double>("dcea", "eabc",
+                                   {{'a', 12}, {'b', 6}, {'c', 19}, {'d', 5}, {'e', 4}}, own);
+    if (HasFatalFailure()) return;
+  }
+}
+
 // In place, in floats (a line of 16): where ux's values leave a line part full, the rows' indices
 // that run on from ux in both X and the output make one run with it, cut into pieces of whole
 // lines (TCCG case 9's shape, ea,ebcd->abcd with d = 24, c = 4, b = 3: 288 rows in four pieces of
@@ -1446,6 +1476,10 @@ TEST(Strategies, TensorGemmStreamsAComplexOperandWithItsPartsAsRows) {
            "lines"},
           {"deca,be->abcd",  // one piece of 36 complex floats, four and a half vectors of parts
            {{'a', 36}, {'b', 5}, {'c', 3}, {'d', 19}, {'e', 6}},
+           Dtype::c64,
+           "lines"},
+          {"deca,be->abcd",  // pieces of two values of c: 72 complex floats, nine vectors
+           {{'a', 36}, {'b', 5}, {'c', 4}, {'d', 19}, {'e', 6}},
            Dtype::c64,
            "lines"},
           {"zdca,zbd->zabc",

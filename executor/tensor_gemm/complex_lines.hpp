@@ -192,21 +192,26 @@ void write_complex_lines_out(const R* buf, std::int64_t tile, std::int64_t P, co
 #if EINSUMDB_AVX2
   using V = Lanes<R>;
   constexpr std::int64_t L = V::width / 2;  // complex numbers in a line
-  if (p.lines == L) {
-    // Blocks of L rows, within one value of vx, by a line's L tiles: L whole lines of the output.
-    for (; i0 + L <= p.rows && i0 % s.span + L <= s.span; i0 += L) {
-      R* const zi = z + 2 * (p.c + row(i0));
-      for (std::int64_t j = 0; j < N; ++j) {
-        decltype(V::loadu(buf)) r[L];
-        for (std::int64_t u = 0; u < L; ++u) {
-          const R* t = buf + u * tile + 2 * i0 + 2 * j * ld;
-          r[u] = combine(V::loadu(t), V::loadu(t + ld));
-        }
-        transpose_pairs(r);
-        for (std::int64_t i = 0; i < L; ++i)
-          put(zi + 2 * (i * s.c_rs + cn[j]), r[i], V::first(V::width), false, stream);
+  // Blocks of up to L rows, within one value of vx, by a line's L tiles: L lines of the output.
+  // Where a piece's rows or its values of uz leave a block or a line part full (TCCG case 4 in
+  // c64, deca,be->abcd: a's 36 values, four past the last whole block), the block goes the same
+  // way under masks.
+  const auto part = V::first(2 * p.lines);  // the parts of the piece's values of uz in a line
+  while (i0 < p.rows) {
+    const std::int64_t h = std::min({L, p.rows - i0, s.span - i0 % s.span});
+    const auto rows = V::first(2 * h);
+    R* const zi = z + 2 * (p.c + row(i0));
+    for (std::int64_t j = 0; j < N; ++j) {
+      decltype(V::loadu(buf)) r[L];
+      for (std::int64_t u = 0; u < L; ++u) {
+        const R* t = buf + u * tile + 2 * i0 + 2 * j * ld;
+        r[u] = u < p.lines ? combine(V::load(rows, t), V::load(rows, t + ld)) : V::zero();
       }
+      transpose_pairs(r);
+      for (std::int64_t i = 0; i < h; ++i)
+        put(zi + 2 * (i * s.c_rs + cn[j]), r[i], part, false, stream);
     }
+    i0 += h;
   }
 #endif
   (void)stream;

@@ -19,6 +19,7 @@
 #include <complex>
 #include <cstdint>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <string>
@@ -458,6 +459,14 @@ std::optional<StreamedLines> streamed_lines(
         vx = *next, per = r;
         break;
       }
+  // Where ux's values in one piece leave its last vector part full, a piece takes the fewest of
+  // vx's values that fill whole vectors, up to ten: each kernel call's rows are then whole
+  // vectors, no masked one. TCCG case 4, deca,be->abcd: a's 72 floats (or 36 complex floats),
+  // four and a half vectors, go two values of c at a time, nine vectors.
+  if (!s.in_place && s.longest == nx && nx % lanes != 0 && next != others.end()) {
+    const std::int64_t r = lanes / std::gcd(nx, lanes);
+    if (r * nx <= std::min(10 * lanes, sa) && len.at(*next) % r == 0) vx = *next, per = r;
+  }
   const auto stride_in = [](char c, const std::string& layout,
                             const std::vector<std::int64_t>& st) { return st[layout.find(c)]; };
   s.x_us = stride_in(uz, Xl, Xs);
@@ -507,20 +516,23 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
 #if EINSUMDB_AVX2
   using V = Lanes<T>;
   constexpr std::int64_t L = V::width;  // a line's elements: 8 doubles, 16 floats
-  if (p.lines == L) {
+  if (p.lines <= L) {
     // Blocks of L rows by a line's L tiles, each transposed in registers into L whole lines of the
     // output. Rows outside, columns inside: the lines of consecutive blocks lie side by side in the
     // output where its columns do (TCCG case 7, ecbfa,fd->abcde: a block's rows 9 MB apart there,
-    // its columns 384 bytes apart).
-    for (std::int64_t i0 = 0; i0 < p.rows; i0 += L) {
-      T* const zi = z + p.c + row(i0);  // (span a multiple of L where over L)
-      const std::int64_t h = std::min(L, p.rows - i0);
+    // its columns 384 bytes apart). A piece of fewer tiles (the last of uz's values, where they
+    // leave a line part full) goes the same way into the first p.lines elements of each line: in
+    // TCCG case 4 in floats (deca,be->abcd), d's 72 values leave 8, a fifth of the output.
+    const auto part = V::first(p.lines);
+    for (std::int64_t i0 = 0, h = 0; i0 < p.rows; i0 += h) {
+      h = std::min({L, p.rows - i0, s.span - i0 % s.span});  // within one value of vx
+      T* const zi = z + p.c + row(i0);
       const auto mask = V::first(h);
       for (std::int64_t j = 0; j < N; ++j) {
         T* const d = zi + cn[j];
 #if EINSUMDB_AVX512
         if constexpr (std::is_same_v<T, double>) {
-          if (h == 8) {
+          if (h == 8 && p.lines == L) {
             if (stream && s.c_rs % 8 == 0 && reinterpret_cast<std::uintptr_t>(d) % 64 == 0) {
               __m512d r[8];  // whole lines, each streamed in one store
               load_transposed8(buf + i0 + j * P, tile, r);
@@ -533,13 +545,14 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
         }
 #endif
         decltype(V::loadu(buf)) r[L];
-        if (h == L) {
+        if (h == L && p.lines == L) {
           load_transposed(buf + i0 + j * P, tile, r);
         } else {
-          for (std::int64_t u = 0; u < L; ++u) r[u] = V::load(mask, buf + u * tile + i0 + j * P);
+          for (std::int64_t u = 0; u < L; ++u)
+            r[u] = u < p.lines ? V::load(mask, buf + u * tile + i0 + j * P) : V::zero();
           transpose_block(r);
         }
-        for (std::int64_t i = 0; i < h; ++i) put(d + i * s.c_rs, r[i], V::first(L), false, stream);
+        for (std::int64_t i = 0; i < h; ++i) put(d + i * s.c_rs, r[i], part, false, stream);
       }
     }
     return;
@@ -568,6 +581,8 @@ template <typename T>
 bool own_lines(const StreamedLines& s) {
   const std::int64_t K = s.wk.size();
   if (!std::is_same_v<T, float> || s.in_place || s.kc != K || !streams()) return false;
+  if (s.span % (64 / static_cast<std::int64_t>(sizeof(T))) != 0 && s.span != s.longest)
+    return false;  // pieces over values of vx, each a part-full vector: libxsmm's kernel
   // A tile reads a line at each of its summed elements for each of its values of uz, and fetches
   // the next tile's panel a line a step. It runs at its best where one of the two runs within a
   // page, which the hardware's prefetchers follow too (TCCG case 2, dca,bd->abc: c's values 1,248
