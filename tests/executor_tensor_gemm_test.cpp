@@ -921,9 +921,9 @@ TEST(Streamed, FloatPiecesAreWholeWhereTheSummedElementsLieApart) {
 // Where one piece takes all of ux's values and they leave its last vector part full, a piece takes
 // the fewest values of the next index in X that fill whole vectors: TCCG case 4's layout (deca,
 // a = 72 floats, four and a half vectors) two values of c at a time where c's length is even, one
-// where it is odd. Computed through libxsmm's kernel (ours leaves such pieces to it) in floats and
-// doubles (a = 24 and 12, a line and a half, then e's values two at a time, in tiles cut where e's
-// value changes), on two threads, streamed or not, and agreeing with the reference.
+// where it is odd. Computed through either kernel (ours in floats) in floats and doubles (a = 24
+// and 12, a line and a half, then e's values two at a time, in tiles cut where e's value changes),
+// on two threads, streamed or not, and agreeing with the reference.
 TEST(Streamed, PiecesTakeValuesOfTheNextIndexWhereOneLeavesAVectorPartFull) {
   for (const std::int64_t c : {4, 3}) {
     const Lengths len{{'a', 72}, {'b', 6}, {'c', c}, {'d', 17}, {'e', 5}};
@@ -940,7 +940,7 @@ TEST(Streamed, PiecesTakeValuesOfTheNextIndexWhereOneLeavesAVectorPartFull) {
   EXPECT_EQ(s->pieces.front().rows, 48);
   EXPECT_EQ(s->span, 24);
   for (const bool own : {true, false}) {
-    streamed_lines_compute<float>("dcea", "eabc", floats, own, false);
+    streamed_lines_compute<float>("dcea", "eabc", floats, own);
     if (HasFatalFailure()) return;
     streamed_lines_compute<double>("dcea", "eabc",
                                    {{'a', 12}, {'b', 6}, {'c', 19}, {'d', 5}, {'e', 4}}, own);

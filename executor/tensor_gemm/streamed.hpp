@@ -581,8 +581,6 @@ template <typename T>
 bool own_lines(const StreamedLines& s) {
   const std::int64_t K = s.wk.size();
   if (!std::is_same_v<T, float> || s.in_place || s.kc != K || !streams()) return false;
-  if (s.span % (64 / static_cast<std::int64_t>(sizeof(T))) != 0 && s.span != s.longest)
-    return false;  // pieces over values of vx, each a part-full vector: libxsmm's kernel
   // A tile reads a line at each of its summed elements for each of its values of uz, and fetches
   // the next tile's panel a line a step. It runs at its best where one of the two runs within a
   // page, which the hardware's prefetchers follow too (TCCG case 2, dca,bd->abc: c's values 1,248
