@@ -9,12 +9,13 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 seconds="${1:-60}"
 [ "$seconds" -gt 0 ] || exit 0
-# The targets live in the sanitized tree (scripts/lib.sh), beside the tests, which scripts/test.sh
-# has built before it calls this; built alone, the targets build the libraries they need.
+# The targets live in the sanitized tree (scripts/lib.sh), beside the tests, which
+# scripts/sanitize.sh has built before it calls this; built alone, the targets build the
+# libraries they need.
 configure_sanitized
 cmake --build build-asan -j "$(nproc)" --target spec_fuzz executor_fuzz
 # The leak check at exit skips the dynamic TLS of libraries loaded at run time (BLIS), as in
-# scripts/test.sh, where the reason is given.
+# scripts/sanitize.sh, where the reason is given.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-intercept_tls_get_addr=0}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

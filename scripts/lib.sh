@@ -20,6 +20,10 @@ EINSUMDB_PACKAGES=(
   qemu-user binutils
 )
 
+# Prints the end of a phase of a script with the time since the script started (bash's SECONDS),
+# so that a slow phase shows where it is.
+phase() { printf 'einsumdb: %s (%dm%02ds)\n' "$1" $((SECONDS / 60)) $((SECONDS % 60)); }
+
 # Installs the packages that are missing (apt-get, as root or through sudo).
 install_deps() {
   local missing=()

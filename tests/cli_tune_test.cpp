@@ -428,8 +428,9 @@ TEST_F(CliTune, RunFallsBackToADefaultWithANotice) {
   EXPECT_TRUE(ran["verified"].get<bool>());
 
   // --min-time: past --repeat's count until the runs add up to it; "repeat" says how many ran.
+  // A run takes microseconds, so two runs reach 0.2 s only if the process is stalled that long.
   r = run({"run", "ij,jk->ik", "--shape", "A=20x30", "B=30x10", "--repeat", "2", "--min-time",
-           "0.05", "--json"});
+           "0.2", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   const json timed = json::parse(r.out);
   EXPECT_GT(timed["repeat"].get<int>(), 2);
