@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 seconds="${1:-60}"
 [ "$seconds" -gt 0 ] || exit 0
+install_deps --sanitizers
 # The targets live in the sanitized tree (scripts/lib.sh), beside the tests, which
 # scripts/sanitize.sh has built before it calls this; built alone, the targets build the
 # libraries they need.

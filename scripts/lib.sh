@@ -5,9 +5,9 @@
 # packages below equip (numpy, pybind11, pytest). EINSUMDB_PYTHON names another that has them.
 PYTHON=${EINSUMDB_PYTHON:-/usr/bin/python3}
 
-# The Debian packages einsumdb needs to build, test, fuzz and benchmark.
+# The Debian packages einsumdb needs to build, test and benchmark.
 EINSUMDB_PACKAGES=(
-  cmake ninja-build g++ clang libclang-rt-14-dev pkg-config python3
+  cmake ninja-build g++ pkg-config python3
   libnauty2-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev sqlite3 libopenblas-dev
   python3-numpy libxtensor-dev libxsmm-dev libblis-serial-dev
@@ -19,15 +19,20 @@ EINSUMDB_PACKAGES=(
   iproute2 util-linux
   qemu-user binutils
 )
+# And for the sanitized tree and the fuzzers (scripts/sanitize.sh, scripts/fuzz.sh): clang and its
+# sanitizer and libFuzzer runtimes.
+EINSUMDB_SANITIZER_PACKAGES=(clang libclang-rt-14-dev)
 
 # Prints the end of a phase of a script with the time since the script started (bash's SECONDS),
 # so that a slow phase shows where it is.
 phase() { printf 'einsumdb: %s (%dm%02ds)\n' "$1" $((SECONDS / 60)) $((SECONDS % 60)); }
 
-# Installs the packages that are missing (apt-get, as root or through sudo).
+# Installs the packages that are missing (apt-get, as root or through sudo): EINSUMDB_PACKAGES,
+# and EINSUMDB_SANITIZER_PACKAGES too with --sanitizers.
 install_deps() {
-  local missing=()
-  for p in "${EINSUMDB_PACKAGES[@]}"; do
+  local missing=() wanted=("${EINSUMDB_PACKAGES[@]}")
+  [ "${1:-}" = --sanitizers ] && wanted+=("${EINSUMDB_SANITIZER_PACKAGES[@]}")
+  for p in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0

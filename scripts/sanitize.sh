@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 export OPENBLAS_NUM_THREADS=1
 
-install_deps
+install_deps --sanitizers
 phase "dependencies installed"
 configure_sanitized
 cmake --build build-asan -j "$(nproc)"
