@@ -16,11 +16,10 @@ configure_sanitized
 cmake --build build-asan -j "$(nproc)"
 phase "sanitizer build"
 # intercept_tls_get_addr=0: the leak check does not follow the dynamic TLS of libraries loaded
-# at run time (BLIS). With it, clang 14's LeakSanitizer read a garbage range there at exit now
-# and then after two-thread runs ("Tracer caught signal 11", "DTLS 10 at
-# 0x202-0x3000001304"), failing a test that had passed (Strategies.TensorGemmTiles..., under
-# ctest -j2: failed within 4 and within 6 repeats; without the interception, 8 passed). The
-# static TLS of the libraries linked at start (nauty's workspaces) is still scanned.
+# at run time (BLIS, dlopen'ed by tensor_gemm). Following it, clang 14's LeakSanitizer can read a
+# stale range there at exit after a run on two threads ("Tracer caught signal 11") and fail a
+# test that passed. The static TLS of the libraries linked at start (nauty's workspaces) is
+# still scanned.
 ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$(nproc)" --timeout 900
 phase "sanitizer tests"
