@@ -19,6 +19,7 @@ struct RowOptions {
   std::optional<bool> stream_even;  // without it, measured (streams_even_tiles_by_default)
   bool fetch_ahead = true;
   bool stream_rows = true;
+  bool stream_line_tiles = true;
   std::optional<bool> own_kernel;  // without it, own_kernel_by_default
 };
 }  // namespace einsumdb::tensor_gemm

@@ -97,6 +97,13 @@ bool scattered_stores_read_lines() {
   return reads;
 }
 
+bool line_tiles_may_write(Dtype dtype, std::int64_t summed, double output_bytes) {
+  const auto bytes = static_cast<std::int64_t>(std::min(output_bytes, 1e18));
+  if (dtype == Dtype::f32 || dtype == Dtype::c64)
+    return line_tiles_write_out(MicroKernel<float>::get(), summed, bytes);
+  return line_tiles_write_out(MicroKernel<double>::get(), summed, bytes);
+}
+
 bool streams_even_tiles_by_default() {
   return writes_stream() && scattered_stores_read_lines();
 }

@@ -36,6 +36,7 @@ struct Contraction {
   bool stream = false;          // tiles written through the buffer bypass the cache (copy_run)
   bool stream_all = false;      // and so do even tiles, through the buffer too (kStreamAllDepth)
   bool line_tiles = false;      // our kernel writes tiles from its registers (line_tiles_write_out)
+  bool stream_lines = true;     // and streams them around the cache, or stores them in it
   bool fetch_ahead = true;      // the next block's lines fetched during this one's (NextBlock)
   bool own_tiles = false;       // whole tiles by our own micro-kernel (line_tile), not BLIS's
   std::int64_t around_ldc = 0;  // tiles' runs of columns this far apart written around the cache
@@ -226,6 +227,9 @@ template <typename T>
 bool line_tiles_write_out(const MicroKernel<T>& k, std::int64_t summed, std::int64_t output_bytes) {
   return streams() && line_tile_fits(k) && one_pass(k, summed) && output_bytes > kCachedBytes;
 }
+// line_tiles_write_out for an output of `output_bytes` in `dtype` (real, or complex in real form,
+// `summed` counting both parts), where the tuner measures both ways of storing those tiles.
+bool line_tiles_may_write(Dtype dtype, std::int64_t summed, double output_bytes);
 // Sets p.kc and p.mc from p.K.
 template <typename T>
 void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std::int64_t group);

@@ -28,9 +28,10 @@ namespace einsumdb::tensor_gemm {
 // Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
 namespace {
 
-// How line_tile writes its tile: streamed past the cache (whole aligned lines, no read), or
-// in place, set or added to what is there.
-enum class LineWrite { stream, set, add };
+// How line_tile writes its tile: streamed past the cache (whole aligned lines, no read), stored
+// (whole lines, through the cache), or in place, set or added to what is there, its lines fetched
+// during the sum.
+enum class LineWrite { stream, store, set, add };
 
 // Where one register's W rows of a column go, from the column's offset: lanes [0, split) from
 // `at`, lanes [split, W) from `rest` (lane k at rest + k), the rows in two runs where a panel
@@ -44,12 +45,12 @@ struct LineRows {
 
 // The tile of the packed panels `a` (2W rows per summed element) and `b` (NR columns per summed
 // element) summed over `depth` elements, its columns j < `columns` written: rows [0, W) as `top`
-// says and rows [W, 2W) as `bottom` says (LineRows), each moved by column(j). Streamed, each is a
-// whole line (64-byte aligned, not split; the caller checks). In place, the tile's first and last
-// element of each run of rows are fetched during the sum: into L2 spread over its first part, into
-// L1 over its last kTail elements. Fetched at the start, as BLIS's kernel does, they would be
-// evicted again by the panels it reads (an A panel of 32 floats by KC = 384 is 48 KB, all of L1),
-// and a tile in memory would be read at the end, with the FMA units idle.
+// says and rows [W, 2W) as `bottom` says (LineRows), each moved by column(j). Streamed or stored,
+// each is a whole line (64-byte aligned, not split; the caller checks). In place, the tile's first
+// and last element of each run of rows are fetched during the sum: into L2 spread over its first
+// part, into L1 over its last kTail elements. Fetched at the start, as BLIS's kernel does, they
+// would be evicted again by the panels it reads (an A panel of 32 floats by KC = 384 is 48 KB, all
+// of L1), and a tile in memory would be read at the end, with the FMA units idle.
 template <typename T, LineWrite write, typename Column>
 inline void line_tile(std::int64_t depth, const T* a, const T* b, LineRows<T> top,
                       LineRows<T> bottom, Column column, std::int64_t columns) {
@@ -69,7 +70,7 @@ inline void line_tile(std::int64_t depth, const T* a, const T* b, LineRows<T> to
     b += NR;
   };
   std::int64_t p = 0;
-  if constexpr (write != LineWrite::stream) {
+  if constexpr (write == LineWrite::set || write == LineWrite::add) {
     // Each run's first and last element, per column: the lines the stores touch.
     const T* fetch[8 * NR];
     int fetches = 0;
@@ -105,6 +106,8 @@ inline void line_tile(std::int64_t depth, const T* a, const T* b, LineRows<T> to
   const auto put = [](const LineRows<T>& rows, std::int64_t o, typename L::V v) {
     if constexpr (write == LineWrite::stream) {
       L::stream(rows.at + o, v);
+    } else if constexpr (write == LineWrite::store) {
+      L::storeu(rows.at + o, v);
     } else if (rows.split == W) {
       L::storeu(rows.at + o, write == LineWrite::add ? L::add(v, L::loadu(rows.at + o)) : v);
     } else {

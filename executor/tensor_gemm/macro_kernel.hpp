@@ -326,9 +326,10 @@ class Gemm {
   // The tile of the MR rows of the micro-panel at `ap`, in one run or in two runs of a cache line
   // (row_runs: 32 floats over an output index of 16, TCCG cases 31-36 and 43-48), its columns
   // wherever they lie, computed by our own micro-kernel (line_tile) and written straight into the
-  // output around the cache, a line at a time: write_around's libxsmm kernels store only tiles
-  // whose rows are one run, and through the buffer (copy_run) the stores of a tile come in a
-  // burst with no FMA work between them, waiting on memory (the tiles whose 14 columns straddle
+  // output a line at a time, around the cache or through it (Contraction::stream_lines):
+  // write_around's libxsmm kernels store only tiles whose rows are one run, and through the
+  // buffer (copy_run) the stores of a tile come in a burst with no FMA work between them,
+  // waiting on memory (the tiles whose 14 columns straddle
   // two values of e = 16 in case 35, dfgb,geac->abcdef, in doubles). False, having computed
   // nothing, where the kernel does not fit BLIS's tile or a line starts off a cache line.
   bool write_lines_around([[maybe_unused]] std::int64_t nrb, [[maybe_unused]] std::int64_t kcb,
@@ -339,9 +340,12 @@ class Gemm {
     if (!line_tiles_ || kcb != p_.K || (cm[kLine] - cm[0]) % kLine != 0) return false;
     for (std::int64_t j = 0; j < nrb; ++j)
       if (reinterpret_cast<std::uintptr_t>(c + cm[0] + cn[j]) % 64 != 0) return false;
-    line_tile<T, LineWrite::stream>(
-        kcb, ap, bp, {c + cm[0], c + cm[0], kLine}, {c + cm[kLine], c + cm[kLine], kLine},
-        [cn](int j) { return cn[j]; }, nrb);
+    const LineRows<T> top{c + cm[0], c + cm[0], kLine}, bottom{c + cm[kLine], c + cm[kLine], kLine};
+    const auto column = [cn](int j) { return cn[j]; };
+    if (p_.stream_lines)
+      line_tile<T, LineWrite::stream>(kcb, ap, bp, top, bottom, column, nrb);
+    else
+      line_tile<T, LineWrite::store>(kcb, ap, bp, top, bottom, column, nrb);
     return true;
 #else
     return false;

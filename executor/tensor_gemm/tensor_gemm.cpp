@@ -46,7 +46,12 @@
 // whole tiles of BLIS's Haswell shape go out from our own kernel's registers, stream_tile.hpp),
 // "fetch_ahead"
 // (true or false, NextBlock), "stream_rows" (true or false: whether an operand streams, in rows
-// or in lines, where it can; true by default, and the tuner measures both) and "kernel" ("own" or
+// or in lines, where it can; true by default, and the tuner measures both), "stream_line_tiles"
+// (true or false: whether the tiles our own kernel writes from its registers over a large output
+// summed in one pass, Gemm::write_lines_around, go out in streaming stores or in ordinary ones;
+// true by default, and the tuner measures both: where the processor holds up the FMA work behind
+// streaming stores, the ordinary ones, their lines read first, can go faster though they move
+// twice the bytes) and "kernel" ("own" or
 // "blis": whose micro-kernel computes whole tiles, ours (line_kernel.hpp, AVX-512, where BLIS's
 // tile is one it computes) or BLIS's; by default ours in floats over a large output read back in
 // several summed passes (own_kernel_by_default), otherwise BLIS's, and in floats the tuner
@@ -204,6 +209,10 @@ std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Leng
   for (char c : e.output) bytes *= static_cast<double>(len.at(c));
   if (tensor_gemm::even_tiles_may_stream(summed, bytes))
     space.push_back({{"stream_even", !tensor_gemm::streams_even_tiles_by_default()}});
+  bool line_tiles = false;
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    line_tiles |= tensor_gemm::line_tiles_may_write(result_dtype(e, r), summed, bytes);
+  if (line_tiles) space.push_back({{"stream_line_tiles", false}});
   // (Judged on contiguous operands; a complex row on its real form.)
   bool streams = false;
   for (std::size_t r = 0; r < e.batch.size(); ++r)
@@ -229,8 +238,9 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum& e = bound.einsum();
   if (const auto why = tensor_gemm_rejects(e))
     throw SpecError("tensor_gemm does not apply: " + *why);
-  check_param_keys(params, "tensor_gemm",
-                   {"threads", "stream_even", "fetch_ahead", "stream_rows", "kernel"});
+  check_param_keys(
+      params, "tensor_gemm",
+      {"threads", "stream_even", "fetch_ahead", "stream_rows", "stream_line_tiles", "kernel"});
   tensor_gemm::RowOptions options;
   options.threads = read_threads(params, "tensor_gemm");
   const auto flag = [&](const char* name, bool otherwise) {
@@ -240,6 +250,7 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   if (params.contains("stream_even")) options.stream_even = flag("stream_even", false);
   options.fetch_ahead = flag("fetch_ahead", options.fetch_ahead);
   options.stream_rows = flag("stream_rows", options.stream_rows);
+  options.stream_line_tiles = flag("stream_line_tiles", options.stream_line_tiles);
   if (params.contains("kernel")) {
     const auto& k = params["kernel"];
     if (!k.is_string() || (k != "own" && k != "blis"))
