@@ -2051,8 +2051,7 @@ TEST(Strategies, TensorGemmSpaceOffersBothWritesOfEvenTilesWhereTheyDiffer) {
 // (TCCG's ccsd_t shape, scaled to 18.9 MB in f64 and 12.6 MB in f32), the tuner's space has them
 // stored in ordinary stores beside the default's streaming ones, in real and complex types alike
 // (a complex row in real form, its parts summed); not where the output fits in the cache. Each way
-// agrees with the reference, on one and two threads, with the tiles' rows in one run of a line
-// (a = 12) and in two (f32's tile of 32 rows over f = 16).
+// agrees with the reference on one and two threads, in f64, f32 and c64.
 TEST(Strategies, TensorGemmSpaceOffersOrdinaryStoresForOurKernelsTiles) {
   const Strategy* s = find_strategy("tensor_gemm");
   ASSERT_NE(s, nullptr);

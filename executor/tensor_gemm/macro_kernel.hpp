@@ -329,9 +329,9 @@ class Gemm {
   // output a line at a time, around the cache or through it (Contraction::stream_lines):
   // write_around's libxsmm kernels store only tiles whose rows are one run, and through the
   // buffer (copy_run) the stores of a tile come in a burst with no FMA work between them,
-  // waiting on memory (the tiles whose 14 columns straddle
-  // two values of e = 16 in case 35, dfgb,geac->abcdef, in doubles). False, having computed
-  // nothing, where the kernel does not fit BLIS's tile or a line starts off a cache line.
+  // waiting on memory (the tiles whose 14 columns straddle two values of e = 16 in case 35,
+  // dfgb,geac->abcdef, in doubles). False, having computed nothing, where the kernel does not fit
+  // BLIS's tile or a line starts off a cache line.
   bool write_lines_around([[maybe_unused]] std::int64_t nrb, [[maybe_unused]] std::int64_t kcb,
                           [[maybe_unused]] const T* ap, [[maybe_unused]] const T* bp,
                           [[maybe_unused]] T* c, [[maybe_unused]] const std::int64_t* cm,
