@@ -106,7 +106,8 @@ def run_lines(result, path, heading):
         f"{spread([x['peak_gflops'] for x in lim], '{:.1f}')} GFLOP/s (OpenBLAS "
         f"{spread([x['openblas_gflops'] for x in lim], '{:.1f}')}, einsumdb "
         f"{spread([x['einsumdb_gflops'] for x in lim], '{:.1f}')}), copy bandwidth "
-        f"{spread([x['copy_gbs'] for x in lim], '{:.1f}')} GB/s.", "",
+        f"{spread([x['copy_gbs'] for x in lim], '{:.1f}')} GB/s (numpy copying 512 MB on "
+        f"{lim[0].get('copy_threads', 1)} thread(s)).", "",
         "Each ratio is min / median / max over the rounds. A case's roofline time is "
         "max(flops / peak, (inputs + output bytes) / bandwidth)."
         + (" A complex multiply-add counts 8 real FLOPs (GFLOP and the peak alike)."

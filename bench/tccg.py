@@ -9,7 +9,9 @@ lengths of a, b, c, ... in order) at full size in double precision, all measured
     strided view that skipped the final permutation) and made contiguous
     (np.ascontiguousarray): einsumdb's result is contiguous, like the second;
   - the limits: the DGEMM peak (the faster of OpenBLAS's cblas_dgemm through numpy and
-    einsumdb's tensor_gemm on a 3000³ product) and the copy bandwidth (numpy copying 512 MB).
+    einsumdb's tensor_gemm on a 3000³ product) and the copy bandwidth (numpy copying 512 MB,
+    split over as many threads as the run's --threads, since one thread alone does not reach
+    what two can move).
     A case's roofline time is max(flops / peak, (inputs + output bytes) / bandwidth): compute-
     bound cases are judged against the peak, memory-bound ones against the bandwidth;
   - the same product as a plain matrix GEMM: the case's M × K and K × N matrices, contiguous and
@@ -72,6 +74,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 THREADS = "1"
 for i, a in enumerate(sys.argv):
@@ -194,6 +197,20 @@ def selection(text):
         lo, _, hi = part.partition("-")
         out.update(range(int(lo), int(hi or lo) + 1))
     return out
+
+
+def copy_bandwidth(threads):
+    """Bytes read and written per second, in GB/s, by numpy copying 512 MB of doubles, each of
+    `threads` threads copying its own contiguous share (np.copyto releases the GIL while it copies),
+    the median of five copies."""
+    big = np.random.rand(64 << 20)
+    dst = np.empty_like(big)
+    ends = [len(big) * i // threads for i in range(threads + 1)]
+    with ThreadPoolExecutor(threads) as pool:
+        def copy():
+            list(pool.map(lambda i: np.copyto(dst[ends[i]:ends[i + 1]], big[ends[i]:ends[i + 1]]),
+                          range(threads)))
+        return 2 * big.nbytes / median_time(copy, 5) / 1e9
 
 
 def median_time(f, repeat):
@@ -348,15 +365,14 @@ def main():
                            f"threads={t}", "--repeat", "3", "--json"])
         blis = fma_flops * n**3 / j["median_s"] / 1e9
         peak = max(openblas, blis)
-        big = np.random.rand(64 << 20)
-        dst = np.empty_like(big)
-        bandwidth = 2 * big.nbytes / median_time(lambda: np.copyto(dst, big), 5) / 1e9
-        del x, y, big, dst
+        bandwidth = copy_bandwidth(t)
+        del x, y
         limits.append({"openblas_gflops": openblas, "einsumdb_gflops": blis, "peak_gflops": peak,
-                       "copy_gbs": bandwidth})
+                       "copy_gbs": bandwidth, "copy_threads": t})
         print(f"round {k + 1} of {a.rounds}, {t} thread(s). {gemm_name} {n}³: OpenBLAS ({kernel}) "
               f"{openblas:.1f} GFLOP/s, einsumdb tensor_gemm {blis:.1f} GFLOP/s; peak taken as "
-              f"{peak:.1f}. Copy bandwidth {bandwidth:.1f} GB/s (bytes read + written).",
+              f"{peak:.1f}. Copy bandwidth {bandwidth:.1f} GB/s (bytes read + written, {t} "
+              "thread(s)).",
               file=sys.stderr, flush=True)
         plain_times = {}
         for c in chosen:
