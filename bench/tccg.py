@@ -210,7 +210,10 @@ def copy_bandwidth(threads):
         def copy():
             list(pool.map(lambda i: np.copyto(dst[ends[i]:ends[i + 1]], big[ends[i]:ends[i + 1]]),
                           range(threads)))
-        return 2 * big.nbytes / median_time(copy, 5) / 1e9
+        seconds = median_time(copy, 5)
+    if not np.array_equal(dst, big):  # the shares must cover the whole array, or the rate lies
+        raise SystemExit("tccg.py: the threads' copy left part of the array uncopied")
+    return 2 * big.nbytes / seconds / 1e9
 
 
 def median_time(f, repeat):
