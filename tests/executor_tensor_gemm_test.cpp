@@ -1617,6 +1617,56 @@ TEST(Strategies, TensorGemmStreamedLinesShortenRunsOverManySummedElementsApart) 
   EXPECT_EQ(longest(312, 312, 0.0f), 80);
 }
 
+// Through libxsmm's kernel, streamed lines whose rows and columns lie 4 KB or more apart in the
+// output, over summed elements that lie apart in the operand (TCCG case 4's shape,
+// deca,be->abcd), take all of the output's unit-stride index in each piece, so that each row and
+// column goes out as one run: d = 21 and 37 (lines and part of one), once with the output larger
+// than the cache, its whole lines streamed, and in complex doubles. Not where the summed elements continue the rows' run
+// (case 3's shape, dbea,ec->abcd), nor where the columns lie near each other (case 7's,
+// ecbfa,fd->abcde), nor where a piece's rows take two values of c, 21 elements apart in the output
+// (a's 72 floats, four and a half vectors), nor where a run is one line. Each agrees with the
+// reference, on one thread and two.
+TEST(Strategies, TensorGemmStreamedLinesTakeWholeRunsWhereTheirLinesLieApart) {
+  using namespace einsumdb::tensor_gemm;
+  const auto whole = [](const std::string& spec, const std::map<char, std::int64_t>& len,
+                        auto element) {
+    const auto arrow = spec.find("->"), comma = spec.find(',');
+    const std::string x = spec.substr(0, comma), y = spec.substr(comma + 1, arrow - comma - 1),
+                      z = spec.substr(arrow + 2);
+    const auto st = [&](const std::string& l) { return kernels::row_major_strides(l, len); };
+    const auto s = streamed_lines<decltype(element)>(x, st(x), y, st(y), z, st(z), len);
+    EXPECT_TRUE(s) << spec;
+    return s && s->whole_runs;
+  };
+  const std::map<char, std::int64_t> apart = {{'a', 72}, {'b', 5}, {'c', 64}, {'d', 21}, {'e', 6}};
+  const std::map<char, std::int64_t> floats = {{'a', 64}, {'b', 5}, {'c', 63}, {'d', 37}, {'e', 6}};
+  EXPECT_TRUE(whole("deca,be->abcd", apart, 0.0));
+  EXPECT_TRUE(whole("deca,be->abcd", floats, 0.0f));
+  EXPECT_FALSE(whole("deca,be->abcd", apart, 0.0f));  // rows over two values of c
+  EXPECT_FALSE(whole("dbea,ec->abcd", apart, 0.0));   // the summed elements continue a's run
+  auto one_line = apart;
+  one_line['d'] = 8;
+  EXPECT_FALSE(whole("deca,be->abcd", one_line, 0.0));
+  auto near = apart;  // columns 13 × 21 doubles apart
+  near['c'] = 13;
+  EXPECT_FALSE(whole("deca,be->abcd", near, 0.0));
+  EXPECT_FALSE(whole("ecbfa,fd->abcde",
+                     {{'a', 72}, {'b', 4}, {'c', 3}, {'d', 5}, {'e', 21}, {'f', 6}}, 0.0));
+  const std::map<char, std::int64_t> large = {{'a', 72}, {'b', 8}, {'c', 64}, {'d', 37}, {'e', 3}};
+  EXPECT_TRUE(whole("deca,be->abcd", large, 0.0));
+  // Complex doubles (complex_lines.hpp): a's 36 values in pieces of 12.
+  const std::map<char, std::int64_t> complex = {{'a', 36}, {'b', 5}, {'c', 16}, {'d', 21}, {'e', 6}};
+  EXPECT_TRUE(whole("deca,be->abcd", complex, std::complex<double>()));
+  const auto lengths = [](const std::map<char, std::int64_t>& len) {
+    return std::map<char, int>(len.begin(), len.end());
+  };
+  expect_paths({{"deca,be->abcd", lengths(apart), Dtype::f64, "lines"},
+                {"deca,be->abcd", lengths(floats), Dtype::f32, "lines"},
+                {"deca,be->abcd", lengths(large), Dtype::f64, "lines"},
+                {"deca,be->abcd", lengths(complex), Dtype::c128, "lines"}},
+               53);
+}
+
 // Where the output is larger than the cache, the streamed kernels write it around the cache, in
 // non-temporal stores of whole lines: streamed rows (TCCG case 1's shape, with a batch index),
 // lines transposed on their way out (cases 6 and 2's; with e = 132 the rows do not all start on a

@@ -196,21 +196,25 @@ void write_complex_lines_out(const R* buf, std::int64_t tile, std::int64_t P, co
   // Where a piece's rows or its values of uz leave a block or a line part full (TCCG case 4 in
   // c64, deca,be->abcd: a's 36 values, four past the last whole block), the block goes the same
   // way under masks.
-  const auto part = V::first(2 * p.lines);  // the parts of the piece's values of uz in a line
+  // A piece of more than a line's values of uz (StreamedLines::whole_runs) goes a line's at a time,
+  // each row and column's lines one after the other.
   while (i0 < p.rows) {
     const std::int64_t h = std::min({L, p.rows - i0, s.span - i0 % s.span});
     const auto rows = V::first(2 * h);
     R* const zi = z + 2 * (p.c + row(i0));
-    for (std::int64_t j = 0; j < N; ++j) {
-      decltype(V::loadu(buf)) r[L];
-      for (std::int64_t u = 0; u < L; ++u) {
-        const R* t = buf + u * tile + 2 * i0 + 2 * j * ld;
-        r[u] = u < p.lines ? combine(V::load(rows, t), V::load(rows, t + ld)) : V::zero();
+    for (std::int64_t j = 0; j < N; ++j)
+      for (std::int64_t u0 = 0; u0 < p.lines; u0 += L) {
+        const std::int64_t lines = std::min(L, p.lines - u0);
+        decltype(V::loadu(buf)) r[L];
+        for (std::int64_t u = 0; u < L; ++u) {
+          const R* t = buf + (u0 + u) * tile + 2 * i0 + 2 * j * ld;
+          r[u] = u < lines ? combine(V::load(rows, t), V::load(rows, t + ld)) : V::zero();
+        }
+        transpose_pairs(r);
+        const auto part = V::first(2 * lines);  // the parts of these values of uz in a line
+        for (std::int64_t i = 0; i < h; ++i)
+          put(zi + 2 * (i * s.c_rs + cn[j] + u0), r[i], part, false, stream);
       }
-      transpose_pairs(r);
-      for (std::int64_t i = 0; i < h; ++i)
-        put(zi + 2 * (i * s.c_rs + cn[j]), r[i], part, false, stream);
-    }
     i0 += h;
   }
 #endif
@@ -233,7 +237,6 @@ bool run_complex_lines(const StreamedLines& s, const R* x, const R* w, R* z, int
                        bool stream) {
   using Kernel = kernels::StreamKernel<R>;
   const std::int64_t N = s.wn.size(), K = s.wk.size(), P = s.longest, kc = s.kc;
-  constexpr std::int64_t line = 64 / (2 * sizeof(R));  // complex numbers in a line
   const std::int64_t tail = s.pieces.empty() ? P : s.pieces.back().rows;
   // T' [2·rows × 2N] = X' [2·rows × depth] · W' [depth × 2N], X' as it lies (its parts a row's
   // two), for both lengths of piece and each pass's summed elements (the last pass's may be
@@ -264,7 +267,7 @@ bool run_complex_lines(const StreamedLines& s, const R* x, const R* w, R* z, int
       const R* xq = x + 2 * (s.xb[q] + l0 * s.x_ds);
       const Kernel& k = p.rows == P ? full : last;
       thread_local std::vector<R> buffer;
-      R* const buf = line_aligned(buffer, line * tile);  // the piece's tiles
+      R* const buf = line_aligned(buffer, p.lines * tile);  // the piece's tiles
       for (std::int64_t u = 0; u < p.lines; ++u) {
         const R* a = xq + 2 * (p.x + u * s.x_us);
         const R* next_a = u + 1 < p.lines ? a + 2 * s.x_us : xq + 2 * next.x;
@@ -273,7 +276,7 @@ bool run_complex_lines(const StreamedLines& s, const R* x, const R* w, R* z, int
       write_complex_lines_out(buf, tile, P, p, N, z + 2 * s.cb[q], s.cn.data(), s, around,
                               l0 > 0);  // (fenced: over_pieces)
     };
-    over_pieces<R>(s.xb.size(), s.pieces, threads, pack, piece);
+    over_pieces<R>(s.xb.size(), s.whole_runs ? s.whole : s.pieces, threads, pack, piece);
   }
   return true;
 }

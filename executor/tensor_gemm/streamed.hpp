@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <complex>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -329,7 +330,8 @@ bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads, 
 // along another of its rows, ux, X need not be packed either: for kLine values of uz at a time, a
 // libxsmm kernel computes a tile per value from X as it lies (rows along ux, each summed element a
 // column of X' at its even spacing), against the few columns of W packed once, into a buffer; the
-// tiles, transposed, then give each row and column a whole line of the output along uz. Each call
+// tiles, transposed, then give each row and column a whole line of the output along uz (or all of
+// uz's values at a time, a run of whole lines, where StreamedLines::whole_runs). Each call
 // fetches the next call's part of X into L2. In floats, our own kernel (lines_kernel.hpp) takes the
 // plan where own_lines says, its tiles transposed in registers.
 
@@ -350,8 +352,9 @@ struct StreamedLines : StreamedOperands {
   // In place: each run in one piece (our kernel's, place_kernel.hpp).
   std::vector<Piece> runs;
   // Not in place: the same rows as `pieces` with all of uz's values each (our kernel's, where a
-  // few rows' worth fit its staging block).
+  // few rows' worth fit its staging block; libxsmm's, where whole_runs).
   std::vector<Piece> whole;
+  bool whole_runs = false;  // libxsmm's kernel runs `whole` rather than `pieces` (streamed_lines)
 };
 
 template <typename T>
@@ -494,6 +497,31 @@ std::optional<StreamedLines> streamed_lines(
           if (s.in_place && i0 == 0) s.runs.push_back(s.pieces.back()), s.runs.back().rows = run;
         }
   s.address(cols, sum, batch, len, Xl, Xs, Wl, Ws, zl, zs);
+  // Through libxsmm's kernel, a piece's tiles go out from a buffer, a line (or what is left of
+  // uz's values) for each of its rows and columns (write_lines_out). Where those lines lie 4 KB or
+  // more apart in the output along both, each is alone in its page: pieces of a line's values
+  // write the output a line here and there all over it, and the next line of each run comes a
+  // piece later. Such pieces take all of uz's values instead, each row and column then a whole
+  // run of the output, where the buffer and W fit three quarters of L2: TCCG case 4 in doubles
+  // (deca,be->abcd: rows 995 KB apart, columns 41 KB; runs of d's 72 values) and in complex
+  // doubles (complex_lines.hpp: a buffer of 663 KB, 12 of a's 36 values a piece). Only where the
+  // summed elements lie apart in X, as there: where they continue ux's run (case 3,
+  // dbea,ec->abcd, the same output), pieces of a line's values ran faster
+  // (docs/performance/tccg-whole-runs.md).
+  if (!s.in_place && K > 1 && s.x_ds > run && !s.whole.empty()) {
+    const auto apart = [](std::int64_t n) {
+      return std::abs(n) * static_cast<std::int64_t>(sizeof(T)) >= 4096;
+    };
+    bool alone = apart(s.c_rs) && (vx == '\0' || apart(s.c_vs));
+    std::vector<std::int64_t> columns(s.cn.data(), s.cn.data() + N);
+    std::sort(columns.begin(), columns.end());
+    for (std::int64_t j = 1; j < N && alone; ++j) alone = apart(columns[j] - columns[j - 1]);
+    // (A complex piece's tiles, complex_lines.hpp, hold each side's two parts: twice the bytes.)
+    const std::int64_t buffer = nu * s.longest * N * static_cast<std::int64_t>(sizeof(T)) *
+                                (std::is_floating_point_v<T> ? 1 : 2);
+    const std::int64_t packed = K * N * static_cast<std::int64_t>(sizeof(T));
+    s.whole_runs = alone && nu > line && buffer + packed <= l2_bytes() / 4 * 3;
+  }
   if (s.in_place) {
     // Written in place with ordinary stores, a tile's columns must not lie a multiple of 4 KB apart
     // in the output, where they would share their sets of L1. Written around the cache, they share
@@ -516,43 +544,49 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
 #if EINSUMDB_AVX2
   using V = Lanes<T>;
   constexpr std::int64_t L = V::width;  // a line's elements: 8 doubles, 16 floats
-  if (p.lines <= L) {
+  {
     // Blocks of L rows by a line's L tiles, each transposed in registers into L whole lines of the
     // output. Rows outside, columns inside: the lines of consecutive blocks lie side by side in the
     // output where its columns do (TCCG case 7, ecbfa,fd->abcde: a block's rows 9 MB apart there,
-    // its columns 384 bytes apart). A piece of fewer tiles (the last of uz's values, where they
-    // leave a line part full) goes the same way into the first p.lines elements of each line: in
-    // TCCG case 4 in floats (deca,be->abcd), d's 72 values leave 8, a fifth of the output.
-    const auto part = V::first(p.lines);
+    // its columns 384 bytes apart), and a row and column's lines, where a piece has several, one
+    // after the other (each column's run in one go: going over the columns for each line of them
+    // instead, case 4 in doubles kept little of what whole runs gain). A piece's last tiles, fewer than a line's (the last of uz's values, where
+    // they leave a line part full), go the same way into the first elements of each line: in TCCG
+    // case 4 in floats (deca,be->abcd), d's 72 values leave 8, a fifth of the output.
     for (std::int64_t i0 = 0, h = 0; i0 < p.rows; i0 += h) {
       h = std::min({L, p.rows - i0, s.span - i0 % s.span});  // within one value of vx
       T* const zi = z + p.c + row(i0);
       const auto mask = V::first(h);
       for (std::int64_t j = 0; j < N; ++j) {
-        T* const d = zi + cn[j];
+        for (std::int64_t u0 = 0; u0 < p.lines; u0 += L) {
+          const std::int64_t lines = std::min(L, p.lines - u0);
+          T* const d = zi + cn[j] + u0;
+          const T* const b = buf + u0 * tile + i0 + j * P;
 #if EINSUMDB_AVX512
-        if constexpr (std::is_same_v<T, double>) {
-          if (h == 8 && p.lines == L) {
-            if (stream && s.c_rs % 8 == 0 && reinterpret_cast<std::uintptr_t>(d) % 64 == 0) {
-              __m512d r[8];  // whole lines, each streamed in one store
-              load_transposed8(buf + i0 + j * P, tile, r);
-              for (std::int64_t i = 0; i < 8; ++i) _mm512_stream_pd(d + i * s.c_rs, r[i]);
-            } else {
-              transpose8_to(buf + i0 + j * P, tile, d, s.c_rs);
+          if constexpr (std::is_same_v<T, double>) {
+            if (h == 8 && lines == L) {
+              if (stream && s.c_rs % 8 == 0 && reinterpret_cast<std::uintptr_t>(d) % 64 == 0) {
+                __m512d r[8];  // whole lines, each streamed in one store
+                load_transposed8(b, tile, r);
+                for (std::int64_t i = 0; i < 8; ++i) _mm512_stream_pd(d + i * s.c_rs, r[i]);
+              } else {
+                transpose8_to(b, tile, d, s.c_rs);
+              }
+              continue;
             }
-            continue;
           }
-        }
 #endif
-        decltype(V::loadu(buf)) r[L];
-        if (h == L && p.lines == L) {
-          load_transposed(buf + i0 + j * P, tile, r);
-        } else {
-          for (std::int64_t u = 0; u < L; ++u)
-            r[u] = u < p.lines ? V::load(mask, buf + u * tile + i0 + j * P) : V::zero();
-          transpose_block(r);
+          decltype(V::loadu(buf)) r[L];
+          if (h == L && lines == L) {
+            load_transposed(b, tile, r);
+          } else {
+            for (std::int64_t u = 0; u < L; ++u)
+              r[u] = u < lines ? V::load(mask, b + u * tile) : V::zero();
+            transpose_block(r);
+          }
+          const auto part = V::first(lines);
+          for (std::int64_t i = 0; i < h; ++i) put(d + i * s.c_rs, r[i], part, false, stream);
         }
-        for (std::int64_t i = 0; i < h; ++i) put(d + i * s.c_rs, r[i], part, false, stream);
       }
     }
     return;
@@ -919,7 +953,7 @@ bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, in
         return;
       }
       thread_local std::vector<T> buffer;
-      T* const buf = line_aligned(buffer, line * tile);  // the piece's tiles
+      T* const buf = line_aligned(buffer, p.lines * tile);  // the piece's tiles
       for (std::int64_t u = 0; u < p.lines; ++u) {
         const T* a = xq + p.x + u * s.x_us;
         const T* next_a = u + 1 < p.lines ? a + s.x_us : xq + next.x;
@@ -927,7 +961,7 @@ bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, in
       }
       write_lines_out(buf, tile, P, p, N, zq, s.cn.data(), s, stream);  // (fenced: over_pieces)
     };
-    over_pieces<T>(s.xb.size(), s.pieces, threads, pack, piece);
+    over_pieces<T>(s.xb.size(), s.whole_runs ? s.whole : s.pieces, threads, pack, piece);
   }
   return true;
 }
