@@ -1268,6 +1268,12 @@ TEST(Strategies, TensorGemmPutsTheLargeOperandOnTheRowsSideWhenTheOtherHasFewEle
   }
 }
 
+// The operands' and the output's layouts of a binary einsum such as "ij,jk->ik".
+std::array<std::string, 3> binary_layouts(const std::string& spec) {
+  const auto arrow = spec.find("->"), comma = spec.find(',');
+  return {spec.substr(0, comma), spec.substr(comma + 1, arrow - comma - 1), spec.substr(arrow + 2)};
+}
+
 // A contraction at given lengths and the path tensor_gemm takes for it (tensor_gemm_path).
 struct PathCase {
   const char* spec;
@@ -1562,9 +1568,7 @@ TEST(Strategies, TensorGemmComplexPlansCutPiecesAndPassesAsTheRealOnes) {
   using namespace einsumdb::tensor_gemm;
   const auto plan = [](const std::string& spec, const std::map<char, std::int64_t>& len,
                        auto part) {
-    const auto arrow = spec.find("->"), comma = spec.find(',');
-    const std::string x = spec.substr(0, comma), y = spec.substr(comma + 1, arrow - comma - 1),
-                      z = spec.substr(arrow + 2);
+    const auto [x, y, z] = binary_layouts(spec);
     return complex_lines<decltype(part)>(x, kernels::row_major_strides(x, len), y,
                                          kernels::row_major_strides(y, len), z,
                                          kernels::row_major_strides(z, len), len);
@@ -1630,9 +1634,7 @@ TEST(Strategies, TensorGemmStreamedLinesTakeWholeRunsWhereTheirLinesLieApart) {
   using namespace einsumdb::tensor_gemm;
   const auto whole = [](const std::string& spec, const std::map<char, std::int64_t>& len,
                         auto element) {
-    const auto arrow = spec.find("->"), comma = spec.find(',');
-    const std::string x = spec.substr(0, comma), y = spec.substr(comma + 1, arrow - comma - 1),
-                      z = spec.substr(arrow + 2);
+    const auto [x, y, z] = binary_layouts(spec);
     const auto st = [&](const std::string& l) { return kernels::row_major_strides(l, len); };
     const auto s = streamed_lines<decltype(element)>(x, st(x), y, st(y), z, st(z), len);
     EXPECT_TRUE(s) << spec;
