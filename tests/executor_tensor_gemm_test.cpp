@@ -1625,11 +1625,11 @@ TEST(Strategies, TensorGemmStreamedLinesShortenRunsOverManySummedElementsApart) 
 // output, over summed elements that lie apart in the operand (TCCG case 4's shape,
 // deca,be->abcd), take all of the output's unit-stride index in each piece, so that each row and
 // column goes out as one run: d = 21 and 37 (lines and part of one), once with the output larger
-// than the cache, its whole lines streamed, and in complex doubles. Not where the summed elements continue the rows' run
-// (case 3's shape, dbea,ec->abcd), nor where the columns lie near each other (case 7's,
-// ecbfa,fd->abcde), nor where a piece's rows take two values of c, 21 elements apart in the output
-// (a's 72 floats, four and a half vectors), nor where a run is one line. Each agrees with the
-// reference, on one thread and two.
+// than the cache, its whole lines streamed, and in complex doubles. Not where the summed elements
+// continue the rows' run (case 3's shape, dbea,ec->abcd), nor where the columns lie near each other
+// (case 7's, ecbfa,fd->abcde), nor where a piece's rows take two values of c, 21 elements apart in
+// the output (a's 72 floats, four and a half vectors), nor where a run is one line. Each agrees
+// with the reference, on one thread and two.
 TEST(Strategies, TensorGemmStreamedLinesTakeWholeRunsWhereTheirLinesLieApart) {
   using namespace einsumdb::tensor_gemm;
   const auto whole = [](const std::string& spec, const std::map<char, std::int64_t>& len,
@@ -1646,6 +1646,12 @@ TEST(Strategies, TensorGemmStreamedLinesTakeWholeRunsWhereTheirLinesLieApart) {
   EXPECT_TRUE(whole("deca,be->abcd", floats, 0.0f));
   EXPECT_FALSE(whole("deca,be->abcd", apart, 0.0f));  // rows over two values of c
   EXPECT_FALSE(whole("dbea,ec->abcd", apart, 0.0));   // the summed elements continue a's run
+  // A piece's buffer (d × 24 rows × 5 columns of doubles) and W within three quarters of L2.
+  auto within = apart, beyond = apart;
+  within['d'] = l2_bytes() / 2 / (24 * 5 * 8);
+  beyond['d'] = l2_bytes() / (24 * 5 * 8) + 8;
+  EXPECT_TRUE(whole("deca,be->abcd", within, 0.0));
+  EXPECT_FALSE(whole("deca,be->abcd", beyond, 0.0));
   auto one_line = apart;
   one_line['d'] = 8;
   EXPECT_FALSE(whole("deca,be->abcd", one_line, 0.0));
@@ -1657,8 +1663,14 @@ TEST(Strategies, TensorGemmStreamedLinesTakeWholeRunsWhereTheirLinesLieApart) {
   const std::map<char, std::int64_t> large = {{'a', 72}, {'b', 8}, {'c', 64}, {'d', 37}, {'e', 3}};
   EXPECT_TRUE(whole("deca,be->abcd", large, 0.0));
   // Complex doubles (complex_lines.hpp): a's 36 values in pieces of 12.
-  const std::map<char, std::int64_t> complex = {{'a', 36}, {'b', 5}, {'c', 16}, {'d', 21}, {'e', 6}};
+  const std::map<char, std::int64_t> complex = {
+      {'a', 36}, {'b', 5}, {'c', 16}, {'d', 21}, {'e', 6}};
   EXPECT_TRUE(whole("deca,be->abcd", complex, std::complex<double>()));
+  const auto st = [&](const std::string& l) { return kernels::row_major_strides(l, complex); };
+  const auto c128 = streamed_lines<std::complex<double>>("deca", st("deca"), "be", st("be"), "abcd",
+                                                         st("abcd"), complex);
+  ASSERT_TRUE(c128);
+  EXPECT_EQ(c128->longest, 12);
   const auto lengths = [](const std::map<char, std::int64_t>& len) {
     return std::map<char, int>(len.begin(), len.end());
   };

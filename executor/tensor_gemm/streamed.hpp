@@ -550,9 +550,10 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
     // output where its columns do (TCCG case 7, ecbfa,fd->abcde: a block's rows 9 MB apart there,
     // its columns 384 bytes apart), and a row and column's lines, where a piece has several, one
     // after the other (each column's run in one go: going over the columns for each line of them
-    // instead, case 4 in doubles kept little of what whole runs gain). A piece's last tiles, fewer than a line's (the last of uz's values, where
-    // they leave a line part full), go the same way into the first elements of each line: in TCCG
-    // case 4 in floats (deca,be->abcd), d's 72 values leave 8, a fifth of the output.
+    // instead, case 4 in doubles kept little of what whole runs gain). A piece's last tiles, fewer
+    // than a line's (the last of uz's values, where they leave a line part full), go the same way
+    // into the first elements of each line: in TCCG case 4 in floats (deca,be->abcd), d's 72 values
+    // leave 8, a fifth of the output.
     for (std::int64_t i0 = 0, h = 0; i0 < p.rows; i0 += h) {
       h = std::min({L, p.rows - i0, s.span - i0 % s.span});  // within one value of vx
       T* const zi = z + p.c + row(i0);
