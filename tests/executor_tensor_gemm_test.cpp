@@ -737,9 +737,11 @@ void own_rows_kernel_computes(std::int64_t n, bool narrow) {
     ASSERT_EQ(s->x_rs, 1);
     const Tensor x = random_values<T>(B * D * A, 51), w = random_values<T>(D * n, 53);
     Tensor z(dtype_of<T>(), {A * B * n});
+    // (With AVX2 alone, our AVX2 kernel takes this layout: rows_line_block.)
+    const bool ours = streams() || own_rows_avx2<T>(*s);
     ASSERT_EQ(run_streamed_own<T>(*s, x.data<T>(), w.data<T>(), z.data<T>(), 2, true, narrow),
-              streams());
-    if (!streams()) return;
+              ours);
+    if (!ours) return;
     for (std::int64_t a = 0; a < A; ++a)
       for (std::int64_t b = 0; b < B; ++b)
         for (std::int64_t c = 0; c < n; ++c) {
@@ -751,6 +753,7 @@ void own_rows_kernel_computes(std::int64_t n, bool narrow) {
               << n << (narrow ? " narrow: " : " wide: ") << a << ", " << b << ", " << c;
         }
   }
+  if (!streams()) return;
   const std::int64_t M = 3 * lanes + 5, K = 41;
   const Lengths len{{'i', M}, {'k', K}, {'j', n}};
   const auto s = streamed<T>("ik", {K, 1}, "kj", {n, 1}, "ij", {n + 3, 1}, len);
@@ -1046,6 +1049,66 @@ TEST(Streamed, InPlaceRunsGoWholeThroughOurKernel) {
   EXPECT_FALSE(takes(88, "abed"));
   EXPECT_FALSE(takes(72, "ebad"));
 }
+
+// Our AVX2 streamed-rows kernel (rows_line_block, rows_kernel.hpp) on bda,dc->abc, TCCG case 1's
+// shape, X's rows contiguous at each summed element d, and with a batch index e in all three
+// (ebda,edc->eabc): pieces whose rows end part-way through a line (a = 21 and 37: in doubles,
+// lines of 8 and pieces of up to 24 rows; in floats, lines of 16), columns that end part-way
+// through a block of six and through a line (c = 13, 40), and an output larger than the cache in
+// doubles (its whole lines streamed), on one thread and two.
+// Run directly, so on any processor with AVX2, whatever its widest set.
+#if EINSUMDB_AVX2
+template <typename T>
+void rows_avx2_compute(std::int64_t A, std::int64_t B, std::int64_t C, std::int64_t D,
+                       std::int64_t E) {
+  const Lengths len{{'a', A}, {'b', B}, {'c', C}, {'d', D}, {'e', E}};
+  const auto s = streamed<T>("ebda", row_major("ebda", len), "edc", row_major("edc", len), "eabc",
+                             row_major("eabc", len), len);
+  ASSERT_TRUE(s.has_value()) << A << ", " << C;
+  ASSERT_EQ(s->x_rs, 1);
+  EXPECT_EQ(own_rows_avx2<T>(*s), writes_stream() && !streams());
+  EXPECT_EQ(s->large, E * A * B * C * static_cast<std::int64_t>(sizeof(T)) > kCachedBytes);
+  const Tensor x = random_values<T>(E * B * D * A, 81), w = random_values<T>(E * D * C, 83);
+  const double tolerance = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+  for (const int threads : {1, 2}) {
+    Tensor z(dtype_of<T>(), {E * A * B * C});
+    std::fill(z.data<T>(), z.data<T>() + z.size(), T{7});
+    run_streamed_rows_avx2<T>(*s, x.data<T>(), w.data<T>(), z.data<T>(), threads);
+    for (std::int64_t e = 0; e < E; ++e)
+      for (std::int64_t a = 0; a < A; ++a)
+        for (std::int64_t b = 0; b < B; ++b)
+          for (std::int64_t c = 0; c < C; ++c) {
+            double want = 0;
+            for (std::int64_t d = 0; d < D; ++d)
+              want += static_cast<double>(x.data<T>()[((e * B + b) * D + d) * A + a]) *
+                      w.data<T>()[(e * D + d) * C + c];
+            ASSERT_NEAR(z.data<T>()[((e * A + a) * B + b) * C + c], want, tolerance)
+                << "a = " << A << ", c = " << C << ", threads " << threads << " at " << e << ", "
+                << a << ", " << b << ", " << c;
+          }
+  }
+}
+
+TEST(Streamed, RowsContiguousAtEachSummedElementGoThroughOurAvx2Kernel) {
+  for (const auto& [a, b, c, d, e] :
+       {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t>{21, 3, 13,
+                                                                                         7, 1},
+        {37, 2, 12, 9, 2},
+        {37, 3, 30, 40, 1},
+        {24, 5, 40, 31, 2},
+        {312, 208, 24, 2, 1}}) {
+    rows_avx2_compute<double>(a, b, c, d, e);
+    rows_avx2_compute<float>(a, b, c, d, e);
+    if (HasFatalFailure()) return;
+  }
+  // Not ours: each row's summed elements contiguous in X (ik,kj->ij), where libxsmm's kernel reads
+  // X as it lies.
+  const Lengths len{{'i', 100}, {'k', 48}, {'j', 8}};
+  const auto s = streamed<double>("ik", {48, 1}, "kj", {8, 1}, "ij", {8, 1}, len);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_FALSE(own_rows_avx2<double>(*s));
+}
+#endif
 
 // Our AVX2 in-place kernel (place_chunk, place_kernel.hpp) on ebad,ce->abcd, TCCG case 5's shape,
 // whose summed elements e lie apart from d's run in X, with the output's columns c `pad` elements
@@ -1905,7 +1968,8 @@ TEST(Strategies, TensorGemmOrdersACachedOperandsIndicesForTheOutput) {
 }
 
 // Streamed rows go through our own kernel (rows_kernel.hpp) by default where the kernels run
-// AVX-512, libxsmm's with "kernel": "blis", and the tuner's space has the latter beside the
+// AVX-512 (and with AVX2 alone, on TCCG case 1's shape), libxsmm's with "kernel": "blis", and the
+// tuner's space has the latter beside the
 // default; each way agrees with the reference, on one and two threads, in f32 and f64, on TCCG
 // case 1's shape (rows contiguous at each summed element) and a tall, skinny product.
 TEST(Strategies, TensorGemmStreamsRowsThroughOurKernelOrLibxsmms) {
@@ -1923,8 +1987,11 @@ TEST(Strategies, TensorGemmStreamsRowsThroughOurKernelOrLibxsmms) {
       Lengths len;
       for (const auto& [c, n] : lengths) len[c] = n;
       const auto space = s->space(e, len);
+      // (With AVX2 alone, case 1's shape goes through our AVX2 kernel: rows_line_block.)
+      const bool ours = tensor_gemm::streams() ||
+                        (std::string(spec) == "bda,dc->abc" && tensor_gemm::writes_stream());
       EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"kernel", "blis"}}),
-                tensor_gemm::streams() ? 1 : 0)
+                ours ? 1 : 0)
           << spec;
       const Results ref = run_reference(bound);
       for (const char* kernel : {"own", "blis"})

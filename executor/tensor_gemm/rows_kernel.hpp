@@ -12,7 +12,8 @@
 // the last one, and the hardware's prefetchers do not fetch such a stream ahead: each step fetches
 // the line of the rows a tile or two on (kRowsFetchBytes) into L2, in this piece of rows or the
 // next. Where each row's summed elements are contiguous, each step fetches a line on in one of the
-// next tile's rows, in turn. Compiled only for AVX-512 (isa_target.hpp). Internal to executor/.
+// next tile's rows, in turn. Compiled only for AVX-512 (isa_target.hpp). A second kernel, below,
+// takes the first layout where the kernels run AVX2 alone. Internal to executor/.
 #pragma once
 
 #include <immintrin.h>
@@ -338,3 +339,70 @@ inline RowsShape machine_rows_shape() {
 }  // namespace einsumdb::tensor_gemm
 EINSUMDB_TARGET_END
 #endif  // EINSUMDB_AVX512
+
+// ---- With AVX2 alone, where X's rows are contiguous at each summed element (TCCG case 1,
+// bda,dc->abc: a's values at each d). A tile is a line of rows (8 doubles, 16 floats: two 256-bit
+// registers) by kRowColumns columns of W, summed over all of X's summed elements in 12
+// accumulators, W's values broadcast from a copy packed block by block (each block's columns at
+// every summed element one after another: in case 1, 312 × 6 doubles, 15 KB, read from L1 beside
+// the line of rows' panel, 312 lines). A line of rows' blocks go by columns into a staging block,
+// which goes out transposed a line square at a time, each row a run of the output. The blocks
+// share out the fetching of the next line of rows' panel into L2: its lines lie a row of X apart
+// (2,496 bytes in case 1), and the hardware's prefetchers do not follow them.
+
+#if EINSUMDB_AVX2
+EINSUMDB_TARGET_BEGIN
+namespace einsumdb::tensor_gemm {
+// Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
+namespace {
+
+inline constexpr int kRowColumns = 6;  // columns of W in a tile
+
+// Which of the next line of rows' elements a tile fetches: at steps start, start + every, ...,
+// step l fetches at + l·ds and the line's last element after it (two lines where the line of rows
+// does not start one).
+template <typename T>
+struct RowsFetch {
+  const T* at;
+  std::int64_t start, every;
+};
+
+// The tile of rows [0, h) (all of a line where Whole) from x, row i's summed element l at
+// x[i + l·ds], by the block of W at w (summed element l's columns at w[l·kRowColumns, ...)), into
+// staged (column j's line of rows at staged + j·line), fetching as `fetch` says.
+template <typename T, bool Whole>
+void rows_line_block(const T* x, std::int64_t depth, std::int64_t ds, const T* w, T* staged,
+                     std::int64_t h, RowsFetch<T> fetch) {
+  using Y = Ymm<T>;
+  constexpr std::int64_t half = 32 / sizeof(T);
+  typename Y::R lo[kRowColumns], hi[kRowColumns];
+#pragma GCC unroll 6
+  for (int j = 0; j < kRowColumns; ++j) lo[j] = Y::zero(), hi[j] = Y::zero();
+  const __m256i first = Y::first(h), second = Y::first(h - half);
+  std::int64_t until = fetch.start;  // steps until the next fetch
+  for (std::int64_t l = 0; l < depth; ++l, x += ds, w += kRowColumns) {
+    if (until-- == 0) {
+      until = fetch.every - 1;
+      _mm_prefetch(reinterpret_cast<const char*>(fetch.at + l * ds), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(fetch.at + l * ds + 2 * half - 1), _MM_HINT_T1);
+    }
+    const auto x0 = Whole ? Y::loadu(x) : Y::maskload(x, first);
+    const auto x1 = Whole ? Y::loadu(x + half) : Y::maskload(x + half, second);
+#pragma GCC unroll 6
+    for (int j = 0; j < kRowColumns; ++j) {
+      const auto b = Y::broadcast(w + j);
+      lo[j] = Y::fma(x0, b, lo[j]);
+      hi[j] = Y::fma(x1, b, hi[j]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int j = 0; j < kRowColumns; ++j) {
+    Y::storeu(staged + 2 * half * j, lo[j]);
+    Y::storeu(staged + 2 * half * j + half, hi[j]);
+  }
+}
+
+}  // namespace
+}  // namespace einsumdb::tensor_gemm
+EINSUMDB_TARGET_END
+#endif  // EINSUMDB_AVX2

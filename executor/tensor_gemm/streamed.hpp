@@ -109,6 +109,7 @@ struct Streamed : StreamedOperands {
   std::int64_t x_rs = 0, x_ds = 0, c_rs = 0;
   std::vector<Piece> pieces;
   bool around = false;  // the output written around the cache (writes_around)
+  bool large = false;   // the output larger than the cache (kCachedBytes)
 };
 
 // Runs body(q, packed, piece, next piece) on every piece of each batch point q, with W packed
@@ -234,15 +235,92 @@ std::optional<Streamed> streamed(const std::string& xl, const std::vector<std::i
   if (static_cast<std::int64_t>(s.pieces.size()) * std::min(M, lanes) > M) return std::nullopt;
   s.address(cols, sum, batch, len, Xl, Xs, Wl, Ws, zl, zs);
   s.around = writes_around<T>(zl, len, N, s.c_rs, s.pieces, s.cb);
+  double bytes = sizeof(T);
+  for (char c : zl) bytes *= static_cast<double>(len.at(c));
+  s.large = bytes > static_cast<double>(kCachedBytes);
   return s;
 }
 
+// Whether our AVX2 streamed-rows kernel (rows_line_block, rows_kernel.hpp) takes plan s: where the
+// kernels run AVX2 and not AVX-512 (there, rows_tile and rows_across_tile take it), and X's rows
+// are contiguous at each summed element, which lie apart (TCCG case 1, bda,dc->abc). Where each
+// row's summed elements are contiguous instead, libxsmm's kernel reads X as it lies.
+template <typename T>
+bool own_rows_avx2(const Streamed& s) {
+  return std::is_floating_point_v<T> && writes_stream() && !streams() && s.x_rs == 1 &&
+         s.wk.size() > 1;
+}
+
+#if EINSUMDB_AVX2
+// Plan s through rows_line_block: each piece a line of rows at a time, its blocks of kRowColumns
+// columns into a staging block (column j's line of rows at j·line), then out a line square at a
+// time, row i's columns a run of the output (whole aligned lines streamed around the cache where
+// the output is larger than the cache). Block b fetches the next line of rows at its summed
+// elements b, b + blocks, ...: the blocks between them fetch all of it.
+template <typename T>
+void run_streamed_rows_avx2(const Streamed& s, const T* x, const T* w, T* z, int threads) {
+  using V = Lanes<T>;
+  constexpr std::int64_t L = 64 / sizeof(T), J = kRowColumns;
+  const std::int64_t N = s.wn.size(), K = s.wk.size();
+  const std::int64_t blocks = (N + J - 1) / J;
+  const std::int64_t staged_columns = (blocks * J + L - 1) / L * L;  // whole line squares
+  // W of batch point q, block b's summed element l's columns at to[(b·K + l)·J, ...), zero past N.
+  const auto pack = [&](std::int64_t q, std::vector<T>& to) {
+    to.assign(static_cast<std::size_t>(blocks * K * J), T{0});
+    const T* from = w + s.wb[q];
+    for (std::int64_t b = 0; b < blocks; ++b)
+      for (std::int64_t l = 0; l < K; ++l)
+        for (std::int64_t j = 0; j < J && b * J + j < N; ++j)
+          to[static_cast<std::size_t>((b * K + l) * J + j)] = from[s.wn[b * J + j] + s.wk[l]];
+  };
+  const auto piece = [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
+    const T* xq = x + s.xb[q] + p.x;
+    T* const zq = z + s.cb[q] + p.c;
+    thread_local std::vector<T> buffer;
+    T* const staged = line_aligned(buffer, staged_columns * L);
+    for (std::int64_t r0 = 0; r0 < p.rows; r0 += L) {
+      const std::int64_t h = std::min(L, p.rows - r0);
+      // The next line of rows, in this piece or the next, its summed elements shared out among
+      // the blocks. Fetched by the first block alone, a line a step, it would ask memory for more
+      // than a core draws (TCCG case 1 in doubles: 312 lines, 20 KB, in 312 steps of 12 FMAs,
+      // about 1,900 cycles, over 30 GB/s); the four blocks fetch a line every fourth step.
+      const T* fetch = r0 + L < p.rows ? xq + r0 + L : x + s.xb[q] + next.x;
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const T* wb = packed + b * K * J;
+        T* const sb = staged + b * J * L;
+        if (h == L)
+          rows_line_block<T, true>(xq + r0, K, s.x_ds, wb, sb, h, {fetch, b, blocks});
+        else
+          rows_line_block<T, false>(xq + r0, K, s.x_ds, wb, sb, h, {fetch, b, blocks});
+      }
+      for (std::int64_t j0 = 0; j0 < N; j0 += L) {
+        decltype(V::loadu(staged)) r[L];
+        load_transposed(staged + j0 * L, L, r);
+        const auto cols = V::first(std::min(L, N - j0));
+        T* const zr = zq + r0 * s.c_rs + j0;
+        for (std::int64_t i = 0; i < h; ++i) put(zr + i * s.c_rs, r[i], cols, false, s.large);
+      }
+    }
+  };
+  over_pieces<T>(s.xb.size(), s.pieces, threads, pack, piece);
+}
+#endif
+
 // Runs a streamed plan into z through our own kernel (rows_kernel.hpp), where it runs and `own`
-// asks for it, its registers half-width or full as `narrow` says (by default as this processor
-// runs fastest, machine_rows_shape); false, having computed nothing, otherwise.
+// asks for it: with AVX2 alone, rows_line_block where own_rows_avx2 says; with AVX-512, its
+// registers half-width or full as `narrow` says (by default as this processor runs fastest,
+// machine_rows_shape). False, having computed nothing, otherwise.
 template <typename T>
 bool run_streamed_own(const Streamed& s, const T* x, const T* w, T* z, int threads, bool own,
                       [[maybe_unused]] std::optional<bool> narrow = std::nullopt) {
+#if EINSUMDB_AVX2
+  if constexpr (std::is_floating_point_v<T>) {
+    if (own && own_rows_avx2<T>(s)) {
+      run_streamed_rows_avx2<T>(s, x, w, z, threads);
+      return true;
+    }
+  }
+#endif
 #if EINSUMDB_AVX512
   const std::int64_t N = s.wn.size(), K = s.wk.size();
   if (!own || !streams()) return false;
