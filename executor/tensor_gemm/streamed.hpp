@@ -148,6 +148,14 @@ void over_pieces(std::int64_t nb, const std::vector<Piece>& pieces, int threads,
   }
 }
 
+// Whether an output of layout zl is larger than the cache (kCachedBytes), in elements of T.
+template <typename T>
+bool larger_than_cache(const std::string& zl, const std::map<char, std::int64_t>& len) {
+  double bytes = sizeof(T);
+  for (char c : zl) bytes *= static_cast<double>(len.at(c));
+  return bytes > static_cast<double>(kCachedBytes);
+}
+
 // Whether a streamed plan's kernels write the output around the cache, in non-temporal stores:
 // where it is too large for the cache and each kernel call's columns start on a cache line
 // (`column` and `step` elements of T apart, each of its columns whole lines, at the pieces' offsets
@@ -160,11 +168,9 @@ bool writes_around(const std::string& zl, const std::map<char, std::int64_t>& le
                    std::int64_t column, std::int64_t step, const std::vector<Piece>& pieces,
                    const Table& cb) {
   constexpr std::int64_t line = 64 / sizeof(T);
-  double bytes = sizeof(T);
-  for (char c : zl) bytes *= static_cast<double>(len.at(c));
   const bool complex_results = !std::is_floating_point_v<T>;  // (T: std::complex<R>)
-  if (!(complex_results ? writes_stream() : streams()) ||
-      bytes <= static_cast<double>(kCachedBytes) || column % line || step % line)
+  if (!(complex_results ? writes_stream() : streams()) || !larger_than_cache<T>(zl, len) ||
+      column % line || step % line)
     return false;
   for (const Piece& p : pieces)
     if (p.c % line) return false;
@@ -235,9 +241,7 @@ std::optional<Streamed> streamed(const std::string& xl, const std::vector<std::i
   if (static_cast<std::int64_t>(s.pieces.size()) * std::min(M, lanes) > M) return std::nullopt;
   s.address(cols, sum, batch, len, Xl, Xs, Wl, Ws, zl, zs);
   s.around = writes_around<T>(zl, len, N, s.c_rs, s.pieces, s.cb);
-  double bytes = sizeof(T);
-  for (char c : zl) bytes *= static_cast<double>(len.at(c));
-  s.large = bytes > static_cast<double>(kCachedBytes);
+  s.large = larger_than_cache<T>(zl, len);
   return s;
 }
 
