@@ -80,15 +80,20 @@ struct StreamedOperands {
     cb = offsets(batch, len, zl, zs);
   }
 
-  // W of batch point q packed for a kernel: summed element l's values of the columns at
-  // to[l·width, l·width + N), zero past them to width (≥ N).
+  // W of batch point q packed for a kernel, in blocks of `block` columns (all `width` in one by
+  // default): block b's summed element l's values at to[(b·K + l)·block, ...), zero past the N
+  // columns to width (≥ N, a multiple of block). In one block, summed element l's values of the
+  // columns are at to[l·width, l·width + N).
   template <typename T>
-  void pack_w(const T* w, std::int64_t q, std::int64_t width, std::vector<T>& to) const {
+  void pack_w(const T* w, std::int64_t q, std::int64_t width, std::vector<T>& to,
+              std::int64_t block = 0) const {
     const std::int64_t N = wn.size(), K = wk.size();
+    if (block == 0) block = width;
     to.assign(static_cast<std::size_t>(K * width), T{0});
     const T* from = w + wb[q];
     for (std::int64_t l = 0; l < K; ++l)
-      for (std::int64_t j = 0; j < N; ++j) to[j + l * width] = from[wn[j] + wk[l]];
+      for (std::int64_t j = 0; j < N; ++j)
+        to[static_cast<std::size_t>((j / block * K + l) * block + j % block)] = from[wn[j] + wk[l]];
   }
 };
 
@@ -268,15 +273,7 @@ void run_streamed_rows_avx2(const Streamed& s, const T* x, const T* w, T* z, int
   const std::int64_t N = s.wn.size(), K = s.wk.size();
   const std::int64_t blocks = (N + J - 1) / J;
   const std::int64_t staged_columns = (blocks * J + L - 1) / L * L;  // whole line squares
-  // W of batch point q, block b's summed element l's columns at to[(b·K + l)·J, ...), zero past N.
-  const auto pack = [&](std::int64_t q, std::vector<T>& to) {
-    to.assign(static_cast<std::size_t>(blocks * K * J), T{0});
-    const T* from = w + s.wb[q];
-    for (std::int64_t b = 0; b < blocks; ++b)
-      for (std::int64_t l = 0; l < K; ++l)
-        for (std::int64_t j = 0; j < J && b * J + j < N; ++j)
-          to[static_cast<std::size_t>((b * K + l) * J + j)] = from[s.wn[b * J + j] + s.wk[l]];
-  };
+  const auto pack = [&](std::int64_t q, std::vector<T>& to) { s.pack_w(w, q, blocks * J, to, J); };
   const auto piece = [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
     const T* xq = x + s.xb[q] + p.x;
     T* const zq = z + s.cb[q] + p.c;
