@@ -815,23 +815,15 @@ std::vector<std::int64_t> row_major(const std::string& layout, const Lengths& le
   return st;
 }
 
-// A streamed-lines plan of xl,bd->zl (rows and lines from X, columns b from W, summed over d) run
-// through our kernel where `own` asks and it takes the plan (floats, `ours`), otherwise libxsmm's,
-// against the sum itself.
+// The sum xl,bd->zl itself, element by element, in row-major x, w and the output (each index's
+// value by its label; an array rather than a map, which took most of the test's time under the
+// sanitizers, where the test is unoptimized).
 template <typename T>
-void streamed_lines_compute(const std::string& xl, const std::string& zl, const Lengths& len,
-                            bool own, bool ours = true) {
-  const double tolerance = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+std::vector<double> streamed_lines_want(const std::string& xl, const std::string& zl,
+                                        const Lengths& len, const Tensor& x, const Tensor& w) {
   const auto xs = row_major(xl, len), ws = row_major("bd", len), zs = row_major(zl, len);
-  const auto s = streamed_lines<T>(xl, xs, "bd", ws, zl, zs, len);
-  ASSERT_TRUE(s.has_value()) << xl << "->" << zl;
-  ASSERT_FALSE(s->in_place);
-  std::int64_t nx = 1, nz = 1;
-  for (char c : xl) nx *= len.at(c);
+  std::int64_t nz = 1;
   for (char c : zl) nz *= len.at(c);
-  const Tensor x = random_values<T>(nx, 41), w = random_values<T>(len.at('b') * len.at('d'), 43);
-  // The reference, element by element (each index's value by its label; an array rather than a
-  // map, which took most of the test's time under the sanitizers, where the test is unoptimized).
   std::vector<double> want(static_cast<std::size_t>(nz));
   std::array<std::int64_t, 128> at{};
   const auto of = [](char c) { return static_cast<std::size_t>(c); };
@@ -845,10 +837,32 @@ void streamed_lines_compute(const std::string& xl, const std::string& zl, const 
     for (std::int64_t d = 0; d < len.at('d'); ++d)
       want[o] += static_cast<double>(x.data<T>()[xo + d * d_stride]) * wb[d];
   }
-  const bool taken = own && ours && streams() && std::is_same_v<T, float>;
-  // Whole aligned lines of the output around the cache or not; our tiles of 16 rows (full-width
-  // registers) and of 8 (half-width), whichever this processor would take.
-  const std::vector<int> tile_rows = taken ? std::vector<int>{16, 8} : std::vector<int>{0};
+  return want;
+}
+
+// A streamed-lines plan of xl,bd->zl (rows and lines from X, columns b from W, summed over d) run
+// through our kernel where `own` asks and it takes the plan (with AVX-512, in floats where `ours`;
+// with AVX2 alone, in both where `ours_avx2`), otherwise libxsmm's, against the sum itself.
+template <typename T>
+void streamed_lines_compute(const std::string& xl, const std::string& zl, const Lengths& len,
+                            bool own, bool ours = true, bool ours_avx2 = true) {
+  const double tolerance = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+  const auto xs = row_major(xl, len), ws = row_major("bd", len), zs = row_major(zl, len);
+  const auto s = streamed_lines<T>(xl, xs, "bd", ws, zl, zs, len);
+  ASSERT_TRUE(s.has_value()) << xl << "->" << zl;
+  ASSERT_FALSE(s->in_place);
+  const bool avx2 = writes_stream() && !streams();
+  EXPECT_EQ(own_lines_avx2<T>(*s), avx2 && ours_avx2) << xl << "->" << zl;
+  std::int64_t nx = 1, nz = 1;
+  for (char c : xl) nx *= len.at(c);
+  for (char c : zl) nz *= len.at(c);
+  const Tensor x = random_values<T>(nx, 41), w = random_values<T>(len.at('b') * len.at('d'), 43);
+  const std::vector<double> want = streamed_lines_want<T>(xl, zl, len, x, w);
+  const bool taken = own && (avx2 ? ours_avx2 : ours && streams() && std::is_same_v<T, float>);
+  // Whole aligned lines of the output around the cache or not; with AVX-512, our tiles of 16 rows
+  // (full-width registers) and of 8 (half-width), whichever this processor would take.
+  const std::vector<int> tile_rows =
+      taken && streams() ? std::vector<int>{16, 8} : std::vector<int>{0};
   for (const bool stream : {false, true})
     for (const int rows : tile_rows) {
       Tensor z(dtype_of<T>(), {nz});
@@ -877,7 +891,8 @@ void streamed_lines_compute(const std::string& xl, const std::string& zl, const 
 // several of its values (a = 16, e = 8). Our kernel leaves the plan to libxsmm's where X's values
 // of c lie a multiple of 4 KB apart (a = 1024 floats), where neither they nor the summed elements
 // lie within a page (a = 1100), and where the summed elements' lines all fall on one set of L1 (c ·
-// a = 1024 floats apart).
+// a = 1024 floats apart); our AVX2 kernel leaves the first and the last (the summed elements' lines
+// of both on one set) and takes the second.
 TEST(Streamed, LinesOfTheOutputComeWholeFromTransposedTiles) {
   for (const bool own : {true, false}) {
     for (const std::int64_t a : {24, 21, 29})
@@ -890,10 +905,10 @@ TEST(Streamed, LinesOfTheOutputComeWholeFromTransposedTiles) {
       }
     for (const auto& [a, c] : {std::pair{1024, 18}, {1100, 18}, {64, 16}}) {
       streamed_lines_compute<float>("dca", "abc", {{'a', a}, {'b', 6}, {'c', c}, {'d', 3}}, own,
-                                    false);
+                                    false, a == 1100);
       if (HasFatalFailure()) return;
     }
-    const Lengths len{{'a', 16}, {'b', 6}, {'c', 19}, {'d', 5}, {'e', 8}};
+    const Lengths len{{'a', 16}, {'b', 6}, {'c', 19}, {'d', 4}, {'e', 8}};
     const auto s = streamed_lines<float>("dcea", row_major("dcea", len), "bd", row_major("bd", len),
                                          "eabc", row_major("eabc", len), len);
     ASSERT_TRUE(s.has_value());
@@ -903,6 +918,55 @@ TEST(Streamed, LinesOfTheOutputComeWholeFromTransposedTiles) {
     if (HasFatalFailure()) return;
   }
 }
+
+// Our AVX2 streamed-lines kernel (run_streamed_lines_avx2: rows_line_block's tiles, one value of
+// the lines' index at a time) on dca,bd->abc, TCCG case 2's shape: lines of rows part full (a = 21,
+// 29: in doubles, pieces of up to 24 rows, lines of 8; in floats, lines of 16), lines of the output
+// part full (c = 19) and many (c = 37), columns past a block of six and a line (b = 13), an output
+// larger than the cache (its whole aligned lines streamed or not); and on dcea,bd->eabc, whose
+// pieces take several of e's values, which lie apart in the output. On one thread and two. Run
+// directly, so on any processor with AVX2, whatever its widest set.
+#if EINSUMDB_AVX2
+template <typename T>
+void lines_avx2_compute(const std::string& xl, const std::string& zl, const Lengths& len) {
+  const double tolerance = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+  const auto s = streamed_lines<T>(xl, row_major(xl, len), "bd", row_major("bd", len), zl,
+                                   row_major(zl, len), len);
+  ASSERT_TRUE(s.has_value()) << xl << "->" << zl;
+  std::int64_t nx = 1, nz = 1;
+  for (char c : xl) nx *= len.at(c);
+  for (char c : zl) nz *= len.at(c);
+  const Tensor x = random_values<T>(nx, 87), w = random_values<T>(len.at('b') * len.at('d'), 89);
+  const std::vector<double> want = streamed_lines_want<T>(xl, zl, len, x, w);
+  for (const bool stream : {false, true})
+    for (const int threads : {1, 2}) {
+      Tensor z(dtype_of<T>(), {nz});
+      std::fill(z.data<T>(), z.data<T>() + nz, T{7});
+      run_streamed_lines_avx2<T>(*s, x.data<T>(), w.data<T>(), z.data<T>(), threads, stream);
+      for (std::int64_t o = 0; o < nz; ++o)
+        ASSERT_NEAR(z.data<T>()[o], want[o], tolerance)
+            << xl << "->" << zl << " a = " << len.at('a') << ", b = " << len.at('b')
+            << ", c = " << len.at('c') << (stream ? ", streamed" : "") << ", threads " << threads
+            << " at " << o;
+    }
+}
+
+TEST(Streamed, LinesGoThroughOurAvx2KernelOneValueAtATime) {
+  for (const auto& [a, b, c, d] :
+       {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>{21, 13, 19, 7},
+        {29, 7, 37, 16},
+        {16, 24, 37, 5},
+        {64, 24, 700, 2}}) {
+    const Lengths len{{'a', a}, {'b', b}, {'c', c}, {'d', d}};
+    lines_avx2_compute<double>("dca", "abc", len);
+    if (a >= 16) lines_avx2_compute<float>("dca", "abc", len);
+    if (HasFatalFailure()) return;
+  }
+  const Lengths len{{'a', 16}, {'b', 6}, {'c', 19}, {'d', 5}, {'e', 8}};
+  lines_avx2_compute<double>("dcea", "eabc", len);
+  lines_avx2_compute<float>("dcea", "eabc", len);
+}
+#endif
 
 // Streamed lines in floats: TCCG's 72 values of the operand's unit-stride index a (four and a half
 // vectors) in one piece where the summed elements lie beyond them (case 4's layout, deca: e 216
@@ -2033,11 +2097,13 @@ void streamed_lines_agree(const char* spec, const std::map<char, int>& lengths, 
   }
 }
 
-// Streamed lines (TCCG case 2's shape, small) go through our kernel by default in floats, where
-// own_lines takes them; in doubles, libxsmm's.
-TEST(Strategies, TensorGemmStreamsLinesThroughOurKernelInFloats) {
+// Streamed lines (TCCG case 2's shape, small) go through our kernel by default: with AVX-512 in
+// floats, where own_lines takes them (in doubles, libxsmm's); with AVX2 alone in both
+// (own_lines_avx2).
+TEST(Strategies, TensorGemmStreamsLinesThroughOurKernel) {
+  const bool avx2 = tensor_gemm::writes_stream() && !tensor_gemm::streams();
   streamed_lines_agree("dca,bd->abc", {{'a', 40}, {'b', 24}, {'c', 37}, {'d', 50}}, 43,
-                       tensor_gemm::streams());
+                       tensor_gemm::streams() || avx2, avx2);
 }
 
 // Streamed lines in place (TCCG case 11's shape, ec,abed->abcd, with its run of 72 floats) go

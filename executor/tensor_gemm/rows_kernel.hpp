@@ -349,6 +349,8 @@ EINSUMDB_TARGET_END
 // which goes out transposed a line square at a time, each row a run of the output. The blocks
 // share out the fetching of the next line of rows' panel into L2: its lines lie a row of X apart
 // (2,496 bytes in case 1), and the hardware's prefetchers do not follow them.
+// The same tiles, one value of the output's unit-stride index at a time, compute streamed lines
+// (run_streamed_lines_avx2, streamed.hpp: TCCG cases 2-4 and 7).
 
 #if EINSUMDB_AVX2
 EINSUMDB_TARGET_BEGIN

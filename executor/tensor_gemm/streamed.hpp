@@ -5,7 +5,8 @@
 // call writes its rows in place (streamed rows: a tall, skinny product such as TCCG case 1); where
 // it is among X's rows and X runs along another of them, the calls go a line's worth of its values
 // at a time into a buffer, transposed on the way out, or in floats through our kernel, which
-// transposes its tiles in registers (streamed lines: TCCG cases 2-4 and 6-8); and where X runs
+// transposes its tiles in registers, or with AVX2 alone through our streamed-rows tiles, one value
+// of that index at a time, staged (streamed lines: TCCG cases 2-4 and 6-8); and where X runs
 // along that index itself, the calls write in place (TCCG cases 5, 9, 10, 11, 19), in floats on a
 // processor that runs 512-bit operations in halves through our kernel where each run fits a few
 // 256-bit registers (place_kernel.hpp: case 11), and with AVX2 alone through our kernel in chunks
@@ -412,7 +413,8 @@ bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads, 
 // tiles, transposed, then give each row and column a whole line of the output along uz (or all of
 // uz's values at a time, a run of whole lines, where StreamedLines::whole_runs). Each call
 // fetches the next call's part of X into L2. In floats, our own kernel (lines_kernel.hpp) takes the
-// plan where own_lines says, its tiles transposed in registers.
+// plan where own_lines says, its tiles transposed in registers; with AVX2 alone, our streamed-rows
+// tiles (rows_line_block) take it in floats and doubles where own_lines_avx2 says.
 
 struct StreamedLines : StreamedOperands {
   Table cn;               // the output's offset per column
@@ -689,6 +691,18 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
 inline constexpr std::int64_t kWholeStaging = 64 << 10;
 inline constexpr std::int64_t kWholeRows = 8;
 
+// Whether X's lines at a row's summed elements fall on at least eight sets of L1 (or on as many as
+// there are summed elements): where they lie a multiple of 4 KB apart, all on one set (TCCG cases 6
+// and 8, 192 KB apart in floats), a tile's lines evict each other before it is done with them.
+template <typename T>
+bool summed_lines_spread(const StreamedLines& s) {
+  const std::int64_t K = s.wk.size();
+  std::set<std::int64_t> sets;
+  for (std::int64_t l = 0; l < K; ++l)
+    sets.insert(l * s.x_ds * static_cast<std::int64_t>(sizeof(T)) % 4096 / 64);
+  return static_cast<std::int64_t>(sets.size()) >= std::min<std::int64_t>(K, 8);
+}
+
 // Whether our streamed-lines kernel takes plan s: in floats (doubles go faster through libxsmm's),
 // not in place, on a processor that runs the AVX-512 kernels, and where X lies as follows.
 template <typename T>
@@ -705,10 +719,8 @@ bool own_lines(const StreamedLines& s) {
   // it is done (cases 6-8, uz's values 6-9 MB apart; in cases 6 and 8 the summed elements 192
   // KB).
   const auto bytes = [](std::int64_t n) { return n * static_cast<std::int64_t>(sizeof(T)); };
-  std::set<std::int64_t> sets;
-  for (std::int64_t l = 0; l < K; ++l) sets.insert(bytes(l * s.x_ds) % 4096 / 64);
   return std::min(bytes(s.x_us), K > 1 ? bytes(s.x_ds) : 0) <= 4096 && bytes(s.x_us) % 4096 != 0 &&
-         static_cast<std::int64_t>(sets.size()) >= std::min<std::int64_t>(K, 8);
+         summed_lines_spread<T>(s);
 }
 
 #if EINSUMDB_AVX512
@@ -786,6 +798,70 @@ void run_streamed_lines_rows(const StreamedLines& s, const float* x, const float
 }
 #endif
 
+// Whether our AVX2 streamed-lines kernel takes plan s: where the kernels run AVX2 and not AVX-512,
+// not in place, in one pass over several summed elements, whose lines of X spread over the sets of
+// L1 (summed_lines_spread: where they all fall on one, TCCG cases 6 and 8, libxsmm's kernel is
+// faster).
+template <typename T>
+bool own_lines_avx2(const StreamedLines& s) {
+  const std::int64_t K = s.wk.size();
+  return std::is_floating_point_v<T> && writes_stream() && !streams() && !s.in_place && s.kc == K &&
+         K > 1 && summed_lines_spread<T>(s);
+}
+
+#if EINSUMDB_AVX2
+// Plan s through rows_line_block (rows_kernel.hpp): for each value u of uz in a piece, a line of
+// its rows at a time, the line's blocks of kRowColumns columns into a staging block of the piece
+// (line r of rows, value u, column j at (r·line + u)·tile + j·line); the piece then goes out a line
+// square at a time, each row and column its values of uz side by side, a run of the output. The
+// lines of rows go by u first: at each summed element, a piece's rows are one run of X (TCCG case
+// 2 in doubles: 192 bytes) read in consecutive tiles, while value u + 1's lie a row of X further
+// on (2,496 bytes). Block b fetches the next tile's panel (the next line of rows, else the next
+// value's first, else the next piece's) at its summed elements b, b + blocks, ...
+template <typename T>
+void run_streamed_lines_avx2(const StreamedLines& s, const T* x, const T* w, T* z, int threads,
+                             bool stream) {
+  using V = Lanes<T>;
+  constexpr std::int64_t L = 64 / sizeof(T), J = kRowColumns;
+  const std::int64_t N = s.wn.size(), K = s.wk.size();
+  const std::int64_t blocks = (N + J - 1) / J;
+  const std::int64_t tile = blocks * J * L;  // a line of rows by all the columns
+  const auto pack = [&](std::int64_t q, std::vector<T>& to) { s.pack_w(w, q, blocks * J, to, J); };
+  const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
+  const auto piece = [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
+    const T* xp = x + s.xb[q] + p.x;
+    T* const zq = z + s.cb[q] + p.c;
+    thread_local std::vector<T> buffer;
+    T* const staged = line_aligned(buffer, (p.rows + L - 1) / L * L * tile);
+    for (std::int64_t u = 0; u < p.lines; ++u)
+      for (std::int64_t r0 = 0; r0 < p.rows; r0 += L) {
+        const std::int64_t h = std::min(L, p.rows - r0);
+        const T* xr = xp + r0 + u * s.x_us;
+        const T* fetch = r0 + L < p.rows   ? xr + L
+                         : u + 1 < p.lines ? xp + (u + 1) * s.x_us
+                                           : x + s.xb[q] + next.x;
+        for (std::int64_t b = 0; b < blocks; ++b) {
+          const T* wb = packed + b * K * J;
+          T* const sb = staged + (r0 + u) * tile + b * J * L;
+          if (h == L)
+            rows_line_block<T, true>(xr, K, s.x_ds, wb, sb, h, {fetch, b, blocks});
+          else
+            rows_line_block<T, false>(xr, K, s.x_ds, wb, sb, h, {fetch, b, blocks});
+        }
+      }
+    const auto part = V::first(p.lines);
+    for (std::int64_t r0 = 0; r0 < p.rows; r0 += L)
+      for (std::int64_t j = 0; j < N; ++j) {
+        decltype(V::loadu(staged)) r[L];  // (values past p.lines are not stored)
+        load_transposed(staged + r0 * tile + j * L, tile, r);
+        for (std::int64_t i = 0; i < std::min(L, p.rows - r0); ++i)
+          put(zq + row(r0 + i) + s.cn[j], r[i], part, false, stream);
+      }
+  };
+  over_pieces<T>(s.xb.size(), s.pieces, threads, pack, piece);
+}
+#endif
+
 // Runs a streamed-lines plan into z through our own kernel (lines_kernel.hpp), where own_lines
 // takes it and `own` asks for it; false, having computed nothing, otherwise. Each piece goes a
 // register's rows at a time: their tiles, four values of uz by six columns each, fill a staging
@@ -805,6 +881,12 @@ bool run_streamed_lines_own(const StreamedLines& s, const T* x, const T* w, T* z
       run_streamed_lines_rows<16>(s, x, w, z, threads, stream);
     else
       run_streamed_lines_rows<8>(s, x, w, z, threads, stream);
+    return true;
+  }
+#endif
+#if EINSUMDB_AVX2
+  if (own && own_lines_avx2<T>(s)) {
+    run_streamed_lines_avx2(s, x, w, z, threads, stream);
     return true;
   }
 #endif

@@ -103,8 +103,8 @@ std::string streamed_path(const BatchedEinsum& e, const std::vector<std::int64_t
 // (rows_kernel.hpp) where W's row fits it, its lines (lines_kernel.hpp) where own_lines says, or
 // its lines in place (place_kernel.hpp) where own_place says and the processor runs 512-bit
 // operations in halves, all three where the kernels run AVX-512; or with AVX2, its rows where
-// own_rows_avx2 says and its lines in place where own_place_chunks says; real, on contiguous
-// operands.
+// own_rows_avx2 says, its lines where own_lines_avx2 says and its lines in place where
+// own_place_chunks says; real, on contiguous operands.
 bool own_streams(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
   const Dtype dtype = result_dtype(e, row);
   if (is_complex(dtype)) return false;
@@ -118,8 +118,8 @@ bool own_streams(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
       return (streams() && s->wn.size() * static_cast<std::int64_t>(sizeof(T)) <= kOwnRowBytes) ||
              own_rows_avx2<T>(*s);
     const auto s = streamed_lines<T>(x, xs, y, ys, z, zs, len);
-    return s &&
-           (own_lines<T>(*s) || (own_place<T>(*s) && runs_in_halves()) || own_place_chunks<T>(*s));
+    return s && (own_lines<T>(*s) || (own_place<T>(*s) && runs_in_halves()) ||
+                 own_lines_avx2<T>(*s) || own_place_chunks<T>(*s));
   };
   return dtype == Dtype::f32 ? ours(0.0f) : ours(0.0);
 }
