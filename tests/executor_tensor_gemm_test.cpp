@@ -968,6 +968,27 @@ TEST(Streamed, LinesGoThroughOurAvx2KernelOneValueAtATime) {
 }
 #endif
 
+// The summed elements' lines of X spread over the sets of L1 (summed_lines_spread, which both our
+// streamed-lines kernels ask) in TCCG case 2's layout (dca, d 738 KB apart in doubles: eight sets)
+// and case 7's (ecbfa, f 384 bytes apart), not in case 6's (efbad, f 384 KB apart: one set), so
+// that our AVX2 kernel takes the first two where it runs and leaves the third to libxsmm's.
+TEST(Streamed, SummedElementsWhoseLinesShareOneSetAreLeftToLibxsmm) {
+  const bool avx2 = writes_stream() && !streams();
+  const auto spread = [&](const std::string& xl, const std::string& wl, const std::string& zl,
+                          const Lengths& len, bool want) {
+    const auto s = streamed_lines<double>(xl, row_major(xl, len), wl, row_major(wl, len), zl,
+                                          row_major(zl, len), len);
+    ASSERT_TRUE(s.has_value()) << xl;
+    EXPECT_EQ(summed_lines_spread<double>(*s), want) << xl;
+    EXPECT_EQ(own_lines_avx2<double>(*s), avx2 && want) << xl;
+  };
+  spread("dca", "bd", "abc", {{'a', 312}, {'b', 24}, {'c', 296}, {'d', 312}}, true);
+  spread("ecbfa", "fd", "abcde", {{'a', 48}, {'b', 32}, {'c', 32}, {'d', 24}, {'e', 48}, {'f', 48}},
+         true);
+  spread("efbad", "cf", "abcde", {{'a', 48}, {'b', 32}, {'c', 24}, {'d', 32}, {'e', 48}, {'f', 32}},
+         false);
+}
+
 // Streamed lines in floats: TCCG's 72 values of the operand's unit-stride index a (four and a half
 // vectors) in one piece where the summed elements lie beyond them (case 4's layout, deca: e 216
 // apart), in 48 + 24 where the summed elements continue their run (dcea: e 72 apart).

@@ -180,7 +180,6 @@ template <typename R>
 void write_complex_lines_out(const R* buf, std::int64_t tile, std::int64_t P, const Piece& p,
                              std::int64_t N, R* z, const std::int64_t* cn, const StreamedLines& s,
                              bool stream, bool add) {
-  const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
   const std::int64_t ld = 2 * P;  // T's column spacing
   if (s.in_place) {  // one tile, its rows a run of the output's, its columns cn[j] apart
     for (std::int64_t j = 0; j < N; ++j)
@@ -201,7 +200,7 @@ void write_complex_lines_out(const R* buf, std::int64_t tile, std::int64_t P, co
   while (i0 < p.rows) {
     const std::int64_t h = std::min({L, p.rows - i0, s.span - i0 % s.span});
     const auto rows = V::first(2 * h);
-    R* const zi = z + 2 * (p.c + row(i0));
+    R* const zi = z + 2 * (p.c + s.row(i0));
     for (std::int64_t j = 0; j < N; ++j)
       for (std::int64_t u0 = 0; u0 < p.lines; u0 += L) {
         const std::int64_t lines = std::min(L, p.lines - u0);
@@ -221,7 +220,7 @@ void write_complex_lines_out(const R* buf, std::int64_t tile, std::int64_t P, co
   (void)stream;
   for (std::int64_t i = i0; i < p.rows; ++i)
     for (std::int64_t j = 0; j < N; ++j) {
-      R* d = z + 2 * (p.c + row(i) + cn[j]);
+      R* d = z + 2 * (p.c + s.row(i) + cn[j]);
       for (std::int64_t u = 0; u < p.lines; ++u) {
         const R* t = buf + u * tile + 2 * i + 2 * j * ld;
         d[2 * u] = t[0] - t[ld + 1];

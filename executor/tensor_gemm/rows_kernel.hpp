@@ -404,6 +404,24 @@ void rows_line_block(const T* x, std::int64_t depth, std::int64_t ds, const T* w
   }
 }
 
+// A line of rows (h of them: all of a line where h is one) from x by every block of W, `blocks` of
+// them packed at w (block b's summed element l's columns at w[(b·depth + l)·kRowColumns, ...)),
+// into staged (block b's columns from staged + b·kRowColumns·line); the blocks share out the
+// fetching of the next line of rows at `fetch`, block b at its summed elements b, b + blocks, ...
+template <typename T>
+void rows_line(const T* x, std::int64_t depth, std::int64_t ds, const T* w, std::int64_t blocks,
+               T* staged, std::int64_t h, const T* fetch) {
+  constexpr std::int64_t line = 64 / sizeof(T);
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const T* wb = w + b * depth * kRowColumns;
+    T* const sb = staged + b * kRowColumns * line;
+    if (h == line)
+      rows_line_block<T, true>(x, depth, ds, wb, sb, h, {fetch, b, blocks});
+    else
+      rows_line_block<T, false>(x, depth, ds, wb, sb, h, {fetch, b, blocks});
+  }
+}
+
 }  // namespace
 }  // namespace einsumdb::tensor_gemm
 EINSUMDB_TARGET_END

@@ -287,14 +287,7 @@ void run_streamed_rows_avx2(const Streamed& s, const T* x, const T* w, T* z, int
       // than a core draws (TCCG case 1 in doubles: 312 lines, 20 KB, in 312 steps of 12 FMAs,
       // about 1,900 cycles, over 30 GB/s); the four blocks fetch a line every fourth step.
       const T* fetch = r0 + L < p.rows ? xq + r0 + L : x + s.xb[q] + next.x;
-      for (std::int64_t b = 0; b < blocks; ++b) {
-        const T* wb = packed + b * K * J;
-        T* const sb = staged + b * J * L;
-        if (h == L)
-          rows_line_block<T, true>(xq + r0, K, s.x_ds, wb, sb, h, {fetch, b, blocks});
-        else
-          rows_line_block<T, false>(xq + r0, K, s.x_ds, wb, sb, h, {fetch, b, blocks});
-      }
+      rows_line(xq + r0, K, s.x_ds, packed, blocks, staged, h, fetch);
       for (std::int64_t j0 = 0; j0 < N; j0 += L) {
         decltype(V::loadu(staged)) r[L];
         load_transposed(staged + j0 * L, L, r);
@@ -436,6 +429,8 @@ struct StreamedLines : StreamedOperands {
   // few rows' worth fit its staging block; libxsmm's, where whole_runs).
   std::vector<Piece> whole;
   bool whole_runs = false;  // libxsmm's kernel runs `whole` rather than `pieces` (streamed_lines)
+  // The output's offset of a piece's row i: ux's values `span` at a time, then vx's.
+  std::int64_t row(std::int64_t i) const { return i % span * c_rs + i / span * c_vs; }
 };
 
 template <typename T>
@@ -621,7 +616,6 @@ template <typename T>
 void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piece& p,
                      std::int64_t N, T* z, const std::int64_t* cn, const StreamedLines& s,
                      bool stream) {
-  const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
 #if EINSUMDB_AVX2
   using V = Lanes<T>;
   constexpr std::int64_t L = V::width;  // a line's elements: 8 doubles, 16 floats
@@ -637,7 +631,7 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
     // leave 8, a fifth of the output.
     for (std::int64_t i0 = 0, h = 0; i0 < p.rows; i0 += h) {
       h = std::min({L, p.rows - i0, s.span - i0 % s.span});  // within one value of vx
-      T* const zi = z + p.c + row(i0);
+      T* const zi = z + p.c + s.row(i0);
       const auto mask = V::first(h);
       for (std::int64_t j = 0; j < N; ++j) {
         for (std::int64_t u0 = 0; u0 < p.lines; u0 += L) {
@@ -676,7 +670,7 @@ void write_lines_out(const T* buf, std::int64_t tile, std::int64_t P, const Piec
 #endif
   (void)stream;
   for (std::int64_t v0 = 0; v0 < p.rows; v0 += s.span) {  // the rows of one value of vx
-    T* const zv = z + p.c + row(v0);
+    T* const zv = z + p.c + s.row(v0);
     for (std::int64_t j = 0; j < N; ++j)
       for (std::int64_t i = v0; i < std::min(p.rows, v0 + s.span); ++i) {
         T* d = zv + (i - v0) * s.c_rs + cn[j];
@@ -748,7 +742,6 @@ void run_streamed_lines_rows(const StreamedLines& s, const float* x, const float
   for (std::int64_t j = 0; j < N && runs; ++j) runs = s.cn[j] == j * nu;
   const LinesTile t{K, s.x_us, s.x_ds, width, width * stride, stride};
   const auto pack = [&](std::int64_t q, std::vector<T>& to) { s.pack_w(w, q, width, to); };
-  const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
   const auto piece = [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
     const T* xq = x + s.xb[q];
     T* zq = z + s.cb[q];
@@ -783,7 +776,7 @@ void run_streamed_lines_rows(const StreamedLines& s, const float* x, const float
         }
       }
       for (int i = 0; i < h; ++i) {
-        T* const zi = zq + p.c + row(r0 + i);
+        T* const zi = zq + p.c + s.row(r0 + i);
         const T* si = staged + i * t.s_rs;
         if (runs) {
           copy_run(si, N * nu, zi, false, stream);
@@ -810,8 +803,8 @@ bool own_lines_avx2(const StreamedLines& s) {
 }
 
 #if EINSUMDB_AVX2
-// Plan s through rows_line_block (rows_kernel.hpp): for each value u of uz in a piece, a line of
-// its rows at a time, the line's blocks of kRowColumns columns into a staging block of the piece
+// Plan s through rows_line (rows_kernel.hpp): for each value u of uz in a piece, a line of its
+// rows at a time, the line's blocks of kRowColumns columns into a staging block of the piece
 // (line r of rows, value u, column j at (r·line + u)·tile + j·line); the piece then goes out a line
 // square at a time, each row and column its values of uz side by side, a run of the output. The
 // lines of rows go by u first: at each summed element, a piece's rows are one run of X (TCCG case
@@ -827,7 +820,6 @@ void run_streamed_lines_avx2(const StreamedLines& s, const T* x, const T* w, T* 
   const std::int64_t blocks = (N + J - 1) / J;
   const std::int64_t tile = blocks * J * L;  // a line of rows by all the columns
   const auto pack = [&](std::int64_t q, std::vector<T>& to) { s.pack_w(w, q, blocks * J, to, J); };
-  const auto row = [&](std::int64_t i) { return i % s.span * s.c_rs + i / s.span * s.c_vs; };
   const auto piece = [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
     const T* xp = x + s.xb[q] + p.x;
     T* const zq = z + s.cb[q] + p.c;
@@ -840,14 +832,7 @@ void run_streamed_lines_avx2(const StreamedLines& s, const T* x, const T* w, T* 
         const T* fetch = r0 + L < p.rows   ? xr + L
                          : u + 1 < p.lines ? xp + (u + 1) * s.x_us
                                            : x + s.xb[q] + next.x;
-        for (std::int64_t b = 0; b < blocks; ++b) {
-          const T* wb = packed + b * K * J;
-          T* const sb = staged + (r0 + u) * tile + b * J * L;
-          if (h == L)
-            rows_line_block<T, true>(xr, K, s.x_ds, wb, sb, h, {fetch, b, blocks});
-          else
-            rows_line_block<T, false>(xr, K, s.x_ds, wb, sb, h, {fetch, b, blocks});
-        }
+        rows_line(xr, K, s.x_ds, packed, blocks, staged + (r0 + u) * tile, h, fetch);
       }
     const auto part = V::first(p.lines);
     for (std::int64_t r0 = 0; r0 < p.rows; r0 += L)
@@ -855,7 +840,7 @@ void run_streamed_lines_avx2(const StreamedLines& s, const T* x, const T* w, T* 
         decltype(V::loadu(staged)) r[L];  // (values past p.lines are not stored)
         load_transposed(staged + r0 * tile + j * L, tile, r);
         for (std::int64_t i = 0; i < std::min(L, p.rows - r0); ++i)
-          put(zq + row(r0 + i) + s.cn[j], r[i], part, false, stream);
+          put(zq + s.row(r0 + i) + s.cn[j], r[i], part, false, stream);
       }
   };
   over_pieces<T>(s.xb.size(), s.pieces, threads, pack, piece);
