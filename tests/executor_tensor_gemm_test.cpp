@@ -966,6 +966,88 @@ TEST(Streamed, LinesGoThroughOurAvx2KernelOneValueAtATime) {
   lines_avx2_compute<double>("dcea", "eabc", len);
   lines_avx2_compute<float>("dcea", "eabc", len);
 }
+
+// The same tiles on complex operands (run_complex_lines_avx2, complex_lines.hpp): each part of X's
+// rows a row of T, each part of W's columns a column, combined on the way out. Against the
+// combination of four real products, each the sum itself (streamed_lines_want): Xr·Wr − Xi·Wi and
+// Xr·Wi + Xi·Wr. In complex doubles, a row's parts are a quarter of a line: 21 rows leave the last
+// line of T's rows part full, and T's columns lie whole lines apart (42 reals rounded up to 48).
+template <typename R>
+void complex_lines_avx2_compute(const std::string& xl, const std::string& zl, const Lengths& len) {
+  const double tolerance = std::is_same_v<R, float> ? 1e-4 : 1e-12;
+  auto s = complex_lines<R>(xl, row_major(xl, len), "bd", row_major("bd", len), zl,
+                            row_major(zl, len), len);
+  ASSERT_TRUE(s.has_value()) << xl << "->" << zl;
+  ASSERT_FALSE(s->in_place);
+  std::int64_t nx = 1, nz = 1;
+  for (char c : xl) nx *= len.at(c);
+  for (char c : zl) nz *= len.at(c);
+  const std::int64_t nw = len.at('b') * len.at('d');
+  const Tensor xr = random_values<R>(nx, 61), xi = random_values<R>(nx, 67);
+  const Tensor wr = random_values<R>(nw, 71), wi = random_values<R>(nw, 73);
+  const auto product = [&](const Tensor& x, const Tensor& w) {
+    return streamed_lines_want<R>(xl, zl, len, x, w);
+  };
+  const std::vector<double> rr = product(xr, wr), ii = product(xi, wi), ri = product(xr, wi),
+                            ir = product(xi, wr);
+  const auto interleave = [](const Tensor& re, const Tensor& im, std::int64_t n) {
+    std::vector<R> v(static_cast<std::size_t>(2 * n));
+    for (std::int64_t i = 0; i < n; ++i) v[2 * i] = re.data<R>()[i], v[2 * i + 1] = im.data<R>()[i];
+    return v;
+  };
+  const std::vector<R> x = interleave(xr, xi, nx), w = interleave(wr, wi, nw);
+  // Also over the pieces of all of uz's values each (StreamedLines::whole_runs, which the plan
+  // takes where the output's lines lie 4 KB apart and the tiles fit L2).
+  for (const bool stream : {false, true})
+    for (const int threads : {1, 2})
+      for (const bool whole : {false, true}) {
+        s->whole_runs = whole;
+        std::vector<R> z(static_cast<std::size_t>(2 * nz), R{7});
+        run_complex_lines_avx2<R>(*s, x.data(), w.data(), z.data(), threads, stream);
+        for (std::int64_t o = 0; o < nz; ++o) {
+          const auto at = static_cast<std::size_t>(o);
+          ASSERT_NEAR(z[2 * at], rr[at] - ii[at], tolerance)
+              << xl << "->" << zl << " a = " << len.at('a') << ", c = " << len.at('c')
+              << (stream ? ", streamed" : "") << ", threads " << threads
+              << (whole ? ", whole runs" : "") << " at " << o << " (real)";
+          ASSERT_NEAR(z[2 * at + 1], ri[at] + ir[at], tolerance)
+              << xl << "->" << zl << " a = " << len.at('a') << ", c = " << len.at('c')
+              << (stream ? ", streamed" : "") << ", threads " << threads
+              << (whole ? ", whole runs" : "") << " at " << o << " (imag)";
+        }
+      }
+}
+
+// Our AVX2 tiles take the complex plans that own_complex_lines_avx2 says (the real ones'
+// conditions), and compute them: rows whose parts leave a line of T part full (a = 21 in doubles,
+// 13 in floats), columns past a block of six reals (b = 7: 14 columns of T), lines of the output
+// part full and many (c = 19, 37), and pieces over several values of the next index (dcea->eabc).
+TEST(Streamed, ComplexLinesGoThroughOurAvx2Kernel) {
+  for (const auto& [a, b, c, d] :
+       {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>{21, 7, 19, 7},
+        {13, 24, 37, 5},
+        {32, 3, 9, 16}}) {
+    const Lengths len{{'a', a}, {'b', b}, {'c', c}, {'d', d}};
+    const std::int64_t rows = a;  // (a structured binding, which a lambda cannot capture)
+    const auto taken = [&](auto part) {
+      using R = decltype(part);
+      const auto s = complex_lines<R>("dca", row_major("dca", len), "bd", row_major("bd", len),
+                                      "abc", row_major("abc", len), len);
+      ASSERT_TRUE(s.has_value());
+      EXPECT_EQ(own_complex_lines_avx2<R>(*s),
+                writes_stream() && !streams() && summed_lines_spread<std::complex<R>>(*s))
+          << "a = " << rows;
+    };
+    taken(0.0);
+    taken(0.0f);
+    complex_lines_avx2_compute<double>("dca", "abc", len);
+    complex_lines_avx2_compute<float>("dca", "abc", len);
+    if (HasFatalFailure()) return;
+  }
+  const Lengths len{{'a', 8}, {'b', 6}, {'c', 19}, {'d', 5}, {'e', 8}};
+  complex_lines_avx2_compute<double>("dcea", "eabc", len);
+  complex_lines_avx2_compute<float>("dcea", "eabc", len);
+}
 #endif
 
 // The summed elements' lines of X spread over the sets of L1 (summed_lines_spread, which both our
@@ -2125,6 +2207,36 @@ TEST(Strategies, TensorGemmStreamsLinesThroughOurKernel) {
   const bool avx2 = tensor_gemm::writes_stream() && !tensor_gemm::streams();
   streamed_lines_agree("dca,bd->abc", {{'a', 40}, {'b', 24}, {'c', 37}, {'d', 50}}, 43,
                        tensor_gemm::streams() || avx2, avx2);
+}
+
+// Complex streamed lines (the same shape in c64 and c128, complex_lines.hpp) go through our AVX2
+// tiles by default where the kernels run AVX2 alone (own_complex_lines_avx2), and the tuner's space
+// then has libxsmm's kernel beside them; with AVX-512, libxsmm's alone, and no choice of kernel.
+// Either agrees with the reference, on one and two threads.
+TEST(Strategies, TensorGemmStreamsComplexLinesThroughOurAvx2Kernel) {
+  const bool avx2 = tensor_gemm::writes_stream() && !tensor_gemm::streams();
+  const Strategy* s = find_strategy("tensor_gemm");
+  ASSERT_NE(s, nullptr);
+  const std::map<char, int> lengths{{'a', 40}, {'b', 24}, {'c', 37}, {'d', 50}};
+  Lengths len;
+  for (const auto& [c, n] : lengths) len[c] = n;
+  for (Dtype dtype : {Dtype::c64, Dtype::c128}) {
+    const BatchedEinsum e = binary_spec("dca,bd->abc", lengths, dtype);
+    const Arrays arrays = random_arrays(e, 67);
+    const Bound bound(e, arrays);
+    ASSERT_EQ(tensor_gemm_path(bound), "lines") << to_string(dtype);
+    const auto space = s->space(e, len);
+    EXPECT_EQ(std::count(space.begin(), space.end(), nlohmann::json{{"kernel", "blis"}}),
+              avx2 ? 1 : 0)
+        << to_string(dtype);
+    const Results ref = run_reference(bound);
+    for (const char* kernel : {"own", "blis"})
+      for (const int threads : {1, 2})
+        expect_tensor_gemm_agrees(bound, ref,
+                                  std::string(to_string(dtype)) + " " + kernel + " " +
+                                      std::to_string(threads) + " threads",
+                                  {{"kernel", kernel}, {"threads", threads}});
+  }
 }
 
 // Streamed lines in place (TCCG case 11's shape, ec,abed->abcd, with its run of 72 floats) go

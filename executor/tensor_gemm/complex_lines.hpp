@@ -18,7 +18,9 @@
 // imaginary ones. The plan is streamed_lines's, in complex elements: pieces of X's unit-stride
 // index ux, a line's worth of the output's unit-stride index uz at a time, each value's tile
 // computed by a libxsmm kernel from X as it lies into a buffer, transposed on the way out (in
-// place, where ux is uz, a tile per piece whose rows are the output's, no transposition).
+// place, where ux is uz, a tile per piece whose rows are the output's, no transposition). With
+// AVX2 alone, our streamed-rows tiles (rows_kernel.hpp) compute the tiles instead where
+// own_complex_lines_avx2 says.
 //
 // Streamed rows (TCCG case 1, bda,dc->abc) go the same way where X's rows are contiguous at each
 // summed element: the kernel computes T' = W'·X' for a piece of X's rows, each row's two parts
@@ -173,14 +175,13 @@ void pack_parts(const StreamedOperands& s, const R* w, std::int64_t q, std::int6
 }
 
 // Writes a piece's combined tiles out: tile u at buf + u·tile, T's element ((i, q), (j, s)) at
-// 2i + q + (2j + s)·2P; the complex result (i, j) of the piece's `lines` tiles one run of the
-// output, at z + 2·(p.c + row(i) + cn[j]) in parts (row: write_lines_out's).
-// In place, added to the output's where `add` (a pass of the summed elements after the first).
+// 2i + q + (2j + s)·ld (ld: 2P, or more); the complex result (i, j) of the piece's `lines` tiles
+// one run of the output, at z + 2·(p.c + row(i) + cn[j]) in parts (row: write_lines_out's). In
+// place, added to the output's where `add` (a pass of the summed elements after the first).
 template <typename R>
-void write_complex_lines_out(const R* buf, std::int64_t tile, std::int64_t P, const Piece& p,
+void write_complex_lines_out(const R* buf, std::int64_t tile, std::int64_t ld, const Piece& p,
                              std::int64_t N, R* z, const std::int64_t* cn, const StreamedLines& s,
                              bool stream, bool add) {
-  const std::int64_t ld = 2 * P;  // T's column spacing
   if (s.in_place) {  // one tile, its rows a run of the output's, its columns cn[j] apart
     for (std::int64_t j = 0; j < N; ++j)
       combine_run(buf + 2 * j * ld, buf + (2 * j + 1) * ld, z + 2 * (p.c + cn[j]), 2 * p.rows,
@@ -229,11 +230,80 @@ void write_complex_lines_out(const R* buf, std::int64_t tile, std::int64_t P, co
     }
 }
 
-// Runs a complex-lines plan into z (x, w and z: the complex tensors' parts); false, where libxsmm
-// has no kernel for it, having computed nothing.
+// Whether our AVX2 streamed-rows tiles (rows_line, rows_kernel.hpp) compute the real products of
+// complex-lines plan s, as they do real streamed lines (own_lines_avx2): where the kernels run AVX2
+// and not AVX-512, not in place, in one pass over several summed elements whose lines of X spread
+// over the sets of L1 (TCCG cases 2-4 and 7 in c64 and c128).
+template <typename R>
+bool own_complex_lines_avx2(const StreamedLines& s) {
+  const std::int64_t K = s.wk.size();
+  return writes_stream() && !streams() && !s.in_place && s.kc == K && K > 1 &&
+         summed_lines_spread<std::complex<R>>(s);
+}
+
+#if EINSUMDB_AVX2
+// Plan s through rows_line, own_complex_lines_avx2 having said so: for each value u of uz in a
+// piece, its rows' parts (2·rows reals, contiguous at each summed element) a line at a time by
+// every column (j, s) of W' in blocks of kRowColumns, W' packed block by block, into T's tile of u
+// (write_complex_lines_out's layout, its columns whole lines apart, so that a line of rows part
+// full stays within its column), then combined and written out as libxsmm's tiles are. The lines
+// of rows go by u first, as in run_streamed_lines_avx2, each fetching the next one's panel.
+template <typename R>
+void run_complex_lines_avx2(const StreamedLines& s, const R* x, const R* w, R* z, int threads,
+                            bool stream) {
+  constexpr std::int64_t L = 64 / sizeof(R), J = kRowColumns;
+  const std::int64_t N = s.wn.size(), K = s.wk.size();
+  const std::int64_t blocks = (2 * N + J - 1) / J;
+  const std::int64_t ld = (2 * s.longest + L - 1) / L * L;  // T's column spacing
+  const std::int64_t tile = ld * blocks * J;
+  // W' by blocks: column c = (j, part) at summed element l at to[((c div J)·K + l)·J + c mod J],
+  // the columns past 2N zero.
+  const auto pack = [&](std::int64_t q, std::vector<R>& to) {
+    to.assign(static_cast<std::size_t>(blocks * K * J), R{0});
+    const R* from = w + 2 * s.wb[q];
+    for (std::int64_t j = 0; j < N; ++j)
+      for (std::int64_t l = 0; l < K; ++l)
+        for (std::int64_t part = 0; part < 2; ++part) {
+          const std::int64_t c = 2 * j + part;
+          to[static_cast<std::size_t>((c / J * K + l) * J + c % J)] =
+              from[2 * (s.wn[j] + s.wk[l]) + part];
+        }
+  };
+  const auto piece = [&](std::int64_t q, const R* packed, const Piece& p, const Piece& next) {
+    const R* xq = x + 2 * s.xb[q];
+    thread_local std::vector<R> buffer;
+    R* const buf = line_aligned(buffer, p.lines * tile);
+    const std::int64_t rows = 2 * p.rows;  // reals
+    for (std::int64_t u = 0; u < p.lines; ++u) {
+      const R* a = xq + 2 * (p.x + u * s.x_us);
+      for (std::int64_t r0 = 0; r0 < rows; r0 += L) {
+        const R* fetch = r0 + L < rows     ? a + r0 + L
+                         : u + 1 < p.lines ? a + 2 * s.x_us
+                                           : xq + 2 * next.x;
+        rows_line(a + r0, K, 2 * s.x_ds, packed, blocks, buf + u * tile + r0, ld,
+                  std::min(L, rows - r0), fetch);
+      }
+    }
+    write_complex_lines_out(buf, tile, ld, p, N, z + 2 * s.cb[q], s.cn.data(), s, stream,
+                            false);  // (fenced: over_pieces)
+  };
+  over_pieces<R>(s.xb.size(), s.whole_runs ? s.whole : s.pieces, threads, pack, piece);
+}
+#endif
+
+// Runs a complex-lines plan into z (x, w and z: the complex tensors' parts): through our own AVX2
+// tiles where `own` asks and own_complex_lines_avx2 says, otherwise through libxsmm's kernel;
+// false, where libxsmm has no kernel for it, having computed nothing.
 template <typename R>
 bool run_complex_lines(const StreamedLines& s, const R* x, const R* w, R* z, int threads,
-                       bool stream) {
+                       bool stream, bool own) {
+#if EINSUMDB_AVX2
+  if (own && own_complex_lines_avx2<R>(s)) {
+    run_complex_lines_avx2(s, x, w, z, threads, stream);
+    return true;
+  }
+#endif
+  (void)own;
   using Kernel = kernels::StreamKernel<R>;
   const std::int64_t N = s.wn.size(), K = s.wk.size(), P = s.longest, kc = s.kc;
   const std::int64_t tail = s.pieces.empty() ? P : s.pieces.back().rows;
@@ -272,7 +342,7 @@ bool run_complex_lines(const StreamedLines& s, const R* x, const R* w, R* z, int
         const R* next_a = u + 1 < p.lines ? a + 2 * s.x_us : xq + 2 * next.x;
         k(a, packed, buf + u * tile, next_a, packed, buf);
       }
-      write_complex_lines_out(buf, tile, P, p, N, z + 2 * s.cb[q], s.cn.data(), s, around,
+      write_complex_lines_out(buf, tile, 2 * P, p, N, z + 2 * s.cb[q], s.cn.data(), s, around,
                               l0 > 0);  // (fenced: over_pieces)
     };
     over_pieces<R>(s.xb.size(), s.whole_runs ? s.whole : s.pieces, threads, pack, piece);

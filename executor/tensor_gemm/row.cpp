@@ -237,7 +237,7 @@ Tensor complex_row(const Bound& bound, std::size_t row, const RowOptions& option
         return z;
     if (const auto s = complex_lines<R>(xl, xs, yl, ys, e.output, zs, len))
       if (run_complex_lines<R>(*s, s->swap ? yd : xd, s->swap ? xd : yd, zd, options.threads,
-                               stream))
+                               stream, options.own_kernel.value_or(true)))
         return z;
   }
   const RealForm f = real_form(bound, row);

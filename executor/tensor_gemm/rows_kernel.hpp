@@ -350,7 +350,8 @@ EINSUMDB_TARGET_END
 // share out the fetching of the next line of rows' panel into L2: its lines lie a row of X apart
 // (2,496 bytes in case 1), and the hardware's prefetchers do not follow them.
 // The same tiles, one value of the output's unit-stride index at a time, compute streamed lines
-// (run_streamed_lines_avx2, streamed.hpp: TCCG cases 2-4 and 7).
+// (run_streamed_lines_avx2, streamed.hpp: TCCG cases 2-4 and 7), and the real products of complex
+// ones (run_complex_lines_avx2, complex_lines.hpp).
 
 #if EINSUMDB_AVX2
 EINSUMDB_TARGET_BEGIN
@@ -371,10 +372,10 @@ struct RowsFetch {
 
 // The tile of rows [0, h) (all of a line where Whole) from x, row i's summed element l at
 // x[i + l·ds], by the block of W at w (summed element l's columns at w[l·kRowColumns, ...)), into
-// staged (column j's line of rows at staged + j·line), fetching as `fetch` says.
+// staged (column j's line of rows at staged + j·cs), fetching as `fetch` says.
 template <typename T, bool Whole>
 void rows_line_block(const T* x, std::int64_t depth, std::int64_t ds, const T* w, T* staged,
-                     std::int64_t h, RowsFetch<T> fetch) {
+                     std::int64_t cs, std::int64_t h, RowsFetch<T> fetch) {
   using Y = Ymm<T>;
   constexpr std::int64_t half = 32 / sizeof(T);
   typename Y::R lo[kRowColumns], hi[kRowColumns];
@@ -399,26 +400,26 @@ void rows_line_block(const T* x, std::int64_t depth, std::int64_t ds, const T* w
   }
 #pragma GCC unroll 6
   for (int j = 0; j < kRowColumns; ++j) {
-    Y::storeu(staged + 2 * half * j, lo[j]);
-    Y::storeu(staged + 2 * half * j + half, hi[j]);
+    Y::storeu(staged + cs * j, lo[j]);
+    Y::storeu(staged + cs * j + half, hi[j]);
   }
 }
 
 // A line of rows (h of them: all of a line where h is one) from x by every block of W, `blocks` of
 // them packed at w (block b's summed element l's columns at w[(b·depth + l)·kRowColumns, ...)),
-// into staged (block b's columns from staged + b·kRowColumns·line); the blocks share out the
-// fetching of the next line of rows at `fetch`, block b at its summed elements b, b + blocks, ...
+// into staged, column j's line at staged + j·cs (cs ≥ a line); the blocks share out the fetching
+// of the next line of rows at `fetch`, block b at its summed elements b, b + blocks, ...
 template <typename T>
 void rows_line(const T* x, std::int64_t depth, std::int64_t ds, const T* w, std::int64_t blocks,
-               T* staged, std::int64_t h, const T* fetch) {
+               T* staged, std::int64_t cs, std::int64_t h, const T* fetch) {
   constexpr std::int64_t line = 64 / sizeof(T);
   for (std::int64_t b = 0; b < blocks; ++b) {
     const T* wb = w + b * depth * kRowColumns;
-    T* const sb = staged + b * kRowColumns * line;
+    T* const sb = staged + b * kRowColumns * cs;
     if (h == line)
-      rows_line_block<T, true>(x, depth, ds, wb, sb, h, {fetch, b, blocks});
+      rows_line_block<T, true>(x, depth, ds, wb, sb, cs, h, {fetch, b, blocks});
     else
-      rows_line_block<T, false>(x, depth, ds, wb, sb, h, {fetch, b, blocks});
+      rows_line_block<T, false>(x, depth, ds, wb, sb, cs, h, {fetch, b, blocks});
   }
 }
 

@@ -287,7 +287,7 @@ void run_streamed_rows_avx2(const Streamed& s, const T* x, const T* w, T* z, int
       // than a core draws (TCCG case 1 in doubles: 312 lines, 20 KB, in 312 steps of 12 FMAs,
       // about 1,900 cycles, over 30 GB/s); the four blocks fetch a line every fourth step.
       const T* fetch = r0 + L < p.rows ? xq + r0 + L : x + s.xb[q] + next.x;
-      rows_line(xq + r0, K, s.x_ds, packed, blocks, staged, h, fetch);
+      rows_line(xq + r0, K, s.x_ds, packed, blocks, staged, L, h, fetch);
       for (std::int64_t j0 = 0; j0 < N; j0 += L) {
         decltype(V::loadu(staged)) r[L];
         load_transposed(staged + j0 * L, L, r);
@@ -832,7 +832,7 @@ void run_streamed_lines_avx2(const StreamedLines& s, const T* x, const T* w, T* 
         const T* fetch = r0 + L < p.rows   ? xr + L
                          : u + 1 < p.lines ? xp + (u + 1) * s.x_us
                                            : x + s.xb[q] + next.x;
-        rows_line(xr, K, s.x_ds, packed, blocks, staged + (r0 + u) * tile, h, fetch);
+        rows_line(xr, K, s.x_ds, packed, blocks, staged + (r0 + u) * tile, L, h, fetch);
       }
     const auto part = V::first(p.lines);
     for (std::int64_t r0 = 0; r0 < p.rows; r0 += L)
