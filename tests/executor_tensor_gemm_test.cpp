@@ -1018,10 +1018,12 @@ void complex_lines_avx2_compute(const std::string& xl, const std::string& zl, co
       }
 }
 
-// Our AVX2 tiles take the complex plans that own_complex_lines_avx2 says (the real ones'
-// conditions), and compute them: rows whose parts leave a line of T part full (a = 21 in doubles,
-// 13 in floats), columns past a block of six reals (b = 7: 14 columns of T), lines of the output
-// part full and many (c = 19, 37), and pieces over several values of the next index (dcea->eabc).
+// Our AVX2 tiles take complex plans where they take real ones (own_lines_avx2, in complex
+// elements): these shapes wherever the kernels run AVX2 alone, and not efbad,cf->abcde (TCCG case
+// 6's layout) where its summed elements lie 4 KB apart, all their lines on one set of L1. And they
+// compute them: rows whose parts leave a line of T part full (a = 21 in doubles, 13 in floats),
+// columns past a block of six reals (b = 7: 14 columns of T), lines of the output part full and
+// many (c = 19, 37), and pieces over several values of the next index (dcea->eabc).
 TEST(Streamed, ComplexLinesGoThroughOurAvx2Kernel) {
   for (const auto& [a, b, c, d] :
        {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>{21, 7, 19, 7},
@@ -1034,8 +1036,7 @@ TEST(Streamed, ComplexLinesGoThroughOurAvx2Kernel) {
       const auto s = complex_lines<R>("dca", row_major("dca", len), "bd", row_major("bd", len),
                                       "abc", row_major("abc", len), len);
       ASSERT_TRUE(s.has_value());
-      EXPECT_EQ(own_complex_lines_avx2<R>(*s),
-                writes_stream() && !streams() && summed_lines_spread<std::complex<R>>(*s))
+      EXPECT_EQ(own_lines_avx2<std::complex<R>>(*s), writes_stream() && !streams())
           << "a = " << rows;
     };
     taken(0.0);
@@ -1047,6 +1048,13 @@ TEST(Streamed, ComplexLinesGoThroughOurAvx2Kernel) {
   const Lengths len{{'a', 8}, {'b', 6}, {'c', 19}, {'d', 5}, {'e', 8}};
   complex_lines_avx2_compute<double>("dcea", "eabc", len);
   complex_lines_avx2_compute<float>("dcea", "eabc", len);
+  // f's values b·a·d = 256 complex doubles (4 KB) apart.
+  const Lengths apart{{'a', 4}, {'b', 4}, {'c', 6}, {'d', 16}, {'e', 8}, {'f', 3}};
+  const auto s =
+      complex_lines<double>("efbad", row_major("efbad", apart), "cf", row_major("cf", apart),
+                            "abcde", row_major("abcde", apart), apart);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_FALSE(own_lines_avx2<std::complex<double>>(*s));
 }
 #endif
 
@@ -2210,7 +2218,7 @@ TEST(Strategies, TensorGemmStreamsLinesThroughOurKernel) {
 }
 
 // Complex streamed lines (the same shape in c64 and c128, complex_lines.hpp) go through our AVX2
-// tiles by default where the kernels run AVX2 alone (own_complex_lines_avx2), and the tuner's space
+// tiles by default where the kernels run AVX2 alone (own_lines_avx2), and the tuner's space
 // then has libxsmm's kernel beside them; with AVX-512, libxsmm's alone, and no choice of kernel.
 // Either agrees with the reference, on one and two threads.
 TEST(Strategies, TensorGemmStreamsComplexLinesThroughOurAvx2Kernel) {

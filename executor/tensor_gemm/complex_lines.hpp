@@ -20,7 +20,7 @@
 // computed by a libxsmm kernel from X as it lies into a buffer, transposed on the way out (in
 // place, where ux is uz, a tile per piece whose rows are the output's, no transposition). With
 // AVX2 alone, our streamed-rows tiles (rows_kernel.hpp) compute the tiles instead where
-// own_complex_lines_avx2 says.
+// own_lines_avx2 says.
 //
 // Streamed rows (TCCG case 1, bda,dc->abc) go the same way where X's rows are contiguous at each
 // summed element: the kernel computes T' = W'·X' for a piece of X's rows, each row's two parts
@@ -230,19 +230,9 @@ void write_complex_lines_out(const R* buf, std::int64_t tile, std::int64_t ld, c
     }
 }
 
-// Whether our AVX2 streamed-rows tiles (rows_line, rows_kernel.hpp) compute the real products of
-// complex-lines plan s, as they do real streamed lines (own_lines_avx2): where the kernels run AVX2
-// and not AVX-512, not in place, in one pass over several summed elements whose lines of X spread
-// over the sets of L1 (TCCG cases 2-4 and 7 in c64 and c128).
-template <typename R>
-bool own_complex_lines_avx2(const StreamedLines& s) {
-  const std::int64_t K = s.wk.size();
-  return writes_stream() && !streams() && !s.in_place && s.kc == K && K > 1 &&
-         summed_lines_spread<std::complex<R>>(s);
-}
-
 #if EINSUMDB_AVX2
-// Plan s through rows_line, own_complex_lines_avx2 having said so: for each value u of uz in a
+// Plan s through rows_line, own_lines_avx2 having said so (in complex elements: TCCG cases 2-4
+// and 7 in c64 and c128): for each value u of uz in a
 // piece, its rows' parts (2·rows reals, contiguous at each summed element) a line at a time by
 // every column (j, s) of W' in blocks of kRowColumns, W' packed block by block, into T's tile of u
 // (write_complex_lines_out's layout, its columns whole lines apart, so that a line of rows part
@@ -256,18 +246,9 @@ void run_complex_lines_avx2(const StreamedLines& s, const R* x, const R* w, R* z
   const std::int64_t blocks = (2 * N + J - 1) / J;
   const std::int64_t ld = (2 * s.longest + L - 1) / L * L;  // T's column spacing
   const std::int64_t tile = ld * blocks * J;
-  // W' by blocks: column c = (j, part) at summed element l at to[((c div J)·K + l)·J + c mod J],
-  // the columns past 2N zero.
+  // W' by blocks of J columns, column (j, part) at 2j + part.
   const auto pack = [&](std::int64_t q, std::vector<R>& to) {
-    to.assign(static_cast<std::size_t>(blocks * K * J), R{0});
-    const R* from = w + 2 * s.wb[q];
-    for (std::int64_t j = 0; j < N; ++j)
-      for (std::int64_t l = 0; l < K; ++l)
-        for (std::int64_t part = 0; part < 2; ++part) {
-          const std::int64_t c = 2 * j + part;
-          to[static_cast<std::size_t>((c / J * K + l) * J + c % J)] =
-              from[2 * (s.wn[j] + s.wk[l]) + part];
-        }
+    s.pack_w(w, q, blocks * J, to, J, 2);
   };
   const auto piece = [&](std::int64_t q, const R* packed, const Piece& p, const Piece& next) {
     const R* xq = x + 2 * s.xb[q];
@@ -292,13 +273,13 @@ void run_complex_lines_avx2(const StreamedLines& s, const R* x, const R* w, R* z
 #endif
 
 // Runs a complex-lines plan into z (x, w and z: the complex tensors' parts): through our own AVX2
-// tiles where `own` asks and own_complex_lines_avx2 says, otherwise through libxsmm's kernel;
+// tiles where `own` asks and own_lines_avx2 says, otherwise through libxsmm's kernel;
 // false, where libxsmm has no kernel for it, having computed nothing.
 template <typename R>
 bool run_complex_lines(const StreamedLines& s, const R* x, const R* w, R* z, int threads,
                        bool stream, bool own) {
 #if EINSUMDB_AVX2
-  if (own && own_complex_lines_avx2<R>(s)) {
+  if (own && own_lines_avx2<std::complex<R>>(s)) {
     run_complex_lines_avx2(s, x, w, z, threads, stream);
     return true;
   }

@@ -84,17 +84,22 @@ struct StreamedOperands {
   // W of batch point q packed for a kernel, in blocks of `block` columns (all `width` in one by
   // default): block b's summed element l's values at to[(b·K + l)·block, ...), zero past the N
   // columns to width (≥ N, a multiple of block). In one block, summed element l's values of the
-  // columns are at to[l·width, l·width + N).
+  // columns are at to[l·width, l·width + N). With `parts` (2: W complex, w its parts), column j's
+  // parts are columns parts·j, parts·j + 1, ... (≤ width).
   template <typename T>
   void pack_w(const T* w, std::int64_t q, std::int64_t width, std::vector<T>& to,
-              std::int64_t block = 0) const {
+              std::int64_t block = 0, std::int64_t parts = 1) const {
     const std::int64_t N = wn.size(), K = wk.size();
     if (block == 0) block = width;
     to.assign(static_cast<std::size_t>(K * width), T{0});
-    const T* from = w + wb[q];
+    const T* from = w + parts * wb[q];
     for (std::int64_t l = 0; l < K; ++l)
       for (std::int64_t j = 0; j < N; ++j)
-        to[static_cast<std::size_t>((j / block * K + l) * block + j % block)] = from[wn[j] + wk[l]];
+        for (std::int64_t part = 0; part < parts; ++part) {
+          const std::int64_t c = parts * j + part;
+          to[static_cast<std::size_t>((c / block * K + l) * block + c % block)] =
+              from[parts * (wn[j] + wk[l]) + part];
+        }
   }
 };
 
@@ -791,15 +796,16 @@ void run_streamed_lines_rows(const StreamedLines& s, const float* x, const float
 }
 #endif
 
-// Whether our AVX2 streamed-lines kernel takes plan s: where the kernels run AVX2 and not AVX-512,
-// not in place, in one pass over several summed elements, whose lines of X spread over the sets of
-// L1 (summed_lines_spread: where they all fall on one, TCCG cases 6 and 8, libxsmm's kernel is
-// faster).
+// Whether our AVX2 streamed-lines kernel takes plan s, of elements T (real, or complex: the real
+// products of complex lines, run_complex_lines_avx2, complex_lines.hpp): where the kernels run
+// AVX2 and not AVX-512, not in place, in one pass over several summed elements, whose lines of X
+// spread over the sets of L1 (summed_lines_spread: where they all fall on one, TCCG cases 6 and 8,
+// libxsmm's kernel is faster).
 template <typename T>
 bool own_lines_avx2(const StreamedLines& s) {
   const std::int64_t K = s.wk.size();
-  return std::is_floating_point_v<T> && writes_stream() && !streams() && !s.in_place && s.kc == K &&
-         K > 1 && summed_lines_spread<T>(s);
+  return writes_stream() && !streams() && !s.in_place && s.kc == K && K > 1 &&
+         summed_lines_spread<T>(s);
 }
 
 #if EINSUMDB_AVX2

@@ -104,7 +104,7 @@ std::string streamed_path(const BatchedEinsum& e, const std::vector<std::int64_t
 // its lines in place (place_kernel.hpp) where own_place says and the processor runs 512-bit
 // operations in halves, all three where the kernels run AVX-512; or with AVX2, its rows where
 // own_rows_avx2 says, its lines where own_lines_avx2 says and its lines in place where
-// own_place_chunks says; in complex numbers, its lines where own_complex_lines_avx2 says (and
+// own_place_chunks says; in complex numbers, its lines where own_lines_avx2 says (and
 // complex rows do not apply, which run_tensor_gemm tries first). On contiguous operands.
 bool own_streams(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
   const Dtype dtype = result_dtype(e, row);
@@ -117,7 +117,7 @@ bool own_streams(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
       using R = decltype(part);
       if (complex_rows<R>(x, xs, y, ys, z, zs, len)) return false;
       const auto s = complex_lines<R>(x, xs, y, ys, z, zs, len);
-      return s && own_complex_lines_avx2<R>(*s);
+      return s && own_lines_avx2<std::complex<R>>(*s);
     };
     return dtype == Dtype::c128 ? ours(0.0) : ours(0.0f);
   }
