@@ -21,8 +21,10 @@ phase "Release tests"
 # uninstall removes it and the package is installed again for what follows.
 install_python_package
 repo=$PWD
-(cd "$(mktemp -d)" && EINSUMDB_EXPECT_INSTALLED=1 EINSUMDB_BIN="$repo/build/bin/einsumdb" \
+outside=$(mktemp -d)
+(cd "$outside" && EINSUMDB_EXPECT_INSTALLED=1 EINSUMDB_BIN="$repo/build/bin/einsumdb" \
   "$PYTHON" -m pytest -q -p no:cacheprovider "$repo/tests/python")
+rmdir "$outside"
 "$PYTHON" -m pip uninstall --quiet -y --break-system-packages --root-user-action=ignore einsumdb
 if (cd / && "$PYTHON" -c 'import einsumdb' 2>/dev/null); then
   echo "einsumdb: pip uninstall left the package importable" >&2

@@ -1,5 +1,6 @@
 // The einsumdb executable: canon on both spec forms, --file with a bad line, bench canon, and
 // errors with exit codes. Runs the real binary.
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -49,6 +50,7 @@ TEST(Cli, SpecFromFile) {
       R"({"einsum":"ik,kj->ij","batch":[["A","B"]],"shapes":{"A":[10,4],"B":[4,10]}})";
   std::ofstream(path) << spec;
   const auto r = run({"canon", "@" + path});
+  std::remove(path.c_str());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto inline_spec = run({"canon", spec});
   EXPECT_EQ(nlohmann::json::parse(r.out).at("key"),

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -70,8 +71,11 @@ CliResult run_mpirun(const std::vector<std::string>& argv, int limit) {
   for (std::size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) r.out.append(buf, n);
   const int status = pclose(pipe);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(err), {});
+  {
+    std::ifstream err(err_path);
+    r.err.assign(std::istreambuf_iterator<char>(err), {});
+  }
+  std::remove(err_path.c_str());
   return r;
 }
 

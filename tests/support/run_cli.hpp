@@ -46,8 +46,12 @@ inline CliResult run_cli(const std::vector<std::string>& args, const std::string
     r.out.append(buf.data(), n);
   const int status = pclose(pipe);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(err), {});
+  {
+    std::ifstream err(err_path);
+    r.err.assign(std::istreambuf_iterator<char>(err), {});
+  }
+  std::remove(err_path.c_str());
+  std::remove(in_path.c_str());
   return r;
 }
 

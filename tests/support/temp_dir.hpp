@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,12 +14,15 @@ namespace einsumdb::testing {
 
 class TempDir {
  public:
-  // <gtest temp dir>/einsumdb_<tag>_<pid>_<current test name>
+  // <gtest temp dir>/einsumdb_<tag>_<pid>_<current test name>, a parameterized test's name
+  // ("Name/param") with its slash as an underscore, so that the directory removed afterwards is
+  // the one made under the temporary directory rather than a child of it.
   explicit TempDir(const std::string& tag) {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ =
-        std::filesystem::path(::testing::TempDir()) /
-        ("einsumdb_" + tag + "_" + std::to_string(getpid()) + "_" + (info ? info->name() : "x"));
+    std::string name = info ? info->name() : "x";
+    std::replace(name.begin(), name.end(), '/', '_');
+    path_ = std::filesystem::path(::testing::TempDir()) /
+            ("einsumdb_" + tag + "_" + std::to_string(getpid()) + "_" + name);
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
