@@ -182,6 +182,21 @@ Product<T>::Product(const GemmGroups& g, const std::map<char, std::int64_t>& len
       k.before.push_back(len.at(cut[q]));
       k.before_strides.push_back(stride_in_c(cut[q]));
     }
+    // A narrow chunk of one batch point whose product goes to OpenBLAS (complex, or summing more
+    // than libxsmm's kernels take: small_gemm_view) is computed column-major (kColumnMajorChunk):
+    // its box then lists the columns' labels first.
+    const std::int64_t chunk_rows = k.by_columns ? m_ : k.step * k.per_value,
+                       chunk_cols = k.by_columns ? k.step * k.per_value : n_;
+    k.column_major = nb_ == 1 && (is_complex_v<T> || k_ > kSmallGemmMax) &&
+                     chunk_rows >= kColumnMajorChunk * chunk_cols;
+    if (k.column_major) {
+      const auto rotate = [&](std::size_t by) {
+        std::rotate(k.box.begin(), k.box.begin() + by, k.box.end());
+        std::rotate(k.box_strides.begin(), k.box_strides.begin() + by, k.box_strides.end());
+        k.cut_axis = (k.cut_axis + k.box.size() - by) % k.box.size();
+      };
+      rotate(k.by_columns ? rows.size() : k.box.size() - g.n.size());
+    }
     scratch_ += k.step * k.per_value * across;
   }
 }
@@ -246,8 +261,12 @@ void Product<T>::run(const T* a, const Expression* fa, const T* b, const Express
       box[k.cut_axis] = std::min(k.step, k.cut_length - v);
       const std::int64_t first = (o * k.cut_length + v) * k.per_value,
                          count = box[k.cut_axis] * k.per_value;
-      if (k.by_columns)
+      if (k.by_columns && k.column_major)
+        compute(a, b, 0, m_, first, count, z, m_ * count, 1, m_, threads);
+      else if (k.by_columns)
         compute(a, b, 0, nb_ * m_, first, count, z, m_ * count, count, 1, threads);
+      else if (k.column_major)
+        compute(a, b, first, count, 0, n_, z, count * n_, 1, count, threads);
       else
         compute(a, b, first, count, 0, n_, z, m_ * n_, n_, 1, threads);
       copy_into_strided(z, box, c + offset + v * k.cut_stride, k.box_strides, nb_ * m_ * n_,

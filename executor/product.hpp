@@ -6,8 +6,9 @@
 // each flat in its layout (one stride per group) with a unit stride along its rows or columns is
 // read in place; any other — and any operand with a function to apply — is packed into
 // [batch, rows, cols] in scratch memory. The result is written in place the same way, or
-// computed into [batch, M, N] order in chunks (a range of its rows, or where those cannot be cut
-// along whole cache lines of the result, of its columns) and each chunk scattered into place. A
+// computed into [batch, M, N] order ([N, M] where a chunk is narrow: kColumnMajorChunk) in chunks
+// (a range of its rows, or where those cannot be cut along whole cache lines of the result, of
+// its columns) and each chunk scattered into place. A
 // chunk holds about kChunkElements, so that it is scattered from the cache, or where the product
 // sums more elements than that leaves it rows (columns), as many as it sums up to kChunkDepth; the
 // scratch never holds the whole result, except where neither group can be cut. A product that
@@ -41,6 +42,17 @@ inline constexpr std::int64_t kChunkElements = std::int64_t{1} << 21;
 // packing is 33 / m of the multiply, 1.6% at m = 2048, where 2M elements a chunk would leave it
 // at 9% in a product of 5184 columns (TCCG cases 22-30, 360 rows a chunk).
 inline constexpr std::int64_t kChunkDepth = 2048;
+// A chunk with at least this many times as many rows as columns is computed column-major. How
+// the BLAS is called decides its speed on a narrow product: OpenBLAS blocks and packs the rows of
+// a column-major result (the columns of a row-major one) as its long dimension, and on a result
+// 24 columns wide that reads its operands along their short side, 1.2-1.6x slower in f64 and
+// 1.1-1.35x in c128 (the same GEMM, one thread, 92352 × 24 × 312 in f64 and 46176 × 24 × 312 in
+// c128, A read transposed in place, OpenBLAS's Zen and Cooper Lake kernels;
+// bench/gemm_orientation.py measures it). Written column-major, the long side is the BLAS's
+// rows. Near square, either order runs alike. Not where libxsmm computes the product (a real one
+// that sums at most kSmallGemmMax elements): its kernels, run on the exchanged product, were
+// 1.4-1.7x slower there (TCCG cases 5 and 8 in f64, ttgt).
+inline constexpr std::int64_t kColumnMajorChunk = 8;
 
 template <typename T>
 class Product {
@@ -53,6 +65,8 @@ class Product {
           std::int64_t chunk_elements = kChunkElements);
   // Elements of scratch memory run() needs.
   std::int64_t scratch() const { return scratch_; }
+  // Whether the result is computed in chunks, each column-major (kColumnMajorChunk).
+  bool column_major_chunks() const { return c_.packed && chunks_.column_major; }
   // c = a ⊗ b on tensors laid out as given to the constructor; `scratch` holds scratch()
   // elements. With threads > 1: over batch points when there are enough, else OpenBLAS's.
   void run(const T* a, const Expression* fa, const T* b, const Expression* fb, T* c, T* scratch,
@@ -91,9 +105,10 @@ class Product {
   // chunk's shape (the rows' labels if by columns, the cut label at `cut_axis`, the labels after
   // it, N's if by rows), `box_strides` its strides in the result; `before` and `before_strides`
   // the lengths and result strides of the labels before the cut; `cut_stride` the cut label's;
-  // `per_value` the rows (or columns) of one value of the cut.
+  // `per_value` the rows (or columns) of one value of the cut. `column_major`: the chunk is
+  // computed as [N, M] rather than [M, N] (see kColumnMajorChunk), its box rotated to that order.
   struct Chunks {
-    bool by_columns = false;
+    bool by_columns = false, column_major = false;
     std::size_t cut_axis = 0;
     std::int64_t step = 0, per_value = 0, cut_length = 0, cut_stride = 0;
     std::vector<std::int64_t> box, box_strides, before, before_strides;

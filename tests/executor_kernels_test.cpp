@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -325,10 +326,12 @@ TEST(Product, TtgtOrdersAPackedOperandsIndicesAsTheOutputWhereThatWritesInPlace)
 // A result the BLAS cannot write in place is computed into scratch chunk by chunk and each chunk
 // scattered into its box of the result: cut at an M index, at a batch index, at an N index
 // where the first row index is the result's unit stride, into the smallest chunks the result's
-// cache lines allow, with a last partial chunk, and whole; f32 and f64, one and two threads.
+// cache lines allow, with a last partial chunk, and whole; f32, f64 and c128 (but for a function
+// of an operand), one and two threads.
 // Every element equals the reference's; the scratch holds one chunk, except where neither the
 // first row index nor the first column index may be cut (a chunk would write partial lines), or
-// where a chunk cut by columns would have too few of them.
+// where a chunk cut by columns would have too few of them. A narrow chunk is computed
+// column-major where OpenBLAS computes it.
 TEST(Product, ResultComputedInChunksLandsInPlace) {
   struct Case {
     std::string einsum;
@@ -371,6 +374,23 @@ TEST(Product, ResultComputedInChunksLandsInPlace) {
        true,
        false,
        3072},
+      // narrow chunks, computed column-major (kColumnMajorChunk) where OpenBLAS computes them
+      // (160 summed elements, more than libxsmm takes): 512 rows by 32 columns cut at a, 32
+      // values of it a chunk of 8192 elements, 39 of 10000 (the last 25), or whole; the least
+      // chunk, 160 rows (asked for one element), stays row-major
+      {"ack,kb->abc", {{'a', 64}, {'c', 8}, {'k', 160}, {'b', 32}}, {1, 8192, 10000, 1 << 20}},
+      // 64 of 160 columns a chunk (cut at j, the first row index i the result's unit stride),
+      // each 512 rows long: column-major in c128 (OpenBLAS's; in f32 and f64 libxsmm's, which
+      // sums these 2 elements) but for the whole result
+      {"iek,kj->eji",
+       {{'i', 16}, {'e', 32}, {'k', 2}, {'j', 160}},
+       {1000, 32768, 1 << 20},
+       true,
+       false,
+       32768},
+      // TCCG case 2's shape: 128 rows by 3 columns, one chunk (c is the result's unit stride),
+      // column-major, its sum of 600 split between two threads
+      {"dca,bd->abc", {{'a', 8}, {'b', 3}, {'c', 16}, {'d', 600}}, {1 << 20}, false},
       // e the result's unit stride, d (the first column) of stride 6: one chunk
       {"ebaf,dcf->abcde",
        {{'a', 3}, {'b', 4}, {'c', 5}, {'d', 3}, {'e', 6}, {'f', 4}},
@@ -378,7 +398,8 @@ TEST(Product, ResultComputedInChunksLandsInPlace) {
        false},
   };
   for (const auto& c : cases)
-    for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
+    for (Dtype dtype : {Dtype::f32, Dtype::f64, Dtype::c128}) {
+      if (dtype == Dtype::c128 && c.function) continue;  // functions are of real arrays
       const auto arrow = c.einsum.find("->"), comma = c.einsum.find(',');
       const std::string a = c.einsum.substr(0, comma),
                         b = c.einsum.substr(comma + 1, arrow - comma - 1);
@@ -415,6 +436,10 @@ TEST(Product, ResultComputedInChunksLandsInPlace) {
                                          {e.output, got.strides()}, c.function, false, elements);
             };
             const kernels::Product<T> p = make(chunk);
+            const bool narrow =
+                c.einsum == "dca,bd->abc" || (c.einsum == "ack,kb->abc" && chunk >= 8192) ||
+                (c.einsum == "iek,kj->eji" && chunk == 32768 && dtype == Dtype::c128);
+            EXPECT_EQ(p.column_major_chunks(), narrow) << c.einsum << " chunks of " << chunk;
             // The scratch beyond the packed operands: the whole result with one chunk.
             const std::int64_t operands =
                 make(std::numeric_limits<std::int64_t>::max()).scratch() - want.size();
@@ -430,8 +455,10 @@ TEST(Product, ResultComputedInChunksLandsInPlace) {
           };
           if (dtype == Dtype::f32)
             run(float{});
-          else
+          else if (dtype == Dtype::f64)
             run(double{});
+          else
+            run(std::complex<double>{});
           EXPECT_LE(max_relative_error(got, want), tol)
               << c.einsum << " " << to_string(dtype) << " chunks of " << chunk << ", " << threads
               << " thread(s)";

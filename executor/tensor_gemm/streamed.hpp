@@ -862,17 +862,20 @@ template <typename T>
 bool run_streamed_lines_own(const StreamedLines& s, const T* x, const T* w, T* z, int threads,
                             bool stream, bool own, int tile_rows = 0) {
 #if EINSUMDB_AVX512
+  // Where own_lines declines (as where EINSUMDB_ISA caps the kernels at AVX2 in code compiled for
+  // AVX-512), the AVX2 tiles below may take the plan.
   if constexpr (std::is_same_v<T, float>) {
-    if (!own || !own_lines<T>(s)) return false;
-    // Tiles of full-width registers where the processor runs a 512-bit FMA whole (Zen 5: twice
-    // the FMAs a cycle of half-width ones), of half-width ones where it runs it as two halves
-    // (Zen 4: as many FMAs either way); `tile_rows` (16 or 8) chooses, for the tests.
-    if (tile_rows == 0) tile_rows = machine_rows_shape() == RowsShape::wide ? 16 : 8;
-    if (tile_rows == 16)
-      run_streamed_lines_rows<16>(s, x, w, z, threads, stream);
-    else
-      run_streamed_lines_rows<8>(s, x, w, z, threads, stream);
-    return true;
+    if (own && own_lines<T>(s)) {
+      // Tiles of full-width registers where the processor runs a 512-bit FMA whole (Zen 5: twice
+      // the FMAs a cycle of half-width ones), of half-width ones where it runs it as two halves
+      // (Zen 4: as many FMAs either way); `tile_rows` (16 or 8) chooses, for the tests.
+      if (tile_rows == 0) tile_rows = machine_rows_shape() == RowsShape::wide ? 16 : 8;
+      if (tile_rows == 16)
+        run_streamed_lines_rows<16>(s, x, w, z, threads, stream);
+      else
+        run_streamed_lines_rows<8>(s, x, w, z, threads, stream);
+      return true;
+    }
   }
 #endif
 #if EINSUMDB_AVX2
