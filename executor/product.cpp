@@ -183,11 +183,11 @@ Product<T>::Product(const GemmGroups& g, const std::map<char, std::int64_t>& len
       k.before_strides.push_back(stride_in_c(cut[q]));
     }
     // A narrow chunk of one batch point whose product goes to OpenBLAS (complex, or summing more
-    // than libxsmm's kernels take: small_gemm_view) is computed column-major (kColumnMajorChunk):
-    // its box then lists the columns' labels first.
+    // than libxsmm's kernels take: small_gemm_view) is computed column-major (kColumnMajorChunk,
+    // kColumnMajorDepth): its box then lists the columns' labels first.
     const std::int64_t chunk_rows = k.by_columns ? m_ : k.step * k.per_value,
                        chunk_cols = k.by_columns ? k.step * k.per_value : n_;
-    k.column_major = nb_ == 1 && (is_complex_v<T> || k_ > kSmallGemmMax) &&
+    k.column_major = nb_ == 1 && (is_complex_v<T> ? k_ >= kColumnMajorDepth : k_ > kSmallGemmMax) &&
                      chunk_rows >= kColumnMajorChunk * chunk_cols;
     if (k.column_major) {
       const auto rotate = [&](std::size_t by) {

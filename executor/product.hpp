@@ -51,8 +51,12 @@ inline constexpr std::int64_t kChunkDepth = 2048;
 // bench/gemm_orientation.py measures it). Written column-major, the long side is the BLAS's
 // rows. Near square, either order runs alike. Not where libxsmm computes the product (a real one
 // that sums at most kSmallGemmMax elements): its kernels, run on the exchanged product, were
-// 1.4-1.7x slower there (TCCG cases 5 and 8 in f64, ttgt).
+// 1.4-1.7x slower there (TCCG cases 5 and 8 in f64, ttgt). Nor where a complex product sums fewer
+// than kColumnMajorDepth elements: TCCG cases 6 and 8 in c128 (1,179,648 × 24 × 32) ran 0.89-0.97
+// as fast column-major on Cooper Lake's kernels and 0.98-1.07 on Zen's, while cases 3 and 5
+// (186,624 × 24 × 72) ran 1.04-1.36x faster on both.
 inline constexpr std::int64_t kColumnMajorChunk = 8;
+inline constexpr std::int64_t kColumnMajorDepth = 64;
 
 template <typename T>
 class Product {

@@ -380,14 +380,19 @@ TEST(Product, ResultComputedInChunksLandsInPlace) {
       // chunk, 160 rows (asked for one element), stays row-major
       {"ack,kb->abc", {{'a', 64}, {'c', 8}, {'k', 160}, {'b', 32}}, {1, 8192, 10000, 1 << 20}},
       // 64 of 160 columns a chunk (cut at j, the first row index i the result's unit stride),
-      // each 512 rows long: column-major in c128 (OpenBLAS's; in f32 and f64 libxsmm's, which
-      // sums these 2 elements) but for the whole result
+      // each 512 rows long, computed row-major (libxsmm's; in c128 OpenBLAS's, but summing fewer
+      // than kColumnMajorDepth elements)
       {"iek,kj->eji",
        {{'i', 16}, {'e', 32}, {'k', 2}, {'j', 160}},
        {1000, 32768, 1 << 20},
        true,
        false,
        32768},
+      // 512 of 768 columns a chunk (cut at j, the first row index i the result's unit stride),
+      // each 4096 rows long, the last 256 columns; or whole. Column-major in c128 (OpenBLAS's,
+      // summing kColumnMajorDepth elements; in f32 and f64 libxsmm's) but for the whole result,
+      // whose rows are fewer than kColumnMajorChunk times its columns
+      {"iek,kj->eji", {{'i', 16}, {'e', 256}, {'k', 64}, {'j', 768}}, {1 << 21, 1 << 22}},
       // TCCG case 2's shape: 128 rows by 3 columns, one chunk (c is the result's unit stride),
       // column-major, its sum of 600 split between two threads
       {"dca,bd->abc", {{'a', 8}, {'b', 3}, {'c', 16}, {'d', 600}}, {1 << 20}, false},
@@ -436,9 +441,10 @@ TEST(Product, ResultComputedInChunksLandsInPlace) {
                                          {e.output, got.strides()}, c.function, false, elements);
             };
             const kernels::Product<T> p = make(chunk);
-            const bool narrow =
-                c.einsum == "dca,bd->abc" || (c.einsum == "ack,kb->abc" && chunk >= 8192) ||
-                (c.einsum == "iek,kj->eji" && chunk == 32768 && dtype == Dtype::c128);
+            const bool narrow = c.einsum == "dca,bd->abc" ||
+                                (c.einsum == "ack,kb->abc" && chunk >= 8192) ||
+                                (c.einsum == "iek,kj->eji" && chunk == 1 << 21 &&
+                                 dtype == Dtype::c128 && c.lengths.at('k') == 64);
             EXPECT_EQ(p.column_major_chunks(), narrow) << c.einsum << " chunks of " << chunk;
             // The scratch beyond the packed operands: the whole result with one chunk.
             const std::int64_t operands =
