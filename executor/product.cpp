@@ -190,12 +190,10 @@ Product<T>::Product(const GemmGroups& g, const std::map<char, std::int64_t>& len
     k.column_major = nb_ == 1 && (is_complex_v<T> ? k_ >= kColumnMajorDepth : k_ > kSmallGemmMax) &&
                      chunk_rows >= kColumnMajorChunk * chunk_cols;
     if (k.column_major) {
-      const auto rotate = [&](std::size_t by) {
-        std::rotate(k.box.begin(), k.box.begin() + by, k.box.end());
-        std::rotate(k.box_strides.begin(), k.box_strides.begin() + by, k.box_strides.end());
-        k.cut_axis = (k.cut_axis + k.box.size() - by) % k.box.size();
-      };
-      rotate(k.by_columns ? rows.size() : k.box.size() - g.n.size());
+      const std::size_t by = k.by_columns ? rows.size() : k.box.size() - g.n.size();
+      std::rotate(k.box.begin(), k.box.begin() + by, k.box.end());
+      std::rotate(k.box_strides.begin(), k.box_strides.begin() + by, k.box_strides.end());
+      k.cut_axis = (k.cut_axis + k.box.size() - by) % k.box.size();
     }
     scratch_ += k.step * k.per_value * across;
   }

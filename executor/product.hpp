@@ -42,19 +42,13 @@ inline constexpr std::int64_t kChunkElements = std::int64_t{1} << 21;
 // packing is 33 / m of the multiply, 1.6% at m = 2048, where 2M elements a chunk would leave it
 // at 9% in a product of 5184 columns (TCCG cases 22-30, 360 rows a chunk).
 inline constexpr std::int64_t kChunkDepth = 2048;
-// A chunk with at least this many times as many rows as columns is computed column-major. How
-// the BLAS is called decides its speed on a narrow product: OpenBLAS blocks and packs the rows of
-// a column-major result (the columns of a row-major one) as its long dimension, and on a result
-// 24 columns wide that reads its operands along their short side, 1.2-1.6x slower in f64 and
-// 1.1-1.35x in c128 (the same GEMM, one thread, 92352 × 24 × 312 in f64 and 46176 × 24 × 312 in
-// c128, A read transposed in place, OpenBLAS's Zen and Cooper Lake kernels;
-// bench/gemm_orientation.py measures it). Written column-major, the long side is the BLAS's
-// rows. Near square, either order runs alike. Not where libxsmm computes the product (a real one
-// that sums at most kSmallGemmMax elements): its kernels, run on the exchanged product, were
-// 1.4-1.7x slower there (TCCG cases 5 and 8 in f64, ttgt). Nor where a complex product sums fewer
-// than kColumnMajorDepth elements: TCCG cases 6 and 8 in c128 (1,179,648 × 24 × 32) ran 0.89-0.97
-// as fast column-major on Cooper Lake's kernels and 0.98-1.07 on Zen's, while cases 3 and 5
-// (186,624 × 24 × 72) ran 1.04-1.36x faster on both.
+// A chunk with at least this many times as many rows as columns is computed column-major, so
+// that its long side is the rows OpenBLAS blocks and packs as its long dimension (row-major, a
+// narrow result's long side is the BLAS's columns, and it reads its operands along their short
+// side). Not where libxsmm computes the product (a real one that sums at most kSmallGemmMax
+// elements), whose kernels run slower on the exchanged product, nor where a complex one sums fewer
+// than kColumnMajorDepth elements. The figures behind both, and bench/gemm_orientation.py's:
+// docs/performance/tccg-ttgt-narrow.md.
 inline constexpr std::int64_t kColumnMajorChunk = 8;
 inline constexpr std::int64_t kColumnMajorDepth = 64;
 
