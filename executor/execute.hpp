@@ -23,8 +23,9 @@
 //
 // Parameters name indices as {"index": "i"} (see db/transform.hpp); at execution they are in the
 // einsum's own names. Functional operands (executor/expression.hpp) are evaluated in the pass
-// that reads their array. Functions are of real arrays (Bound refuses a function of a
-// complex one); in a complex row, a function's values are promoted.
+// that reads their array; in a complex row, a function of a real array is evaluated in real
+// numbers and its values promoted, and a function of a complex array is evaluated in complex
+// arithmetic once, before a strategy runs, its values a complex array (strategies.cpp).
 #pragma once
 
 #include <array>
@@ -49,7 +50,7 @@ using Arrays = std::map<std::string, Tensor>;
 // The length of every index, read from the arrays bound to the einsum (so symbolic lengths get
 // their run-time values). A name in `functions` is bound to the array its expression reads.
 // Throws SpecError naming the array and axis that disagree with the spec or with another array,
-// a missing array, a dtype the executor cannot compute in, or a function of a complex array.
+// a missing array, or a dtype the executor cannot compute in.
 std::map<char, std::int64_t> bind_lengths(const BatchedEinsum& e, const Arrays& arrays,
                                           const Functions& functions = {});
 

@@ -7,6 +7,7 @@
 
 #include "einsumdb/canon/parse.hpp"
 #include "einsumdb/core/error.hpp"
+#include "einsumdb/executor/tensor.hpp"  // is_complex_v
 
 namespace einsumdb {
 
@@ -153,6 +154,26 @@ Expression Expression::parse(std::string_view text) {
   return ExpressionParser(text).run();
 }
 
+namespace {
+
+// a^b; a complex number to a whole power of at most 64 by repeated squaring (std::pow's
+// exp(b·log a) is off in the last bits there, and not exactly 0 at 0).
+template <typename T>
+T power(T a, T b) {
+  if constexpr (is_complex_v<T>) {
+    const auto n = b.real();
+    if (b.imag() == 0 && n == std::floor(n) && std::abs(n) <= 64) {
+      T result(1), base = a;
+      for (auto k = static_cast<long>(std::abs(n)); k > 0; k >>= 1, base *= base)
+        if (k & 1) result *= base;
+      return n < 0 ? T(1) / result : result;
+    }
+  }
+  return std::pow(a, b);
+}
+
+}  // namespace
+
 template <typename T, typename K>
 bool Expression::with_binary(Op op, K&& k) {
   switch (op) {
@@ -169,7 +190,7 @@ bool Expression::with_binary(Op op, K&& k) {
       k([](T a, T b) { return a / b; });
       return true;
     case Op::pow:
-      k([](T a, T b) { return std::pow(a, b); });
+      k([](T a, T b) { return power(a, b); });
       return true;
     default:
       return false;
@@ -194,7 +215,7 @@ void Expression::with_unary(Op op, K&& k) {
     case Op::sqrt:
       return k([](T b) { return std::sqrt(b); });
     case Op::abs:
-      return k([](T b) { return std::abs(b); });
+      return k([](T b) { return T(std::abs(b)); });
     case Op::tanh:
       return k([](T b) { return std::tanh(b); });
     default:
@@ -203,18 +224,27 @@ void Expression::with_unary(Op op, K&& k) {
 }
 
 double Expression::operator()(double x) const {
-  std::vector<double> stack(static_cast<std::size_t>(std::max(depth_, 1)));
+  return evaluate(x);
+}
+
+std::complex<double> Expression::operator()(std::complex<double> x) const {
+  return evaluate(x);
+}
+
+template <typename T>
+T Expression::evaluate(T x) const {
+  std::vector<T> stack(static_cast<std::size_t>(std::max(depth_, 1)));
   int top = 0;
   for (const auto& in : program_) {
     if (in.op == Op::x) {
       stack[top++] = x;
     } else if (in.op == Op::constant) {
-      stack[top++] = in.value;
-    } else if (!with_binary<double>(in.op, [&](auto f) {
+      stack[top++] = T(in.value);
+    } else if (!with_binary<T>(in.op, [&](auto f) {
                  --top;
                  stack[top - 1] = f(stack[top - 1], stack[top]);
                })) {
-      with_unary<double>(in.op, [&](auto f) { stack[top - 1] = f(stack[top - 1]); });
+      with_unary<T>(in.op, [&](auto f) { stack[top - 1] = f(stack[top - 1]); });
     }
   }
   return stack[0];
@@ -315,6 +345,10 @@ void Expression::apply(const T* in, std::int64_t stride, T* out, std::int64_t n)
 
 template void Expression::apply<float>(const float*, std::int64_t, float*, std::int64_t) const;
 template void Expression::apply<double>(const double*, std::int64_t, double*, std::int64_t) const;
+template void Expression::apply<std::complex<float>>(const std::complex<float>*, std::int64_t,
+                                                     std::complex<float>*, std::int64_t) const;
+template void Expression::apply<std::complex<double>>(const std::complex<double>*, std::int64_t,
+                                                      std::complex<double>*, std::int64_t) const;
 
 Functions take_functions(nlohmann::json& j) {
   Functions functions;

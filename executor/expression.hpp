@@ -6,9 +6,12 @@
 //
 // Grammar: sums and differences of products and quotients of powers (`^`) of unary minus,
 // numbers, the array's name, parentheses, and the functions sin cos tan exp log sqrt abs tanh.
-// The expression is compiled to a small stack program evaluated over chunks of elements.
+// The expression is compiled to a small stack program evaluated over chunks of elements. Over a
+// complex array it is evaluated in complex arithmetic (principal branches of log, sqrt and a
+// power, as numpy's; abs the modulus, a complex number with no imaginary part).
 #pragma once
 
+#include <complex>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -29,7 +32,9 @@ class Expression {
   const std::string& array() const { return array_; }
 
   double operator()(double x) const;
-  // out[i] = f(in[i * stride]) for i < n; `out` must not alias `in` unless stride is 1.
+  std::complex<double> operator()(std::complex<double> x) const;
+  // out[i] = f(in[i * stride]) for i < n; `out` must not alias `in` unless stride is 1. T: float,
+  // double, std::complex<float> or std::complex<double>.
   template <typename T>
   void apply(const T* in, std::int64_t stride, T* out, std::int64_t n) const;
 
@@ -64,6 +69,8 @@ class Expression {
   // binary ones).
   template <typename T, typename K>
   static void with_unary(Op op, K&& k);
+  template <typename T>
+  T evaluate(T x) const;
   std::string text_, array_;
   std::vector<Instr> program_;
   int depth_ = 0;  // the stack depth the program needs

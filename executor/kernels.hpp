@@ -403,7 +403,7 @@ void copy_strided_range(const T* src, const std::vector<std::int64_t>& shape_in,
   const auto whole_bytes = static_cast<std::size_t>(whole_elements) * sizeof(T);
   if constexpr (is_complex_v<T>) {
     EINSUMDB_ASSERT(!f,
-                    "functions are of real arrays (bind_all refuses functions of complex ones)");
+                    "functions of complex arrays are evaluated before a strategy runs (promoted)");
     copy_layout(src, stride_in, dst, row_major_strides(shape_in), shape_in, sizeof(T), whole_bytes);
     return;
   }

@@ -138,8 +138,7 @@ RealForm real_form(const Bound& bound, std::size_t row) {
     const auto x = bound.operand(row, k);
     EINSUMDB_ASSERT(!x.function && x.tensor->dtype() == f.complex_dtype,
                     "the real form's operands are arrays of the row's dtype (promoted() converts "
-                    "the others and evaluates functions of real arrays; bind_all refuses functions "
-                    "of complex ones)");
+                    "the others and evaluates functions)");
     const std::string& name = f.e.batch[0][k];
     std::vector<std::int64_t> shape;
     for (const auto& l : f.e.arrays.at(name).shape) shape.push_back(l.value);

@@ -36,9 +36,6 @@ std::map<char, std::int64_t> bind_all(const BatchedEinsum& e, const Arrays& arra
       const Tensor* found = find_array(arrays, extra, name);
       if (!found) throw SpecError("no data bound to array '" + name + "'");
       const Tensor& t = *found;
-      if (f != functions.end() && is_complex(t.dtype()))  // expressions are real functions
-        throw SpecError("functional operands are real; array '" + name + "' is " +
-                        std::string(to_string(t.dtype())));
       const ArrayInfo& info = e.arrays.at(operand);
       if (t.dtype() != info.dtype)
         throw SpecError("array '" + name + "' holds " + std::string(to_string(t.dtype())) +
@@ -136,9 +133,13 @@ Tensor reference_row(const Bound& bound, std::size_t r, std::vector<double>* mag
       t = op.tensor;
       in[k].resize(static_cast<std::size_t>(t->size()));
       for (std::int64_t x = 0; x < t->size(); ++x) {
-        if (op.function)  // of a real array (bind_all refuses functions of complex ones)
-          in[k][x] = V((*op.function)(t->at(x)));
-        else if constexpr (std::is_same_v<V, double>)
+        if (op.function) {  // in complex arithmetic over a complex array
+          if constexpr (std::is_same_v<V, double>)
+            in[k][x] = (*op.function)(t->at(x));
+          else
+            in[k][x] = is_complex(t->dtype()) ? (*op.function)(t->at_complex(x))
+                                              : V((*op.function)(t->at(x)));
+        } else if constexpr (std::is_same_v<V, double>)
           in[k][x] = t->at(x);
         else
           in[k][x] = t->at_complex(x);

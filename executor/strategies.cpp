@@ -90,14 +90,14 @@ std::optional<std::string> loop_nest_rejects(const BatchedEinsum& e) {
 
 namespace {
 
-// `x`'s function applied to every element of its (real) array, in the array's dtype.
+// `x`'s function applied to every element of its array, in the array's dtype.
 Tensor evaluate(const Bound::Operand& x) {
   const Tensor& from = *x.tensor;
   Tensor out(from.dtype(), from.shape(), Tensor::Uninitialized{});
-  if (from.dtype() == Dtype::f32)
-    x.function->apply(from.data<float>(), 1, out.data<float>(), out.size());
-  else
-    x.function->apply(from.data<double>(), 1, out.data<double>(), out.size());
+  with_element_type(from.dtype(), [&](auto t) {
+    using T = decltype(t);
+    x.function->apply(from.data<T>(), 1, out.data<T>(), out.size());
+  });
   return out;
 }
 
@@ -142,7 +142,8 @@ std::optional<Results> empty_results(const Bound& bound) {
   return out;
 }
 
-// `x` converted to `to` (a functional operand evaluated first, in its array's dtype).
+// `x` converted to `to` (a functional operand evaluated first, in its array's dtype), or, in its
+// own dtype, a function's values.
 Tensor converted(const Bound::Operand& x, Dtype to) {
   Tensor evaluated;
   const Tensor* from = x.tensor;
@@ -174,15 +175,18 @@ std::string promoted_name(const std::string& operand, Dtype dtype) {
 
 // A batch whose rows mix dtypes, as the strategies that compute in one dtype per row receive it:
 // every operand whose dtype is not its row's result dtype (numpy's promotion) replaced by a copy
-// in that dtype (promoted_name; rows that promote the same operand alike share the copy). Null
-// where no row mixes dtypes.
-std::optional<BatchedEinsum> promoted_einsum(const BatchedEinsum& e) {
+// in that dtype (promoted_name; rows that promote the same operand alike share the copy), and
+// every function of a complex array by its values: the strategies evaluate functions of real
+// arrays only, in the pass that reads them, and a complex row runs in real form (real_form.hpp),
+// whose operands are the complex arrays' parts. Null where there is neither.
+std::optional<BatchedEinsum> promoted_einsum(const BatchedEinsum& e, const Functions& functions) {
   std::optional<BatchedEinsum> p;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
     const Dtype to = result_dtype(e, r);
     for (std::size_t k = 0; k < e.inputs.size(); ++k) {
       const ArrayInfo& info = e.arrays.at(e.batch[r][k]);
-      if (info.dtype == to) continue;
+      const bool complex_function = is_complex(info.dtype) && functions.count(e.batch[r][k]);
+      if (info.dtype == to && !complex_function) continue;
       if (!p) p = e;
       const std::string copy = promoted_name(e.batch[r][k], to);
       p->arrays[copy] = ArrayInfo{info.shape, to};
@@ -200,7 +204,7 @@ struct Promoted {
 
 std::unique_ptr<Promoted> promoted(const Bound& bound) {
   const BatchedEinsum& e = bound.einsum();
-  auto pe = promoted_einsum(e);
+  auto pe = promoted_einsum(e, bound.functions());
   if (!pe) return nullptr;
   auto p = std::make_unique<Promoted>(Promoted{std::move(*pe), {}});
   for (std::size_t r = 0; r < e.batch.size(); ++r)
@@ -245,7 +249,7 @@ const std::vector<Strategy>& builtin_strategies() {
        nullptr, 1000},
       {"direct", "one loop nest over the operands as they lie, no set-up (tiny workloads)",
        [](const BatchedEinsum& e) {  // rows that mix dtypes are promoted before it runs
-         const auto p = promoted_einsum(e);
+         const auto p = promoted_einsum(e, Functions{});  // (functions keep their dtypes)
          return DirectLoops::rejects(p ? *p : e);
        },
        run_direct, nullptr, 1},
