@@ -108,81 +108,52 @@ TEST(Functions, AgreeWithMaterializedOperands) {
 // numpy's np.exp(A) * A**3 ... would be). Every strategy that applies agrees with the reference on
 // the operand materialized here with std::complex, in c128 and c64.
 TEST(Functions, OfRealArraysJoinComplexProductsAndOfComplexOnesComputeInComplex) {
-  const auto spec = [](Dtype a, Functions* functions) {
+  // F = text(A) times B, A of dtype `a` and B of the complex dtype `b`: every strategy that applies
+  // against the reference run on F's values as `value` computes them from A's element k.
+  const auto check = [](Dtype a, Dtype b, const std::string& text, const auto& value) {
     nlohmann::json j = nlohmann::json::parse(
-        R"J({"einsum": "ik,kj->ij", "batch": [["F", "B"]], "shapes": {"A": [6, 5], "B": [5, 7]},
-            "dtypes": {"B": "c128"}, "functions": {"F": "sin(A)+1"}})J");
-    j["dtypes"]["A"] = std::string(to_string(a));
-    *functions = take_functions(j);
-    return parse_spec_json(j);
+        R"J({"einsum": "ik,kj->ij", "batch": [["F", "B"]], "shapes": {"A": [6, 5], "B": [5, 7]}})J");
+    j["dtypes"] = {{"A", to_string(a)}, {"B", to_string(b)}};
+    j["functions"] = {{"F", text}};
+    const Functions functions = take_functions(j);
+    const BatchedEinsum e = parse_spec_json(j);
+    Arrays data;
+    data.emplace("A", Tensor(a, {6, 5}));
+    data.emplace("B", Tensor(b, {5, 7}));
+    fill_random(data.at("A"), 5);
+    fill_random(data.at("B"), 6);
+    BatchedEinsum plain = e;
+    plain.arrays.at("F").dtype = b;
+    Arrays values;
+    Tensor f(b, {6, 5});
+    for (std::int64_t k = 0; k < f.size(); ++k) f.set_complex(k, value(data.at("A"), k));
+    values.emplace("F", std::move(f));
+    values.emplace("B", Tensor::view(data.at("B")));
+    const Results want = run_reference(Bound(plain, values));
+    const Bound fused(e, data, functions);
+    int ran = 0;
+    for (const auto& s : builtin_strategies()) {
+      if (s.rejects(e)) continue;
+      const Results got = execute(fused, s.name);
+      ASSERT_EQ(got.at(0).dtype(), b) << s.name;
+      EXPECT_LE(max_relative_error(got.at(0), want.at(0)), tolerance(b, 5))
+          << s.name << " " << text << " " << to_string(b);
+      ++ran;
+    }
+    EXPECT_EQ(ran, 6) << text;  // reference, direct, loop_nest, and the three GEMMs
   };
-  Functions functions;
-  const BatchedEinsum e = spec(Dtype::f64, &functions);
-  Arrays data;
-  data.emplace("A", Tensor(Dtype::f64, {6, 5}));
-  data.emplace("B", Tensor(Dtype::c128, {5, 7}));
-  fill_random(data.at("A"), 5);
-  fill_random(data.at("B"), 6);
-  BatchedEinsum plain_e = e;
-  plain_e.arrays.at("F").dtype = Dtype::c128;
-  Arrays materialized;
-  Tensor f(Dtype::c128, {6, 5});
-  for (std::int64_t k = 0; k < f.size(); ++k) f.set_complex(k, std::sin(data.at("A").at(k)) + 1);
-  materialized.emplace("F", std::move(f));
-  materialized.emplace("B", Tensor::view(data.at("B")));
-  const Results want = run_reference(Bound(plain_e, materialized));
-  const Bound fused(e, data, functions);
-  int ran = 0;
-  for (const auto& s : builtin_strategies()) {
-    if (s.rejects(e)) continue;
-    const Results got = execute(fused, s.name);
-    ASSERT_EQ(got.at(0).dtype(), Dtype::c128) << s.name;
-    EXPECT_LE(max_relative_error(got.at(0), want.at(0)), tolerance(Dtype::c128, 5)) << s.name;
-    ++ran;
-  }
-  EXPECT_EQ(ran, 6);  // reference, direct, loop_nest, and the three GEMMs
-
+  check(Dtype::f64, Dtype::c128, "sin(A)+1", [](const Tensor& t, std::int64_t k) {
+    return std::complex<double>(std::sin(t.at(k)) + 1);
+  });
   // Functions of complex arrays: every function of the grammar, a whole power, and a constant.
-  const std::string text =
-      "exp(A)*A^3 - sqrt(A)/2 + abs(A) + sin(A)*cos(A) - tan(A)/(2+A)"
-      " + log(A)*tanh(A) - 1";
-  const auto expected = [](std::complex<double> a) {
+  const auto of_complex = [](const Tensor& t, std::int64_t k) {
+    const std::complex<double> a = t.at_complex(k);
     return std::exp(a) * (a * a * a) - std::sqrt(a) / 2.0 + std::abs(a) +
            std::sin(a) * std::cos(a) - std::tan(a) / (2.0 + a) + std::log(a) * std::tanh(a) - 1.0;
   };
-  for (Dtype dtype : {Dtype::c128, Dtype::c64}) {
-    nlohmann::json j = nlohmann::json::parse(
-        R"J({"einsum": "ik,kj->ij", "batch": [["F", "B"]], "shapes": {"A": [6, 5], "B": [5, 7]},
-            "functions": {}})J");
-    j["dtypes"] = {{"A", to_string(dtype)}, {"B", to_string(dtype)}};
-    j["functions"]["F"] = text;
-    Functions of_complex = take_functions(j);
-    const BatchedEinsum c = parse_spec_json(j);
-    Arrays complex_data;
-    complex_data.emplace("A", Tensor(dtype, {6, 5}));
-    complex_data.emplace("B", Tensor(dtype, {5, 7}));
-    fill_random(complex_data.at("A"), 7);
-    fill_random(complex_data.at("B"), 8);
-    BatchedEinsum plain_c = c;
-    Arrays values;
-    Tensor fa(dtype, {6, 5});
-    for (std::int64_t k = 0; k < fa.size(); ++k)
-      fa.set_complex(k, expected(complex_data.at("A").at_complex(k)));
-    values.emplace("F", std::move(fa));
-    values.emplace("B", Tensor::view(complex_data.at("B")));
-    const Results expect = run_reference(Bound(plain_c, values));
-    const Bound with_function(c, complex_data, of_complex);
-    int strategies = 0;
-    for (const auto& s : builtin_strategies()) {
-      if (s.rejects(c)) continue;
-      const Results got = execute(with_function, s.name);
-      ASSERT_EQ(got.at(0).dtype(), dtype) << s.name;
-      EXPECT_LE(max_relative_error(got.at(0), expect.at(0)), tolerance(dtype, 5))
-          << s.name << " " << to_string(dtype);
-      ++strategies;
-    }
-    EXPECT_EQ(strategies, 6) << to_string(dtype);
-  }
+  const std::string text =
+      "exp(A)*A^3 - sqrt(A)/2 + abs(A) + sin(A)*cos(A) - tan(A)/(2+A) + log(A)*tanh(A) - 1";
+  for (Dtype dtype : {Dtype::c128, Dtype::c64}) check(dtype, dtype, text, of_complex);
 }
 
 // Packing through a function: short runs are gathered and then evaluated in place, long runs
