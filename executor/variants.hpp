@@ -16,7 +16,7 @@ namespace einsumdb::tensor_gemm {
 // tensor_gemm's parameters for one row (tensor_gemm.cpp says what each does).
 struct RowOptions {
   int threads = 1;
-  std::optional<bool> stream_even;  // without it, measured (streams_even_tiles_by_default)
+  std::optional<bool> stream_even;  // without it, the default (streams_even_tiles_by_default)
   bool fetch_ahead = true;
   bool stream_rows = true;
   bool stream_line_tiles = true;

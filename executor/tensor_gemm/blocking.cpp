@@ -104,8 +104,18 @@ bool line_tiles_may_write(Dtype dtype, std::int64_t summed, double output_bytes)
   return line_tiles_write_out(MicroKernel<double>::get(), summed, bytes);
 }
 
-bool streams_even_tiles_by_default() {
-  return writes_stream() && scattered_stores_read_lines();
+bool tile_columns_apart(const std::string& xl, const std::string& yl, const std::string& zl) {
+  if (zl.size() < 2) return false;
+  const char unit = zl.back(), next = zl[zl.size() - 2];
+  const auto owns = [](const std::string& l, const std::string& other, char c) {
+    return contains(l, c) && !contains(other, c);
+  };
+  return (owns(xl, yl, unit) && owns(xl, yl, next)) || (owns(yl, xl, unit) && owns(yl, xl, next));
+}
+
+bool streams_even_tiles_by_default(bool columns_apart) {
+  // (The measurement last: it runs once per process, where the choice depends on it.)
+  return writes_stream() && ((streams() && columns_apart) || scattered_stores_read_lines());
 }
 
 bool even_tiles_may_stream(std::int64_t summed, double output_bytes) {

@@ -133,6 +133,18 @@ bool own_streams(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
   return dtype == Dtype::f32 ? ours(0.0f) : ours(0.0);
 }
 
+// Whether row `row` writes even tiles in non-temporal stores by default, where the choice applies
+// (streams_even_tiles_by_default), judged on its labels, a complex row's on its real form's, as
+// tensor_gemm_row judges them.
+bool streams_even_by_default(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
+  if (is_complex(result_dtype(e, row))) {
+    const RealForm f = real_form_layout(e, row, len);
+    return streams_even_tiles_by_default(
+        tile_columns_apart(f.e.inputs[0], f.e.inputs[1], f.e.output));
+  }
+  return streams_even_tiles_by_default(tile_columns_apart(e.inputs[0], e.inputs[1], e.output));
+}
+
 // streamed_path on contiguous operands: for row `row`, or for its real form where it is complex
 // (as run_tensor_gemm runs it).
 std::string contiguous_path(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
@@ -218,8 +230,14 @@ std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Leng
     if (is_complex(result_dtype(e, r))) summed = 2 * kernels::product(sum, len);  // real form
   }
   for (char c : e.output) bytes *= static_cast<double>(len.at(c));
-  if (tensor_gemm::even_tiles_may_stream(summed, bytes))
-    space.push_back({{"stream_even", !tensor_gemm::streams_even_tiles_by_default()}});
+  if (tensor_gemm::even_tiles_may_stream(summed, bytes)) {
+    // The other way than each row's default: one candidate, or both where the rows' differ.
+    bool some_stream = false, some_in_place = false;
+    for (std::size_t r = 0; r < e.batch.size(); ++r)
+      (tensor_gemm::streams_even_by_default(e, r, len) ? some_stream : some_in_place) = true;
+    if (some_in_place) space.push_back({{"stream_even", true}});
+    if (some_stream) space.push_back({{"stream_even", false}});
+  }
   bool line_tiles = false;
   for (std::size_t r = 0; r < e.batch.size(); ++r)
     line_tiles |= tensor_gemm::line_tiles_may_write(result_dtype(e, r), summed, bytes);
