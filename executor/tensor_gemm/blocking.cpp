@@ -113,9 +113,11 @@ bool tile_columns_apart(const std::string& xl, const std::string& yl, const std:
   return (owns(xl, yl, unit) && owns(xl, yl, next)) || (owns(yl, xl, unit) && owns(yl, xl, next));
 }
 
-bool streams_even_tiles_by_default(bool columns_apart) {
+bool streams_even_tiles_by_default(const std::string& xl, const std::string& yl,
+                                   const std::string& zl) {
   // (The measurement last: it runs once per process, where the choice depends on it.)
-  return writes_stream() && ((streams() && columns_apart) || scattered_stores_read_lines());
+  return writes_stream() &&
+         ((streams() && tile_columns_apart(xl, yl, zl)) || scattered_stores_read_lines());
 }
 
 bool even_tiles_may_stream(std::int64_t summed, double output_bytes) {

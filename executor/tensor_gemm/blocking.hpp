@@ -67,11 +67,10 @@ inline constexpr std::int64_t kStreamAllDepth = 24;
 // first call, by writing twice the last-level cache in the order a tile's columns go out, in
 // ordinary stores and in non-temporal ones, the fastest of three passes each. A store that reads
 // first moves each line twice, so its pass takes up to twice as long; one that does not, about as
-// long: kReadFirstMargin lies between. Even tiles have gone faster in place on one Zen 5 machine
-// and through the buffer on another, so the answer is measured rather than read from the
-// processor's family: there the ordinary pass took 1.8-2.2 times the streamed one, and on a Zen 5
-// whose stores do not read first, 0.87-1.40 times from one process to the next (a margin of 1.3
-// let that machine's default flip between processes).
+// long: kReadFirstMargin lies halfway between, as far from the noise of a machine whose stores do
+// not read first (whose ratio varies from one process to the next around 1) as from the ratio of
+// one whose stores do. Even tiles have gone faster in place on one Zen 5 machine and through the
+// buffer on another, so the answer is measured rather than read from the processor's family.
 inline constexpr double kReadFirstMargin = 1.5;
 bool scattered_stores_read_lines();
 
@@ -83,17 +82,17 @@ bool scattered_stores_read_lines();
 // efga) its 14 columns lie 3 KB apart.
 bool tile_columns_apart(const std::string& xl, const std::string& yl, const std::string& zl);
 
-// Whether even tiles of an output beyond the cache go out in non-temporal stores by default (with
-// AVX-512 through the buffer or libxsmm's kernels, with AVX2 through ours where BLIS's tile is
-// its: stream_tile.hpp), rather than in place by the micro-kernel, prefetching their lines as it
-// starts: where an ordinary store reads its line first, and with the AVX-512 kernels where a
-// tile's columns lie apart (tile_columns_apart). On a Zen 5 whose stores do not read first, those
-// tiles went faster streamed (TCCG cases 37-42, docs/performance/tccg-ccsdt-columns.md), where
-// tiles whose columns adjoin went as fast or faster in place (the other twelve ccsd_t cases, the
-// two settings alternating); with its AVX2 kernels, streaming tiles whose columns lie apart was
-// slower in doubles (in place / streamed 0.76-0.78, cases 37 and 38). The parameter "stream_even"
-// chooses, and the tuner tries both (tensor_gemm_space).
-bool streams_even_tiles_by_default(bool columns_apart);
+// Whether the even tiles of the product xl,yl->zl, its output beyond the cache, go out in
+// non-temporal stores by default (with AVX-512 through the buffer or libxsmm's kernels, with AVX2
+// through ours where BLIS's tile is its: stream_tile.hpp), rather than in place by the
+// micro-kernel, prefetching their lines as it starts: where an ordinary store reads its line
+// first, and with the AVX-512 kernels where a tile's columns lie apart (tile_columns_apart), which
+// on a Zen 5 whose stores do not read first went faster streamed (TCCG cases 37-42,
+// docs/performance/tccg-ccsdt-columns.md); with the AVX2 kernels, which stream through a
+// different path, they stay in place. The parameter "stream_even" chooses, and the tuner tries
+// both (tensor_gemm_space).
+bool streams_even_tiles_by_default(const std::string& xl, const std::string& yl,
+                                   const std::string& zl);
 
 // Whether copy_run and the write-out's transposes run in vector registers and can stream whole
 // lines around the cache: where the kernels run AVX2 or AVX-512 (kernel_isa(); transpose.hpp).

@@ -100,8 +100,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
   // (The default is measured on its first use, streams_even_tiles_by_default: asked last.)
   const bool stream_all =
       one_pass(k, summed) && even_tiles_may_stream(summed, static_cast<double>(bytes(z))) &&
-      (options.stream_even ? *options.stream_even
-                           : streams_even_tiles_by_default(tile_columns_apart(xl, yl, zl)));
+      (options.stream_even ? *options.stream_even : streams_even_tiles_by_default(xl, yl, zl));
   // Where our own kernel writes tiles straight from its registers (line_tiles_write_out), the rows
   // and columns follow the output too: a tile's columns are then neighbouring lines, where in an
   // operand's order (which leaves fewer uneven tiles) they can lie far apart: in TCCG case 43

@@ -139,10 +139,9 @@ bool own_streams(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
 bool streams_even_by_default(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
   if (is_complex(result_dtype(e, row))) {
     const RealForm f = real_form_layout(e, row, len);
-    return streams_even_tiles_by_default(
-        tile_columns_apart(f.e.inputs[0], f.e.inputs[1], f.e.output));
+    return streams_even_tiles_by_default(f.e.inputs[0], f.e.inputs[1], f.e.output);
   }
-  return streams_even_tiles_by_default(tile_columns_apart(e.inputs[0], e.inputs[1], e.output));
+  return streams_even_tiles_by_default(e.inputs[0], e.inputs[1], e.output);
 }
 
 // streamed_path on contiguous operands: for row `row`, or for its real form where it is complex
