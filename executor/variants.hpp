@@ -21,6 +21,7 @@ struct RowOptions {
   bool stream_rows = true;
   bool stream_line_tiles = true;
   std::optional<bool> own_kernel;  // without it, own_kernel_by_default
+  std::optional<bool> split_sum;   // without it, sums_split
 };
 }  // namespace einsumdb::tensor_gemm
 

@@ -2486,5 +2486,30 @@ TEST(Strategies, TensorGemmUsesVectorKernelsWhereTheCpuHasThem) {
   }
 }
 
+// A small result summed over many elements (TCCG case 13's shape, acd,dbc->ab): the threads split
+// the summed range by default (sums_split), each into an output of its own added to the result,
+// or the columns with "split_sum" false; on 1, 2 and 3 threads, the passes shared unevenly, in
+// floats and doubles, against the reference. A large result keeps the split of rows or columns.
+TEST(Strategies, TensorGemmThreadsSplitALongSumOverASmallResult) {
+  EXPECT_TRUE(tensor_gemm::sums_split(40, 36, 5000, 1, false));
+  EXPECT_FALSE(tensor_gemm::sums_split(5184, 5184, 5184, 1, true));
+  EXPECT_FALSE(tensor_gemm::sums_split(5184, 72, 5184, 1, true));  // (TCCG case 19)
+  for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
+    const BatchedEinsum e =
+        binary_spec("acd,dbc->ab", {{'a', 40}, {'b', 36}, {'c', 30}, {'d', 37}}, dtype);
+    const Arrays arrays = random_arrays(e, 13);
+    const Bound bound(e, arrays);
+    const Results ref = run_reference(bound);
+    for (const bool split : {true, false})
+      for (const int threads : {1, 2, 3}) {
+        const Results got =
+            execute(bound, "tensor_gemm", {{"split_sum", split}, {"threads", threads}});
+        EXPECT_LE(max_relative_error(got.at(0), ref.at(0)),
+                  tolerance(dtype, terms_of(bound.einsum(), bound.lengths())))
+            << to_string(dtype) << " split_sum " << split << ", " << threads << " threads";
+      }
+  }
+}
+
 }  // namespace
 }  // namespace einsumdb

@@ -267,4 +267,11 @@ template void block_sizes(const MicroKernel<float>&, Contraction&, bool, std::in
 template std::int64_t packing_span(const MicroKernel<double>&, const Contraction&, std::int64_t);
 template std::int64_t packing_span(const MicroKernel<float>&, const Contraction&, std::int64_t);
 
+bool sums_split(std::int64_t M, std::int64_t N, std::int64_t K, std::int64_t nb, bool split_rows) {
+  const std::int64_t result = nb * M * N;
+  // Each thread's copy of the other operand: (N or M)·K elements per batch point, packed; its
+  // buffer: the result, written and read back.
+  return result <= kernels::kSplitSumElements && nb * (split_rows ? N : M) * K >= 2 * result;
+}
+
 }  // namespace einsumdb::tensor_gemm

@@ -114,6 +114,16 @@ bool own_kernel_runs();
 // measures both).
 bool own_kernel_by_default(std::int64_t summed, double output_bytes);
 
+// Whether threads share the summed range of a packed GEMM of M × N summed over K (for each of nb
+// batch points) by default, rather than the wider of its rows and columns (`split_rows`: the
+// rows): where the result is small (kernels::kSplitSumElements) and each thread's copy of the
+// other operand's packed blocks, which a split of the rows or columns has every thread pack whole,
+// moves more than the buffer each thread then sums into and adds to the result. TCCG case 13,
+// acd,dbc->ab (312 × 296 summed over 92,352): split by rows, each thread packs all 230 MB of the
+// other operand, gathered from runs of 8 elements; split by the sum, half. The parameter
+// "split_sum" chooses.
+bool sums_split(std::int64_t M, std::int64_t N, std::int64_t K, std::int64_t nb, bool split_rows);
+
 // Whether "stream_even" decides anything: an output too large for the cache, written once and
 // summed over kStreamAllDepth elements or fewer (the run and the tuner's space both ask).
 bool even_tiles_may_stream(std::int64_t summed, double output_bytes);

@@ -112,12 +112,15 @@ class Gemm {
 #endif
   }
 
-  // Rows [m0, m1) × columns [n0, n1) of batch point `q`; m0 a multiple of MR, n0 of NR.
+  // Rows [m0, m1) × columns [n0, n1) of batch point `q`; m0 a multiple of MR, n0 of NR. Summed
+  // over the elements [k0, k1) where given (all of them otherwise), into `to` where given (an
+  // output laid out as the Contraction's, c_ otherwise).
   void run(std::int64_t q, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1,
-           T* apack, T* bpack) const {
+           T* apack, T* bpack, std::int64_t k0 = 0, std::int64_t k1 = -1, T* to = nullptr) const {
     const T* a = a_ + p_.ab[q];
     const T* b = b_ + p_.bb[q];
-    T* c = c_ + p_.cb[q];
+    T* c = (to ? to : c_) + p_.cb[q];
+    if (k1 < 0) k1 = p_.K;
     T one = 1, zero = 0;
     alignas(64) T tile[kMaxTile];
     alignas(64) T group[kLine * kMaxTile];  // a line group's tiles (write_lines)
@@ -130,9 +133,9 @@ class Gemm {
     bli_auxinfo_set_is_b(1, &aux);
     for (std::int64_t jc = n0; jc < n1; jc += k_.nc) {
       const std::int64_t ncb = std::min(k_.nc, n1 - jc);
-      for (std::int64_t pc = 0; pc < p_.K; pc += p_.kc) {
-        const std::int64_t kcb = std::min(p_.kc, p_.K - pc);
-        const bool accumulate = pc != 0;
+      for (std::int64_t pc = k0; pc < k1; pc += p_.kc) {
+        const std::int64_t kcb = std::min(p_.kc, k1 - pc);
+        const bool accumulate = pc != k0;
         check_deadline();
         pack(b, p_.bn.data() + jc, ncb, p_.bk.data() + pc, kcb, k_.nr, k_.packnr, bpack);
         T* beta = accumulate ? &one : &zero;

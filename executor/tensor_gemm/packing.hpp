@@ -177,6 +177,48 @@ inline bool consecutive(const std::int64_t* col, std::int64_t p, std::int64_t n,
   return true;
 }
 
+#if EINSUMDB_AVX512
+// pack_runs with the runs a cache line long (a 512-bit register, n = 8 doubles or 16 floats) where
+// they are that long and `step` > 1 depths apart: each line of the tensor is then loaded whole, in
+// one load, and prefetched once, rather than in two halves `n·step` depths apart. TCCG case 13,
+// acd,dbc->ab in doubles: acd's runs of d lie 32 depths apart (a tile of summed elements, 32 of c
+// for each line of d), its rows 739 KB apart; its packing took a quarter of the time.
+template <typename T>
+bool pack_run_lines(const T* src, const std::int64_t* row, std::int64_t w, const std::int64_t* next,
+                    std::int64_t next_w, const std::int64_t* col, std::int64_t depth,
+                    std::int64_t pack_width, T* panel) {
+  using V = Lanes<T>;
+  constexpr std::int64_t n = V::width;
+  constexpr std::int64_t kGroups = 2;  // at most 2·n rows: the widest panel a kernel packs
+  const std::int64_t groups = (w + n - 1) / n;
+  if (w < 2 || groups > kGroups || depth < n) return false;
+  std::int64_t step = 1;
+  while (step < depth && col[step] != col[0] + 1) ++step;
+  if (step == 1 || (n - 1) * step >= depth || !consecutive(col, 0, n, step)) return false;
+  for (std::int64_t b = 0; b < depth; b += n * step)
+    for (std::int64_t p = b; p < std::min(depth, b + step); ++p) {
+      if (p + (n - 1) * step >= depth || !consecutive(col, p, n, step)) {
+        for (std::int64_t d = p; d < depth && d < b + n * step; d += step)
+          for (std::int64_t i = 0; i < w; ++i) panel[d * pack_width + i] = src[row[i] + col[d]];
+        continue;
+      }
+      for (std::int64_t g = 0; g < groups; ++g) {
+        typename V::V r[n];
+        for (std::int64_t i = 0; i < n; ++i) {
+          const std::int64_t at = g * n + i;
+          if (at < next_w) __builtin_prefetch(src + next[at] + col[p]);
+          r[i] = at < w ? V::loadu(src + row[at] + col[p]) : V::zero();
+        }
+        transpose_block(r);
+        const auto rows = V::first(std::min(n, w - g * n));
+        for (std::int64_t j = 0; j < n; ++j)
+          V::store(panel + (p + j * step) * pack_width + g * n, rows, r[j]);
+      }
+    }
+  return true;
+}
+#endif
+
 // Packs a panel of `w` rows gathered row by row (their rows not consecutive in the tensor) where
 // its depths come in runs of a 256-bit register's lanes (n) that lie one after another in the
 // tensor, the depths of a run `step` apart: n rows' runs are loaded as n registers and transposed
@@ -193,6 +235,9 @@ inline bool pack_runs([[maybe_unused]] const T* src, [[maybe_unused]] const std:
                       [[maybe_unused]] std::int64_t next_w,
                       [[maybe_unused]] const std::int64_t* col, [[maybe_unused]] std::int64_t depth,
                       [[maybe_unused]] std::int64_t pack_width, [[maybe_unused]] T* panel) {
+#if EINSUMDB_AVX512
+  if (pack_run_lines(src, row, w, next, next_w, col, depth, pack_width, panel)) return true;
+#endif
 #if EINSUMDB_AVX2
   using Y = Ymm<T>;
   using R = typename Y::R;

@@ -195,8 +195,25 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
     });
     return z;
   }
-  // Split the wider of the two ranges, in whole micro-tiles.
+  // Split the wider of the two ranges, in whole micro-tiles, or the summed range (sums_split).
   const bool split_rows = p.M / k.mr >= p.N / k.nr;
+  const std::int64_t passes = (p.K + p.kc - 1) / p.kc;
+  if (t > 1 && options.split_sum.value_or(sums_split(p.M, p.N, p.K, nb, split_rows)) &&
+      passes >= t) {
+    // Thread s sums passes [s·passes / t, (s + 1)·passes / t) of every batch point, the first
+    // into z, each other into a buffer laid out as z, which is then added to z.
+    const std::int64_t n = z.size();
+    std::vector<T> partial(static_cast<std::size_t>((t - 1) * n));
+    kernels::split_sum(static_cast<int>(t), n, 1, z.data<T>(), 1, 1, partial.data(),
+                       [&](std::int64_t s, T* to, std::int64_t, std::int64_t) {
+                         const auto [ap, bp] = buffers(s);
+                         const std::int64_t k0 = std::min(p.K, s * passes / t * p.kc);
+                         const std::int64_t k1 = std::min(p.K, (s + 1) * passes / t * p.kc);
+                         for (std::int64_t q = 0; q < nb; ++q)
+                           gemm.run(q, 0, p.M, 0, p.N, ap, bp, k0, k1, to);
+                       });
+    return z;
+  }
   const std::int64_t unit_len = split_rows ? k.mr : k.nr;
   const std::int64_t tiles = ((split_rows ? p.M : p.N) + unit_len - 1) / unit_len;
   kernels::parallel_for(tiles, static_cast<int>(t), [&](std::int64_t lo, std::int64_t hi) {

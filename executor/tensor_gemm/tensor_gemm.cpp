@@ -38,7 +38,9 @@
 // BLIS's block sizes, and the offset tables, two per row and per column.
 //
 // Parameters: "threads" (over batch points when there are enough, otherwise over the wider of
-// the row and column ranges, each thread packing its own blocks; streamed rows, over the rows),
+// the row and column ranges, each thread packing its own blocks, or over the summed range where
+// the result is small and the sum long, each thread into a buffer of its own added to the result:
+// sums_split, which "split_sum", true or false, overrides; streamed rows, over the rows),
 // "stream_even" (true or false: whether the tiles of a large output summed over few elements go
 // out in streaming stores, written around the cache or through the buffer, rather than in place
 // by BLIS's micro-kernel; kStreamAllDepth; by default where this machine's ordinary stores read
@@ -266,9 +268,9 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   const BatchedEinsum& e = bound.einsum();
   if (const auto why = tensor_gemm_rejects(e))
     throw SpecError("tensor_gemm does not apply: " + *why);
-  check_param_keys(
-      params, "tensor_gemm",
-      {"threads", "stream_even", "fetch_ahead", "stream_rows", "stream_line_tiles", "kernel"});
+  check_param_keys(params, "tensor_gemm",
+                   {"threads", "stream_even", "fetch_ahead", "stream_rows", "stream_line_tiles",
+                    "kernel", "split_sum"});
   tensor_gemm::RowOptions options;
   options.threads = read_threads(params, "tensor_gemm");
   const auto flag = [&](const char* name, bool otherwise) {
@@ -276,6 +278,7 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   };
   // Without the parameter, the row decides where the choice applies (the default is measured).
   if (params.contains("stream_even")) options.stream_even = flag("stream_even", false);
+  if (params.contains("split_sum")) options.split_sum = flag("split_sum", false);
   options.fetch_ahead = flag("fetch_ahead", options.fetch_ahead);
   options.stream_rows = flag("stream_rows", options.stream_rows);
   options.stream_line_tiles = flag("stream_line_tiles", options.stream_line_tiles);
