@@ -177,12 +177,22 @@ inline bool consecutive(const std::int64_t* col, std::int64_t p, std::int64_t n,
   return true;
 }
 
+// The depths p, p + step, ... before `end` of `w` rows, gathered element by element: those of a
+// run whose depths do not lie one after another (pack_runs, pack_run_lines).
+template <typename T>
+void gather_run(const T* src, const std::int64_t* row, std::int64_t w, const std::int64_t* col,
+                std::int64_t p, std::int64_t end, std::int64_t step, std::int64_t pack_width,
+                T* panel) {
+  for (std::int64_t d = p; d < end; d += step)
+    for (std::int64_t i = 0; i < w; ++i) panel[d * pack_width + i] = src[row[i] + col[d]];
+}
+
 #if EINSUMDB_AVX512
 // pack_runs with the runs a cache line long (a 512-bit register, n = 8 doubles or 16 floats) where
 // they are that long and `step` > 1 depths apart: each line of the tensor is then loaded whole, in
 // one load, and prefetched once, rather than in two halves `n·step` depths apart. TCCG case 13,
 // acd,dbc->ab in doubles: acd's runs of d lie 32 depths apart (a tile of summed elements, 32 of c
-// for each line of d), its rows 739 KB apart; its packing took a quarter of the time.
+// for each line of d).
 template <typename T>
 bool pack_run_lines(const T* src, const std::int64_t* row, std::int64_t w, const std::int64_t* next,
                     std::int64_t next_w, const std::int64_t* col, std::int64_t depth,
@@ -198,8 +208,7 @@ bool pack_run_lines(const T* src, const std::int64_t* row, std::int64_t w, const
   for (std::int64_t b = 0; b < depth; b += n * step)
     for (std::int64_t p = b; p < std::min(depth, b + step); ++p) {
       if (p + (n - 1) * step >= depth || !consecutive(col, p, n, step)) {
-        for (std::int64_t d = p; d < depth && d < b + n * step; d += step)
-          for (std::int64_t i = 0; i < w; ++i) panel[d * pack_width + i] = src[row[i] + col[d]];
+        gather_run(src, row, w, col, p, std::min(depth, b + n * step), step, pack_width, panel);
         continue;
       }
       for (std::int64_t g = 0; g < groups; ++g) {
@@ -263,8 +272,7 @@ inline bool pack_runs([[maybe_unused]] const T* src, [[maybe_unused]] const std:
   for (std::int64_t b = 0; b < depth; b += n * step)
     for (std::int64_t p = b; p < std::min(depth, b + step); ++p) {
       if (p + (n - 1) * step >= depth || !consecutive(col, p, n, step)) {
-        for (std::int64_t d = p; d < depth && d < b + n * step; d += step)
-          for (std::int64_t i = 0; i < w; ++i) panel[d * pack_width + i] = src[row[i] + col[d]];
+        gather_run(src, row, w, col, p, std::min(depth, b + n * step), step, pack_width, panel);
         continue;
       }
       R t[kGroups][n];
