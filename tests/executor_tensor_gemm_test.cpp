@@ -156,18 +156,19 @@ TEST(Blocking, TheSummedElementsGoInOnePassUpToAQuarterOverKC) {
   EXPECT_LT(p.mc * 256 * 8, l2_bytes() / 3 + 8 * 256 * 8);
 }
 
+TEST(Blocking, TilesOfSummedIndicesLeaveEachPassWholeLines) {
+  // A line of X's index per line of Y's, unless a pass of KC would then not hold a whole tile:
+  // floats with a KC of 128 take 8 of each of 16 lines per pass.
+  EXPECT_EQ(sum_tile<double>(shape_of_kernel(6, 8, 72, 256)), 8);
+  EXPECT_EQ(sum_tile<float>(shape_of_kernel(6, 16, 168, 256)), 16);
+  EXPECT_EQ(sum_tile<float>(shape_of_kernel(6, 16, 168, 1024)), 16);
+  EXPECT_EQ(sum_tile<double>(shape_of_kernel(16, 14, 144, 128)), 8);
+  EXPECT_EQ(sum_tile<float>(shape_of_kernel(6, 16, 168, 128)), 8);
+}
+
 // With BLIS's AVX2 (Haswell) tile in doubles, 6 rows by a line of columns, blocks at least KC deep
 // hold kHaswellRows rows, scaled by KC over their depth like BLIS's MC; shallower ones, other tiles
 // and floats, BLIS's MC.
-TEST(Blocking, TilesOfSummedIndicesLeaveEachPassWholeLines) {
-  // kSumTile bytes of X's index per line of Y's, unless a pass of KC would then take a part of
-  // each line: floats with the Haswell tile take 16 of each of 16 lines per pass of 256.
-  EXPECT_EQ(sum_tile<double>(shape_of_kernel(6, 8, 72, 256)), 32);
-  EXPECT_EQ(sum_tile<float>(shape_of_kernel(6, 16, 168, 256)), 16);
-  EXPECT_EQ(sum_tile<float>(shape_of_kernel(6, 16, 168, 1024)), 64);
-  EXPECT_EQ(sum_tile<double>(shape_of_kernel(16, 14, 144, 128)), 16);
-}
-
 TEST(Blocking, BlocksOfTheHaswellTileHoldMoreRowsWhenDeep) {
   const auto haswell = shape_of_kernel(6, 8, 72, 256);
   ASSERT_TRUE(haswell_tile<double>(haswell));
@@ -1468,7 +1469,8 @@ TEST(Strategies, TensorGemmTilesLargeTensorsContiguousAlongDifferentIndices) {
 // and where only one of them does, in that one's order (case 14, cad,dcb->ab: dcb runs along b);
 // both at lengths that make both operands over 8 MB, with partial tiles at every edge and a tile
 // straddling the blocks of KC summed elements, in both dtypes (a tile's width is in bytes, at most
-// a pass's worth: sum_tile; in floats the packing of dbc transposes runs of depths 16 apart).
+// a line of each operand's index: sum_tile; the packing of one operand transposes runs of depths a
+// line apart).
 TEST(Strategies, TensorGemmTilesTheSummedIndicesOfLargeOperandsContiguousAlongDifferentOnes) {
   for (Dtype dtype : {Dtype::f64, Dtype::f32}) {
     const int ab = dtype == Dtype::f64 ? 10 : 20;

@@ -53,9 +53,6 @@ std::int64_t l2_bytes();
 inline constexpr std::int64_t kCachedBytes = std::int64_t{8} << 20;
 // The fastest of the other indices goes kInner values at a time inside each tile (group_rows).
 inline constexpr std::int64_t kInner = 4;
-// Bytes of X's unit-stride index per cache line of Y's in a tile of summed indices (tiles), at
-// most (sum_tile).
-inline constexpr std::int64_t kSumTile = 256;
 // Summed elements up to which every tile of a streamed output whose lines it writes whole goes
 // through the buffer, not only the uneven ones: the micro-kernel then spends less time on a tile
 // than writing it takes, and written in place, each of its lines is read from memory before it is
@@ -167,9 +164,10 @@ struct Rows {
 // too. What the tiles save is that scattered write-out, so a Z much smaller than X (a third in
 // cases 3 and 4) keeps X's order, whose packing reads X's lines in turn.
 // The summed indices of two operands that both run at unit stride along them, along different ones,
-// go in these tiles too, X's unit-stride index kSumTile bytes at a time for each cache line of Y's:
-// a packed block of KC summed elements then reads both operands in whole cache lines, where in X's
-// order it read one element of each line of Y. Where only one of them does, they go in its order.
+// go in these tiles too, a cache line of X's unit-stride index for each of a line of Y's
+// (sum_tile): a packed block of KC summed elements then reads both operands in whole cache lines,
+// where in X's order it read one element of each line of Y. Where only one of them does, they go in
+// its order.
 std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::int64_t>& len,
                           const std::string& xl, const std::vector<std::int64_t>& xs,
                           const std::string& zl, const std::vector<std::int64_t>& zs,
@@ -229,14 +227,15 @@ bool haswell_tile(const Kernel& k) {
   return k.mr == 6 && k.packmr == k.mr && k.nr == kLineElements<T> && k.packnr == k.nr;
 }
 // The elements of X's unit-stride index per cache line of Y's in a tile of summed indices
-// (tiles) for micro-kernel k: kSumTile bytes, or fewer where a pass of BLIS's KC summed elements
-// would not hold a line's worth of Y's index: in floats with the Haswell tile (KC = 256), 16 of
-// each of 16 lines of Y, where 64 took each line of Y over four passes, a quarter of it each time,
-// gathered from memory each time (TCCG case 13, acd,dbc->ab).
+// (tiles) for micro-kernel k: a cache line's, so that a tile is a line of X's index by a line of
+// Y's, or fewer where a pass of BLIS's KC summed elements would not hold a whole tile. The operand
+// that runs along the tile's slower index then has its lines a line's depths apart, and its
+// packing (pack_runs, pack_run_lines) transposes each group of them into consecutive depths of the
+// panel. Wider tiles in X's index (256 bytes, or what a pass held of it) left TCCG case 13
+// (acd,dbc->ab) slower in both dtypes (docs/performance/tccg-sum-tiles.md).
 template <typename T, typename Kernel>
 std::int64_t sum_tile(const Kernel& k) {
-  return std::min<std::int64_t>(kSumTile / static_cast<std::int64_t>(sizeof(T)),
-                                k.kc / kLineElements<T>);
+  return std::min<std::int64_t>(kLineElements<T>, k.kc / kLineElements<T>);
 }
 template <typename T>
 bool one_pass(const MicroKernel<T>& k, std::int64_t summed) {

@@ -191,8 +191,8 @@ void gather_run(const T* src, const std::int64_t* row, std::int64_t w, const std
 // pack_runs with the runs a cache line long (a 512-bit register, n = 8 doubles or 16 floats) where
 // they are that long and `step` > 1 depths apart: each line of the tensor is then loaded whole, in
 // one load, and prefetched once, rather than in two halves `n·step` depths apart. TCCG case 13,
-// acd,dbc->ab in doubles: acd's runs of d lie 32 depths apart (a tile of summed elements, 32 of c
-// for each line of d).
+// acd,dbc->ab: one operand's runs lie a line's depths apart (a tile of summed elements, a line of
+// c for each line of d: sum_tile).
 template <typename T>
 bool pack_run_lines(const T* src, const std::int64_t* row, std::int64_t w, const std::int64_t* next,
                     std::int64_t next_w, const std::int64_t* col, std::int64_t depth,
