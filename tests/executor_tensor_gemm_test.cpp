@@ -1097,6 +1097,42 @@ TEST(Streamed, FloatPiecesAreWholeWhereTheSummedElementsLieApart) {
   EXPECT_EQ(rows("dcea", {3 * 5 * 72, 5 * 72, 72, 1}), (std::set<std::int64_t>{24, 48}));
 }
 
+// A plan's pieces are counted before they are made: Pieces holds what it was made for, in order,
+// and refuses one more. TCCG case 5's plan (ebad,ce->abcd, in place: 15,552 pieces covering its
+// 72^3 rows once, one run of d's 72 values for each of the 5,184 others) lies in recycled memory:
+// made again, as every run makes it, it maps nothing afresh.
+TEST(Streamed, PiecesOfAPlanAreCountedAndComeFromRecycledMemory) {
+  Pieces few(2);
+  few.push_back({1, 2, 3, 4});
+  few.push_back({5, 6, 7, 8});
+  EXPECT_THROW(few.push_back({9, 9, 9, 9}), Error);
+  ASSERT_EQ(few.size(), 2u);
+  EXPECT_EQ(few.front().x, 1);
+  EXPECT_EQ(few.back().lines, 8);
+  EXPECT_EQ(std::distance(few.begin(), few.end()), 2);
+
+  const Lengths len{{'a', 72}, {'b', 72}, {'c', 24}, {'d', 72}, {'e', 72}};
+  const auto plan = [&] {
+    return streamed_lines<double>("ebad", row_major("ebad", len), "ce", row_major("ce", len),
+                                  "abcd", row_major("abcd", len), len);
+  };
+  const auto s = plan();
+  ASSERT_TRUE(s && s->in_place);
+  std::int64_t rows = 0;
+  for (const Piece& p : s->pieces) rows += p.rows * p.lines;
+  EXPECT_EQ(rows, 72 * 72 * 72);
+  EXPECT_GT(s->pieces.size(), 10000u);
+  EXPECT_EQ(s->runs.size(), 72u * 72u);
+  for (const Piece& r : s->runs) EXPECT_EQ(r.rows, 72);
+  EXPECT_TRUE(s->whole.empty());
+  if (recycles_large_tensors()) {
+    EXPECT_TRUE(plan());  // beside s: blocks of its own, kept when it is dropped
+    const std::uint64_t before = fresh_mappings();
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(plan());
+    EXPECT_EQ(fresh_mappings(), before);
+  }
+}
+
 // Where one piece takes all of ux's values and they leave its last vector part full, a piece takes
 // the fewest values of the next index in X that fill whole vectors: TCCG case 4's layout (deca,
 // a = 72 floats, four and a half vectors) two values of c at a time where c's length is even, one

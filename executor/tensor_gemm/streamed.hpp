@@ -116,9 +116,39 @@ struct Piece {
   std::int64_t x, c, rows, lines;
 };
 
+// A plan's pieces, held in a Tensor's memory as a Table's entries are (scatter.hpp), up to the
+// capacity they are made with (the plans count them first): a plan is made afresh on every run,
+// and a vector of tens of thousands of pieces (TCCG case 5, ebad,ce->abcd: 15,552, and 5,184 runs)
+// grew in pages that glibc mapped afresh each time, each faulted in and the whole copied as it grew
+// (docs/performance/tccg-pieces.md).
+class Pieces {
+ public:
+  explicit Pieces(std::int64_t capacity = 0)
+      : t_(Dtype::f64, {kFields * capacity}, Tensor::Uninitialized{}), capacity_(capacity) {}
+  void push_back(const Piece& p) {
+    if (n_ == capacity_) throw Error("tensor_gemm: more pieces than the plan counted");
+    data()[n_++] = p;
+  }
+  std::size_t size() const { return static_cast<std::size_t>(n_); }
+  bool empty() const { return n_ == 0; }
+  const Piece& operator[](std::size_t i) const { return begin()[i]; }
+  const Piece& front() const { return begin()[0]; }
+  const Piece& back() const { return begin()[n_ - 1]; }
+  Piece& back() { return data()[n_ - 1]; }
+  const Piece* begin() const { return static_cast<const Piece*>(t_.raw()); }
+  const Piece* end() const { return begin() + n_; }
+
+ private:
+  static constexpr std::int64_t kFields = 4;  // a Piece's int64s, each in an 8-byte element
+  static_assert(sizeof(Piece) == kFields * sizeof(std::int64_t));
+  Piece* data() { return static_cast<Piece*>(t_.raw()); }
+  Tensor t_;
+  std::int64_t capacity_, n_ = 0;
+};
+
 struct Streamed : StreamedOperands {
   std::int64_t x_rs = 0, x_ds = 0, c_rs = 0;
-  std::vector<Piece> pieces;
+  Pieces pieces;
   bool around = false;  // the output written around the cache (writes_around)
   bool large = false;   // the output larger than the cache (kCachedBytes)
 };
@@ -129,7 +159,7 @@ struct Streamed : StreamedOperands {
 // pieces of each point.
 inline constexpr std::int64_t kPiecesPerCheck = 256;
 template <typename T, typename Pack, typename Body>
-void over_pieces(std::int64_t nb, const std::vector<Piece>& pieces, int threads, const Pack& pack,
+void over_pieces(std::int64_t nb, const Pieces& pieces, int threads, const Pack& pack,
                  const Body& body) {
   const auto count = static_cast<std::int64_t>(pieces.size());
   const auto run = [&](std::int64_t q, const T* packed, std::int64_t lo, std::int64_t hi) {
@@ -176,8 +206,7 @@ bool larger_than_cache(const std::string& zl, const std::map<char, std::int64_t>
 // (complex_lines.hpp).
 template <typename T>
 bool writes_around(const std::string& zl, const std::map<char, std::int64_t>& len,
-                   std::int64_t column, std::int64_t step, const std::vector<Piece>& pieces,
-                   const Table& cb) {
+                   std::int64_t column, std::int64_t step, const Pieces& pieces, const Table& cb) {
   constexpr std::int64_t line = 64 / sizeof(T);
   const bool complex_results = !std::is_floating_point_v<T>;  // (T: std::complex<R>)
   if (!(complex_results ? writes_stream() : streams()) || !larger_than_cache<T>(zl, len) ||
@@ -243,13 +272,23 @@ std::optional<Streamed> streamed(const std::string& xl, const std::vector<std::i
   }
   if (rs < N) return std::nullopt;
   s.c_rs = rs;
-  for (std::int64_t i = 0; i < M;) {
-    const std::int64_t start = i++;
-    while (i < M && i - start < longest && am[i] - am[i - 1] == ra && cm[i] - cm[i - 1] == rs) ++i;
-    s.pieces.push_back({am[start], cm[start], i - start, 1});
-  }
+  // The rows cut into pieces, counted first (Pieces holds what it was made for).
+  const auto cut = [&](const auto& piece) {
+    for (std::int64_t i = 0; i < M;) {
+      const std::int64_t start = i++;
+      while (i < M && i - start < longest && am[i] - am[i - 1] == ra && cm[i] - cm[i - 1] == rs)
+        ++i;
+      piece(start, i - start);
+    }
+  };
+  std::int64_t count = 0;
+  cut([&](std::int64_t, std::int64_t) { ++count; });
   // Pieces of a line's worth of rows or more on average (or all of them, where there are fewer).
-  if (static_cast<std::int64_t>(s.pieces.size()) * std::min(M, lanes) > M) return std::nullopt;
+  if (count * std::min(M, lanes) > M) return std::nullopt;
+  s.pieces = Pieces(count);
+  cut([&](std::int64_t start, std::int64_t rows) {
+    s.pieces.push_back({am[start], cm[start], rows, 1});
+  });
   s.address(cols, sum, batch, len, Xl, Xs, Wl, Ws, zl, zs);
   s.around = writes_around<T>(zl, len, N, s.c_rs, s.pieces, s.cb);
   s.large = larger_than_cache<T>(zl, len);
@@ -427,12 +466,12 @@ struct StreamedLines : StreamedOperands {
   std::int64_t kc = 0;    // summed elements per pass (in place, several passes may add up)
   std::int64_t longest = 0;
   std::int64_t run = 0;  // ux's values and the rows that run on with them in X and the output
-  std::vector<Piece> pieces;
+  Pieces pieces;
   // In place: each run in one piece (our kernel's, place_kernel.hpp).
-  std::vector<Piece> runs;
+  Pieces runs;
   // Not in place: the same rows as `pieces` with all of uz's values each (our kernel's, where a
   // few rows' worth fit its staging block; libxsmm's, where whole_runs).
-  std::vector<Piece> whole;
+  Pieces whole;
   bool whole_runs = false;  // libxsmm's kernel runs `whole` rather than `pieces` (streamed_lines)
   // The output's offset of a piece's row i: ux's values `span` at a time, then vx's.
   std::int64_t row(std::int64_t i) const { return i % span * c_rs + i / span * c_vs; }
@@ -566,6 +605,11 @@ std::optional<StreamedLines> streamed_lines(
   others = by_stride(others, Xl, Xs);
   const Table ox = offsets(others, len, Xl, Xs), oz = offsets(others, len, zl, zs);
   const std::int64_t nu = len.at(uz);
+  const std::int64_t each = ox.size() * ((nv + per - 1) / per);  // (o, v0) pairs
+  const std::int64_t cuts = (run + s.span - 1) / s.span;         // values of i0
+  s.pieces = Pieces(each * (s.in_place ? 1 : (nu + line - 1) / line) * cuts);
+  s.whole = Pieces(s.in_place ? 0 : each * cuts);
+  s.runs = Pieces(s.in_place ? each : 0);
   for (std::int64_t o = 0; o < ox.size(); ++o)
     for (std::int64_t v0 = 0; v0 < nv; v0 += per)
       for (std::int64_t u0 = 0; u0 < (s.in_place ? 1 : nu); u0 += line)
