@@ -721,6 +721,20 @@ TEST(Streamed, ATallSkinnyProductStreamsItsRowsInPlace) {
                    .has_value());
 }
 
+// Streamed rows go in pieces of a line's rows or more on average: rows that X breaks every 8 (a
+// line of doubles) are streamed in 5 pieces, every 7 not at all (Pieces' capacity is that bound).
+TEST(Streamed, RowsArePiecesOfALineOrMoreOnAverage) {
+  for (const std::int64_t r : {8, 7}) {
+    const Lengths len{{'a', 5}, {'i', r}, {'k', 48}, {'j', 8}};
+    const auto s =
+        streamed<double>("aik", {(r + 1) * 48, 48, 1}, "kj", {8, 1}, "aij", {r * 8, 8, 1}, len);
+    ASSERT_EQ(s.has_value(), r == 8) << r;
+    if (s) {
+      EXPECT_EQ(s->pieces.size(), 5u);
+    }
+  }
+}
+
 // Our own kernel for streamed rows, on the shapes of its columns (a full vector last or a half
 // one, part full or whole, up to four vectors), on X's two layouts: rows contiguous at
 // each summed element (bda,dc->abc, TCCG case 1's shape) and each row's summed elements
@@ -1504,9 +1518,8 @@ TEST(Strategies, TensorGemmTilesLargeTensorsContiguousAlongDifferentIndices) {
 // indices, tensor_gemm takes the summed indices in tiles of the two (TCCG case 13, acd,dbc->ab),
 // and where only one of them does, in that one's order (case 14, cad,dcb->ab: dcb runs along b);
 // both at lengths that make both operands over 8 MB, with partial tiles at every edge and a tile
-// straddling the blocks of KC summed elements, in both dtypes (a tile's width is in bytes, at most
-// a line of each operand's index: sum_tile; the packing of one operand transposes runs of depths a
-// line apart).
+// straddling the blocks of KC summed elements, in both dtypes (a tile is a line of each operand's
+// index: sum_tile; the packing of one operand transposes runs of depths a line apart).
 TEST(Strategies, TensorGemmTilesTheSummedIndicesOfLargeOperandsContiguousAlongDifferentOnes) {
   for (Dtype dtype : {Dtype::f64, Dtype::f32}) {
     const int ab = dtype == Dtype::f64 ? 10 : 20;

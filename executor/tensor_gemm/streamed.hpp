@@ -116,17 +116,16 @@ struct Piece {
   std::int64_t x, c, rows, lines;
 };
 
-// A plan's pieces, held in a Tensor's memory as a Table's entries are (scatter.hpp), up to the
-// capacity they are made with (the plans count them first): a plan is made afresh on every run,
-// and a vector of tens of thousands of pieces (TCCG case 5, ebad,ce->abcd: 15,552, and 5,184 runs)
-// grew in pages that glibc mapped afresh each time, each faulted in and the whole copied as it grew
-// (docs/performance/tccg-pieces.md).
+// A plan's pieces, held in a Table's memory (scatter.hpp, which says why), up to the capacity they
+// are made with: a plan is made afresh on every run, and a vector of tens of thousands of pieces
+// (TCCG case 5, ebad,ce->abcd: 15,552, and 5,184 runs) grew in pages that glibc mapped afresh each
+// time, each faulted in and the whole copied as it grew (docs/performance/tccg-pieces.md).
 class Pieces {
  public:
-  explicit Pieces(std::int64_t capacity = 0)
-      : t_(Dtype::f64, {kFields * capacity}, Tensor::Uninitialized{}), capacity_(capacity) {}
+  explicit Pieces(std::int64_t capacity = 0) : t_(kFields * capacity), capacity_(capacity) {}
+  bool full() const { return n_ == capacity_; }
   void push_back(const Piece& p) {
-    if (n_ == capacity_) throw Error("tensor_gemm: more pieces than the plan counted");
+    if (full()) throw Error("tensor_gemm: more pieces than the plan counted");
     data()[n_++] = p;
   }
   std::size_t size() const { return static_cast<std::size_t>(n_); }
@@ -135,14 +134,14 @@ class Pieces {
   const Piece& front() const { return begin()[0]; }
   const Piece& back() const { return begin()[n_ - 1]; }
   Piece& back() { return data()[n_ - 1]; }
-  const Piece* begin() const { return static_cast<const Piece*>(t_.raw()); }
+  const Piece* begin() const { return reinterpret_cast<const Piece*>(t_.data()); }
   const Piece* end() const { return begin() + n_; }
 
  private:
-  static constexpr std::int64_t kFields = 4;  // a Piece's int64s, each in an 8-byte element
+  static constexpr std::int64_t kFields = 4;  // a Piece's int64s, a Table entry each
   static_assert(sizeof(Piece) == kFields * sizeof(std::int64_t));
-  Piece* data() { return static_cast<Piece*>(t_.raw()); }
-  Tensor t_;
+  Piece* data() { return reinterpret_cast<Piece*>(t_.data()); }
+  Table t_;
   std::int64_t capacity_, n_ = 0;
 };
 
@@ -272,23 +271,15 @@ std::optional<Streamed> streamed(const std::string& xl, const std::vector<std::i
   }
   if (rs < N) return std::nullopt;
   s.c_rs = rs;
-  // The rows cut into pieces, counted first (Pieces holds what it was made for).
-  const auto cut = [&](const auto& piece) {
-    for (std::int64_t i = 0; i < M;) {
-      const std::int64_t start = i++;
-      while (i < M && i - start < longest && am[i] - am[i - 1] == ra && cm[i] - cm[i - 1] == rs)
-        ++i;
-      piece(start, i - start);
-    }
-  };
-  std::int64_t count = 0;
-  cut([&](std::int64_t, std::int64_t) { ++count; });
-  // Pieces of a line's worth of rows or more on average (or all of them, where there are fewer).
-  if (count * std::min(M, lanes) > M) return std::nullopt;
-  s.pieces = Pieces(count);
-  cut([&](std::int64_t start, std::int64_t rows) {
-    s.pieces.push_back({am[start], cm[start], rows, 1});
-  });
+  // Pieces of a line's worth of rows or more on average (or all of them, where there are fewer):
+  // at most M / min(M, lanes) of them.
+  s.pieces = Pieces(M / std::min(M, lanes));
+  for (std::int64_t i = 0; i < M;) {
+    const std::int64_t start = i++;
+    while (i < M && i - start < longest && am[i] - am[i - 1] == ra && cm[i] - cm[i - 1] == rs) ++i;
+    if (s.pieces.full()) return std::nullopt;
+    s.pieces.push_back({am[start], cm[start], i - start, 1});
+  }
   s.address(cols, sum, batch, len, Xl, Xs, Wl, Ws, zl, zs);
   s.around = writes_around<T>(zl, len, N, s.c_rs, s.pieces, s.cb);
   s.large = larger_than_cache<T>(zl, len);
