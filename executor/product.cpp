@@ -308,9 +308,8 @@ void Product<T>::compute(const T* a, const T* b, std::int64_t row, std::int64_t 
   if (threads > 1 && !over_batch && k_ >= threads * kMinShare && k_ >= 4 * std::max(m, cols) &&
       m * cols <= kSplitSumElements) {
     BlasThreads blas(1);
-    std::vector<T> partial(static_cast<std::size_t>((threads - 1) * m * cols));
     for (std::int64_t p = 0; p < np; ++p)
-      split_sum(threads, m, cols, z + p * z_batch, z_rs, z_cs, partial.data(),
+      split_sum(threads, m, cols, z + p * z_batch, z_rs, z_cs,
                 [&](std::int64_t s, T* to, std::int64_t rs, std::int64_t cs) {
                   const std::int64_t k0 = k_ * s / threads, k1 = k_ * (s + 1) / threads;
                   gemm<T>(m, cols, k1 - k0, {a + p * a_.batch + k0 * a_.cs, a_.rs, a_.cs},

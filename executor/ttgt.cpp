@@ -353,10 +353,9 @@ Tensor loop_over_gemm_row(const Bound& bound, std::size_t row, const std::string
     });
     return z;
   }
-  std::vector<T> partial(static_cast<std::size_t>((threads - 1) * M * N));
   for (std::int64_t p = 0; p < n_outer; ++p) {
     const auto o = outer_at(p);
-    kernels::split_sum(threads, M, N, zp + o[2], c_rs, c_cs, partial.data(),
+    kernels::split_sum(threads, M, N, zp + o[2], c_rs, c_cs,
                        [&](std::int64_t s, T* to, std::int64_t rs, std::int64_t cs) {
                          sum_products(o, n_summed * s / threads, n_summed * (s + 1) / threads, to,
                                       rs, cs);

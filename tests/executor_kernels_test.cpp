@@ -280,6 +280,31 @@ TEST(Permute, LargeCopiesSplitAmongThreadsPutEveryElementInPlace) {
   }
 }
 
+// kernels::split_sum on three threads over a 128 × 128 result into a strided output: every share
+// lands once (share s writes s + 1 everywhere: 6 in all), and the two threads' buffers (256 KB) are
+// one block of tensor memory, mapped on the first call and recycled on the calls after.
+TEST(SplitSum, SharesAddUpAndTheirBuffersAreRecycledTensorMemory) {
+  constexpr std::int64_t m = 128, n = 128, rs = 1, cs = 130;  // column-major, padded columns
+  std::vector<double> c(static_cast<std::size_t>(cs * n), -1.0);
+  const auto share = [&](std::int64_t s, double* to, std::int64_t to_rs, std::int64_t to_cs) {
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) to[i * to_rs + j * to_cs] = static_cast<double>(s + 1);
+  };
+  if (recycles_large_tensors()) release_recycled_memory();
+  const std::uint64_t before = fresh_mappings();
+  for (int call = 0; call < 4; ++call) {
+    kernels::split_sum(3, m, n, c.data(), rs, cs, share);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j)
+        ASSERT_EQ(c[static_cast<std::size_t>(i * rs + j * cs)], 6.0)
+            << "call " << call << ", element (" << i << ", " << j << ")";
+    if (recycles_large_tensors()) {
+      EXPECT_EQ(fresh_mappings(), before + 1) << "call " << call;
+    }
+  }
+  EXPECT_EQ(c[static_cast<std::size_t>(m)], -1.0);  // the padding between columns: untouched
+}
+
 // ttgt's default orders: M and K in the left operand's order and N in the right one's, but where an
 // operand is packed whatever the orders, its free indices in the output's order if the product can
 // then be written in place: TCCG case 20 (N as cd, not dc) and case 1 (M as ab, not ba). Not where

@@ -203,8 +203,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
     // Thread s sums passes [s·passes / t, (s + 1)·passes / t) of every batch point, the first
     // into z, each other into a buffer laid out as z, which is then added to z.
     const std::int64_t n = z.size();
-    std::vector<T> partial(static_cast<std::size_t>((t - 1) * n));
-    kernels::split_sum(static_cast<int>(t), n, 1, z.data<T>(), 1, 1, partial.data(),
+    kernels::split_sum(static_cast<int>(t), n, 1, z.data<T>(), 1, 1,
                        [&](std::int64_t s, T* to, std::int64_t, std::int64_t) {
                          const auto [ap, bp] = buffers(s);
                          const std::int64_t k0 = std::min(p.K, s * passes / t * p.kc);
