@@ -79,16 +79,15 @@ inline constexpr std::int64_t kSplitSumElements = std::int64_t{1} << 20;
 
 // Runs share(s, to, rs, cs) for s < threads on as many threads, share 0 writing the m × n result
 // at c (strides c_rs, c_cs) and share s > 0 a row-major buffer of its own; then adds the buffers
-// to c. The buffers, (threads − 1)·m·n elements, are a tensor's memory (tensor.cpp): where large,
-// a block an earlier tensor freed, its pages in place, where glibc's heap may give freed pages
-// back to the kernel between calls and fault each in and zero it again when taken.
+// to c. The buffers, (threads − 1)·m·n elements, are a tensor: a large one reuses a block that
+// an earlier tensor freed, its pages already faulted in (tensor.cpp), where memory from glibc's
+// heap may have been given back to the kernel and be faulted in and zeroed again.
 template <typename T, typename Share>
 void split_sum(int threads, std::int64_t m, std::int64_t n, T* c, std::int64_t c_rs,
                std::int64_t c_cs, Share&& share) {
   const std::int64_t mn = m * n;
-  const auto words = static_cast<std::int64_t>(((threads - 1) * mn * sizeof(T) + 7) / 8);
-  Tensor space(Dtype::f64, {words}, Tensor::Uninitialized{});  // (8-byte elements)
-  T* const partial = static_cast<T*>(space.raw());
+  Tensor buffers(dtype_of<T>(), {(threads - 1) * mn}, Tensor::Uninitialized{});
+  T* const partial = buffers.data<T>();
   parallel_for(threads, threads, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t s = lo; s < hi; ++s) {
       if (s == 0)
