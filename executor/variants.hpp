@@ -19,9 +19,9 @@ struct RowOptions {
   std::optional<bool> stream_even;  // without it, the default (streams_even_tiles_by_default)
   bool fetch_ahead = true;
   bool stream_rows = true;
-  bool stream_line_tiles = true;
-  std::optional<bool> own_kernel;  // without it, own_kernel_by_default
-  std::optional<bool> split_sum;   // without it, sums_split
+  std::optional<bool> stream_line_tiles;  // without it, line_tiles_stream_by_default
+  std::optional<bool> own_kernel;         // without it, own_kernel_by_default
+  std::optional<bool> split_sum;          // without it, sums_split
 };
 }  // namespace einsumdb::tensor_gemm
 

@@ -104,6 +104,10 @@ bool line_tiles_may_write(Dtype dtype, std::int64_t summed, double output_bytes)
   return line_tiles_write_out(MicroKernel<double>::get(), summed, bytes);
 }
 
+bool line_tiles_stream_by_default() {
+  return scattered_stores_read_lines();
+}
+
 bool tile_columns_apart(const std::string& xl, const std::string& yl, const std::string& zl) {
   if (zl.size() < 2) return false;
   const char unit = zl.back(), next = zl[zl.size() - 2];

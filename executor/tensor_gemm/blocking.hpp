@@ -253,6 +253,14 @@ bool line_tiles_write_out(const MicroKernel<T>& k, std::int64_t summed, std::int
 // line_tiles_write_out for an output of `output_bytes` in `dtype` (real, or complex in real form,
 // `summed` counting both parts), where the tuner measures both ways of storing those tiles.
 bool line_tiles_may_write(Dtype dtype, std::int64_t summed, double output_bytes);
+// Whether the tiles our own kernel writes from its registers (line_tiles_write_out) go out in
+// non-temporal stores by default ("stream_line_tiles"), rather than in ordinary ones: where an
+// ordinary store reads its line first (scattered_stores_read_lines), which would move each line
+// twice. Where it does not, the ordinary stores overlap the FMA work of the tiles that follow,
+// where the sum waits on the streamed ones: on a Zen 5 whose stores do not read first, TCCG's
+// ccsd_t cases whose tiles these are went up to 1.4 times as fast stored as streamed, on the
+// medians (docs/performance/tccg-line-stores-default.md). The tuner measures the other way.
+bool line_tiles_stream_by_default();
 // Sets p.kc and p.mc from p.K.
 template <typename T>
 void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std::int64_t group);

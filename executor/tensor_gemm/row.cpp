@@ -157,7 +157,8 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
   p.stream = large && p.K <= p.kc && (EINSUMDB_AVX512 || stream_all);
   p.stream_all = stream_all;  // (one pass, an output beyond the cache: p.stream)
   p.line_tiles = line_tiles;
-  p.stream_lines = options.stream_line_tiles;
+  p.stream_lines = line_tiles && (options.stream_line_tiles ? *options.stream_line_tiles
+                                                            : line_tiles_stream_by_default());
   p.fetch_ahead = options.fetch_ahead;
   p.row_step = spacing(p.cm, k.mr);
   p.row_runs = unit_runs(p.cm, k.mr, line, p.row_step);

@@ -51,9 +51,10 @@
 // or in lines, where it can; true by default, and the tuner measures both), "stream_line_tiles"
 // (true or false: whether the tiles our own kernel writes from its registers over a large output
 // summed in one pass, Gemm::write_lines_around, go out in streaming stores or in ordinary ones;
-// true by default, and the tuner measures both: where the processor holds up the FMA work behind
-// streaming stores, the ordinary ones, their lines read first, can go faster though they move
-// twice the bytes) and "kernel" ("own" or
+// by default streaming where this machine's ordinary stores read a line before writing it, as for
+// "stream_even", line_tiles_stream_by_default, and the tuner measures the other way; where they
+// are stored, our kernel takes the even tiles whose rows are contiguous in the output too, which
+// BLIS's would write in place) and "kernel" ("own" or
 // "blis": whose micro-kernel computes whole tiles, ours (line_kernel.hpp, AVX-512, where BLIS's
 // tile is one it computes) or BLIS's; by default ours in floats over a large output read back in
 // several summed passes (own_kernel_by_default), otherwise BLIS's, and in floats the tuner
@@ -242,7 +243,8 @@ std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Leng
   bool line_tiles = false;
   for (std::size_t r = 0; r < e.batch.size(); ++r)
     line_tiles |= tensor_gemm::line_tiles_may_write(result_dtype(e, r), summed, bytes);
-  if (line_tiles) space.push_back({{"stream_line_tiles", false}});
+  if (line_tiles)  // the other way than the default
+    space.push_back({{"stream_line_tiles", !tensor_gemm::line_tiles_stream_by_default()}});
   // (Judged on contiguous operands; a complex row on its real form.)
   bool streams = false;
   for (std::size_t r = 0; r < e.batch.size(); ++r)
@@ -281,7 +283,8 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   if (params.contains("split_sum")) options.split_sum = flag("split_sum", false);
   options.fetch_ahead = flag("fetch_ahead", options.fetch_ahead);
   options.stream_rows = flag("stream_rows", options.stream_rows);
-  options.stream_line_tiles = flag("stream_line_tiles", options.stream_line_tiles);
+  if (params.contains("stream_line_tiles"))
+    options.stream_line_tiles = flag("stream_line_tiles", false);
   if (params.contains("kernel")) {
     const auto& k = params["kernel"];
     if (!k.is_string() || (k != "own" && k != "blis"))
