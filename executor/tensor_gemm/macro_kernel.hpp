@@ -94,7 +94,7 @@ class Gemm {
       around_.clear();  // libxsmm has no kernel for one of the shapes
 #if EINSUMDB_AVX512
     line_tiles_ = p_.line_tiles;
-    stores_lines_ = line_tiles_ && !p_.stream_lines;
+    stores_lines_ = line_tiles_ && !p_.stream_lines && !p_.stream_all;
     if (p_.own_tiles) tile_kernel_ = &Gemm::own_tile;
 #endif
 #if EINSUMDB_AVX2
@@ -436,11 +436,13 @@ class Gemm {
   std::vector<kernels::StreamKernel<T>> around_;
   bool line_tiles_ = false;  // whether write_lines_around applies (Contraction::line_tiles)
   // Whether it stores its lines through the cache (Contraction::stream_lines false): it then takes
-  // the even tiles whose rows are contiguous in the output too. BLIS's micro-kernel, writing them
-  // in place, fetches the tile's lines into the cache during its sum, reading from memory each
-  // line of an output that is only written, which ordinary stores of whole lines need not do where
-  // they do not read a line first (TCCG cases 31-33 and 46-48 in doubles: a tile of 16 × 14
-  // doubles, one run of 1,792 bytes).
+  // the even tiles whose rows are contiguous in the output too, where they are written in place
+  // rather than streamed (Contraction::stream_all: with AVX-512, where a tile's columns lie apart,
+  // TCCG cases 37-42, libxsmm's kernels streaming them were as fast or faster). BLIS's
+  // micro-kernel, writing them in place, fetches the tile's lines into the cache during its sum,
+  // reading from memory each line of an output that is only written, which ordinary stores of whole
+  // lines need not do where they do not read a line first (TCCG cases 31-33 and 46-48 in doubles: a
+  // tile of 16 × 14 doubles, one run of 1,792 bytes).
   bool stores_lines_ = false;
   // Where whole tiles stream from our AVX2 kernel (stream_tile_fits, stream_all): per panel of MR
   // rows, whether each row starts a cache line of the output where a batch point's start does;
