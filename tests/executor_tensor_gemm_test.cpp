@@ -2462,7 +2462,8 @@ TEST(Strategies, TensorGemmSpaceOffersBothWritesOfEvenTilesWhereTheyDiffer) {
 // this machine's ordinary stores read a line first and are stored in ordinary stores where they do
 // not, and the tuner's space has the other way beside the default, in real and complex types alike
 // (a complex row in real form, its parts summed); not where the output fits in the cache. Each way
-// agrees with the reference on one and two threads, in f64, f32 and c64.
+// agrees with the reference on one and two threads, in f64, f32 and c64, and so do the stored
+// tiles beside even tiles written in place, which our kernel then takes too.
 TEST(Strategies, TensorGemmSpaceOffersOrdinaryStoresForOurKernelsTiles) {
   const Strategy* s = find_strategy("tensor_gemm");
   ASSERT_NE(s, nullptr);
@@ -2498,6 +2499,10 @@ TEST(Strategies, TensorGemmSpaceOffersOrdinaryStoresForOurKernelsTiles) {
     ASSERT_GT(ref.at(0).bytes(), 8u << 20);
     for (bool stream : {true, false})
       expect_tensor_gemm_agrees(bound, ref, "dega,gfbc->abcdef", {{"stream_line_tiles", stream}});
+    // Stored, with the even tiles written in place rather than streamed: in f64 those (16 rows, f,
+    // by 14 columns, d and e, one run of the output) go through our kernel too, on any machine.
+    expect_tensor_gemm_agrees(bound, ref, "dega,gfbc->abcdef",
+                              {{"stream_line_tiles", false}, {"stream_even", false}});
   }
 }
 

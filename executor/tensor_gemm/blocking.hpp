@@ -257,9 +257,8 @@ bool line_tiles_may_write(Dtype dtype, std::int64_t summed, double output_bytes)
 // non-temporal stores by default ("stream_line_tiles"), rather than in ordinary ones: where an
 // ordinary store reads its line first (scattered_stores_read_lines), which would move each line
 // twice. Where it does not, the ordinary stores overlap the FMA work of the tiles that follow,
-// where the sum waits on the streamed ones: on a Zen 5 whose stores do not read first, TCCG's
-// ccsd_t cases whose tiles these are went up to 1.5 times as fast stored as streamed, on the
-// medians (docs/performance/tccg-line-stores-default.md). The tuner measures the other way.
+// where the sum waits on the streamed ones (TCCG's ccsd_t cases on a Zen 5 whose stores do not
+// read first: docs/performance/tccg-line-stores-default.md). The tuner measures the other way.
 bool line_tiles_stream_by_default();
 // Sets p.kc and p.mc from p.K.
 template <typename T>

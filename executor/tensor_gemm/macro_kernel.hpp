@@ -224,7 +224,7 @@ class Gemm {
               if (cs == 1 && transposes()) {  // rows of the output across the tile, even or not
                 kernel(ir, ap, mrb, &zero, tile, 1, k_.mr);
                 transpose_out(tile, k_.mr, mrb, nrb, c + cn[0], cm, accumulate, p_.stream);
-              } else if (even && rs == 1 && mrb == k_.mr && !accumulate && stores_lines_ &&
+              } else if (stores_lines_ && even && rs == 1 && mrb == k_.mr && !accumulate &&
                          write_lines_around(nrb, kcb, ap, bp, c, cm, cn)) {
                 ahead.fetch();
               } else if (even && !(p_.stream_all && whole_lines)) {
