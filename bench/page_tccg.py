@@ -4,7 +4,11 @@ machine, the limits measured in each round, and per case the time and every rati
 / max over the rounds, then the summary on the medians. tccg.py prints the same table. A run with
 --tune adds its tunes' cost: the wall time and peak RSS of each tune, and what it measured.
 
-Usage: bench/page_tccg.py OUT.md RUN.json [RUN.json ...] --title TITLE [--intro TEXT]"""
+With --summary, a table over all the runs follows the intro: per dtype and thread count, the
+geometric mean and min of the cases' roofline fractions and of numpy's view over einsumdb, the cases
+below 0.8 and those where numpy's view was faster (a later run's cases replacing an earlier one's).
+
+Usage: bench/page_tccg.py OUT.md RUN.json [RUN.json ...] --title TITLE [--intro TEXT] [--summary]"""
 import argparse
 import collections
 import json
@@ -186,21 +190,50 @@ def case_list(cases):
     return ", ".join(parts + [str(c) for c in cases if not isinstance(c, int)])
 
 
+def summary_lines(results):
+    """One row per dtype and thread count over the runs' cases, on the medians of the rounds. Of
+    two runs of the same kind, the later one's cases replace the earlier one's (a run of a few
+    cases with other strategies after a run of all of them)."""
+    kinds = {}
+    for r in results:
+        if "cases" in r and "numpy_view" in r["cases"][0]:
+            kinds.setdefault((r.get("dtype", "f64"), r["threads"]), {}).update(
+                {c["case"]: c for c in r["cases"]})
+    lines = ["| run | / roofline: geometric mean, min | cases at ≥ 0.8 | numpy view / einsumdb: "
+             "geometric mean, min | numpy contiguous / einsumdb, min | below 0.8 | numpy's view "
+             "faster |", "|---|---|---|---|---|---|---|"]
+    for (dtype, threads), cases in kinds.items():
+        med = {key: {n: statistics.median(c[key]) for n, c in cases.items()}
+               for key in ("roofline", "numpy_view", "numpy_contiguous")}
+        roof, view, contig = (list(med[k].values()) for k in med)
+        low = case_list(sorted(n for n, f in med["roofline"].items() if f < 0.8)) or "none"
+        faster = case_list(sorted(n for n, f in med["numpy_view"].items() if f < 1)) or "none"
+        lines.append(f"| {dtype}, {threads} thread{'s' if threads > 1 else ''} | "
+                     f"{geomean(roof):.2f}, {min(roof):.2f} | {sum(f >= 0.8 for f in roof)} of "
+                     f"{len(roof)} | {geomean(view):.2f}, {min(view):.2f} | {min(contig):.2f} | "
+                     f"{low} | {faster} |")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("run", nargs="+", help="runs of tccg.py --output; several: a section each")
     ap.add_argument("--title", required=True)
     ap.add_argument("--intro", default="")
+    ap.add_argument("--summary", action="store_true",
+                    help="a table over the runs, one row per dtype and thread count, after the intro")
     a = ap.parse_args()
-    lines = [f"# {a.title}", ""]
-    if a.intro:
-        lines += [a.intro, ""]
-    lines += ["Made by `bench/page_tccg.py` from the runs below.", ""]
     results = []
     for path in a.run:
         with open(path) as f:
             results.append(json.load(f))
+    lines = [f"# {a.title}", ""]
+    if a.intro:
+        lines += [a.intro, ""]
+    if a.summary:
+        lines += summary_lines(results) + [""]
+    lines += ["Made by `bench/page_tccg.py` from the runs below.", ""]
     kind = [(r.get("dtype", "f64"), r.get("threads", 1)) for r in results if "cases" in r]
     for path, result in zip(a.run, results):
         if "cases" in result:
