@@ -6,7 +6,9 @@ machine, the limits measured in each round, and per case the time and every rati
 
 With --summary, a table over all the runs follows the intro: per dtype and thread count, the
 geometric mean and min of the cases' roofline fractions and of numpy's view over einsumdb, the cases
-below 0.8 and those where numpy's view was faster (a later run's cases replacing an earlier one's).
+below 0.8 and those where numpy's view was faster; and over the tunes, per dtype and build, the
+longest tune and the largest peak RSS over the footprint, and how many cases stayed within 60 s and
+3 times the footprint (a later run's cases replacing an earlier one's).
 
 Usage: bench/page_tccg.py OUT.md RUN.json [RUN.json ...] --title TITLE [--intro TEXT] [--summary]"""
 import argparse
@@ -132,6 +134,11 @@ def describe(best):
     return best["strategy"] + (" " + json.dumps(params, separators=(",", ":")) if params else "")
 
 
+def times(n):
+    """1 -> 'once', 2 -> 'twice', n -> 'n times'."""
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
 def tune_lines(result, path, heading):
     """A run's tunes: per case the wall time and the peak RSS over the footprint, min / median /
     max over the rounds, what each tune measured, its standalone check and its winners."""
@@ -143,7 +150,7 @@ def tune_lines(result, path, heading):
         f"einsumdb: `{result['einsumdb']}`. Machine: {m['cpu']}"
         + processor(m)
         + f", {m['cores']} cores; {result['time']}.", "",
-        f"Each case tuned {result['rounds']} times with default options on a fresh store "
+        f"Each case tuned {times(result['rounds'])} with default options on a fresh store "
         "(`einsumdb tune SPEC --db FRESH --json`: one thread, a time limit of 60 s on a workload "
         "large enough to be probed), under `/usr/bin/time -v`. Wall time and peak RSS over the "
         "footprint (inputs plus output) are min / median / max over the rounds. The standalone "
@@ -215,6 +222,33 @@ def summary_lines(results):
     return lines
 
 
+def tune_summary_lines(results):
+    """One row per dtype and build over the runs' tunes: the longest tune and the largest peak RSS
+    over the footprint (each the worst round of a case) and how many cases stayed within the
+    limits (60 s and 3 times the footprint) in every round. Of two runs of the same kind, the later
+    one's cases replace the earlier one's."""
+    kinds = {}
+    for r in results:
+        if "tunes" in r:
+            build = r["einsumdb"].rstrip("/").split("/")[-1]
+            kinds.setdefault((r.get("dtype", "f64"), build), {}).update(
+                {t["case"]: t for t in r["tunes"]})
+    lines = ["| tunes | cases | longest tune s (case) | cases within 60 s | largest peak RSS / "
+             "footprint (case) | cases within 3× | cases with candidates left out by the time "
+             "limit |", "|---|---|---|---|---|---|---|"]
+    for (dtype, build), tunes in kinds.items():
+        wall = {n: max(x["wall_s"] for x in t["rounds"]) for n, t in tunes.items()}
+        ratio = {n: max(x["rss_mib"] for x in t["rounds"]) / t["footprint_mib"]
+                 for n, t in tunes.items()}
+        cut = [n for n, t in tunes.items() if any(x["not_measured"] for x in t["rounds"])]
+        slow, big = max(wall, key=wall.get), max(ratio, key=ratio.get)
+        lines.append(f"| {dtype}, {build} | {case_list(sorted(tunes))} | {wall[slow]:.1f} ({slow}) "
+                     f"| {sum(w <= 60 for w in wall.values())} of {len(wall)} | "
+                     f"{ratio[big]:.2f} ({big}) | {sum(x <= 3 for x in ratio.values())} of "
+                     f"{len(ratio)} | {case_list(sorted(cut)) or 'none'} |")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -222,7 +256,8 @@ def main():
     ap.add_argument("--title", required=True)
     ap.add_argument("--intro", default="")
     ap.add_argument("--summary", action="store_true",
-                    help="a table over the runs, one row per dtype and thread count, after the intro")
+                    help="a table over the runs after the intro: a row per dtype and thread count, "
+                    "and for tunes per dtype and build")
     a = ap.parse_args()
     results = []
     for path in a.run:
@@ -232,7 +267,10 @@ def main():
     if a.intro:
         lines += [a.intro, ""]
     if a.summary:
-        lines += summary_lines(results) + [""]
+        if any("cases" in r and "numpy_view" in r["cases"][0] for r in results):
+            lines += summary_lines(results) + [""]
+        if any("tunes" in r for r in results):
+            lines += tune_summary_lines(results) + [""]
     lines += ["Made by `bench/page_tccg.py` from the runs below.", ""]
     kind = [(r.get("dtype", "f64"), r.get("threads", 1)) for r in results if "cases" in r]
     for path, result in zip(a.run, results):
