@@ -197,15 +197,25 @@ def case_list(cases):
     return ", ".join(parts + [str(c) for c in cases if not isinstance(c, int)])
 
 
-def summary_lines(results):
-    """One row per dtype and thread count over the runs' cases, on the medians of the rounds. Of
+def latest(results, field, kind):
+    """{kind(run): {case: entry}} over the runs' lists `field` (only runs kind gives one for): of
     two runs of the same kind, the later one's cases replace the earlier one's (a run of a few
-    cases with other strategies after a run of all of them)."""
+    cases with other strategies, or more rounds, after a run of all of them)."""
     kinds = {}
     for r in results:
-        if "cases" in r and "numpy_view" in r["cases"][0]:
-            kinds.setdefault((r.get("dtype", "f64"), r["threads"]), {}).update(
-                {c["case"]: c for c in r["cases"]})
+        k = kind(r) if field in r else None
+        if k is not None:
+            kinds.setdefault(k, {}).update({c["case"]: c for c in r[field]})
+    return kinds
+
+
+def summary_lines(results):
+    """One row per dtype and thread count over the runs' cases, on the medians of the rounds (the
+    latest run's of each case); none where no run measured numpy."""
+    kinds = latest(results, "cases", lambda r: (r.get("dtype", "f64"), r["threads"])
+                   if "numpy_view" in r["cases"][0] else None)
+    if not kinds:
+        return []
     lines = ["| run | / roofline: geometric mean, min | cases at ≥ 0.8 | numpy view / einsumdb: "
              "geometric mean, min | numpy contiguous / einsumdb, min | below 0.8 | numpy's view "
              "faster |", "|---|---|---|---|---|---|---|"]
@@ -223,16 +233,14 @@ def summary_lines(results):
 
 
 def tune_summary_lines(results):
-    """One row per dtype and build over the runs' tunes: the longest tune and the largest peak RSS
-    over the footprint (each the worst round of a case) and how many cases stayed within the
-    limits (60 s and 3 times the footprint) in every round. Of two runs of the same kind, the later
-    one's cases replace the earlier one's."""
-    kinds = {}
-    for r in results:
-        if "tunes" in r:
-            build = r["einsumdb"].rstrip("/").split("/")[-1]
-            kinds.setdefault((r.get("dtype", "f64"), build), {}).update(
-                {t["case"]: t for t in r["tunes"]})
+    """One row per dtype and build over the runs' tunes (the latest run's of each case): the
+    longest tune and the largest peak RSS over the footprint (each the worst round of a case) and
+    how many cases stayed within the limits (60 s and 3 times the footprint) in every round; none
+    where no run tuned."""
+    kinds = latest(results, "tunes",
+                   lambda r: (r.get("dtype", "f64"), r["einsumdb"].rstrip("/").split("/")[-1]))
+    if not kinds:
+        return []
     lines = ["| tunes | cases | longest tune s (case) | cases within 60 s | largest peak RSS / "
              "footprint (case) | cases within 3× | cases with candidates left out by the time "
              "limit |", "|---|---|---|---|---|---|---|"]
@@ -267,10 +275,8 @@ def main():
     if a.intro:
         lines += [a.intro, ""]
     if a.summary:
-        if any("cases" in r and "numpy_view" in r["cases"][0] for r in results):
-            lines += summary_lines(results) + [""]
-        if any("tunes" in r for r in results):
-            lines += tune_summary_lines(results) + [""]
+        for table in (summary_lines(results), tune_summary_lines(results)):
+            lines += table + [""] if table else []
     lines += ["Made by `bench/page_tccg.py` from the runs below.", ""]
     kind = [(r.get("dtype", "f64"), r.get("threads", 1)) for r in results if "cases" in r]
     for path, result in zip(a.run, results):

@@ -1,7 +1,8 @@
 """bench/page_tccg.py's summaries, which the performance pages print above their runs: the table
 over measured runs (a row per dtype and thread count) and the table over tunes (a row per dtype and
 build), each from runs whose answers are known here, a later run's cases replacing an earlier
-one's; and the page made from the repository's own data files carries both."""
+one's; and a page made from the repository's own tune data carries the tunes' table alone, above
+the runs' sections."""
 import json
 import os
 import subprocess
@@ -58,7 +59,15 @@ def test_run_summary_on_the_medians_with_later_runs_replacing_cases():
     assert row == ("| f64, 1 thread | 0.61, 0.50 | 0 of 2 | 1.34, 0.90 | 1.10 | 1-2 | 2 |")
 
 
-def test_page_from_the_tune_cost_data_has_both_halves(tmp_path):
+def test_summaries_of_runs_of_the_other_kind_are_empty():
+    tunes = tune_run("f32", "build-a", [tune(1, [20.0], rss=300, footprint=100)])
+    runs = {"dtype": "f64", "threads": 1, "cases": [measured(1, [0.9], [2.0], [2.5])]}
+    assert page_tccg.summary_lines([tunes]) == []
+    assert page_tccg.tune_summary_lines([runs]) == []
+    assert [page_tccg.times(n) for n in (1, 2, 3)] == ["once", "twice", "3 times"]
+
+
+def test_page_from_the_tune_cost_data_has_the_tunes_table(tmp_path):
     data = os.path.join(ROOT, "docs", "performance", "data")
     runs = [os.path.join(data, f) for f in ("tune-f32-zen5.json", "tune-f64-zen5.json")]
     out = tmp_path / "page.md"
@@ -70,5 +79,8 @@ def test_page_from_the_tune_cost_data_has_both_halves(tmp_path):
     # Tunes only: no table of measured runs, and a section per run after the summary.
     assert "/ roofline" not in text
     assert text.index("| tunes |") < text.index("## Tuning, f32") < text.index("## Tuning, f64")
-    with open(runs[0]) as f:
-        assert len(json.load(f)["tunes"]) == 10
+    assert text.count("Each case tuned 3 times") == 2
+    with open(runs[0]) as f:  # a row per case in its run's section
+        cases = [t["case"] for t in json.load(f)["tunes"]]
+    section = text[text.index("## Tuning, f32"):text.index("## Tuning, f64")]
+    assert all(f"\n| {c} | " in section for c in cases)
