@@ -360,6 +360,40 @@ TEST(Packing, RunsOfDepthsConsecutiveInTheTensorGoThroughRegisters) {
   pack_runs_of_depths<float>();
 }
 
+// The operand along the slower index of a tile of summed indices (dbc in acd,dbc->ab: a line of c
+// for each line of d, sum_tile), packed in blocks that start and end inside tiles, as a block of
+// KC = 384 floats does against tiles of 256: runs a line apart cut short at the blocks' edges, and
+// the last tiles narrower (d and c a line and a half long: runs half a line apart, and half a line
+// long). Each block's panels hold its depths, whatever their runs (pack_run_lines, depth_runs).
+template <typename T>
+void pack_blocks_inside_tiles() {
+  constexpr std::int64_t line = kLineElements<T>;
+  const std::int64_t c = line + line / 2, d = line + line / 2, b = 21;
+  const Tensor src = random_values<T>(d * b * c, 9);  // dbc, c fastest
+  const T* s = src.data<T>();
+  std::vector<std::int64_t> row(b), col;
+  for (std::int64_t i = 0; i < b; ++i) row[static_cast<std::size_t>(i)] = i * c;
+  for (std::int64_t c0 = 0; c0 < c; c0 += line)    // a line of c
+    for (std::int64_t d0 = 0; d0 < d; d0 += line)  // for each line of d
+      for (std::int64_t j = c0; j < std::min(c, c0 + line); ++j)
+        for (std::int64_t i = d0; i < std::min(d, d0 + line); ++i) col.push_back(i * b * c + j);
+  const auto depth = static_cast<std::int64_t>(col.size());
+  for (const std::int64_t width : {std::int64_t{12}, line, 2 * line})
+    for (const std::int64_t start : {std::int64_t{0}, line * line / 2, line * line / 2 + 3})
+      for (const std::int64_t end : {depth, depth - line / 2, start + line * line}) {
+        const std::vector<std::int64_t> block(col.begin() + start, col.begin() + end);
+        const std::int64_t panels = (b + width - 1) / width;
+        std::vector<T> dst(static_cast<std::size_t>(panels * width * (end - start)), T{-7});
+        pack(s, row.data(), b, block.data(), end - start, width, width, dst.data());
+        expect_packed(s, row, block, width, width, dst);
+      }
+}
+
+TEST(Packing, BlocksStartingAndEndingInsideTilesOfSummedElements) {
+  pack_blocks_inside_tiles<double>();
+  pack_blocks_inside_tiles<float>();
+}
+
 // Rows 2 apart at depths in pairs 1 apart (a complex operand in real form: the rows' real and
 // imaginary parts), split from one run per pair: panels of a line and a bit of rows (f64: 8 in 10,
 // f32: 16 in 18), panels of whole rows and of a few (21 rows), a panel with a row out of step

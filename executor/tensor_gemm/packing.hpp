@@ -178,7 +178,7 @@ inline bool consecutive(const std::int64_t* col, std::int64_t p, std::int64_t n,
 }
 
 // The depths p, p + step, ... before `end` of `w` rows, gathered element by element: those of a
-// run whose depths do not lie one after another (pack_runs, pack_run_lines).
+// run whose depths do not lie one after another (pack_runs).
 template <typename T>
 void gather_run(const T* src, const std::int64_t* row, std::int64_t w, const std::int64_t* col,
                 std::int64_t p, std::int64_t end, std::int64_t step, std::int64_t pack_width,
@@ -187,43 +187,106 @@ void gather_run(const T* src, const std::int64_t* row, std::int64_t w, const std
     for (std::int64_t i = 0; i < w; ++i) panel[d * pack_width + i] = src[row[i] + col[d]];
 }
 
+// A run of a block's depths whose elements lie one after another in the tensor: depths p,
+// p + step, ..., p + (count - 1)·step at col[p], col[p] + 1, ....
+struct DepthRun {
+  std::int64_t p, step, count, at;  // at: col[p]
+};
+
+// The depths after a depth among which its successor in the tensor is looked for: as many as the
+// widest spacing a tile of summed indices gives (sum_tile: a line's elements, 16 floats).
+inline constexpr std::int64_t kRunReach = 16;
+
+// The depths as runs of up to n (DepthRun), each depth in one, in order of their first depth: from
+// each depth not yet in a run, its successor in the tensor within kRunReach depths and every
+// further depth at that spacing that continues it. A block of KC summed elements that starts or
+// ends inside a tile of them (sum_tile; KC = 384 floats against tiles of 16 × 16 = 256) cuts the
+// runs at its edges short, into shorter runs. Computed once per block: every panel's depths are
+// the block's.
+inline std::vector<DepthRun> depth_runs(const std::int64_t* col, std::int64_t depth,
+                                        std::int64_t n) {
+  std::vector<char> taken(static_cast<std::size_t>(depth), 0);
+  const auto free = [&](std::int64_t q) { return !taken[static_cast<std::size_t>(q)]; };
+  std::vector<DepthRun> runs;
+  for (std::int64_t p = 0; p < depth; ++p) {
+    if (!free(p)) continue;
+    const std::int64_t reach = std::min(depth - p, kRunReach + 1);
+    std::int64_t step = 1;
+    while (step < reach && !(free(p + step) && col[p + step] == col[p] + 1)) ++step;
+    std::int64_t count = 1;
+    if (step < reach)
+      while (count < n && p + count * step < depth && free(p + count * step) &&
+             col[p + count * step] == col[p] + count)
+        ++count;
+    for (std::int64_t j = 0; j < count; ++j) taken[static_cast<std::size_t>(p + j * step)] = 1;
+    runs.push_back({p, count > 1 ? step : 1, count, col[p]});
+  }
+  return runs;
+}
+
+// The runs pack_run_lines packs a block's panels from (depth_runs of a line's elements), or none
+// where it does not apply: without AVX-512; where most depths are single (each panel is then
+// gathered row by row); and where every run's depths are adjacent (the rows of ik in ik,kj->ij),
+// which pack_runs's AVX2 routine packs with whole stores, a half line a load: in TCCG case 13
+// (acd,dbc->ab, whose acd has such runs) it measured no slower on AVX-512 than pack_run_lines.
+template <typename T>
+std::vector<DepthRun> line_runs([[maybe_unused]] const std::int64_t* col,
+                                [[maybe_unused]] std::int64_t depth) {
 #if EINSUMDB_AVX512
-// pack_runs with the runs a cache line long (a 512-bit register, n = 8 doubles or 16 floats) where
-// they are that long and `step` > 1 depths apart: each line of the tensor is then loaded whole, in
-// one load, and prefetched once, rather than in two halves `n·step` depths apart. TCCG case 13,
-// acd,dbc->ab: one operand's runs lie a line's depths apart (a tile of summed elements, a line of
-// c for each line of d: sum_tile).
+  std::vector<DepthRun> runs = depth_runs(col, depth, kLineElements<T>);
+  const bool adjacent =
+      std::all_of(runs.begin(), runs.end(), [](const DepthRun& r) { return r.step == 1; });
+  if (!adjacent && 2 * static_cast<std::int64_t>(runs.size()) <= depth) return runs;
+#endif
+  return {};
+}
+
+#if EINSUMDB_AVX512
+// pack_runs with AVX-512, from the block's runs of up to a register's lanes (a cache line: 8
+// doubles or 16 floats; depth_runs): each run loaded as one load per row (under a mask where it is
+// shorter), n rows at a time transposed in registers into the run's depths of n rows each. A line
+// of the tensor is then loaded whole, in one load, where the runs are whole lines. TCCG case 13,
+// acd,dbc->ab: one operand's runs lie a line's depths apart (a tile of summed elements, a line of c
+// for each line of d: sum_tile), and a block of KC = 384 float depths ends inside every other
+// tile, where its runs are half a line (gathered element by element instead, those held over a
+// quarter of the packing's samples in a profile of that case). Single depths are gathered element
+// by element. The next panel's rows (`next`, `next_w` of them) are fetched at each run meanwhile.
 template <typename T>
 bool pack_run_lines(const T* src, const std::int64_t* row, std::int64_t w, const std::int64_t* next,
-                    std::int64_t next_w, const std::int64_t* col, std::int64_t depth,
-                    std::int64_t pack_width, T* panel) {
+                    std::int64_t next_w, const std::vector<DepthRun>& runs, std::int64_t pack_width,
+                    T* panel) {
   using V = Lanes<T>;
   constexpr std::int64_t n = V::width;
   constexpr std::int64_t kGroups = 2;  // at most 2·n rows: the widest panel a kernel packs
   const std::int64_t groups = (w + n - 1) / n;
-  if (w < 2 || groups > kGroups || depth < n) return false;
-  std::int64_t step = 1;
-  while (step < depth && col[step] != col[0] + 1) ++step;
-  if (step == 1 || (n - 1) * step >= depth || !consecutive(col, 0, n, step)) return false;
-  for (std::int64_t b = 0; b < depth; b += n * step)
-    for (std::int64_t p = b; p < std::min(depth, b + step); ++p) {
-      if (p + (n - 1) * step >= depth || !consecutive(col, p, n, step)) {
-        gather_run(src, row, w, col, p, std::min(depth, b + n * step), step, pack_width, panel);
-        continue;
+  if (w < 2 || groups > kGroups) return false;
+  for (const DepthRun& r : runs) {
+    const T* const s = src + r.at;
+    for (std::int64_t i = 0; i < next_w; ++i) __builtin_prefetch(s + next[i]);
+    if (r.count == 1) {
+      for (std::int64_t i = 0; i < w; ++i) panel[r.p * pack_width + i] = s[row[i]];
+      continue;
+    }
+    const auto lanes = V::first(r.count);
+    for (std::int64_t g = 0; g < groups; ++g) {
+      typename V::V v[n];
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t at = g * n + i;
+        v[i] = at >= w        ? V::zero()
+               : r.count == n ? V::loadu(s + row[at])
+                              : V::load(lanes, s + row[at]);
       }
-      for (std::int64_t g = 0; g < groups; ++g) {
-        typename V::V r[n];
-        for (std::int64_t i = 0; i < n; ++i) {
-          const std::int64_t at = g * n + i;
-          if (at < next_w) __builtin_prefetch(src + next[at] + col[p]);
-          r[i] = at < w ? V::loadu(src + row[at] + col[p]) : V::zero();
-        }
-        transpose_block(r);
-        const auto rows = V::first(std::min(n, w - g * n));
-        for (std::int64_t j = 0; j < n; ++j)
-          V::store(panel + (p + j * step) * pack_width + g * n, rows, r[j]);
+      transpose_block(v);
+      T* const to = panel + r.p * pack_width + g * n;
+      if (w - g * n >= n) {
+        for (std::int64_t j = 0; j < r.count; ++j) V::storeu(to + j * r.step * pack_width, v[j]);
+      } else {
+        const auto rows = V::first(w - g * n);
+        for (std::int64_t j = 0; j < r.count; ++j)
+          V::store(to + j * r.step * pack_width, rows, v[j]);
       }
     }
+  }
   return true;
 }
 #endif
@@ -242,10 +305,12 @@ template <typename T>
 inline bool pack_runs([[maybe_unused]] const T* src, [[maybe_unused]] const std::int64_t* row,
                       [[maybe_unused]] std::int64_t w, [[maybe_unused]] const std::int64_t* next,
                       [[maybe_unused]] std::int64_t next_w,
+                      [[maybe_unused]] const std::vector<DepthRun>& runs,
                       [[maybe_unused]] const std::int64_t* col, [[maybe_unused]] std::int64_t depth,
                       [[maybe_unused]] std::int64_t pack_width, [[maybe_unused]] T* panel) {
 #if EINSUMDB_AVX512
-  if (pack_run_lines(src, row, w, next, next_w, col, depth, pack_width, panel)) return true;
+  if (!runs.empty() && pack_run_lines(src, row, w, next, next_w, runs, pack_width, panel))
+    return true;
 #endif
 #if EINSUMDB_AVX2
   using Y = Ymm<T>;
@@ -334,16 +399,19 @@ inline void pack(const T* src, const std::int64_t* row, std::int64_t rows, const
   const std::vector<char> paired =
       done.empty() ? pack_pairs(src, row, rows, col, depth, width, pack_width, dst)
                    : std::vector<char>{};
+  std::vector<DepthRun> lines;  // the block's runs (line_runs), once a panel gathers row by row
+  bool lines_known = false;
   for (std::int64_t q = 0; q < panels; ++q) {
     if (along[static_cast<std::size_t>(q)]) continue;
     if (!paired.empty() && paired[static_cast<std::size_t>(q)]) continue;
+    if (!lines_known) lines = line_runs<T>(col, depth), lines_known = true;
     const std::int64_t r0 = q * width, w = std::min(width, rows - r0);
     T* panel = dst + q * pack_width * depth;
     const bool runs = (done.empty() || std::none_of(done.begin() + r0, done.begin() + r0 + w,
                                                     [](char d) { return d; })) &&
                       pack_runs(src, row + r0, w, row + std::min(rows, r0 + width),
-                                std::clamp<std::int64_t>(rows - r0 - width, 0, width), col, depth,
-                                pack_width, panel);
+                                std::clamp<std::int64_t>(rows - r0 - width, 0, width), lines, col,
+                                depth, pack_width, panel);
     for (std::int64_t i = 0; i < w && !runs; ++i) {
       if (!done.empty() && done[static_cast<std::size_t>(r0 + i)]) continue;
       const T* s = src + row[r0 + i];
