@@ -227,8 +227,9 @@ inline std::vector<DepthRun> depth_runs(const std::int64_t* col, std::int64_t de
 // The runs pack_run_lines packs a block's panels from (depth_runs of a line's elements), or none
 // where it does not apply: without AVX-512; where most depths are single (each panel is then
 // gathered row by row); and where every run's depths are adjacent (the rows of ik in ik,kj->ij),
-// which pack_runs's AVX2 routine packs with whole stores, a half line a load: in TCCG case 13
-// (acd,dbc->ab, whose acd has such runs) it measured no slower on AVX-512 than pack_run_lines.
+// which pack_runs's AVX2 routine packs with whole stores, a half line a load: on TCCG case 13
+// (acd,dbc->ab, whose acd has such runs) the two measured within the machine's noise of each
+// other in floats, and pack_run_lines the slower in doubles (by 3%, the fastest of eight runs).
 template <typename T>
 std::vector<DepthRun> line_runs([[maybe_unused]] const std::int64_t* col,
                                 [[maybe_unused]] std::int64_t depth) {
@@ -299,8 +300,9 @@ bool pack_run_lines(const T* src, const std::int64_t* row, std::int64_t w, const
 // acd,dbc->ab), the operand that runs along the tile's slower index has them a tile's width
 // apart. Gathered element by element instead, each element took a load, a store and a prefetch of
 // its own. Depths outside such runs are gathered element by element; rows w to pack_width are left
-// to the caller. Returns whether it packed the panel (AVX2 and AVX-512; not where no n depths at
-// the spacing of the first run lie one after another).
+// to the caller. Where the block has runs for pack_run_lines (`runs`, line_runs: AVX-512), that
+// packs the panel instead. Returns whether the panel was packed (AVX2 and AVX-512; not where no n
+// depths at the spacing of the first run lie one after another).
 template <typename T>
 inline bool pack_runs([[maybe_unused]] const T* src, [[maybe_unused]] const std::int64_t* row,
                       [[maybe_unused]] std::int64_t w, [[maybe_unused]] const std::int64_t* next,
