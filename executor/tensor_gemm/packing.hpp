@@ -227,9 +227,8 @@ inline std::vector<DepthRun> depth_runs(const std::int64_t* col, std::int64_t de
 // The runs pack_run_lines packs a block's panels from (depth_runs of a line's elements), or none
 // where it does not apply: without AVX-512; where most depths are single (each panel is then
 // gathered row by row); and where every run's depths are adjacent (the rows of ik in ik,kj->ij),
-// which pack_runs's AVX2 routine packs with whole stores, a half line a load: on TCCG case 13
-// (acd,dbc->ab, whose acd has such runs) the two measured within the machine's noise of each
-// other in floats, and pack_run_lines the slower in doubles (by 3%, the fastest of eight runs).
+// which pack_runs's AVX2 routine packs with whole stores: on TCCG case 13 (acd,dbc->ab, whose
+// acd has such runs) pack_run_lines was no faster there.
 template <typename T>
 std::vector<DepthRun> line_runs([[maybe_unused]] const std::int64_t* col,
                                 [[maybe_unused]] std::int64_t depth) {
@@ -249,9 +248,9 @@ std::vector<DepthRun> line_runs([[maybe_unused]] const std::int64_t* col,
 // of the tensor is then loaded whole, in one load, where the runs are whole lines. TCCG case 13,
 // acd,dbc->ab: one operand's runs lie a line's depths apart (a tile of summed elements, a line of c
 // for each line of d: sum_tile), and a block of KC = 384 float depths ends inside every other
-// tile, where its runs are half a line (gathered element by element instead, those held over a
-// quarter of the packing's samples in a profile of that case). Single depths are gathered element
-// by element. The next panel's rows (`next`, `next_w` of them) are fetched at each run meanwhile.
+// tile, where its runs are half a line (docs/performance/tccg-block-runs.md). Single depths are
+// gathered element by element. The next panel's rows (`next`, `next_w` of them) are
+// fetched at each run meanwhile.
 template <typename T>
 bool pack_run_lines(const T* src, const std::int64_t* row, std::int64_t w, const std::int64_t* next,
                     std::int64_t next_w, const std::vector<DepthRun>& runs, std::int64_t pack_width,
