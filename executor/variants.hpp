@@ -22,6 +22,7 @@ struct RowOptions {
   std::optional<bool> stream_line_tiles;  // without it, line_tiles_stream_by_default
   std::optional<bool> own_kernel;         // without it, own_kernel_by_default
   std::optional<bool> split_sum;          // without it, sums_split
+  std::optional<bool> tiles_across;       // without it, tiles_across_by_default
 };
 }  // namespace einsumdb::tensor_gemm
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -2537,6 +2538,53 @@ TEST(Strategies, TensorGemmSpaceOffersOrdinaryStoresForOurKernelsTiles) {
     // by 14 columns, d and e, one run of the output) go through our kernel too, on any machine.
     expect_tensor_gemm_agrees(bound, ref, "dega,gfbc->abcdef",
                               {{"stream_line_tiles", false}, {"stream_even", false}});
+  }
+}
+
+// A block's tiles along its columns (tiles_across) or down its rows give the same output, bit for
+// bit, and the reference's, on one and two threads: TCCG's ccsd_t shapes scaled to 9.2 MB in f32
+// with partial panels of rows (b·c·f = 1,008 in panels of 32) and columns (a·d·e = 2,288 in panels
+// of 12 or 14), where a tile's rows lie in two runs of a line and its columns continue them
+// (dega,gfbc->abcdef: f and e), where its columns lie apart (efga,gdbc->abcdef), and summed over
+// 200 elements, whose packed panels of B do not all fit half of L2 at once, so that the columns go
+// in several chunks. The tuner's space has them down the rows wherever our kernel writes tiles
+// from its registers.
+TEST(Strategies, TensorGemmTilesAcrossTheColumnsAgreeWithTilesDownTheRows) {
+  const Strategy* s = find_strategy("tensor_gemm");
+  ASSERT_NE(s, nullptr);
+  const nlohmann::json down = {{"tiles_across", false}};
+  for (const auto& [spec, g] :
+       {std::pair{"dega,gfbc->abcdef", 6}, {"efga,gdbc->abcdef", 6}, {"dega,gfbc->abcdef", 200}}) {
+    const std::map<char, int> len = {{'a', 13}, {'b', 7},  {'c', 9}, {'d', 11},
+                                     {'e', 16}, {'f', 16}, {'g', g}};
+    for (const Dtype dtype : {Dtype::f32, Dtype::f64}) {
+      if (g > 6 && dtype == Dtype::f64) continue;  // (one pass in floats alone)
+      const BatchedEinsum e = binary_spec(spec, len, dtype);
+      Lengths lengths;
+      for (const auto& [c, n] : len) lengths[c] = n;
+      const double bytes = 13.0 * 7 * 9 * 11 * 16 * 16 * static_cast<double>(dtype_bytes(dtype));
+      const auto space = s->space(e, lengths);
+      EXPECT_EQ(std::count(space.begin(), space.end(), down),
+                tensor_gemm::line_tiles_may_write(dtype, g, bytes) ? 1 : 0)
+          << spec << " " << to_string(dtype);
+      const Arrays arrays = random_arrays(e, 41);
+      const Bound bound(e, arrays);
+      const Results ref = run_reference(bound);
+      ASSERT_GT(ref.at(0).bytes(), 8u << 20);
+      for (int threads : {1, 2}) {
+        nlohmann::json across = {{"tiles_across", true}, {"threads", threads}};
+        nlohmann::json rows = {{"tiles_across", false}, {"threads", threads}};
+        const Results a = execute(bound, "tensor_gemm", across);
+        const Results r = execute(bound, "tensor_gemm", rows);
+        const std::string what =
+            std::string(spec) + " " + std::string(to_string(dtype)) + " " + across.dump();
+        EXPECT_LE(max_relative_error(a.at(0), ref.at(0)), tolerance(dtype, terms_of(e, lengths)))
+            << what;
+        ASSERT_EQ(a.at(0).bytes(), r.at(0).bytes()) << what;
+        EXPECT_EQ(std::memcmp(a.at(0).raw(), r.at(0).raw(), a.at(0).bytes()), 0) << what;
+      }
+      expect_tensor_gemm_agrees(bound, ref, spec);  // (the default, and with streamed rows off)
+    }
   }
 }
 

@@ -630,6 +630,9 @@ TEST(Strategies, BadParametersAreRefusedByName) {
                 .find("'stream_line_tiles' must be true"),
             std::string::npos);
   EXPECT_EQ(message("tensor_gemm", {{"stream_line_tiles", false}}), "no error");
+  EXPECT_NE(message("tensor_gemm", {{"tiles_across", "rows"}}).find("'tiles_across' must be true"),
+            std::string::npos);
+  EXPECT_EQ(message("tensor_gemm", {{"tiles_across", false}}), "no error");
   EXPECT_NE(message("ttgt", {{"m", index_list_param("k")}}).find("'m' must order"),
             std::string::npos);
   EXPECT_NE(message("loop_over_gemm", {{"m", index_list_param("i")}}).find("'n' is missing"),

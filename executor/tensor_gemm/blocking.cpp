@@ -251,6 +251,16 @@ void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std
 }
 
 template <typename T>
+bool tiles_across_by_default(const MicroKernel<T>& k, const Contraction& p) {
+  constexpr std::int64_t line = kLineElements<T>;
+  if (!p.line_tiles || p.kc != p.K || p.M < k.mr || p.N < 2 || k.mr <= line || !p.row_runs[0])
+    return false;
+  std::int64_t continued = 0;  // columns that start where the last one's line of rows ends
+  for (std::int64_t j = 1; j < p.N; ++j) continued += p.cn[j] - p.cn[j - 1] == line;
+  return 2 * continued >= p.N - 1;
+}
+
+template <typename T>
 std::int64_t packing_span(const MicroKernel<T>& k, const Contraction& p, std::int64_t a_bytes) {
   constexpr std::int64_t line = kLineElements<T>;
   if (!streams() || !std::is_same_v<T, double> || k.mr % line || a_bytes <= kCachedBytes ||
@@ -268,6 +278,8 @@ std::int64_t packing_span(const MicroKernel<T>& k, const Contraction& p, std::in
 
 template void block_sizes(const MicroKernel<double>&, Contraction&, bool, std::int64_t);
 template void block_sizes(const MicroKernel<float>&, Contraction&, bool, std::int64_t);
+template bool tiles_across_by_default(const MicroKernel<double>&, const Contraction&);
+template bool tiles_across_by_default(const MicroKernel<float>&, const Contraction&);
 template std::int64_t packing_span(const MicroKernel<double>&, const Contraction&, std::int64_t);
 template std::int64_t packing_span(const MicroKernel<float>&, const Contraction&, std::int64_t);
 

@@ -39,6 +39,7 @@ struct Contraction {
   bool stream_lines = true;     // and streams them around the cache, or stores them in it
   bool fetch_ahead = true;      // the next block's lines fetched during this one's (NextBlock)
   bool own_tiles = false;       // whole tiles by our own micro-kernel (line_tile), not BLIS's
+  bool tiles_across = false;    // a block's tiles go along its columns (tiles_across_by_default)
   std::int64_t around_ldc = 0;  // tiles' runs of columns this far apart written around the cache
 };
 
@@ -260,6 +261,22 @@ bool line_tiles_may_write(Dtype dtype, std::int64_t summed, double output_bytes)
 // where the sum waits on the streamed ones (TCCG's ccsd_t cases on a Zen 5 whose stores do not
 // read first: docs/performance/tccg-line-stores-default.md). The tuner measures the other way.
 bool line_tiles_stream_by_default();
+// Whether the tiles of each block go along its columns, a panel of rows at a time, rather than
+// down its rows, a panel of columns at a time (Gemm::run): where our kernel writes them from its
+// registers in one pass over a large output (p.line_tiles), a tile's rows lie in runs of a line
+// (Contraction::row_runs) and the columns mostly continue those runs in the output, each a line
+// after the last. Consecutive tiles then write the same runs on, where down the rows each piece
+// is a line by NR columns far from the last: in TCCG case 47 in floats (gfac,degb->abcdef), tiles
+// of f's 16 rows at two values of c, 24 KB apart, by 12 columns of e and d, 16 floats apart, went
+// out in 768-byte pieces at 24 KB strides over the whole 151 MB output, each column panel's tiles
+// adding the next piece. Along the columns, each tile's A panel stays in L1 and the B block's
+// panels are read in turn from L2 (Gemm::run takes them in chunks that fit half of it). Where a
+// tile's rows are one run, its columns continuing it (the same cases in doubles: 16 × 14 doubles,
+// one run of 1,792 bytes), it already writes a long piece, and along the columns was no faster
+// (docs/performance/tccg-tiles-across.md). The parameter "tiles_across" chooses, and the tuner
+// tries them down the rows wherever our kernel writes them (tensor_gemm_space).
+template <typename T>
+bool tiles_across_by_default(const MicroKernel<T>& k, const Contraction& p);
 // Sets p.kc and p.mc from p.K.
 template <typename T>
 void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std::int64_t group);

@@ -44,20 +44,23 @@ struct LineRows {
 };
 
 // The tile of the packed panels `a` (2W rows per summed element) and `b` (NR columns per summed
-// element) summed over `depth` elements, its columns j < `columns` written: rows [0, W) as `top`
+// element) summed over `depth` elements, its columns j < `columns` written (all NR where
+// `whole`, with no test per column): rows [0, W) as `top`
 // says and rows [W, 2W) as `bottom` says (LineRows), each moved by column(j). Streamed or stored,
 // each is a whole line (64-byte aligned, not split; the caller checks). In place, the tile's first
 // and last element of each run of rows are fetched during the sum: into L2 spread over its first
 // part, into L1 over its last kTail elements. Fetched at the start, as BLIS's kernel does, they
 // would be evicted again by the panels it reads (an A panel of 32 floats by KC = 384 is 48 KB, all
 // of L1), and a tile in memory would be read at the end, with the FMA units idle.
-template <typename T, LineWrite write, typename Column>
-inline void line_tile(std::int64_t depth, const T* a, const T* b, LineRows<T> top,
-                      LineRows<T> bottom, Column column, std::int64_t columns) {
+template <typename T, LineWrite write, bool whole = false, typename Column>
+[[gnu::always_inline]] inline void line_tile(std::int64_t depth, const T* a, const T* b,
+                                             LineRows<T> top, LineRows<T> bottom, Column column,
+                                             std::int64_t columns) {
   using L = Lanes<T>;
   constexpr int W = L::width, NR = static_cast<int>(kLineTileColumns<T>);
   constexpr std::int64_t kTail = 32;
   typename L::V up[NR], down[NR];
+#pragma GCC unroll 14
   for (int j = 0; j < NR; ++j) up[j] = L::zero(), down[j] = L::zero();
   const auto step = [&]() __attribute__((always_inline)) {
     const auto a0 = L::load(a), a1 = L::load(a + W);
@@ -74,7 +77,7 @@ inline void line_tile(std::int64_t depth, const T* a, const T* b, LineRows<T> to
     // Each run's first and last element, per column: the lines the stores touch.
     const T* fetch[8 * NR];
     int fetches = 0;
-    for (int j = 0; j < NR && j < columns; ++j)
+    for (int j = 0; j < NR && (whole || j < columns); ++j)
       for (const LineRows<T>& rows : {top, bottom}) {
         const std::int64_t o = column(j);
         fetch[fetches++] = rows.at + o;
@@ -124,8 +127,9 @@ inline void line_tile(std::int64_t depth, const T* a, const T* b, LineRows<T> to
       }
     }
   };
+#pragma GCC unroll 14
   for (int j = 0; j < NR; ++j)
-    if (j < columns) {
+    if (whole || j < columns) {
       const std::int64_t o = column(j);
       put(top, o, up[j]);
       put(bottom, o, down[j]);

@@ -49,8 +49,15 @@ class NextBlock {
     per_call_ = calls > 0 ? (panels_ * depth + calls - 1) / calls : 0;
   }
 
-  // The next share of the block's panels, depth by depth as the packing reads them.
+  // The next share of the block's panels, depth by depth as the packing reads them. (Tested
+  // inline before a call: a call stores its return address, and behind a tile's stores to memory
+  // that store waits, and the next tile with it.)
   void fetch() {
+    if (per_call_ > 0 && p_ < depth_ && lines_ > 0) fetch_share();
+  }
+
+ private:
+  [[gnu::noinline]] void fetch_share() {
     for (std::int64_t n = 0; n < per_call_ && p_ < depth_ && lines_ > 0; ++n) {
       const std::int64_t r0 = q_ * width_, w = std::min(width_, rows_ - r0);
       const std::int64_t span = row_[r0 + w - 1] - row_[r0];
@@ -68,7 +75,6 @@ class NextBlock {
     }
   }
 
- private:
   const T* src_;
   const std::int64_t* row_;
   std::int64_t rows_;
@@ -111,6 +117,8 @@ class Gemm {
       }
     }
 #endif
+    across_ = p_.tiles_across && lined_.empty() &&
+              std::none_of(p_.row_lines.begin(), p_.row_lines.end(), [](char g) { return g; });
   }
 
   // Rows [m0, m1) × columns [n0, n1) of batch point `q`; m0 a multiple of MR, n0 of NR. Summed
@@ -132,6 +140,7 @@ class Gemm {
     bli_auxinfo_set_schema_b(BLIS_PACKED_COL_PANELS, &aux);
     bli_auxinfo_set_is_a(1, &aux);
     bli_auxinfo_set_is_b(1, &aux);
+    thread_local std::vector<ColumnPanel> columns;  // those of the packed block of B
     for (std::int64_t jc = n0; jc < n1; jc += k_.nc) {
       const std::int64_t ncb = std::min(k_.nc, n1 - jc);
       for (std::int64_t pc = k0; pc < k1; pc += p_.kc) {
@@ -140,6 +149,21 @@ class Gemm {
         check_deadline();
         pack(b, p_.bn.data() + jc, ncb, p_.bk.data() + pc, kcb, k_.nr, k_.packnr, bpack);
         T* beta = accumulate ? &one : &zero;
+        const std::int64_t b_panel = k_.packnr * kcb;  // elements of a micro-panel of B
+        columns.clear();  // (their spacing: per NR columns of the Contraction's, from jc)
+        for (std::int64_t jr = 0; jr < ncb; jr += k_.nr) {
+          ColumnPanel q{bpack + jr / k_.nr * b_panel, std::min(k_.nr, ncb - jr),
+                        p_.col_step[static_cast<std::size_t>((jc + jr) / k_.nr)],
+                        p_.cn.data() + jc + jr};
+          for (std::int64_t j = 1; j < q.nrb; ++j)
+            q.lines_apart &= (q.cn[j] - q.cn[0]) % kLine == 0;
+          q.streams_rows = !lined_.empty() && q.nrb == k_.nr && q.cs == 1 && !accumulate &&
+                           kcb == p_.K && reinterpret_cast<std::uintptr_t>(c + q.cn[0]) % 64 == 0;
+          columns.push_back(q);
+        }
+        // Tiles along the columns where the Contraction asks for it and every one goes out whole
+        // in this one pass (Contraction::tiles_across).
+        const bool across = across_ && !accumulate && kcb == p_.K;
         std::int64_t packed_from = m0, packed_to = m0;  // the rows in apack
         for (std::int64_t ic = m0, next; ic < m1; ic = next) {
           next = block_end(ic, m1);
@@ -161,39 +185,103 @@ class Gemm {
           NextBlock<T> ahead(a, p_.am.data() + next, after - next, p_.ak.data() + pc, kcb, k_.mr,
                              (mcb + k_.mr - 1) / k_.mr * ((ncb + k_.nr - 1) / k_.nr),
                              std::max<std::int64_t>(0, l2_bytes() - packed) / 64);
-          const std::int64_t b_panel = k_.packnr * kcb;  // elements of a micro-panel of B
           bli_auxinfo_set_ps_a(a_panel, &aux);
           bli_auxinfo_set_ps_b(b_panel, &aux);
-          T* bp = bpack;
-          for (std::int64_t jr = 0, column = jc / k_.nr; jr < ncb;
-               jr += k_.nr, ++column, bp += b_panel) {
-            const std::int64_t nrb = std::min(k_.nr, ncb - jr);
-            const std::int64_t cs = p_.col_step[static_cast<std::size_t>(column)];
-            const std::int64_t* cn = p_.cn.data() + jc + jr;
-            // Whether this column panel's whole tiles whose rows are whole lines of the output
-            // (lined_) go out from our own kernel's registers (stream_tile.hpp).
-            const bool streams_rows = !lined_.empty() && nrb == k_.nr && cs == 1 && !accumulate &&
-                                      kcb == p_.K &&
-                                      reinterpret_cast<std::uintptr_t>(c + cn[0]) % 64 == 0;
-            // The micro-kernel on the MR rows from `ir` into `to` (rs, cs), with the next panels'
-            // addresses for its prefetches.
-            const auto kernel = [&](std::int64_t ir, T* ap, std::int64_t mrb, T* to_beta, T* to,
-                                    std::int64_t to_rs, std::int64_t to_cs) {
-              const bool last = ir + k_.mr >= mcb;
-              bli_auxinfo_set_next_a(last ? ablock : ap + a_panel, &aux);
-              bli_auxinfo_set_next_b(last ? bp + b_panel : bp, &aux);
+          // The micro-kernel on the MR rows from `ir` (packed at `ap`) by the columns of q, into
+          // `to` (rs, cs), with the panels the next tile reads for its prefetches.
+          const auto kernel = [&](const ColumnPanel& q, std::int64_t ir, T* ap, std::int64_t mrb,
+                                  T* to_beta, T* to, std::int64_t to_rs, std::int64_t to_cs) {
+            const bool last = ir + k_.mr >= mcb;  // (down the rows: the block's last tile)
+            bli_auxinfo_set_next_a(across ? ap : last ? ablock : ap + a_panel, &aux);
+            bli_auxinfo_set_next_b(across || last ? q.bp + b_panel : q.bp, &aux);
+            ahead.fetch();
+            // An edge tile through libxsmm: BLIS's micro-kernel computes a whole tile for it.
+            if ((mrb < k_.mr || q.nrb < k_.nr) &&
+                kernels::packed_tile(mrb, q.nrb, kcb, ap, k_.packmr, q.bp, k_.packnr, to, to_rs,
+                                     to_cs, *to_beta != 0))
+              return;
+            tile_kernel_(mrb, q.nrb, kcb, &one, ap, q.bp, to_beta, to, to_rs, to_cs, &aux, k_.cntx);
+          };
+          // The tile of the MR rows from ir (the panel `panel` of the output's rows and of A's,
+          // packed at ap) by the columns of q, written the first of the ways below that takes it.
+          // Inlined in both loops below, and so is our own kernel where it writes a tile from its
+          // registers (write_lines_around, line_tile): a call between two tiles stores its return
+          // address, which waits behind the last tile's stores to memory, and the next tile with
+          // it (TCCG's ccsd_t cases).
+          const auto one_tile = [&](const ColumnPanel& q, std::int64_t ir, std::int64_t panel,
+                                    T* ap) __attribute__((always_inline)) {
+            const std::int64_t mrb = std::min(k_.mr, mcb - ir);
+            const std::int64_t* cm = p_.cm.data() + ic + ir;
+            const std::int64_t nrb = q.nrb, cs = q.cs;
+            const std::int64_t* cn = q.cn;
+            T* const bp = q.bp;
+            const std::int64_t rs = p_.row_step[static_cast<std::size_t>(panel)];
+            const bool even = rs != kUneven && cs != kUneven;
+            const bool whole_lines = rs == 1 ? tile_rs == 1 : cs == 1 && tile_cs == 1;
+            if (cs == 1 && transposes()) {  // rows of the output across the tile, even or not
+              kernel(q, ir, ap, mrb, &zero, tile, 1, k_.mr);
+              transpose_out(tile, k_.mr, mrb, nrb, c + cn[0], cm, accumulate, p_.stream);
+            } else if (stores_lines_ && even && rs == 1 && mrb == k_.mr && !accumulate &&
+                       write_lines_around(nrb, kcb, ap, bp, c, cm, cn, q.lines_apart)) {
               ahead.fetch();
-              // An edge tile through libxsmm: BLIS's micro-kernel computes a whole tile for it.
-              if ((mrb < k_.mr || nrb < k_.nr) &&
-                  kernels::packed_tile(mrb, nrb, kcb, ap, k_.packmr, bp, k_.packnr, to, to_rs,
-                                       to_cs, *to_beta != 0))
-                return;
-              tile_kernel_(mrb, nrb, kcb, &one, ap, bp, to_beta, to, to_rs, to_cs, &aux, k_.cntx);
-            };
-            // The tiles' rows from ir, the panel of the output's rows (Contraction::row_step)
-            // and of A's (at ap) that they are, counted along rather than divided out of ir: an
-            // integer division takes tens of cycles, against the 144 of a Haswell tile's FMAs
-            // summed over 24 elements (TCCG's ccsd_t cases).
+            } else if (even && !(p_.stream_all && whole_lines)) {
+              kernel(q, ir, ap, mrb, beta, c + cm[0] + cn[0], rs, cs);
+            } else if (rs == 1 && mrb == k_.mr && !accumulate &&
+                       write_around(nrb, kcb, ap, bp, c + cm[0], cn, q.lines_apart)) {
+              ahead.fetch();
+            } else if ((rs == 1 ||
+                        (rs == kUneven && p_.row_runs[static_cast<std::size_t>(panel)])) &&
+                       mrb == k_.mr && !accumulate &&
+                       write_lines_around(nrb, kcb, ap, bp, c, cm, cn, q.lines_apart)) {
+              ahead.fetch();
+            } else if (rs == kUneven && p_.own_tiles && mrb == k_.mr &&
+                       split_tile(nrb, kcb, ap, bp, c, cm, cn, accumulate)) {
+              ahead.fetch();
+            } else {
+              kernel(q, ir, ap, mrb, &zero, tile, tile_rs, tile_cs);
+              if (rs == kUneven && tile_rs == 1 &&
+                  p_.row_runs[static_cast<std::size_t>(panel)]) {  // a line per run
+                for (std::int64_t n = 0; n < nrb; ++n)
+                  for (std::int64_t i = 0; i < mrb; i += kLine)
+                    copy_run(tile + n * tile_cs + i, kLine, c + cm[i] + cn[n], accumulate,
+                             p_.stream);
+              } else if (rs != kUneven && (cs == kUneven || rs == 1))  // along evenly spaced rows
+                write_along(tile, tile_rs, tile_cs, mrb, nrb, c + cm[0], rs, cn, accumulate,
+                            p_.stream);
+              else if (cs != kUneven)  // evenly spaced columns: row by row
+                write_along(tile, tile_cs, tile_rs, nrb, mrb, c + cn[0], cs, cm, accumulate,
+                            p_.stream);
+              else
+                for (std::int64_t i = 0; i < mrb; ++i) {
+                  T* row = c + cm[i];
+                  const T* t = tile + i * tile_rs;
+                  if (accumulate)
+                    for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] += t[j * tile_cs];
+                  else
+                    for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] = t[j * tile_cs];
+                }
+            }
+          };
+          // The tiles' rows from ir, the panel of the output's rows (Contraction::row_step) and of
+          // A's (at ap) that they are, counted along rather than divided out of ir: an integer
+          // division takes tens of cycles, against the 144 of a Haswell tile's FMAs summed over
+          // 24 elements (TCCG's ccsd_t cases).
+          if (across) {
+            // Along the columns (Contraction::tiles_across), so many at a time that their packed
+            // panels fit half of L2: each tile's A panel stays in L1 meanwhile.
+            const std::int64_t chunk = std::max<std::int64_t>(
+                1, l2_bytes() / 2 / (b_panel * static_cast<std::int64_t>(sizeof(T))));
+            const auto panels = static_cast<std::int64_t>(columns.size());
+            for (std::int64_t q0 = 0; q0 < panels; q0 += chunk) {
+              T* ap = ablock;
+              for (std::int64_t ir = 0, panel = ic / k_.mr; ir < mcb;
+                   ir += k_.mr, ++panel, ap += a_panel)
+                for (std::int64_t q = q0; q < std::min(panels, q0 + chunk); ++q)
+                  one_tile(columns[static_cast<std::size_t>(q)], ir, panel, ap);
+            }
+            continue;
+          }
+          for (const ColumnPanel& q : columns) {
             T* ap = ablock;
             for (std::int64_t ir = 0, panel = ic / k_.mr; ir < mcb;) {
               const std::int64_t mrb = std::min(k_.mr, mcb - ir);
@@ -203,66 +291,21 @@ class Gemm {
                 for (std::int64_t j = 0; j < kLine; ++j) {
                   T* const aj = ap + j * a_panel;
                   if (transposes())  // tile j column-major at group + j·MR·NR
-                    kernel(ir + j * k_.mr, aj, k_.mr, &zero, group + j * k_.mr * k_.nr, 1, k_.mr);
+                    kernel(q, ir + j * k_.mr, aj, k_.mr, &zero, group + j * k_.mr * k_.nr, 1,
+                           k_.mr);
                   else  // element (i, n) of tile j at group[(i + n·MR)·kLine + j]
-                    kernel(ir + j * k_.mr, aj, k_.mr, &zero, group + j, kLine, kLine * k_.mr);
+                    kernel(q, ir + j * k_.mr, aj, k_.mr, &zero, group + j, kLine, kLine * k_.mr);
                 }
-                write_lines(group, k_.mr, k_.nr, transposes(), nrb, c, cm, cn, accumulate,
+                write_lines(group, k_.mr, k_.nr, transposes(), q.nrb, c, cm, q.cn, accumulate,
                             p_.stream);
                 ir += kLine * k_.mr, panel += kLine, ap += kLine * a_panel;
                 continue;
               }
-              if (streams_rows && mrb == k_.mr && lined_[static_cast<std::size_t>(panel)]) {
-                stream_rows(kcb, ap, bp, c + cn[0], cm);
-                ahead.fetch();
-                ir += k_.mr, ++panel, ap += a_panel;
-                continue;
-              }
-              const std::int64_t rs = p_.row_step[static_cast<std::size_t>(panel)];
-              const bool even = rs != kUneven && cs != kUneven;
-              const bool whole_lines = rs == 1 ? tile_rs == 1 : cs == 1 && tile_cs == 1;
-              if (cs == 1 && transposes()) {  // rows of the output across the tile, even or not
-                kernel(ir, ap, mrb, &zero, tile, 1, k_.mr);
-                transpose_out(tile, k_.mr, mrb, nrb, c + cn[0], cm, accumulate, p_.stream);
-              } else if (stores_lines_ && even && rs == 1 && mrb == k_.mr && !accumulate &&
-                         write_lines_around(nrb, kcb, ap, bp, c, cm, cn)) {
-                ahead.fetch();
-              } else if (even && !(p_.stream_all && whole_lines)) {
-                kernel(ir, ap, mrb, beta, c + cm[0] + cn[0], rs, cs);
-              } else if (rs == 1 && mrb == k_.mr && !accumulate &&
-                         write_around(nrb, kcb, ap, bp, c + cm[0], cn)) {
-                ahead.fetch();
-              } else if ((rs == 1 ||
-                          (rs == kUneven && p_.row_runs[static_cast<std::size_t>(panel)])) &&
-                         mrb == k_.mr && !accumulate &&
-                         write_lines_around(nrb, kcb, ap, bp, c, cm, cn)) {
-                ahead.fetch();
-              } else if (rs == kUneven && p_.own_tiles && mrb == k_.mr &&
-                         split_tile(nrb, kcb, ap, bp, c, cm, cn, accumulate)) {
+              if (q.streams_rows && mrb == k_.mr && lined_[static_cast<std::size_t>(panel)]) {
+                stream_rows(kcb, ap, q.bp, c + q.cn[0], cm);
                 ahead.fetch();
               } else {
-                kernel(ir, ap, mrb, &zero, tile, tile_rs, tile_cs);
-                if (rs == kUneven && tile_rs == 1 &&
-                    p_.row_runs[static_cast<std::size_t>(panel)]) {  // a line per run
-                  for (std::int64_t n = 0; n < nrb; ++n)
-                    for (std::int64_t i = 0; i < mrb; i += kLine)
-                      copy_run(tile + n * tile_cs + i, kLine, c + cm[i] + cn[n], accumulate,
-                               p_.stream);
-                } else if (rs != kUneven && (cs == kUneven || rs == 1))  // along evenly spaced rows
-                  write_along(tile, tile_rs, tile_cs, mrb, nrb, c + cm[0], rs, cn, accumulate,
-                              p_.stream);
-                else if (cs != kUneven)  // evenly spaced columns: row by row
-                  write_along(tile, tile_cs, tile_rs, nrb, mrb, c + cn[0], cs, cm, accumulate,
-                              p_.stream);
-                else
-                  for (std::int64_t i = 0; i < mrb; ++i) {
-                    T* row = c + cm[i];
-                    const T* t = tile + i * tile_rs;
-                    if (accumulate)
-                      for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] += t[j * tile_cs];
-                    else
-                      for (std::int64_t j = 0; j < nrb; ++j) row[cn[j]] = t[j * tile_cs];
-                  }
+                one_tile(q, ir, panel, ap);
               }
               ir += k_.mr, ++panel, ap += a_panel;
             }
@@ -274,19 +317,33 @@ class Gemm {
   }
 
  private:
+  // A panel of NR columns of the packed block of B (its last perhaps fewer): its micro-panel, its
+  // columns' count, their spacing in the output (Contraction::col_step) and offsets there, whether
+  // they lie whole lines apart (write_around and write_lines_around then check one address for a
+  // tile: checking each column's was a loop of 12 per tile, among the FMAs of 24 summed elements
+  // in TCCG's ccsd_t cases), and whether its whole tiles whose rows are whole lines of the output
+  // (lined_) go out from our own kernel's registers (stream_tile.hpp).
+  struct ColumnPanel {
+    T* bp;
+    std::int64_t nrb, cs;
+    const std::int64_t* cn;
+    bool lines_apart = true;
+    bool streams_rows = false;
+  };
+
   // Computes the tile of the MR rows of the micro-panel of A at `ap` (contiguous in the output from
-  // `base`) and the `nrb` columns of B's at `bp` (at `cn` from it) straight into the output, around
-  // the cache: one libxsmm kernel per run of columns p_.around_ldc apart, whose non-temporal stores
-  // write each column's whole lines (kernels::StreamKernel). False, having computed nothing, where
-  // there are no such kernels or a column starts off a cache line. A whole tile written once,
-  // summed over few elements: BLIS's micro-kernel writes it in place with ordinary stores, which
-  // read each line from memory first, and through the buffer (copy_run), the copy costs as much
-  // again as the kernel's stores.
+  // `base`) and the `nrb` columns of B's at `bp` (at `cn` from it, whole lines apart where
+  // `lines_apart`) straight into the output, around the cache: one libxsmm kernel per run of
+  // columns p_.around_ldc apart, whose non-temporal stores write each column's whole lines
+  // (kernels::StreamKernel). False, having computed nothing, where there are no such kernels or a
+  // column starts off a cache line. A whole tile written once, summed over few elements: BLIS's
+  // micro-kernel writes it in place with ordinary stores, which read each line from memory first,
+  // and through the buffer (copy_run), the copy costs as much again as the kernel's stores.
   bool write_around(std::int64_t nrb, std::int64_t kcb, const T* ap, const T* bp, T* base,
-                    const std::int64_t* cn) const {
-    if (around_.empty() || kcb != p_.K) return false;
-    for (std::int64_t j = 0; j < nrb; ++j)
-      if (reinterpret_cast<std::uintptr_t>(base + cn[j]) % 64 != 0) return false;
+                    const std::int64_t* cn, bool lines_apart) const {
+    if (around_.empty() || kcb != p_.K || !lines_apart ||
+        reinterpret_cast<std::uintptr_t>(base + cn[0]) % 64 != 0)
+      return false;
     for (std::int64_t j0 = 0, j1; j0 < nrb; j0 = j1) {
       for (j1 = j0 + 1; j1 < nrb && cn[j1] - cn[j1 - 1] == p_.around_ldc;) ++j1;
       T* to = base + cn[j0];
@@ -338,21 +395,29 @@ class Gemm {
   // buffer (copy_run) the stores of a tile come in a burst with no FMA work between them,
   // waiting on memory (the tiles whose 14 columns straddle two values of e = 16 in case 35,
   // dfgb,geac->abcdef, in doubles). False, having computed nothing, where the kernel does not fit
-  // BLIS's tile or a line starts off a cache line.
-  bool write_lines_around([[maybe_unused]] std::int64_t nrb, [[maybe_unused]] std::int64_t kcb,
-                          [[maybe_unused]] const T* ap, [[maybe_unused]] const T* bp,
-                          [[maybe_unused]] T* c, [[maybe_unused]] const std::int64_t* cm,
-                          [[maybe_unused]] const std::int64_t* cn) const {
+  // BLIS's tile or a line starts off a cache line (`lines_apart`: the columns lie whole lines
+  // apart, write_around's).
+  [[gnu::always_inline]] bool write_lines_around(
+      [[maybe_unused]] std::int64_t nrb, [[maybe_unused]] std::int64_t kcb,
+      [[maybe_unused]] const T* ap, [[maybe_unused]] const T* bp, [[maybe_unused]] T* c,
+      [[maybe_unused]] const std::int64_t* cm, [[maybe_unused]] const std::int64_t* cn,
+      [[maybe_unused]] bool lines_apart) const {
 #if EINSUMDB_AVX512
-    if (!line_tiles_ || kcb != p_.K || (cm[kLine] - cm[0]) % kLine != 0) return false;
-    for (std::int64_t j = 0; j < nrb; ++j)
-      if (reinterpret_cast<std::uintptr_t>(c + cm[0] + cn[j]) % 64 != 0) return false;
+    if (!line_tiles_ || kcb != p_.K || !lines_apart || (cm[kLine] - cm[0]) % kLine != 0 ||
+        reinterpret_cast<std::uintptr_t>(c + cm[0] + cn[0]) % 64 != 0)
+      return false;
     const LineRows<T> top{c + cm[0], c + cm[0], kLine}, bottom{c + cm[kLine], c + cm[kLine], kLine};
     const auto column = [cn](int j) { return cn[j]; };
-    if (p_.stream_lines)
-      line_tile<T, LineWrite::stream>(kcb, ap, bp, top, bottom, column, nrb);
-    else
-      line_tile<T, LineWrite::store>(kcb, ap, bp, top, bottom, column, nrb);
+    if (nrb < kLineTileColumns<T>) {  // the last columns
+      if (p_.stream_lines)
+        line_tile<T, LineWrite::stream>(kcb, ap, bp, top, bottom, column, nrb);
+      else
+        line_tile<T, LineWrite::store>(kcb, ap, bp, top, bottom, column, nrb);
+    } else if (p_.stream_lines) {
+      line_tile<T, LineWrite::stream, true>(kcb, ap, bp, top, bottom, column, nrb);
+    } else {
+      line_tile<T, LineWrite::store, true>(kcb, ap, bp, top, bottom, column, nrb);
+    }
     return true;
 #else
     return false;
@@ -448,6 +513,9 @@ class Gemm {
   // rows, whether each row starts a cache line of the output where a batch point's start does;
   // otherwise empty.
   std::vector<char> lined_;
+  // Whether the tiles of a block go along its columns (Contraction::tiles_across), where neither
+  // line groups nor rows streamed from our AVX2 kernel, which go down the rows, take any of them.
+  bool across_ = false;
   // The micro-kernel of whole tiles: BLIS's, or ours where p_.own_tiles (own_tile).
   typename Blis<T>::Kernel tile_kernel_ = k_.run;
 };

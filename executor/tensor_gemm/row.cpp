@@ -163,6 +163,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
   p.row_step = spacing(p.cm, k.mr);
   p.row_runs = unit_runs(p.cm, k.mr, line, p.row_step);
   p.col_step = spacing(p.cn, k.nr);
+  p.tiles_across = options.tiles_across.value_or(tiles_across_by_default(k, p));
   // Tiles written around the cache (Gemm::write_around): where even ones would go through the
   // buffer, rows contiguous in the output in whole lines, at the spacing of the first columns.
   const std::int64_t col_spacing = p.N > 1 ? p.cn[1] - p.cn[0] : 0;

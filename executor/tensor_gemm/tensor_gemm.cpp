@@ -54,7 +54,11 @@
 // by default streaming where this machine's ordinary stores read a line before writing it, as for
 // "stream_even", line_tiles_stream_by_default, and the tuner measures the other way; where they
 // are stored, our kernel takes the even tiles whose rows are contiguous in the output too, which
-// BLIS's would write in place) and "kernel" ("own" or
+// BLIS's would write in place), "tiles_across" (true or false: whether a block's tiles go along
+// its columns rather than down its rows; by default where our kernel writes them from its
+// registers and the columns continue the tiles' runs of rows in the output,
+// tiles_across_by_default, and the tuner measures them down the rows wherever our kernel writes
+// them) and "kernel" ("own" or
 // "blis": whose micro-kernel computes whole tiles, ours (line_kernel.hpp, AVX-512, where BLIS's
 // tile is one it computes) or BLIS's; by default ours in floats over a large output read back in
 // several summed passes (own_kernel_by_default), otherwise BLIS's, and in floats the tuner
@@ -243,8 +247,10 @@ std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Leng
   bool line_tiles = false;
   for (std::size_t r = 0; r < e.batch.size(); ++r)
     line_tiles |= tensor_gemm::line_tiles_may_write(result_dtype(e, r), summed, bytes);
-  if (line_tiles)  // the other way than the default
+  if (line_tiles) {  // the other way than the default
     space.push_back({{"stream_line_tiles", !tensor_gemm::line_tiles_stream_by_default()}});
+    space.push_back({{"tiles_across", false}});  // (the default where the layout suits it)
+  }
   // (Judged on contiguous operands; a complex row on its real form.)
   bool streams = false;
   for (std::size_t r = 0; r < e.batch.size(); ++r)
@@ -272,7 +278,7 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
     throw SpecError("tensor_gemm does not apply: " + *why);
   check_param_keys(params, "tensor_gemm",
                    {"threads", "stream_even", "fetch_ahead", "stream_rows", "stream_line_tiles",
-                    "kernel", "split_sum"});
+                    "kernel", "split_sum", "tiles_across"});
   tensor_gemm::RowOptions options;
   options.threads = read_threads(params, "tensor_gemm");
   const auto flag = [&](const char* name, bool otherwise) {
@@ -281,6 +287,7 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   // Without the parameter, the row decides where the choice applies (the default is measured).
   if (params.contains("stream_even")) options.stream_even = flag("stream_even", false);
   if (params.contains("split_sum")) options.split_sum = flag("split_sum", false);
+  if (params.contains("tiles_across")) options.tiles_across = flag("tiles_across", false);
   options.fetch_ahead = flag("fetch_ahead", options.fetch_ahead);
   options.stream_rows = flag("stream_rows", options.stream_rows);
   if (params.contains("stream_line_tiles"))
