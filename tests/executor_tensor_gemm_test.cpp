@@ -157,6 +157,38 @@ TEST(Blocking, TheSummedElementsGoInOnePassUpToAQuarterOverKC) {
   EXPECT_LT(p.mc * 256 * 8, l2_bytes() / 3 + 8 * 256 * 8);
 }
 
+// A block's tiles go along its columns by default where our kernel writes them from its registers
+// in one pass, their rows in runs of a line (16 doubles as two runs of 8) and at least half the
+// columns a line after the last; down the rows wherever any of those fails, and where a tile's
+// rows are a single line.
+TEST(Blocking, TilesGoAlongTheColumnsWhereTheColumnsContinueTheirRunsOfRows) {
+  const auto k = shape_of_kernel(16, 14, 2560, 256);
+  Contraction p;
+  p.line_tiles = true;
+  p.M = 64, p.N = 28, p.K = p.kc = 24;
+  p.row_runs = {1, 1, 1, 1};
+  p.cn = Table(p.N);
+  const auto columns = [&](auto at) {
+    for (std::int64_t j = 0; j < p.N; ++j) p.cn[j] = at(j);
+  };
+  columns([](std::int64_t j) { return 8 * j + 1000 * (j / 16); });  // 26 of 27 steps a line
+  EXPECT_TRUE(tiles_across_by_default(k, p));
+  EXPECT_FALSE(tiles_across_by_default(shape_of_kernel(8, 24, 72, 256), p));  // a line of rows
+  p.line_tiles = false;
+  EXPECT_FALSE(tiles_across_by_default(k, p));
+  p.line_tiles = true, p.kc = 12;  // two passes: the second adds to the output
+  EXPECT_FALSE(tiles_across_by_default(k, p));
+  p.kc = 24, p.row_runs[0] = 0;  // rows in one run of 16
+  EXPECT_FALSE(tiles_across_by_default(k, p));
+  p.row_runs[0] = 1;
+  columns([](std::int64_t j) { return 16 * j; });  // two lines apart
+  EXPECT_FALSE(tiles_across_by_default(k, p));
+  columns([](std::int64_t j) { return 8 * j + 1000 * (j / 2); });  // half of them a line on
+  EXPECT_TRUE(tiles_across_by_default(k, p));
+  columns([](std::int64_t j) { return 8 * j + 1000 * (j % 2); });  // none
+  EXPECT_FALSE(tiles_across_by_default(k, p));
+}
+
 TEST(Blocking, TilesOfSummedIndicesLeaveEachPassWholeLines) {
   // A line of X's index per line of Y's, unless a pass of KC would then not hold a whole tile:
   // floats with a KC of 128 take 8 of each of 16 lines per pass.
