@@ -199,6 +199,47 @@ TEST(Blocking, TilesOfSummedIndicesLeaveEachPassWholeLines) {
   EXPECT_EQ(sum_tile<float>(shape_of_kernel(6, 16, 168, 128)), 8);
 }
 
+// The summed indices of TCCG case 13 in complex numbers in real form (acd,dbc->ab: W = apcdq, the
+// expanded acd, against dbcq, real_form.hpp): both run along their parts q, and above them along d
+// and along c. The tiles are of d and c, each element's two parts at consecutive depths: a tile of
+// 16 floats' depths is 8 values of d (a line of W) for each of 8 values of c, and dbcq's line of 8
+// values of c and their parts lies at depths 16 apart in pairs. Lengths that leave partial tiles.
+// Parts of any other length are no parts: a summed index of 3 shared at unit stride tiles nothing.
+TEST(Blocking, ComplexPartsGoInsideTilesOfTheSummedIndicesAboveThem) {
+  const Lengths len{{'a', 3}, {'p', 2}, {'c', 19}, {'d', 21}, {'b', 5}, {'q', 2}};
+  const auto strides = [&](const std::string& l) { return kernels::row_major_strides(l, len); };
+  const std::int64_t big = std::int64_t{1} << 30;
+  const auto r =
+      tiles("cdq", len, "apcdq", strides("apcdq"), "dbcq", strides("dbcq"), big, big, 16, 16, true);
+  ASSERT_TRUE(r);
+  const std::vector<std::int64_t> x = entries(r->x), z = entries(r->z);
+  ASSERT_EQ(x.size(), 19u * 21 * 2);
+  // Every (c, d, q) once, at the same element of both.
+  std::set<std::pair<std::int64_t, std::int64_t>> seen, want;
+  for (std::size_t i = 0; i < x.size(); ++i) seen.insert({x[i], z[i]});
+  for (std::int64_t c = 0; c < 19; ++c)
+    for (std::int64_t d = 0; d < 21; ++d)
+      for (std::int64_t q = 0; q < 2; ++q)
+        want.insert({c * 42 + d * 2 + q, d * 5 * 19 * 2 + c * 2 + q});
+  EXPECT_EQ(seen, want);
+  for (std::size_t i = 0; i < x.size(); i += 2) {  // each element's parts side by side
+    EXPECT_EQ(x[i + 1], x[i] + 1) << i;
+    EXPECT_EQ(z[i + 1], z[i] + 1) << i;
+  }
+  for (std::int64_t i = 0; i < 16; ++i) EXPECT_EQ(x[static_cast<std::size_t>(i)], x[0] + i);
+  for (std::int64_t j = 0; j < 8; ++j)  // a line of dbcq: pairs 16 depths apart
+    EXPECT_EQ(z[static_cast<std::size_t>(16 * j)], z[0] + 2 * j) << j;
+  // Those pairs are one run of the block's depths, packed through registers (depth_runs).
+  const std::vector<DepthRun> runs = depth_runs(z.data(), 256, 16);
+  ASSERT_FALSE(runs.empty());
+  EXPECT_TRUE(runs[0].pairs);
+  EXPECT_EQ(runs[0].step, 16);
+  EXPECT_EQ(runs[0].count, 16);
+  const Lengths three{{'a', 3}, {'c', 19}, {'d', 21}, {'b', 5}, {'q', 3}};
+  const auto s3 = [&](const std::string& l) { return kernels::row_major_strides(l, three); };
+  EXPECT_FALSE(tiles("cdq", three, "acdq", s3("acdq"), "dbcq", s3("dbcq"), big, big, 16, 16, true));
+}
+
 // With BLIS's AVX2 (Haswell) tile in doubles, 6 rows by a line of columns, blocks at least KC deep
 // hold kHaswellRows rows, scaled by KC over their depth like BLIS's MC; shallower ones, other tiles
 // and floats, BLIS's MC.
@@ -425,6 +466,39 @@ void pack_blocks_inside_tiles() {
 TEST(Packing, BlocksStartingAndEndingInsideTilesOfSummedElements) {
   pack_blocks_inside_tiles<double>();
   pack_blocks_inside_tiles<float>();
+}
+
+// The operand whose summed elements come in pairs a tile's width apart (dbcq in the real form of
+// acd,dbc->ab: tiles()), packed in blocks that start and end inside tiles and inside pairs (a block
+// that starts at an odd depth holds half a pair first): each block's panels hold its depths.
+template <typename T>
+void pack_pairs_inside_tiles() {
+  constexpr std::int64_t line = kLineElements<T>, half = line / 2;
+  const std::int64_t c = line + 3, d = half + 3, b = 21;
+  const Tensor src = random_values<T>(d * b * c * 2, 11);  // dbcq
+  const T* s = src.data<T>();
+  std::vector<std::int64_t> row(b), col;
+  for (std::int64_t i = 0; i < b; ++i) row[static_cast<std::size_t>(i)] = i * c * 2;
+  for (std::int64_t c0 = 0; c0 < c; c0 += half)    // half a line of c (with its parts)
+    for (std::int64_t d0 = 0; d0 < d; d0 += half)  // for each half line of d
+      for (std::int64_t j = c0; j < std::min(c, c0 + half); ++j)
+        for (std::int64_t i = d0; i < std::min(d, d0 + half); ++i)
+          for (std::int64_t q = 0; q < 2; ++q) col.push_back(i * b * c * 2 + j * 2 + q);
+  const auto depth = static_cast<std::int64_t>(col.size());
+  for (const std::int64_t width : {std::int64_t{12}, line, 2 * line})
+    for (const std::int64_t start : {std::int64_t{0}, line * half, line * half + 3})
+      for (const std::int64_t end : {depth, depth - 5, start + line * half}) {
+        const std::vector<std::int64_t> block(col.begin() + start, col.begin() + end);
+        const std::int64_t panels = (b + width - 1) / width;
+        std::vector<T> dst(static_cast<std::size_t>(panels * width * (end - start)), T{-7});
+        pack(s, row.data(), b, block.data(), end - start, width, width, dst.data());
+        expect_packed(s, row, block, width, width, dst);
+      }
+}
+
+TEST(Packing, PairsOfDepthsInsideTilesOfSummedElements) {
+  pack_pairs_inside_tiles<double>();
+  pack_pairs_inside_tiles<float>();
 }
 
 // Rows 2 apart at depths in pairs 1 apart (a complex operand in real form: the rows' real and
@@ -1585,11 +1659,13 @@ TEST(Strategies, TensorGemmTilesLargeTensorsContiguousAlongDifferentIndices) {
 // indices, tensor_gemm takes the summed indices in tiles of the two (TCCG case 13, acd,dbc->ab),
 // and where only one of them does, in that one's order (case 14, cad,dcb->ab: dcb runs along b);
 // both at lengths that make both operands over 8 MB, with partial tiles at every edge and a tile
-// straddling the blocks of KC summed elements, in both dtypes (a tile is a line of each operand's
-// index: sum_tile; the packing of one operand transposes runs of depths a line apart).
+// straddling the blocks of KC summed elements, in the real dtypes (a tile is a line of each
+// operand's index: sum_tile; the packing of one operand transposes runs of depths a line apart) and
+// the complex ones (the tiles in real form are of the indices above the parts, each element's parts
+// side by side: ComplexPartsGoInsideTilesOfTheSummedIndicesAboveThem).
 TEST(Strategies, TensorGemmTilesTheSummedIndicesOfLargeOperandsContiguousAlongDifferentOnes) {
-  for (Dtype dtype : {Dtype::f64, Dtype::f32}) {
-    const int ab = dtype == Dtype::f64 ? 10 : 20;
+  for (Dtype dtype : {Dtype::f64, Dtype::f32, Dtype::c128, Dtype::c64}) {
+    const int ab = dtype == Dtype::f64 || dtype == Dtype::c64 ? 10 : dtype == Dtype::c128 ? 5 : 20;
     for (const char* spec : {"acd,dbc->ab", "cad,dcb->ab"}) {
       const BatchedEinsum e =
           binary_spec(spec, {{'a', ab}, {'b', ab + 1}, {'c', 331}, {'d', 333}}, dtype);

@@ -165,6 +165,29 @@ std::string order(const std::string& labels, const std::string& xl,
   return (xu != zu ? xu : x_first) ? by_stride(labels, xl, xs) : by_stride(labels, zl, zs);
 }
 
+namespace {
+// The index of a group that both tensors run along at unit stride, to be kept innermost in tiles of
+// the next ones (bx and bz: the group by each tensor's strides): the parts q of a complex product
+// in real form (real_form.hpp), summed in both operands, each with another summed index just above
+// them (TCCG case 13, acd,dbc->ab: W's d, and y's c). nullopt where the fastest indices differ, or
+// the shared one is not two parts that both next ones stride over.
+std::optional<char> shared_parts(const std::string& bx, const std::string& bz,
+                                 const std::map<char, std::int64_t>& len, const std::string& xl,
+                                 const std::vector<std::int64_t>& xs, const std::string& zl,
+                                 const std::vector<std::int64_t>& zs) {
+  if (bx.size() < 2 || bx.back() != bz.back()) return std::nullopt;
+  const char q = bx.back();
+  const auto stride = [](char c, const std::string& l, const std::vector<std::int64_t>& st) {
+    return st[l.find(c)];
+  };
+  const std::int64_t n = len.at(q);
+  if (n != 2 || stride(q, xl, xs) != 1 || stride(q, zl, zs) != 1 ||
+      stride(bx[bx.size() - 2], xl, xs) != n || stride(bz[bz.size() - 2], zl, zs) != n)
+    return std::nullopt;
+  return q;
+}
+}  // namespace
+
 std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::int64_t>& len,
                           const std::string& xl, const std::vector<std::int64_t>& xs,
                           const std::string& zl, const std::vector<std::int64_t>& zs,
@@ -174,18 +197,28 @@ std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::i
                        (parts_below(labels, xl, xs, len, line) && 2 * z_bytes >= x_bytes);
   if (labels.empty() || !x_along || (z_unit && !unit_along(labels, zl, zs))) return std::nullopt;
   const std::string ordered = order(labels, xl, xs, zl, zs, x_bytes > z_bytes);
-  const char ux = by_stride(labels, xl, xs).back();
-  const char uz = by_stride(labels, zl, zs).back();
+  const std::string bx = by_stride(labels, xl, xs), bz = by_stride(labels, zl, zs);
+  // Summed parts that both operands run along (shared_parts): the tiles are of the indices above
+  // them, each element's two parts at consecutive depths, and a line holds half as many of each.
+  // (Gathered in the parts' own order, one operand's packing loaded an element per line.)
+  std::string inner;
+  if (z_unit)
+    if (const auto q = shared_parts(bx, bz, len, xl, xs, zl, zs)) inner = *q;
+  const std::int64_t np = inner.empty() ? 1 : len.at(inner[0]);
+  const char ux = bx[bx.size() - 1 - inner.size()];
+  const char uz = bz[bz.size() - 1 - inner.size()];
   if (ux == uz || len.at(ux) <= 1 || len.at(uz) <= 1 || std::min(x_bytes, z_bytes) <= kCachedBytes)
     return std::nullopt;
+  panel = std::max<std::int64_t>(1, panel / np);
+  line = std::max<std::int64_t>(1, line / np);
   std::string others;
   for (char c : ordered)
-    if (c != ux && c != uz) others += c;
+    if (c != ux && c != uz && inner.find(c) == std::string::npos) others += c;
   const auto ox = offsets(others, len, xl, xs), oz = offsets(others, len, zl, zs);
   const std::string pair{ux, uz};
   const auto sx = kernels::label_strides(pair, xl, xs), sz = kernels::label_strides(pair, zl, zs);
   const std::int64_t nx = len.at(ux), nz = len.at(uz);
-  Rows r{Table(ox.size() * nx * nz), Table(ox.size() * nx * nz)};
+  Rows r{Table(ox.size() * nx * nz * np), Table(ox.size() * nx * nz * np)};
   // The other indices' combinations: `fast` values of the fastest of them in each of `slow`.
   const std::int64_t fast = others.empty() ? 1 : len.at(others.back());
   const std::int64_t slow = ox.size() / fast;
@@ -196,10 +229,11 @@ std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::i
         for (std::int64_t o = s * fast + f0; o < s * fast + std::min(fast, f0 + kInner); ++o)
           for (std::int64_t x0 = 0; x0 < nx; x0 += panel)
             for (std::int64_t j = z0; j < std::min(nz, z0 + line); ++j)
-              for (std::int64_t i = x0; i < std::min(nx, x0 + panel); ++i, ++at) {
-                r.x[at] = ox[o] + i * sx[0] + j * sx[1];
-                r.z[at] = oz[o] + i * sz[0] + j * sz[1];
-              }
+              for (std::int64_t i = x0; i < std::min(nx, x0 + panel); ++i)
+                for (std::int64_t h = 0; h < np; ++h, ++at) {  // (the parts' strides are 1)
+                  r.x[at] = ox[o] + i * sx[0] + j * sx[1] + h;
+                  r.z[at] = oz[o] + i * sz[0] + j * sz[1] + h;
+                }
   return r;
 }
 

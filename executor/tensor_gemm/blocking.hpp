@@ -168,7 +168,9 @@ struct Rows {
 // go in these tiles too, a cache line of X's unit-stride index for each of a line of Y's
 // (sum_tile): a packed block of KC summed elements then reads both operands in whole cache lines,
 // where in X's order it read one element of each line of Y. Where only one of them does, they go in
-// its order.
+// its order. Complex operands in real form both run along their parts, summed (real_form.hpp);
+// where the indices just above the parts differ, the tiles are of those two, each element's parts
+// side by side (a line then holds half as many of each index: TCCG case 13 in complex numbers).
 std::optional<Rows> tiles(const std::string& labels, const std::map<char, std::int64_t>& len,
                           const std::string& xl, const std::vector<std::int64_t>& xs,
                           const std::string& zl, const std::vector<std::int64_t>& zs,

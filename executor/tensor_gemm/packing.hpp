@@ -188,9 +188,15 @@ void gather_run(const T* src, const std::int64_t* row, std::int64_t w, const std
 }
 
 // A run of a block's depths whose elements lie one after another in the tensor: depths p,
-// p + step, ..., p + (count - 1)·step at col[p], col[p] + 1, ....
+// p + step, ..., p + (count - 1)·step at col[p], col[p] + 1, .... In pairs (`pairs`), the run's
+// elements 2j and 2j + 1 are depths p + j·step and p + j·step + 1: the two parts of a complex
+// element in real form, side by side in both operands, in tiles of the summed indices above them
+// (tiles(): TCCG case 13 in complex numbers).
 struct DepthRun {
   std::int64_t p, step, count, at;  // at: col[p]
+  bool pairs = false;
+  // The depth of the run's element j, from p.
+  std::int64_t depth(std::int64_t j) const { return pairs ? j / 2 * step + j % 2 : j * step; }
 };
 
 // The depths after a depth among which its successor in the tensor is looked for: as many as the
@@ -201,8 +207,10 @@ inline constexpr std::int64_t kRunReach = 16;
 // each depth not yet in a run, its successor in the tensor within kRunReach depths and every
 // further depth at that spacing that continues it. A block of KC summed elements that starts or
 // ends inside a tile of them (sum_tile; KC = 384 floats against tiles of 16 × 16 = 256) cuts the
-// runs at its edges short, into shorter runs. Computed once per block: every panel's depths are
-// the block's.
+// runs at its edges short, into shorter runs. A run of two depths one apart that further pairs
+// continue within kRunReach depths goes in pairs (DepthRun::pairs: the parts of complex elements
+// in real form, the summed indices in tiles: tiles()). Computed once per block: every panel's
+// depths are the block's.
 inline std::vector<DepthRun> depth_runs(const std::int64_t* col, std::int64_t depth,
                                         std::int64_t n) {
   std::vector<char> taken(static_cast<std::size_t>(depth), 0);
@@ -218,8 +226,22 @@ inline std::vector<DepthRun> depth_runs(const std::int64_t* col, std::int64_t de
       while (count < n && p + count * step < depth && free(p + count * step) &&
              col[p + count * step] == col[p] + count)
         ++count;
-    for (std::int64_t j = 0; j < count; ++j) taken[static_cast<std::size_t>(p + j * step)] = 1;
-    runs.push_back({p, count > 1 ? step : 1, count, col[p]});
+    DepthRun run{p, count > 1 ? step : 1, count, col[p]};
+    if (count == 2 && step == 1 && n >= 4) {  // a pair: the next pairs within reach continue it?
+      const auto pair_at = [&](std::int64_t d, std::int64_t c) {
+        return d + 1 < depth && free(d) && free(d + 1) && col[d] == col[p] + c &&
+               col[d + 1] == col[p] + c + 1;
+      };
+      std::int64_t s = 2;
+      while (s < reach && !pair_at(p + s, 2)) ++s;
+      if (s < reach) {
+        run = {p, s, 2, col[p], true};
+        while (run.count + 2 <= n && pair_at(p + run.count / 2 * s, run.count)) run.count += 2;
+      }
+    }
+    for (std::int64_t j = 0; j < run.count; ++j)
+      taken[static_cast<std::size_t>(p + run.depth(j))] = 1;
+    runs.push_back(run);
   }
   return runs;
 }
@@ -279,11 +301,11 @@ bool pack_run_lines(const T* src, const std::int64_t* row, std::int64_t w, const
       transpose_block(v);
       T* const to = panel + r.p * pack_width + g * n;
       if (w - g * n >= n) {
-        for (std::int64_t j = 0; j < r.count; ++j) V::storeu(to + j * r.step * pack_width, v[j]);
+        for (std::int64_t j = 0; j < r.count; ++j) V::storeu(to + r.depth(j) * pack_width, v[j]);
       } else {
         const auto rows = V::first(w - g * n);
         for (std::int64_t j = 0; j < r.count; ++j)
-          V::store(to + j * r.step * pack_width, rows, v[j]);
+          V::store(to + r.depth(j) * pack_width, rows, v[j]);
       }
     }
   }
