@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <initializer_list>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -434,6 +436,26 @@ TEST(Packing, RunsOfDepthsConsecutiveInTheTensorGoThroughRegisters) {
   pack_runs_of_depths<float>();
 }
 
+// Packs `b` rows (at `row`) of the blocks of `col` from each start to each end, in panels of 12,
+// a line and two lines of rows, and checks each block's panels hold its depths (expect_packed).
+template <typename T>
+void expect_blocks_packed(const T* s, const std::vector<std::int64_t>& row,
+                          const std::vector<std::int64_t>& col,
+                          std::initializer_list<std::int64_t> starts,
+                          const std::function<std::vector<std::int64_t>(std::int64_t)>& ends) {
+  constexpr std::int64_t line = kLineElements<T>;
+  const auto b = static_cast<std::int64_t>(row.size());
+  for (const std::int64_t width : {std::int64_t{12}, line, 2 * line})
+    for (const std::int64_t start : starts)
+      for (const std::int64_t end : ends(start)) {
+        const std::vector<std::int64_t> block(col.begin() + start, col.begin() + end);
+        const std::int64_t panels = (b + width - 1) / width;
+        std::vector<T> dst(static_cast<std::size_t>(panels * width * (end - start)), T{-7});
+        pack(s, row.data(), b, block.data(), end - start, width, width, dst.data());
+        expect_packed(s, row, block, width, width, dst);
+      }
+}
+
 // The operand along the slower index of a tile of summed indices (dbc in acd,dbc->ab: a line of c
 // for each line of d, sum_tile), packed in blocks that start and end inside tiles, as a block of
 // KC = 384 floats does against tiles of 256: runs a line apart cut short at the blocks' edges, and
@@ -452,15 +474,10 @@ void pack_blocks_inside_tiles() {
       for (std::int64_t j = c0; j < std::min(c, c0 + line); ++j)
         for (std::int64_t i = d0; i < std::min(d, d0 + line); ++i) col.push_back(i * b * c + j);
   const auto depth = static_cast<std::int64_t>(col.size());
-  for (const std::int64_t width : {std::int64_t{12}, line, 2 * line})
-    for (const std::int64_t start : {std::int64_t{0}, line * line / 2, line * line / 2 + 3})
-      for (const std::int64_t end : {depth, depth - line / 2, start + line * line}) {
-        const std::vector<std::int64_t> block(col.begin() + start, col.begin() + end);
-        const std::int64_t panels = (b + width - 1) / width;
-        std::vector<T> dst(static_cast<std::size_t>(panels * width * (end - start)), T{-7});
-        pack(s, row.data(), b, block.data(), end - start, width, width, dst.data());
-        expect_packed(s, row, block, width, width, dst);
-      }
+  expect_blocks_packed(s, row, col, {0, line * line / 2, line * line / 2 + 3},
+                       [&](std::int64_t start) -> std::vector<std::int64_t> {
+                         return {depth, depth - line / 2, start + line * line};
+                       });
 }
 
 TEST(Packing, BlocksStartingAndEndingInsideTilesOfSummedElements) {
@@ -485,15 +502,10 @@ void pack_pairs_inside_tiles() {
         for (std::int64_t i = d0; i < std::min(d, d0 + half); ++i)
           for (std::int64_t q = 0; q < 2; ++q) col.push_back(i * b * c * 2 + j * 2 + q);
   const auto depth = static_cast<std::int64_t>(col.size());
-  for (const std::int64_t width : {std::int64_t{12}, line, 2 * line})
-    for (const std::int64_t start : {std::int64_t{0}, line * half, line * half + 3})
-      for (const std::int64_t end : {depth, depth - 5, start + line * half}) {
-        const std::vector<std::int64_t> block(col.begin() + start, col.begin() + end);
-        const std::int64_t panels = (b + width - 1) / width;
-        std::vector<T> dst(static_cast<std::size_t>(panels * width * (end - start)), T{-7});
-        pack(s, row.data(), b, block.data(), end - start, width, width, dst.data());
-        expect_packed(s, row, block, width, width, dst);
-      }
+  expect_blocks_packed(s, row, col, {0, line * half, line * half + 3},
+                       [&](std::int64_t start) -> std::vector<std::int64_t> {
+                         return {depth, depth - 5, start + line * half};
+                       });
 }
 
 TEST(Packing, PairsOfDepthsInsideTilesOfSummedElements) {
