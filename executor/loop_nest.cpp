@@ -455,7 +455,7 @@ Results run_loop_nest(const Bound& bound, const nlohmann::json& params) {
       // In real form (real_form.hpp), its parts the outermost loops: each pass is the real loop
       // nest over every other index in the order asked, reading and writing one part of each
       // element (at a stride of 2).
-      const RealForm f = real_form(bound, r);
+      const RealForm f = real_form(bound, r, threads);
       const Bound real(f.e, f.arrays);
       nlohmann::json p = params;
       const std::string order = params.contains("order")

@@ -57,7 +57,7 @@ std::optional<std::string> real_form_rejects(const BatchedEinsum& e);
 RealForm real_form_layout(const BatchedEinsum& e, std::size_t row, const Lengths& len);
 
 // Row `row` of `bound` (complex, every operand of the row's dtype, no functional operand) as a
-// real einsum over views of its operands and, for a product, W.
-RealForm real_form(const Bound& bound, std::size_t row);
+// real einsum over views of its operands and, for a product, W, expanded on `threads` threads.
+RealForm real_form(const Bound& bound, std::size_t row, int threads = 1);
 
 }  // namespace einsumdb

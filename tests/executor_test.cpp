@@ -28,6 +28,7 @@
 #include "einsumdb/executor/npy.hpp"
 #include "einsumdb/executor/permute.hpp"
 #include "einsumdb/executor/product.hpp"
+#include "einsumdb/executor/real_form.hpp"
 #include "einsumdb/executor/small_gemm.hpp"
 #include "einsumdb/tests/support/executor_cases.hpp"
 #include "einsumdb/tests/support/temp_dir.hpp"
@@ -355,6 +356,61 @@ TEST(Strategies, ComplexProductsAgreeWithAComplexLoop) {
   o.join = "max";
   const BatchedEinsum ordered = parse_spec_flags("ij,jk,kl->il", o);
   EXPECT_THROW(default_candidate(ordered), SpecError);
+}
+
+// W of the real form (real_form.hpp) from operands large enough to be expanded on several
+// threads, on 1, 2 and 3 (lines shared unevenly, each thread's first inside an axis): each element
+// y of the expanded operand as [[y₀, y₁], [−y₁, y₀]] at W's q and p, wherever its parts lie: beside
+// y's last index where it is summed (q 1) or kept (p 1), or apart from it (no summed index). And
+// a product through it on two threads, against the reference.
+TEST(Strategies, RealFormExpandsLargeOperandsOnSeveralThreads) {
+  struct Case {
+    const char* spec;
+    std::map<char, int> len;
+    const char* parts;  // which part of W lies beside y's last index: "q", "p" or neither ("")
+  };
+  for (const Case& c : {Case{"abk,kj->abj", {{'a', 5}, {'b', 13}, {'k', 8192}, {'j', 70}}, "q"},
+                        Case{"kab,kjb->ab", {{'k', 512}, {'a', 8}, {'b', 130}, {'j', 9}}, "p"},
+                        Case{"ab,abc->ab", {{'a', 1000}, {'b', 600}, {'c', 2}}, ""}}) {
+    const BatchedEinsum e = binary_spec(c.spec, c.len, Dtype::c64);
+    const Arrays arrays = random_arrays(e, 17);
+    const Bound bound(e, arrays);
+    for (int threads : {1, 2, 3}) {
+      const RealForm f = real_form(bound, 0, threads);
+      ASSERT_EQ(f.expanded, 0) << c.spec;  // (the smaller operand)
+      const Tensor& y = arrays.at(e.batch[0][0]);
+      ASSERT_GE(y.bytes(), std::size_t{4} << 20) << c.spec << ": too small to share out";
+      const Tensor& w = f.arrays.at(f.e.batch[0][0]);
+      const std::string& labels = f.e.inputs[0];
+      const auto ws = w.strides();
+      std::vector<std::int64_t> at;  // W's strides along y's axes, in y's order
+      std::int64_t q = 0, p = 0;
+      for (std::size_t b = 0; b < labels.size(); ++b)
+        (labels[b] == f.summed ? q : labels[b] == f.part ? p : at.emplace_back()) = ws[b];
+      const bool pairs = at.back() == 2;  // the two parts of a row of W side by side
+      EXPECT_EQ(pairs && q == 1 ? "q" : pairs && p == 1 ? "p" : "", std::string(c.parts)) << c.spec;
+      const auto shape = y.shape();
+      const float* wd = w.data<float>();
+      std::int64_t wrong = 0;
+      for (std::int64_t k = 0; k < y.size(); ++k) {
+        std::int64_t o = 0;
+        for (std::size_t a = shape.size(), r = static_cast<std::size_t>(k); a-- > 0;) {
+          o += static_cast<std::int64_t>(r % static_cast<std::size_t>(shape[a])) * at[a];
+          r /= static_cast<std::size_t>(shape[a]);
+        }
+        const auto v = y.at_complex(k);
+        const auto re = static_cast<float>(v.real()), im = static_cast<float>(v.imag());
+        wrong += wd[o] != re || wd[o + p] != im || wd[o + q] != -im || wd[o + q + p] != re;
+      }
+      EXPECT_EQ(wrong, 0) << c.spec << " on " << threads << " threads";
+    }
+    if (std::string(c.parts) == "q") {
+      const Results ref = run_reference(bound);
+      EXPECT_LE(
+          max_relative_error(execute(bound, "tensor_gemm", {{"threads", 2}}).at(0), ref.at(0)),
+          tolerance(Dtype::c64, 8192));
+    }
+  }
 }
 
 // A small result summed over many elements, on more threads than it has batch points or loops

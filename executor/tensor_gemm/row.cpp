@@ -258,7 +258,7 @@ Tensor complex_row(const Bound& bound, std::size_t row, const RowOptions& option
                                stream, options.own_kernel.value_or(true)))
         return z;
   }
-  const RealForm f = real_form(bound, row);
+  const RealForm f = real_form(bound, row, options.threads);
   const Bound real(f.e, f.arrays);
   return f.complex_result(tensor_gemm_row<R>(real, 0, options));
 }
