@@ -41,49 +41,53 @@ void expand_line(const std::complex<R>* y, std::int64_t n, std::int64_t a, std::
   }
 }
 
-// The bytes of y from which W is expanded on several threads: a thread costs tens of
-// microseconds to start, and one expands about a megabyte of y in a hundred.
-constexpr std::int64_t kThreadedBytes = std::int64_t{4} << 20;
-
-// W from y: for every element, [[y₀, y₁], [−y₁, y₀]] (real_form.hpp), at W's strides for y's
-// axes (`at`) and for q and p: line by line along y's last axis, the lines shared out among
-// `threads` threads where y has kThreadedBytes. A pass over y that writes twice its bytes: on one
-// thread it would stand alone before a product that runs on two (TCCG case 13 in c64, 115 MB read
-// and 230 MB written before every run of acd,dbc->ab).
+// W from the elements of y of `shape` (at y's strides `ys`, its last axis contiguous): for every
+// element, [[y₀, y₁], [−y₁, y₀]] (real_form.hpp), at W's strides for y's axes (`at`) and for q and
+// p, line by line along y's last axis.
 template <typename R>
-void expand(const std::complex<R>* y, const std::vector<std::int64_t>& shape,
-            const std::vector<std::int64_t>& at, std::int64_t q, std::int64_t p, R* w,
-            int threads) {
+void expand_range(const std::complex<R>* y, const std::vector<std::int64_t>& shape,
+                  const std::vector<std::int64_t>& ys, const std::vector<std::int64_t>& at,
+                  std::int64_t q, std::int64_t p, R* w) {
   if (shape.empty()) {
     expand_line(y, 1, 0, q, p, w);
     return;
   }
   const std::size_t last = shape.size() - 1;
   const std::int64_t n = shape[last];
-  std::int64_t lines = 1;
-  for (std::size_t a = 0; a < last; ++a) lines *= shape[a];
-  if (n == 0 || lines == 0) return;
-  const auto bytes = static_cast<std::int64_t>(sizeof(std::complex<R>)) * n * lines;
-  if (bytes < kThreadedBytes) threads = 1;
-  kernels::parallel_for(lines, threads, [&](std::int64_t lo, std::int64_t hi) {
-    // Line lo's index over y's other axes, and its offset in W.
-    std::vector<std::int64_t> index(last, 0);
-    std::int64_t o = 0;
-    for (std::size_t a = last, r = static_cast<std::size_t>(lo); a-- > 0;) {
-      index[a] = static_cast<std::int64_t>(r) % shape[a];
-      r /= static_cast<std::size_t>(shape[a]);
-      o += index[a] * at[a];
+  const std::int64_t total = kernels::product(shape);
+  std::vector<std::int64_t> index(last, 0);
+  std::int64_t from = 0, to = 0;
+  for (std::int64_t k = 0; k < total; k += n) {
+    expand_line(y + from, n, at[last], q, p, w + to);
+    for (std::size_t a = last; a-- > 0;) {  // the next line, row-major
+      from += ys[a], to += at[a];
+      if (++index[a] < shape[a]) break;
+      from -= ys[a] * shape[a], to -= at[a] * shape[a];
+      index[a] = 0;
     }
-    for (std::int64_t line = lo; line < hi; ++line) {
-      expand_line(y + line * n, n, at[last], q, p, w + o);
-      for (std::size_t a = last; a-- > 0;) {  // the next line, row-major
-        o += at[a];
-        if (++index[a] < shape[a]) break;
-        o -= at[a] * shape[a];
-        index[a] = 0;
-      }
-    }
-  });
+  }
+}
+
+// W from y (contiguous), on up to `threads` threads where y is as large as a copy the kernels
+// split among threads (kThreadedCopyElements, split_copy: each thread a range of one axis). A pass
+// over y that writes twice its bytes: on one thread it would stand alone before a product that
+// runs on all of them (TCCG case 13 in c64, 115 MB read and 230 MB written before every run of
+// acd,dbc->ab).
+template <typename R>
+void expand(const std::complex<R>* y, const std::vector<std::int64_t>& shape,
+            const std::vector<std::int64_t>& at, std::int64_t q, std::int64_t p, R* w,
+            int threads) {
+  const std::int64_t total = kernels::product(shape);
+  if (total == 0) return;
+  const auto ys = kernels::row_major_strides(shape);
+  if (threads <= 1 || total < kernels::kThreadedCopyElements)
+    return expand_range(y, shape, ys, at, q, p, w);
+  kernels::split_copy<std::complex<R>>(
+      shape, ys, at, threads, [&](std::int64_t lo, std::int64_t hi, std::size_t axis) {
+        std::vector<std::int64_t> part = shape;
+        part[axis] = hi - lo;
+        expand_range(y + lo * ys[axis], part, ys, at, q, p, w + lo * at[axis]);
+      });
 }
 
 // W's labels: y's, with q after y's last summed index and p after its last index in the output
