@@ -116,7 +116,10 @@ def run_lines(result, path, heading):
         f"{lim[0].get('copy_threads', 1)} thread(s)).", "",
         "Each ratio is min / median / max over the rounds. A case's roofline time is "
         "max(flops / peak, (inputs + output bytes) / bandwidth)."
-        + (" A complex multiply-add counts 8 real FLOPs (GFLOP and the peak alike)."
+        + ((f" Operand {result['real']} is real, of the complex dtype's precision: a real × "
+            "complex multiply-add counts 4 real FLOPs, against the complex GEMM's peak (8 real "
+            "FLOPs per complex multiply-add)." if result.get("real") else
+            " A complex multiply-add counts 8 real FLOPs (GFLOP and the peak alike).")
            if result.get("dtype", "f64").startswith("c") else "")
         + (f" einsumdb ran each case with {', '.join(result['transforms'])} and its time is the "
            "fastest one's (the strategy column names it, over the rounds)."
@@ -209,10 +212,15 @@ def latest(results, field, kind):
     return kinds
 
 
+def dtype_label(result):
+    """A run's dtype, and its real operand where it has one (tccg.py --real): "c64, A real"."""
+    return result.get("dtype", "f64") + (f", {result['real']} real" if result.get("real") else "")
+
+
 def summary_lines(results):
     """One row per dtype and thread count over the runs' cases, on the medians of the rounds (the
     latest run's of each case); none where no run measured numpy."""
-    kinds = latest(results, "cases", lambda r: (r.get("dtype", "f64"), r["threads"])
+    kinds = latest(results, "cases", lambda r: (dtype_label(r), r["threads"])
                    if "numpy_view" in r["cases"][0] else None)
     if not kinds:
         return []
@@ -278,10 +286,10 @@ def main():
         for table in (summary_lines(results), tune_summary_lines(results)):
             lines += table + [""] if table else []
     lines += ["Made by `bench/page_tccg.py` from the runs below.", ""]
-    kind = [(r.get("dtype", "f64"), r.get("threads", 1)) for r in results if "cases" in r]
+    kind = [(dtype_label(r), r.get("threads", 1)) for r in results if "cases" in r]
     for path, result in zip(a.run, results):
         if "cases" in result:
-            k = (result.get("dtype", "f64"), result["threads"])
+            k = (dtype_label(result), result["threads"])
             heading = f"## {k[0]}, {k[1]} thread(s)" if len(a.run) > 1 else ""
             if kind.count(k) > 1:  # runs of the same dtype and threads: told apart by their cases
                 heading += ", cases " + case_list([c["case"] for c in result["cases"]])

@@ -51,6 +51,12 @@ holds two numbers, and the case's tensors stay within about the bytes of the f64
 --transforms A,B, einsumdb runs each case with each strategy and its time is the faster one's
 (the table names it): what a tuned store would pick among them. A strategy may carry parameters
 after colons, as the tuner's candidates do (ttgt:gemm3m=true: complex GEMMs by the 3M method).
+With --real A (or B) beside a complex --dtype, that operand is real, of the dtype's precision (f32
+beside c64, f64 beside c128), as in numpy's promotion of a real array times a complex one; numpy
+converts it, einsumdb computes such a product in real form without converting it where the
+complex operand holds the output's last index (executor/real_form.hpp). Each of its multiply-adds
+is 4 real FLOPs (the real number times both parts), counted as such, against the complex GEMM's
+peak: its real rate, 8 FLOPs per complex multiply-add.
 --batched B,M,N,K adds a batched matrix product bik,bkj->bij as case "bmm" (its plain GEMM: the
 B·M × K by K × N product); with --cases none, it is measured alone.
 
@@ -60,7 +66,7 @@ rounds; the summary is taken on the medians.
 Usage: tccg.py EINSUMDB [--threads 1] [--cases 1-48] [--repeat 5] [--rounds 3]
                      [--tune 1,12,33] [--keep-openblas-env] [--also LABEL=EINSUMDB ...]
                      [--no-numpy] [--output FILE] [--dtype f64] [--transforms tensor_gemm]
-                     [--batched B,M,N,K] [--isa avx2]
+                     [--batched B,M,N,K] [--isa avx2] [--real A]
 """
 import argparse
 import ctypes
@@ -96,6 +102,8 @@ import numpy as np  # noqa: E402
 # numpy's type, bytes per element, the GEMM's name, and FLOPs per multiply-add.
 DTYPES = {"f64": (np.float64, 8, "DGEMM", 2), "f32": (np.float32, 4, "SGEMM", 2),
           "c128": (np.complex128, 16, "ZGEMM", 8), "c64": (np.complex64, 8, "CGEMM", 8)}
+# The real dtype of a complex one's parts (--real).
+PARTS = {"c64": "f32", "c128": "f64"}
 
 
 def rand(shape, dtype):
@@ -234,9 +242,16 @@ def einsumdb(exe, args):
     return json.loads(p.stdout)
 
 
-def spec_args(c, dtype="f64"):
+def spec_args(c, dtype="f64", real=None):
+    """The case's spec for `einsumdb run` and `tune`; `real` (A or B) is of PARTS[dtype]."""
     return [c["einsum"], "--shape", "A=" + "x".join(map(str, c["A"])),
-            "--shape", "B=" + "x".join(map(str, c["B"])), "--dtype", dtype]
+            "--shape", "B=" + "x".join(map(str, c["B"])), "--dtype", dtype] + (
+                ["--dtype", f"{real}={PARTS[dtype]}"] if real else [])
+
+
+def operand_dtypes(dtype, real=None):
+    """The dtypes of A and B: `dtype`, but `real` (A or B) of PARTS[dtype]."""
+    return tuple(PARTS[dtype] if real == name else dtype for name in "AB")
 
 
 def machine():
@@ -270,7 +285,7 @@ def tune_table(a, exe, spread):
             with tempfile.TemporaryDirectory() as d:
                 quiet_numpy_blas()
                 t0 = time.perf_counter()
-                p = subprocess.run(["/usr/bin/time", "-v", exe, "tune"] + spec_args(c, a.dtype) +
+                p = subprocess.run(["/usr/bin/time", "-v", exe, "tune"] + spec_args(c, a.dtype, a.real) +
                                    ["--db", os.path.join(d, "tune.db"), "--json",
                                     "--no-progress"], capture_output=True, text=True)
                 wall = time.perf_counter() - t0
@@ -321,6 +336,8 @@ def main():
                     "after colons (ttgt:gemm3m=true): each case takes the fastest")
     ap.add_argument("--batched", metavar="B,M,N,K",
                     help="also a batched matrix product bik,bkj->bij of these lengths")
+    ap.add_argument("--real", choices=["A", "B"],
+                    help="with a complex --dtype: this operand real, of the dtype's precision")
     ap.add_argument("--isa", choices=sorted(ISA_CAPS),
                     help="cap every library's kernels at this instruction set, numpy's OpenBLAS "
                     "included (EINSUMDB_ISA, LIBXSMM_TARGET, OPENBLAS_CORETYPE)")
@@ -334,6 +351,9 @@ def main():
         also[label] = path
     exe = a.einsumdb
     t = a.threads
+    if a.real and a.dtype not in PARTS:
+        sys.exit(f"--real {a.real} makes one operand real beside a complex --dtype; got {a.dtype}")
+    da, db = operand_dtypes(a.dtype, a.real)
 
     if a.cases == "none" and not a.tune and not a.batched:
         sys.exit("--cases none measures only what --tune or --batched names; neither was given")
@@ -379,11 +399,12 @@ def main():
               file=sys.stderr, flush=True)
         plain_times = {}
         for c in chosen:
-            flops = fma_flops * math.prod(c["lengths"].values())
-            nbytes = elem * (math.prod(c["A"]) + math.prod(c["B"]) + math.prod(c["C"]))
+            flops = (4 if a.real else fma_flops) * math.prod(c["lengths"].values())
+            nbytes = (DTYPES[da][1] * math.prod(c["A"]) + DTYPES[db][1] * math.prod(c["B"]) +
+                      elem * math.prod(c["C"]))
             view = contig = plain = math.nan
             if not a.no_numpy:
-                A, B = rand(c["A"], a.dtype), rand(c["B"], a.dtype)
+                A, B = rand(c["A"], da), rand(c["B"], db)
                 view = median_time(lambda: np.einsum(c["einsum"], A, B, optimize=True), a.repeat)
                 contig = median_time(
                     lambda: np.ascontiguousarray(np.einsum(c["einsum"], A, B, optimize=True)),
@@ -393,20 +414,21 @@ def main():
             # shape in a round: cases 20-30 share theirs).
             shape = (c["M"], c["N"], c["K"])
             if not a.no_numpy and shape not in plain_times:
-                X, Y = rand((c["M"], c["K"]), a.dtype), rand((c["K"], c["N"]), a.dtype)
+                X, Y = rand((c["M"], c["K"]), da), rand((c["K"], c["N"]), db)
                 Z = np.empty((c["M"], c["N"]), dtype=np_type)
                 plain = median_time(lambda: np.matmul(X, Y, out=Z), a.repeat)
                 del X, Y, Z
                 j = einsumdb(exe, ["run", "ik,kj->ij", "--shape", f"A={c['M']}x{c['K']}",
-                                   "--shape", f"B={c['K']}x{c['N']}", "--dtype", a.dtype,
-                                   "--transform",
+                                   "--shape", f"B={c['K']}x{c['N']}", "--dtype", a.dtype]
+                               + (["--dtype", f"{a.real}={PARTS[a.dtype]}"] if a.real else [])
+                               + ["--transform",
                                    "tensor_gemm", "--param", f"threads={t}", "--repeat",
                                    str(a.repeat), "--json"])
                 plain_times[shape] = min(plain, j["median_s"])
             plain = plain_times.get(shape, math.nan)
             def run_args(transform):
                 name, *params = transform.split(":")
-                return ["run"] + spec_args(c, a.dtype) + ["--transform", name] + [
+                return ["run"] + spec_args(c, a.dtype, a.real) + ["--transform", name] + [
                     x for p in params + [f"threads={t}"] for x in ("--param", p)] + [
                     "--repeat", str(a.repeat), "--json"]
 
@@ -445,7 +467,7 @@ def main():
           + ".\n")
     result = {"command": ["bench/tccg.py"] + sys.argv[1:], "einsumdb": exe,
               "also": also, "threads": t, "rounds": a.rounds, "repeat": a.repeat,
-              "dtype": a.dtype, "gemm": gemm_name, "transforms": transforms,
+              "dtype": a.dtype, "real": a.real, "gemm": gemm_name, "transforms": transforms,
               "machine": dict(machine(), openblas=kernel),
               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "limits": limits,
               "cases": []}

@@ -19,7 +19,8 @@
 // Every strategy computes f32, f64, c64 and c128 (complex numbers under mul, add or sub and sum;
 // tensor_gemm and loop_nest in real form, real_form.hpp). A row whose operands differ in dtype is
 // computed in numpy's promoted dtype: the reference reads it as it is, every other strategy gets
-// its operands converted first (strategies.cpp).
+// its operands converted first (strategies.cpp), but tensor_gemm and loop_nest a real operand
+// times a complex one, which their real form reads as it lies (real_factor, real_form.hpp).
 //
 // Parameters name indices as {"index": "i"} (see db/transform.hpp); at execution they are in the
 // einsum's own names. Functional operands (executor/expression.hpp) are evaluated in the pass
@@ -94,6 +95,10 @@ class Bound {
   const Functions* functions_;
   std::map<char, std::int64_t> lengths_;
 };
+
+// A functional operand's values: its function applied to every element of its array, in the
+// array's dtype.
+Tensor evaluate(const Bound::Operand& x);
 
 // One result per batch row.
 using Results = std::vector<Tensor>;
@@ -176,6 +181,15 @@ bool tensor_gemm_streams();
 // not fit the cache in one), "packed" where it packs it for BLIS's micro-kernel; empty where
 // tensor_gemm does not apply.
 std::string tensor_gemm_path(const Bound& bound, std::size_t row = 0);
+// Whether tensor_gemm reads row `row`'s real operand of a real × complex product as it lies
+// (real_factor, real_form.hpp) rather than converted, given the lengths: wherever real_factor
+// finds one, but where the row would stream as complex rows or lines along another index than
+// the parts'.
+bool tensor_gemm_reads_real_factor(const BatchedEinsum& e, std::size_t row, const Lengths& len);
+// Whether ttgt reads row `row`'s real factor as it lies, one real GEMM: where the complex
+// operand's last index is in the output, so that its parts join a free index's runs when it is
+// packed (where that index is summed, the packing would move runs of two parts).
+bool ttgt_reads_real_factor(const BatchedEinsum& e, std::size_t row);
 std::optional<std::string> batch_fused_rejects(const BatchedEinsum& e);
 std::optional<std::string> contraction_tree_rejects(const BatchedEinsum& e);
 

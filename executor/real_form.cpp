@@ -148,6 +148,22 @@ std::optional<std::string> real_form_rejects(const BatchedEinsum& e) {
   return std::nullopt;
 }
 
+int real_factor(const BatchedEinsum& e, std::size_t row) {
+  const Dtype to = result_dtype(e, row);
+  if (!is_complex(to) || e.join != JoinOp::mul || e.inputs.size() != 2 || real_form_rejects(e))
+    return -1;
+  for (int k = 0; k < 2; ++k) {
+    const Dtype x = e.arrays.at(e.batch[row][k]).dtype, y = e.arrays.at(e.batch[row][1 - k]).dtype;
+    if (x == real_of(to) && is_complex(y)) return k;
+  }
+  return -1;
+}
+
+bool parts_run_with_output(const BatchedEinsum& e, std::size_t row) {
+  const int real = real_factor(e, row);
+  return real >= 0 && (e.output.empty() || kernels::contains(e.inputs[1 - real], e.output.back()));
+}
+
 RealForm real_form_layout(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
   EINSUMDB_ASSERT(!real_form_rejects(e), "the real form applies");
   RealForm f;
@@ -159,7 +175,8 @@ RealForm real_form_layout(const BatchedEinsum& e, std::size_t row, const Lengths
   const Dtype real = real_of(f.complex_dtype);
   const std::size_t n = e.inputs.size();
   f.lengths[f.part] = 2;
-  if (e.join == JoinOp::mul && n == 2) {
+  f.real = real_factor(e, row);
+  if (e.join == JoinOp::mul && n == 2 && f.real < 0) {
     f.summed = letters[1];
     f.lengths[f.summed] = 2;
     f.expanded = expanded_operand(e, len, f.complex_dtype);
@@ -173,7 +190,7 @@ RealForm real_form_layout(const BatchedEinsum& e, std::size_t row, const Lengths
     std::string labels = e.inputs[k];
     if (static_cast<int>(k) == f.expanded)
       labels = expanded_labels(labels, e.output, f.summed, f.part);
-    else
+    else if (static_cast<int>(k) != f.real)
       labels += f.summed ? f.summed : f.part;
     ArrayInfo info;
     info.dtype = real;
@@ -190,10 +207,16 @@ RealForm real_form(const Bound& bound, std::size_t row, int threads) {
   RealForm f = real_form_layout(e, row, bound.lengths());
   for (std::size_t k = 0; k < e.inputs.size(); ++k) {
     const auto x = bound.operand(row, k);
-    EINSUMDB_ASSERT(!x.function && x.tensor->dtype() == f.complex_dtype,
-                    "the real form's operands are arrays of the row's dtype (promoted() converts "
-                    "the others and evaluates functions)");
     const std::string& name = f.e.batch[0][k];
+    if (static_cast<int>(k) == f.real) {
+      EINSUMDB_ASSERT(x.tensor->dtype() == real_of(f.complex_dtype),
+                      "the real factor is of the result's precision (real_factor)");
+      f.arrays.emplace(name, x.function ? evaluate(x) : Tensor::view(*x.tensor));
+      continue;
+    }
+    EINSUMDB_ASSERT(!x.function && x.tensor->dtype() == f.complex_dtype,
+                    "the real form's complex operands are arrays of the row's dtype (promoted() "
+                    "converts the others and evaluates functions)");
     std::vector<std::int64_t> shape;
     for (const auto& l : f.e.arrays.at(name).shape) shape.push_back(l.value);
     if (static_cast<int>(k) != f.expanded) {

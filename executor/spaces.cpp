@@ -6,6 +6,7 @@
 
 #include "einsumdb/executor/execute.hpp"
 #include "einsumdb/executor/kernels.hpp"
+#include "einsumdb/executor/real_form.hpp"
 
 namespace einsumdb {
 namespace {
@@ -81,9 +82,12 @@ std::vector<nlohmann::json> ttgt_space(const BatchedEinsum& e,
                          {"n", index_list_param(no)},
                          {"k", index_list_param(ko)}});
   // Complex: the 3M method too, in the default orders, where the product is a GEMM (rows,
-  // columns and a sum; ?gemv has no 3M form). It pays on large products only.
-  if (has_complex_row(e) && !m.empty() && !n.empty() && !k.empty())
-    out.push_back({{"gemm3m", true}});
+  // columns and a sum; ?gemv has no 3M form). It pays on large products only. (A row whose real
+  // factor ttgt reads as it lies is one real GEMM, with no 3M form.)
+  bool complex_product = false;
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    complex_product |= is_complex(result_dtype(e, r)) && !ttgt_reads_real_factor(e, r);
+  if (complex_product && !m.empty() && !n.empty() && !k.empty()) out.push_back({{"gemm3m", true}});
   return out;
 }
 

@@ -88,9 +88,6 @@ std::optional<std::string> loop_nest_rejects(const BatchedEinsum& e) {
   return std::nullopt;
 }
 
-namespace {
-
-// `x`'s function applied to every element of its array, in the array's dtype.
 Tensor evaluate(const Bound::Operand& x) {
   const Tensor& from = *x.tensor;
   Tensor out(from.dtype(), from.shape(), Tensor::Uninitialized{});
@@ -100,6 +97,8 @@ Tensor evaluate(const Bound::Operand& x) {
   });
   return out;
 }
+
+namespace {
 
 Results run_direct(const Bound& bound, const nlohmann::json& params) {
   check_param_keys(params, "direct", {"threads"});
@@ -178,15 +177,18 @@ std::string promoted_name(const std::string& operand, Dtype dtype) {
 // in that dtype (promoted_name; rows that promote the same operand alike share the copy), and
 // every function of a complex array by its values: the strategies evaluate functions of real
 // arrays only, in the pass that reads them, and a complex row runs in real form (real_form.hpp),
-// whose operands are the complex arrays' parts. Null where there is neither.
-std::optional<BatchedEinsum> promoted_einsum(const BatchedEinsum& e, const Functions& functions) {
+// whose operands are the complex arrays' parts. A row's real factor (real_form.hpp) is left as it
+// is where `reads` says the strategy reads it so. Null where there is nothing to convert.
+std::optional<BatchedEinsum> promoted_einsum(const BatchedEinsum& e, const Functions& functions,
+                                             const std::function<bool(std::size_t)>& reads = {}) {
   std::optional<BatchedEinsum> p;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
     const Dtype to = result_dtype(e, r);
+    const int real = reads && reads(r) ? real_factor(e, r) : -1;
     for (std::size_t k = 0; k < e.inputs.size(); ++k) {
       const ArrayInfo& info = e.arrays.at(e.batch[r][k]);
       const bool complex_function = is_complex(info.dtype) && functions.count(e.batch[r][k]);
-      if (info.dtype == to && !complex_function) continue;
+      if ((info.dtype == to && !complex_function) || static_cast<int>(k) == real) continue;
       if (!p) p = e;
       const std::string copy = promoted_name(e.batch[r][k], to);
       p->arrays[copy] = ArrayInfo{info.shape, to};
@@ -202,9 +204,13 @@ struct Promoted {
   Arrays arrays;
 };
 
-std::unique_ptr<Promoted> promoted(const Bound& bound) {
+// A strategy's choice of reading a row's real factor as it lies (real_form.hpp), given the lengths.
+using ReadsRealFactor = std::function<bool(const BatchedEinsum&, std::size_t, const Lengths&)>;
+
+std::unique_ptr<Promoted> promoted(const Bound& bound, const ReadsRealFactor& reads) {
   const BatchedEinsum& e = bound.einsum();
-  auto pe = promoted_einsum(e, bound.functions());
+  auto pe = promoted_einsum(e, bound.functions(),
+                            [&](std::size_t r) { return reads && reads(e, r, bound.lengths()); });
   if (!pe) return nullptr;
   auto p = std::make_unique<Promoted>(Promoted{std::move(*pe), {}});
   for (std::size_t r = 0; r < e.batch.size(); ++r)
@@ -220,14 +226,28 @@ std::unique_ptr<Promoted> promoted(const Bound& bound) {
 
 // Every strategy's run, answering an einsum with an axis of length 0 itself (nothing to compute,
 // and no strategy need handle the empty case), and, for those that compute in one dtype per row
-// (all but the reference), converting the operands of rows that mix dtypes.
+// (all but the reference), converting the operands of rows that mix dtypes: all of them, but a
+// row's real factor (real_form.hpp) for the strategies that read it as it lies: ttgt where the
+// parts join a free index (ttgt_reads_real_factor), loop_nest where they run with the output's
+// (parts_run_with_output), tensor_gemm there unless it streams the row as complex rows or lines
+// instead (tensor_gemm_reads_real_factor).
 std::vector<Strategy> with_empty_axes(std::vector<Strategy> strategies) {
   for (auto& s : strategies) {
     const bool mixes = s.name == "reference";
-    s.run = [run = std::move(s.run), mixes](const Bound& b, const nlohmann::json& params) {
+    ReadsRealFactor reads;
+    if (s.name == "tensor_gemm") reads = tensor_gemm_reads_real_factor;
+    if (s.name == "loop_nest")
+      reads = [](const BatchedEinsum& e, std::size_t r, const Lengths&) {
+        return parts_run_with_output(e, r);
+      };
+    if (s.name == "ttgt")
+      reads = [](const BatchedEinsum& e, std::size_t r, const Lengths&) {
+        return ttgt_reads_real_factor(e, r);
+      };
+    s.run = [run = std::move(s.run), mixes, reads](const Bound& b, const nlohmann::json& params) {
       if (auto empty = empty_results(b)) return std::move(*empty);
       if (!mixes)
-        if (const auto p = promoted(b)) {
+        if (const auto p = promoted(b, reads)) {
           const Bound one_dtype(p->e, b.arrays(), b.functions(), &p->arrays);
           return run(one_dtype, params);
         }

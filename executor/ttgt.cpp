@@ -12,7 +12,9 @@
 // indices; default: the order that avoids copies), "threads" (over batch points when there
 // are enough, otherwise OpenBLAS's threads) and "gemm3m" (true or false, default false: complex
 // products by the 3M method, kernels::gemm; the tuner measures both). A functional operand is
-// evaluated while it is packed.
+// evaluated while it is packed. A real operand times a complex one whose last index is in the
+// output is one real GEMM over the complex operand's parts (its real factor read as it lies,
+// real_form.hpp; ttgt_reads_real_factor), with no 3M form.
 //
 // loop_over_gemm: no copies. One index group each becomes M, N and K of a GEMM on strided
 // sub-matrices of the operands and the output in place; every other index is a loop around it.
@@ -28,6 +30,7 @@
 
 #include "einsumdb/executor/kernels.hpp"
 #include "einsumdb/executor/product.hpp"
+#include "einsumdb/executor/real_form.hpp"
 
 namespace einsumdb {
 
@@ -220,6 +223,11 @@ GemmGroups ttgt_groups(const BatchedEinsum& e) {
   return in_place(out) && !in_place(own) ? out : own;
 }
 
+bool ttgt_reads_real_factor(const BatchedEinsum& e, std::size_t row) {
+  const int real = real_factor(e, row);
+  return real >= 0 && !e.inputs[1 - real].empty() && contains(e.output, e.inputs[1 - real].back());
+}
+
 std::optional<std::string> ttgt_rejects(const BatchedEinsum& e) {
   return kernels::binary_product_rejects(e, "ttgt");
 }
@@ -239,10 +247,24 @@ Results run_ttgt(const Bound& bound, const nlohmann::json& params) {
   g.n = group_param(params, "n", g.n, g.n, "ttgt");
   g.k = group_param(params, "k", g.k, g.k, "ttgt");
   Results out;
-  for (std::size_t r = 0; r < e.batch.size(); ++r)
+  for (std::size_t r = 0; r < e.batch.size(); ++r) {
+    if (real_factor(e, r) >= 0) {  // (left unconverted where ttgt_reads_real_factor)
+      // A real operand times a complex one (real_form.hpp): one real GEMM, the complex operand's
+      // parts p the last index of its free group, the output's parts its own. Half the FLOPs of
+      // the complex product (and no 3M method: nothing is complex in it).
+      const RealForm f = real_form(bound, r);
+      GemmGroups parts = g;
+      (f.real == 0 ? parts.n : parts.m) += f.part;
+      const Bound real(f.e, f.arrays);
+      out.push_back(f.complex_result(f.complex_dtype == Dtype::c64
+                                         ? ttgt_row<float>(real, 0, parts, threads, false)
+                                         : ttgt_row<double>(real, 0, parts, threads, false)));
+      continue;
+    }
     out.push_back(with_element_type(result_dtype(e, r), [&](auto zero) {
       return ttgt_row<decltype(zero)>(bound, r, g, threads, three_m);
     }));
+  }
   return out;
 }
 

@@ -59,6 +59,16 @@ def test_run_summary_on_the_medians_with_later_runs_replacing_cases():
     assert row == ("| f64, 1 thread | 0.61, 0.50 | 0 of 2 | 1.34, 0.90 | 1.10 | 1-2 | 2 |")
 
 
+def test_runs_with_a_real_operand_have_rows_of_their_own():
+    # (tccg.py --real A: the same dtype and threads as a run of complex operands alone)
+    both = {"dtype": "c64", "threads": 1, "cases": [measured(1, [0.5], [2.0], [2.5])]}
+    a_real = {"dtype": "c64", "real": "A", "threads": 1,
+              "cases": [measured(1, [0.9], [3.0], [3.5])]}
+    _, _, row_both, row_a = page_tccg.summary_lines([both, a_real])
+    assert row_both.startswith("| c64, 1 thread | 0.50, 0.50 |")
+    assert row_a.startswith("| c64, A real, 1 thread | 0.90, 0.90 |")
+
+
 def test_summaries_of_runs_of_the_other_kind_are_empty():
     tunes = tune_run("f32", "build-a", [tune(1, [20.0], rss=300, footprint=100)])
     runs = {"dtype": "f64", "threads": 1, "cases": [measured(1, [0.9], [2.0], [2.5])]}

@@ -2709,8 +2709,9 @@ TEST(Strategies, TensorGemmTilesAcrossTheColumnsAgreeWithTilesDownTheRows) {
 }
 
 // Complex products on the layouts of TCCG cases 2-8 and of a plain product, both operands complex
-// and one real (promoted to the other's dtype), in real form (real_form.hpp): equal to the
-// reference on one and two threads (and where it streams, on the packed path too).
+// and one real, in real form (real_form.hpp; B read as it lies where A holds the output's last
+// index, cases 2-8, and converted to A's dtype in the plain product): equal to the reference on
+// one and two threads (and where it streams, on the packed path too).
 TEST(Strategies, TensorGemmComputesComplexAndMixedProducts) {
   if (kernel_isa() != supported_isa()) GTEST_SKIP() << "complex runs with the processor's kernels";
   const std::map<char, int> len = {{'a', 9}, {'b', 5}, {'c', 7}, {'d', 6}, {'e', 10}, {'f', 3}};

@@ -140,34 +140,64 @@ bool own_streams(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
   return dtype == Dtype::f32 ? ours(0.0f) : ours(0.0);
 }
 
+// How a complex row with both operands complex and contiguous streams: "rows" or "lines" where
+// it reads its large operand as it lies (complex_lines.hpp), empty where it runs in real form.
+std::string complex_streamed_path(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
+  const auto xs = kernels::row_major_strides(e.inputs[0], len);
+  const auto ys = kernels::row_major_strides(e.inputs[1], len);
+  const auto zs = kernels::row_major_strides(e.output, len);
+  const auto path = [&](auto part) -> std::string {
+    using R = decltype(part);
+    const std::string &x = e.inputs[0], &y = e.inputs[1], &z = e.output;
+    if (complex_rows<R>(x, xs, y, ys, z, zs, len)) return "rows";
+    if (complex_lines<R>(x, xs, y, ys, z, zs, len)) return "lines";
+    return "";
+  };
+  return result_dtype(e, row) == Dtype::c128 ? path(0.0) : path(0.0f);
+}
+
+// Whether row `row`'s real factor (real_form.hpp) is read as it lies, in the real form x, y·p →
+// z·p: unless the row, its operands complex, would stream as complex rows or lines and y's parts
+// would lie beside another index than the output's (TCCG cases 2-8 with B real: dca,bd->abc is
+// dca·p, bd → abc·p, p beside a in one and c in the other). There the streamed product, which
+// reads the large operand as it lies, is faster; converting the real operand costs a pass over
+// it (small in those cases: bd).
+bool reads_real_factor(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
+  if (!parts_run_with_output(e, row)) return false;
+  const std::string& complex = e.inputs[1 - real_factor(e, row)];
+  return e.output.empty() || complex.back() == e.output.back() ||
+         complex_streamed_path(e, row, len).empty();
+}
+
+// The einsum whose row `row` tensor_gemm runs: `e`, with the real operand converted to complex
+// (its dtype the row's) where its real factor is not read as it lies.
+BatchedEinsum as_run(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
+  BatchedEinsum run = e;
+  const int real = real_factor(e, row);
+  if (real >= 0 && !reads_real_factor(e, row, len))
+    run.arrays.at(run.batch[row][real]).dtype = result_dtype(e, row);
+  return run;
+}
+
 // Whether row `row` writes even tiles in non-temporal stores by default, where the choice applies
 // (streams_even_tiles_by_default), judged on its labels, a complex row's on its real form's, as
 // tensor_gemm_row judges them.
 bool streams_even_by_default(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
   if (is_complex(result_dtype(e, row))) {
-    const RealForm f = real_form_layout(e, row, len);
+    const RealForm f = real_form_layout(as_run(e, row, len), row, len);
     return streams_even_tiles_by_default(f.e.inputs[0], f.e.inputs[1], f.e.output);
   }
   return streams_even_tiles_by_default(e.inputs[0], e.inputs[1], e.output);
 }
 
 // streamed_path on contiguous operands: for row `row`, or for its real form where it is complex
-// (as run_tensor_gemm runs it).
+// (as run_tensor_gemm runs it: complex rows and lines where both operands are complex).
 std::string contiguous_path(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
   const Dtype dtype = result_dtype(e, row);
   if (is_complex(dtype)) {
-    const auto xs = kernels::row_major_strides(e.inputs[0], len);
-    const auto ys = kernels::row_major_strides(e.inputs[1], len);
-    const auto zs = kernels::row_major_strides(e.output, len);
-    const auto path = [&](auto part) -> std::string {  // complex_lines.hpp
-      using R = decltype(part);
-      const std::string &x = e.inputs[0], &y = e.inputs[1], &z = e.output;
-      if (complex_rows<R>(x, xs, y, ys, z, zs, len)) return "rows";
-      if (complex_lines<R>(x, xs, y, ys, z, zs, len)) return "lines";
-      return "";
-    };
-    if (const std::string p = dtype == Dtype::c128 ? path(0.0) : path(0.0f); !p.empty()) return p;
-    const RealForm f = real_form_layout(e, row, len);
+    if (!reads_real_factor(e, row, len))
+      if (const std::string p = complex_streamed_path(e, row, len); !p.empty()) return p;
+    const RealForm f = real_form_layout(as_run(e, row, len), row, len);
     return contiguous_path(f.e, 0, f.lengths);
   }
   return streamed_path(e, kernels::row_major_strides(e.inputs[0], len),
@@ -178,6 +208,10 @@ std::string contiguous_path(const BatchedEinsum& e, std::size_t row, const Lengt
 }  // namespace einsumdb::tensor_gemm
 
 namespace einsumdb {
+
+bool tensor_gemm_reads_real_factor(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
+  return tensor_gemm::reads_real_factor(e, row, len);
+}
 
 bool tensor_gemm_streams() {
   return tensor_gemm::streams();
