@@ -19,8 +19,9 @@
 // Every strategy computes f32, f64, c64 and c128 (complex numbers under mul, add or sub and sum;
 // tensor_gemm and loop_nest in real form, real_form.hpp). A row whose operands differ in dtype is
 // computed in numpy's promoted dtype: the reference reads it as it is, every other strategy gets
-// its operands converted first (strategies.cpp), but tensor_gemm and loop_nest a real operand
-// times a complex one, which their real form reads as it lies (real_factor, real_form.hpp).
+// its operands converted first (strategies.cpp), but for tensor_gemm, loop_nest and ttgt a real
+// operand times a complex one, which they read as it lies where its layout suits them (real form,
+// real_factor, real_form.hpp).
 //
 // Parameters name indices as {"index": "i"} (see db/transform.hpp); at execution they are in the
 // einsum's own names. Functional operands (executor/expression.hpp) are evaluated in the pass
@@ -182,9 +183,9 @@ bool tensor_gemm_streams();
 // tensor_gemm does not apply.
 std::string tensor_gemm_path(const Bound& bound, std::size_t row = 0);
 // Whether tensor_gemm reads row `row`'s real operand of a real × complex product as it lies
-// (real_factor, real_form.hpp) rather than converted, given the lengths: wherever real_factor
-// finds one, but where the row would stream as complex rows or lines along another index than
-// the parts'.
+// (real_factor, real_form.hpp) rather than converted, given the lengths: where the complex
+// operand holds the output's last index (parts_run_with_output), but not where the row would
+// stream as complex rows or lines with the parts beside another index than the output's.
 bool tensor_gemm_reads_real_factor(const BatchedEinsum& e, std::size_t row, const Lengths& len);
 // Whether ttgt reads row `row`'s real factor as it lies, one real GEMM: where the complex
 // operand's last index is in the output, so that its parts join a free index's runs when it is

@@ -70,7 +70,8 @@ bool parts_run_with_output(const BatchedEinsum& e, std::size_t row);
 
 // Why the real form cannot compute this einsum's complex rows: a ⊗ other than mul, add and sub,
 // a ⊕ other than sum, a product of three or more operands, or no letter left for the parts.
-// nullopt: it can. Requires every operand of a complex row to share the row's dtype.
+// nullopt: it can. Requires every operand of a complex row but its real factor to share the row's
+// dtype.
 std::optional<std::string> real_form_rejects(const BatchedEinsum& e);
 
 // The real form's einsum alone (operands contiguous, no data): which operand it expands, given
