@@ -121,6 +121,15 @@ struct Strategy {
   // are usually fastest first) and in which the default transform is picked among those that
   // apply (dispatch.hpp).
   int priority = 100;
+  // Whether `run` takes a row's operands in their own dtypes where they mix (the reference);
+  // every other strategy computes in one dtype per row, and receives an operand of another dtype
+  // converted to the row's result dtype (numpy's promotion).
+  bool mixes_dtypes = false;
+  // For a strategy that computes in one dtype per row: whether it reads row `row`'s real factor,
+  // a real operand times a complex one (real_factor, real_form.hpp), as it lies rather than
+  // converted, given the lengths. Null: it never does.
+  std::function<bool(const BatchedEinsum&, std::size_t row, const Lengths&)> reads_real_factor =
+      nullptr;
 };
 
 // The built-in strategies, reference first.

@@ -204,10 +204,8 @@ struct Promoted {
   Arrays arrays;
 };
 
-// A strategy's choice of reading a row's real factor as it lies (real_form.hpp), given the lengths.
-using ReadsRealFactor = std::function<bool(const BatchedEinsum&, std::size_t, const Lengths&)>;
-
-std::unique_ptr<Promoted> promoted(const Bound& bound, const ReadsRealFactor& reads) {
+std::unique_ptr<Promoted> promoted(const Bound& bound,
+                                   const decltype(Strategy::reads_real_factor)& reads) {
   const BatchedEinsum& e = bound.einsum();
   auto pe = promoted_einsum(e, bound.functions(),
                             [&](std::size_t r) { return reads && reads(e, r, bound.lengths()); });
@@ -226,25 +224,13 @@ std::unique_ptr<Promoted> promoted(const Bound& bound, const ReadsRealFactor& re
 
 // Every strategy's run, answering an einsum with an axis of length 0 itself (nothing to compute,
 // and no strategy need handle the empty case), and, for those that compute in one dtype per row
-// (all but the reference), converting the operands of rows that mix dtypes: all of them, but a
-// row's real factor (real_form.hpp) for the strategies that read it as it lies: ttgt where the
-// parts join a free index (ttgt_reads_real_factor), loop_nest where they run with the output's
-// (parts_run_with_output), tensor_gemm there unless it streams the row as complex rows or lines
-// instead (tensor_gemm_reads_real_factor).
+// (all but those that mix dtypes: the reference), converting the operands of rows that mix
+// dtypes: all of them, but a row's real factor (real_form.hpp) where the strategy reads it as it
+// lies (Strategy::reads_real_factor).
 std::vector<Strategy> with_empty_axes(std::vector<Strategy> strategies) {
-  for (auto& s : strategies) {
-    const bool mixes = s.name == "reference";
-    ReadsRealFactor reads;
-    if (s.name == "tensor_gemm") reads = tensor_gemm_reads_real_factor;
-    if (s.name == "loop_nest")
-      reads = [](const BatchedEinsum& e, std::size_t r, const Lengths&) {
-        return parts_run_with_output(e, r);
-      };
-    if (s.name == "ttgt")
-      reads = [](const BatchedEinsum& e, std::size_t r, const Lengths&) {
-        return ttgt_reads_real_factor(e, r);
-      };
-    s.run = [run = std::move(s.run), mixes, reads](const Bound& b, const nlohmann::json& params) {
+  for (auto& s : strategies)
+    s.run = [run = std::move(s.run), mixes = s.mixes_dtypes, reads = s.reads_real_factor](
+                const Bound& b, const nlohmann::json& params) {
       if (auto empty = empty_results(b)) return std::move(*empty);
       if (!mixes)
         if (const auto p = promoted(b, reads)) {
@@ -253,7 +239,6 @@ std::vector<Strategy> with_empty_axes(std::vector<Strategy> strategies) {
         }
       return run(b, params);
     };
-  }
   return strategies;
 }
 
@@ -266,7 +251,7 @@ const std::vector<Strategy>& builtin_strategies() {
          check_param_keys(params, "reference", {"threads"});
          return run_reference(b);
        },
-       nullptr, 1000},
+       nullptr, 1000, /*mixes_dtypes=*/true},
       {"direct", "one loop nest over the operands as they lie, no set-up (tiny workloads)",
        [](const BatchedEinsum& e) {  // rows that mix dtypes are promoted before it runs
          const auto p = promoted_einsum(e, Functions{});  // (functions keep their dtypes)
@@ -276,10 +261,17 @@ const std::vector<Strategy>& builtin_strategies() {
       {"loop_nest", "loop order, up to two blocked indices, vectorized innermost loop",
        loop_nest_rejects,
        [](const Bound& b, const nlohmann::json& p) { return run_loop_nest(b, p); }, loop_nest_space,
-       40},
+       40, false,
+       // (its real form reads the real factor in place where the parts run with the output)
+       [](const BatchedEinsum& e, std::size_t r, const Lengths&) {
+         return parts_run_with_output(e, r);
+       }},
       {"ttgt", "transpose into GEMM layout, OpenBLAS GEMM per batch point, transpose back",
        ttgt_rejects, [](const Bound& b, const nlohmann::json& p) { return run_ttgt(b, p); },
-       ttgt_space, 10},
+       ttgt_space, 10, false,
+       [](const BatchedEinsum& e, std::size_t r, const Lengths&) {
+         return ttgt_reads_real_factor(e, r);
+       }},
       {"loop_over_gemm", "GEMM on strided sub-matrices in place, loops around it",
        loop_over_gemm_rejects,
        [](const Bound& b, const nlohmann::json& p) { return run_loop_over_gemm(b, p); },
@@ -287,7 +279,7 @@ const std::vector<Strategy>& builtin_strategies() {
       {"tensor_gemm", "one GEMM over the tensors as they lie, BLIS micro-kernel, no transposition",
        tensor_gemm_rejects,
        [](const Bound& b, const nlohmann::json& p) { return run_tensor_gemm(b, p); },
-       tensor_gemm_space, 5},
+       tensor_gemm_space, 5, false, tensor_gemm_reads_real_factor},
       {"batch_fused", "rows sharing operands stacked into one einsum", batch_fused_rejects,
        [](const Bound& b, const nlohmann::json& p) { return run_batch_fused(b, p); },
        batch_fused_space, 0},

@@ -463,6 +463,24 @@ TEST(Strategies, RealFormReadsARealFactorAsItLies) {
       tensor_gemm_reads_real_factor(mixed("cad,dcb->ab", Dtype::f32, Dtype::c64), 0, case2));
   EXPECT_FALSE(tensor_gemm_reads_real_factor(mixed("ij,jk->ik", Dtype::c64, Dtype::f32), 0, case2));
 
+  // Each strategy names its own rule (Strategy::reads_real_factor): those three, and no other
+  // strategy reads a real factor as it lies; the reference alone takes mixed rows unconverted.
+  for (const Strategy& s : builtin_strategies()) {
+    EXPECT_EQ(s.mixes_dtypes, s.name == "reference") << s.name;
+    const bool reads = s.name == "tensor_gemm" || s.name == "loop_nest" || s.name == "ttgt";
+    EXPECT_EQ(static_cast<bool>(s.reads_real_factor), reads) << s.name;
+  }
+  const auto reads = [&](const char* strategy, const std::string& spec, Dtype a, Dtype b,
+                         const Lengths& lengths) {
+    return find_strategy(strategy)->reads_real_factor(mixed(spec, a, b), 0, lengths);
+  };
+  EXPECT_TRUE(reads("tensor_gemm", "bda,dc->abc", Dtype::f32, Dtype::c64, case2));
+  EXPECT_FALSE(reads("tensor_gemm", "dca,bd->abc", Dtype::c64, Dtype::f32, case2));
+  EXPECT_TRUE(reads("loop_nest", "ij,kj->ik", Dtype::f32, Dtype::c64, {}));  // B holds k
+  EXPECT_FALSE(reads("loop_nest", "ji,jk->ik", Dtype::c64, Dtype::f32, {}));
+  EXPECT_TRUE(reads("ttgt", "ji,jk->ik", Dtype::c64, Dtype::f32, {}));
+  EXPECT_FALSE(reads("ttgt", "ij,kj->ik", Dtype::f32, Dtype::c64, {}));  // j summed
+
   {  // The layout, and the real operand read in place.
     const BatchedEinsum e = mixed("ij,jk->ik", Dtype::f32, Dtype::c64);
     const Arrays arrays = random_arrays(e, 3);
