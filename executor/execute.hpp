@@ -21,7 +21,8 @@
 // computed in numpy's promoted dtype: the reference reads it as it is, every other strategy gets
 // its operands converted first (strategies.cpp), but for tensor_gemm, loop_nest and ttgt a real
 // operand times a complex one, which they read as it lies where its layout suits them (real form,
-// real_factor, real_form.hpp).
+// real_factor, real_form.hpp). Each strategy's entry says which it does (Strategy::mixes_dtypes,
+// Strategy::reads_real_factor).
 //
 // Parameters name indices as {"index": "i"} (see db/transform.hpp); at execution they are in the
 // einsum's own names. Functional operands (executor/expression.hpp) are evaluated in the pass

@@ -262,7 +262,6 @@ const std::vector<Strategy>& builtin_strategies() {
        loop_nest_rejects,
        [](const Bound& b, const nlohmann::json& p) { return run_loop_nest(b, p); }, loop_nest_space,
        40, false,
-       // (its real form reads the real factor in place where the parts run with the output)
        [](const BatchedEinsum& e, std::size_t r, const Lengths&) {
          return parts_run_with_output(e, r);
        }},
