@@ -215,10 +215,13 @@ enum class RowsShape { narrow, wide };
 // full register by 24 columns, each element of W's row broadcast against X's 16 rows (a line of X
 // a step), then transposed in registers on its way out, 16 columns at a time: row i's columns
 // [b, b + 16) to c + i·c_rs + b, the lanes past n masked off. Rows [0, h) only (h at most 16: the
-// last tile of a piece; X's lanes past h are never read).
+// last tile of a piece; X's lanes past h are never read). A tile of all 16 rows (Whole) loads X
+// without a mask: on a Zen 5, with a mask of all its lanes, TCCG case 1 in floats took 1.14 times
+// as long on the median of eight rounds (docs/performance/tccg-unmasked.md).
 inline constexpr int kAcrossColumns = 24;
-inline void rows_across_tile(const RowsTile<float>& t, const float* x, float* c, const float* fetch,
-                             int h, int n) {
+template <bool Whole>
+void rows_across_tile(const RowsTile<float>& t, const float* x, float* c, const float* fetch, int h,
+                      int n) {
   constexpr int NC = kAcrossColumns;
   __m512 acc[NC];
 #pragma GCC unroll 24
@@ -229,7 +232,8 @@ inline void rows_across_tile(const RowsTile<float>& t, const float* x, float* c,
     // Both ends of the next tile's 16 floats: off a line's start they span two lines.
     _mm_prefetch(reinterpret_cast<const char*>(fetch + l * t.ds), _MM_HINT_T1);
     _mm_prefetch(reinterpret_cast<const char*>(fetch + l * t.ds + 15), _MM_HINT_T1);
-    const __m512 xv = _mm512_maskz_loadu_ps(rows, x + l * t.ds);
+    const __m512 xv =
+        Whole ? _mm512_loadu_ps(x + l * t.ds) : _mm512_maskz_loadu_ps(rows, x + l * t.ds);
 #pragma GCC unroll 24
     for (int j = 0; j < NC; ++j) acc[j] = _mm512_fmadd_ps(xv, _mm512_set1_ps(w[j]), acc[j]);
   }

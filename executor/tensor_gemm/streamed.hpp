@@ -364,23 +364,25 @@ bool run_streamed_own(const Streamed& s, const T* x, const T* w, T* z, int threa
       const auto pack = [&](std::int64_t q, std::vector<T>& to) {
         s.pack_w(w, q, kAcrossColumns, to);
       };
-      over_pieces<T>(s.xb.size(), s.pieces, threads, pack,
-                     [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
-                       RowsTile<T> tq = t;
-                       tq.w = packed;
-                       const T* xq = x + s.xb[q] + p.x;
-                       T* zq = z + s.cb[q] + p.c;
-                       for (std::int64_t i = 0; i < p.rows; i += 16) {
-                         // The next tile's lines, in this piece or the next.
-                         const std::int64_t r = i + 16;
-                         const T* fetch = r < p.rows ? xq + r
-                                                     : x + s.xb[q] + next.x +
-                                                           std::min(r - p.rows, next.rows - 1);
-                         rows_across_tile(tq, xq + i, zq + i * s.c_rs, fetch,
-                                          static_cast<int>(std::min<std::int64_t>(16, p.rows - i)),
-                                          static_cast<int>(N));
-                       }
-                     });
+      over_pieces<T>(
+          s.xb.size(), s.pieces, threads, pack,
+          [&](std::int64_t q, const T* packed, const Piece& p, const Piece& next) {
+            RowsTile<T> tq = t;
+            tq.w = packed;
+            const T* xq = x + s.xb[q] + p.x;
+            T* zq = z + s.cb[q] + p.c;
+            for (std::int64_t i = 0; i < p.rows; i += 16) {
+              // The next tile's lines, in this piece or the next.
+              const std::int64_t r = i + 16;
+              const T* fetch =
+                  r < p.rows ? xq + r : x + s.xb[q] + next.x + std::min(r - p.rows, next.rows - 1);
+              const auto h = static_cast<int>(std::min<std::int64_t>(16, p.rows - i));
+              if (h == 16)
+                rows_across_tile<true>(tq, xq + i, zq + i * s.c_rs, fetch, h, static_cast<int>(N));
+              else
+                rows_across_tile<false>(tq, xq + i, zq + i * s.c_rs, fetch, h, static_cast<int>(N));
+            }
+          });
       return true;
     }
   }
