@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "einsumdb/executor/isa_target.hpp"
 #include "einsumdb/executor/tensor_gemm/rows_kernel.hpp"  // RowsShape
@@ -130,25 +131,28 @@ void lines_tile(const LinesTile& t, const float* x, int u_end, int h, const floa
   const float* xu[kLinesU];  // values past u_end read the last one's, and go nowhere
 #pragma GCC unroll 4
   for (int u = 0; u < kLinesU; ++u) xu[u] = x + std::min(u, u_end - 1) * t.us;
-  for (std::int64_t l = 0; l < t.depth; ++l, w += t.width) {
-    // Both ends of each value's R floats: off a line's start they span two lines, and the second,
-    // fetched by no one, was a miss wherever they did.
-    for (int q = f.first; q < f.end; q += f.step) {
-      const float* at = fetch + l * t.ds + q * t.us;
-      _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(at + R - 1), _MM_HINT_T1);
-    }
-    typename G::V wc[kLinesC];
+  const auto sum = [&](auto once) {
+    for (std::int64_t l = 0; l < t.depth; ++l, w += t.width) {
+      // Each value's R floats: off a line's start they span two lines, and the second, fetched by
+      // no one, was a miss wherever they did.
+      for (int q = f.first; q < f.end; q += f.step)
+        fetch_span<decltype(once)::value>(fetch + l * t.ds + q * t.us, R);
+      typename G::V wc[kLinesC];
 #pragma GCC unroll 6
-    for (int c = 0; c < kLinesC; ++c) wc[c] = G::splat(w + c);
+      for (int c = 0; c < kLinesC; ++c) wc[c] = G::splat(w + c);
 #pragma GCC unroll 4
-    for (int u = 0; u < kLinesU; ++u) {
-      const float* xl = xu[u] + l * t.ds;
-      const typename G::V xv = Full ? G::load(xl) : G::load(xl, h);
+      for (int u = 0; u < kLinesU; ++u) {
+        const float* xl = xu[u] + l * t.ds;
+        const typename G::V xv = Full ? G::load(xl) : G::load(xl, h);
 #pragma GCC unroll 6
-      for (int c = 0; c < kLinesC; ++c) acc[u][c] = G::fma(xv, wc[c], acc[u][c]);
+        for (int c = 0; c < kLinesC; ++c) acc[u][c] = G::fma(xv, wc[c], acc[u][c]);
+      }
     }
-  }
+  };
+  if (fetch_once<float>(t.ds))
+    sum(std::true_type{});
+  else
+    sum(std::false_type{});
 #pragma GCC unroll 6
   for (int c = 0; c < kLinesC; ++c) {
     typename G::V r[kLinesU];

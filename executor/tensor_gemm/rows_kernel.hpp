@@ -37,6 +37,27 @@ namespace einsumdb::tensor_gemm {
 // Internal linkage, as for everything the driver alone instantiates (tensor_gemm.cpp says why).
 namespace {
 
+// Fetches into L2 the n elements of T at p (at most a line's bytes): the line p starts in, and the
+// line after it where they run into that one. Once: each line once, where a tile's consecutive
+// summed elements lie less than a page apart (fetch_once: TCCG case 1, bda,dc->abc, 1,248 bytes in
+// floats; case 3, dbea,ec->abcd, 288), where a second prefetch of a line already on its way only
+// slowed the kernel down. Where they lie further apart (case 2, dca,bd->abc: 369 KB), the second
+// prefetch goes out all the same, on p's own line: without it case 2 ran slower
+// (docs/performance/tccg-fetch-once.md).
+template <bool Once, typename T>
+inline void fetch_span(const T* p, std::int64_t n) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+  if (!Once ||
+      (reinterpret_cast<std::uintptr_t>(p) & 63) + static_cast<std::uintptr_t>(n) * sizeof(T) > 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + n - 1), _MM_HINT_T1);
+}
+
+// Whether fetch_span fetches each line once along summed elements ds elements of T apart.
+template <typename T>
+inline bool fetch_once(std::int64_t ds) {
+  return ds * static_cast<std::int64_t>(sizeof(T)) < 4096;
+}
+
 // A full vector (zmm) and a half one (ymm) of T.
 template <typename T>
 struct Halves;
@@ -227,16 +248,21 @@ void rows_across_tile(const RowsTile<float>& t, const float* x, float* c, const 
 #pragma GCC unroll 24
   for (int j = 0; j < NC; ++j) acc[j] = _mm512_setzero_ps();
   const auto rows = static_cast<__mmask16>((1u << h) - 1);
-  const float* w = t.w;
-  for (std::int64_t l = 0; l < t.depth; ++l, w += t.width) {
-    // Both ends of the next tile's 16 floats: off a line's start they span two lines.
-    _mm_prefetch(reinterpret_cast<const char*>(fetch + l * t.ds), _MM_HINT_T1);
-    _mm_prefetch(reinterpret_cast<const char*>(fetch + l * t.ds + 15), _MM_HINT_T1);
-    const __m512 xv =
-        Whole ? _mm512_loadu_ps(x + l * t.ds) : _mm512_maskz_loadu_ps(rows, x + l * t.ds);
+  const auto sum = [&](auto once) {
+    const float* w = t.w;
+    for (std::int64_t l = 0; l < t.depth; ++l, w += t.width) {
+      // The next tile's 16 floats: off a line's start they span two lines.
+      fetch_span<decltype(once)::value>(fetch + l * t.ds, 16);
+      const __m512 xv =
+          Whole ? _mm512_loadu_ps(x + l * t.ds) : _mm512_maskz_loadu_ps(rows, x + l * t.ds);
 #pragma GCC unroll 24
-    for (int j = 0; j < NC; ++j) acc[j] = _mm512_fmadd_ps(xv, _mm512_set1_ps(w[j]), acc[j]);
-  }
+      for (int j = 0; j < NC; ++j) acc[j] = _mm512_fmadd_ps(xv, _mm512_set1_ps(w[j]), acc[j]);
+    }
+  };
+  if (fetch_once<float>(t.ds))
+    sum(std::true_type{});
+  else
+    sum(std::false_type{});
 #pragma GCC unroll 2
   for (int b = 0; b < NC; b += 16) {
     __m512 block[16];
