@@ -1053,14 +1053,15 @@ void streamed_lines_compute(const std::string& xl, const std::string& zl, const 
 
 // Lines of the output come whole from transposed tiles, through either kernel (ours in floats), in
 // doubles and floats: dca,bd->abc (TCCG case 2's shape, small; the output runs along c, X along
-// a), with rows past a register's (a = 21, 24, 29: past 16 by 5, 8 and 13), lines past a tile's
-// four values of c and a line's (c = 19 and 37: staged whole, c = 801: a line's worth at a time),
-// columns past a tile's six (b = 7); and dcea,bd->eabc, where e follows a in X and a piece takes
-// several of its values (a = 16, e = 8). Our kernel leaves the plan to libxsmm's where X's values
-// of c lie a multiple of 4 KB apart (a = 1024 floats), where neither they nor the summed elements
-// lie within a page (a = 1100), and where the summed elements' lines all fall on one set of L1 (c ·
-// a = 1024 floats apart); our AVX2 kernel leaves the first and the last (the summed elements' lines
-// of both on one set) and takes the second.
+// a), with rows past a register's (a = 21, 24, 29: past 16 by 5, 8 and 13; our kernel's last 8 of
+// 24 in pair tiles of eight values of c, which c = 19, 37 and 801 leave three, five and one of),
+// lines past a tile's four values of c and a line's (c = 19 and 37: staged whole, c = 801: a
+// line's worth at a time), columns past a tile's six (b = 7); and dcea,bd->eabc, where e follows
+// a in X and a piece takes several of its values (a = 16, e = 8). Our kernel leaves the plan to
+// libxsmm's where X's values of c lie a multiple of 4 KB apart (a = 1024 floats), where neither
+// they nor the summed elements lie within a page (a = 1100), and where the summed elements' lines
+// all fall on one set of L1 (c · a = 1024 floats apart); our AVX2 kernel leaves the first and the
+// last (the summed elements' lines of both on one set) and takes the second.
 TEST(Streamed, LinesOfTheOutputComeWholeFromTransposedTiles) {
   for (const bool own : {true, false}) {
     for (const std::int64_t a : {24, 21, 29})

@@ -791,26 +791,29 @@ void run_streamed_lines_rows(const StreamedLines& s, const float* x, const float
     T* const staged = line_aligned(buffer, R * t.s_rs);  // R rows' values of uz
     for (std::int64_t r0 = 0; r0 < p.rows; r0 += R) {
       const int h = static_cast<int>(std::min<std::int64_t>(R, p.rows - r0));
-      for (std::int64_t u0 = 0; u0 < p.lines; u0 += kLinesU) {
+      // The last 8 of a run of 8·(2n + 1) rows (72: case 3) go in pair tiles, twice the values.
+      const bool pair = R == 16 && h == 8;
+      const std::int64_t step = pair ? 2 * kLinesU : kLinesU;  // values of uz a tile
+      for (std::int64_t u0 = 0; u0 < p.lines; u0 += step) {
         const T* xr = xq + p.x + r0 + u0 * s.x_us;
         // The panel the next tiles read: the next values of uz, else the next rows, else the
         // next piece's; its values spread over this panel's blocks of columns.
-        const T* fetch = xr + kLinesU * s.x_us;
-        std::int64_t ahead = p.lines - u0 - kLinesU;
+        const T* fetch = xr + step * s.x_us;
+        std::int64_t ahead = p.lines - u0 - step;
         if (ahead <= 0) {
           fetch = r0 + R < p.rows ? xq + p.x + r0 + R : xq + next.x;
           ahead = r0 + R < p.rows ? p.lines : next.lines;
         }
-        const int fetched = static_cast<int>(std::min<std::int64_t>(kLinesU, ahead));
-        const int u_end = static_cast<int>(std::min<std::int64_t>(kLinesU, p.lines - u0));
+        const int fetched = static_cast<int>(std::min(step, ahead));
+        const int u_end = static_cast<int>(std::min(step, p.lines - u0));
         for (int b = 0; b < blocks; ++b) {
           const LinesFetch f{b, blocks, fetched};
           T* const sb = staged + b * kLinesC * stride + u0;
           const float* wb = packed + b * kLinesC;
           if (h == R)
             lines_tile<R, true>(t, xr, u_end, h, wb, sb, fetch, f);
-          else if (R == 16 && h == 8)  // the last 8 of a run of 8·(2n + 1) (72: case 3)
-            lines_tile<8, true>(t, xr, u_end, h, wb, sb, fetch, f);
+          else if (pair)
+            lines_tile<16, true, true>(t, xr, u_end, h, wb, sb, fetch, f);
           else if (R == 16 && h < 8)
             lines_tile<8, false>(t, xr, u_end, h, wb, sb, fetch, f);
           else
