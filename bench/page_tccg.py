@@ -231,8 +231,8 @@ def summary_lines(results):
         med = {key: {n: statistics.median(c[key]) for n, c in cases.items()}
                for key in ("roofline", "numpy_view", "numpy_contiguous")}
         roof, view, contig = (list(med[k].values()) for k in med)
-        low = case_list(sorted(n for n, f in med["roofline"].items() if f < 0.8)) or "none"
-        faster = case_list(sorted(n for n, f in med["numpy_view"].items() if f < 1)) or "none"
+        low = case_list([n for n, f in med["roofline"].items() if f < 0.8]) or "none"
+        faster = case_list([n for n, f in med["numpy_view"].items() if f < 1]) or "none"
         lines.append(f"| {dtype}, {threads} thread{'s' if threads > 1 else ''} | "
                      f"{geomean(roof):.2f}, {min(roof):.2f} | {sum(f >= 0.8 for f in roof)} of "
                      f"{len(roof)} | {geomean(view):.2f}, {min(view):.2f} | {min(contig):.2f} | "

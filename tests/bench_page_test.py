@@ -59,6 +59,15 @@ def test_run_summary_on_the_medians_with_later_runs_replacing_cases():
     assert row == ("| f64, 1 thread | 0.61, 0.50 | 0 of 2 | 1.34, 0.90 | 1.10 | 1-2 | 2 |")
 
 
+def test_run_summary_takes_the_batched_product_beside_numbered_cases():
+    # (tccg.py --batched: its case is named "bmm"; a row may hold it and TCCG's numbered cases)
+    runs = {"dtype": "c64", "threads": 1, "cases": [
+        measured(3, [0.7], [2.0], [2.5]), measured("bmm", [0.6], [0.9], [1.0]),
+        measured(1, [0.9], [3.0], [3.5]), measured(2, [0.5], [1.5], [1.6])]}
+    _, _, row = page_tccg.summary_lines([runs])
+    assert row == ("| c64, 1 thread | 0.66, 0.50 | 1 of 4 | 1.69, 0.90 | 1.00 | 2-3, bmm | bmm |")
+
+
 def test_runs_with_a_real_operand_have_rows_of_their_own():
     # (tccg.py --real A: the same dtype and threads as a run of complex operands alone)
     both = {"dtype": "c64", "threads": 1, "cases": [measured(1, [0.5], [2.0], [2.5])]}
