@@ -1230,7 +1230,8 @@ TEST(Streamed, ComplexLinesGoThroughOurAvx2Kernel) {
 // The summed elements' lines of X spread over the sets of L1 (summed_lines_spread, which both our
 // streamed-lines kernels ask) in TCCG case 2's layout (dca, d 738 KB apart in doubles: eight sets)
 // and case 7's (ecbfa, f 384 bytes apart), not in case 6's (efbad, f 384 KB apart: one set), so
-// that our AVX2 kernel takes the first two where it runs and leaves the third to libxsmm's.
+// that our AVX2 kernel takes the first two where it runs and leaves the third to libxsmm's, whose
+// calls there fetch X two calls ahead rather than one (lines_fetch_ahead).
 TEST(Streamed, SummedElementsWhoseLinesShareOneSetAreLeftToLibxsmm) {
   const bool avx2 = writes_stream() && !streams();
   const auto spread = [&](const std::string& xl, const std::string& wl, const std::string& zl,
@@ -1240,12 +1241,28 @@ TEST(Streamed, SummedElementsWhoseLinesShareOneSetAreLeftToLibxsmm) {
     ASSERT_TRUE(s.has_value()) << xl;
     EXPECT_EQ(summed_lines_spread<double>(*s), want) << xl;
     EXPECT_EQ(own_lines_avx2<double>(*s), avx2 && want) << xl;
+    EXPECT_EQ(lines_fetch_ahead<double>(*s), want ? 1 : 2) << xl;
   };
   spread("dca", "bd", "abc", {{'a', 312}, {'b', 24}, {'c', 296}, {'d', 312}}, true);
   spread("ecbfa", "fd", "abcde", {{'a', 48}, {'b', 32}, {'c', 32}, {'d', 24}, {'e', 48}, {'f', 48}},
          true);
   spread("efbad", "cf", "abcde", {{'a', 48}, {'b', 32}, {'c', 24}, {'d', 32}, {'e', 48}, {'f', 32}},
          false);
+}
+
+// A streamed-lines call fetches the part of X of the call `ahead` calls on: in its own piece while
+// it has as many calls left, then among the next piece's, at most its last.
+TEST(Streamed, CallsFetchAheadIntoTheNextPiece) {
+  const Piece p{1000, 0, 64, 8}, next{2000, 0, 64, 8}, short_next{3000, 0, 64, 1};
+  const std::int64_t x_us = 10;
+  EXPECT_EQ(fetched_lines(p, next, 0, 1, x_us), 1010);
+  EXPECT_EQ(fetched_lines(p, next, 0, 2, x_us), 1020);
+  EXPECT_EQ(fetched_lines(p, next, 5, 2, x_us), 1070);
+  EXPECT_EQ(fetched_lines(p, next, 6, 2, x_us), 2000);
+  EXPECT_EQ(fetched_lines(p, next, 7, 2, x_us), 2010);
+  EXPECT_EQ(fetched_lines(p, next, 7, 1, x_us), 2000);
+  EXPECT_EQ(fetched_lines(p, short_next, 7, 2, x_us), 3000);
+  EXPECT_EQ(fetched_lines(p, p, 7, 2, x_us), 1010);  // the last piece: its own calls again
 }
 
 // Streamed lines in floats: TCCG's 72 values of the operand's unit-stride index a (four and a half

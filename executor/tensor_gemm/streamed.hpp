@@ -739,6 +739,29 @@ bool summed_lines_spread(const StreamedLines& s) {
   return static_cast<std::int64_t>(sets.size()) >= std::min<std::int64_t>(K, 8);
 }
 
+// How many calls ahead a call of libxsmm's streamed-lines kernel fetches X for, where the plan is
+// not in place: the next call's part, but the call after next's where the summed elements' lines
+// fall on a few sets of L1 (summed_lines_spread), and so of L2. There a call's panel (TCCG case 6,
+// efbad,cf->abcde: 32 runs of 512 bytes 384 KB apart in doubles, on 8 of L2's 1,024 sets, 16 ways
+// each) does not fit L2 whole, and the next call's lines, fetched while this one runs, come in
+// only a call's time before they are read: fetched a call earlier, cases 6 and 8 went 1.06 times
+// as fast on the medians in doubles and in floats on one thread, 1.05-1.08 on two
+// (docs/performance/tccg-fetch-ahead.md). Where the lines spread, the call after next went no
+// faster; in place, where the summed elements continue the run (case 19, adec,ebd->abc), slower.
+template <typename T>
+std::int64_t lines_fetch_ahead(const StreamedLines& s) {
+  return s.in_place || summed_lines_spread<T>(s) ? 1 : 2;
+}
+
+// The offset in X (from a batch point's) of the part that call u of piece p fetches for, `ahead`
+// calls on, counted on into the next piece's calls where p has fewer left (at most the next
+// piece's last: a prefetch does not fault, but its address stays within X).
+inline std::int64_t fetched_lines(const Piece& p, const Piece& next, std::int64_t u,
+                                  std::int64_t ahead, std::int64_t x_us) {
+  const std::int64_t v = u + ahead;
+  return v < p.lines ? p.x + v * x_us : next.x + std::min(v - p.lines, next.lines - 1) * x_us;
+}
+
 // Whether our streamed-lines kernel takes plan s: in floats (doubles go faster through libxsmm's),
 // not in place, on a processor that runs the AVX-512 kernels, and where X lies as follows.
 template <typename T>
@@ -1129,6 +1152,7 @@ bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, in
       kernels.emplace(key, k);
     }
   const std::int64_t tile = P * N;  // a tile in the buffer: (i, j) at i + j·P
+  const std::int64_t ahead = lines_fetch_ahead<T>(s);
   for (std::int64_t l0 = 0; l0 < K; l0 += kc) {
     const std::int64_t depth = std::min(kc, K - l0);
     const Kernel& full = kernels.at({P, depth, l0 > 0});
@@ -1150,11 +1174,9 @@ bool run_streamed_lines(const StreamedLines& s, const T* x, const T* w, T* z, in
       }
       thread_local std::vector<T> buffer;
       T* const buf = line_aligned(buffer, p.lines * tile);  // the piece's tiles
-      for (std::int64_t u = 0; u < p.lines; ++u) {
-        const T* a = xq + p.x + u * s.x_us;
-        const T* next_a = u + 1 < p.lines ? a + s.x_us : xq + next.x;
-        k(a, packed, buf + u * tile, next_a, packed, buf);
-      }
+      for (std::int64_t u = 0; u < p.lines; ++u)
+        k(xq + p.x + u * s.x_us, packed, buf + u * tile,
+          xq + fetched_lines(p, next, u, ahead, s.x_us), packed, buf);
       write_lines_out(buf, tile, P, p, N, zq, s.cn.data(), s, stream);  // (fenced: over_pieces)
     };
     over_pieces<T>(s.xb.size(), s.whole_runs ? s.whole : s.pieces, threads, pack, piece);
