@@ -1380,26 +1380,35 @@ TEST(Streamed, InPlaceRowsThatRunOnInBothAreOnePieceOfWholeLines) {
 // register under a mask where the run ends inside it (d = 20, 33), the last tile of columns short
 // (c = 5 against two, 11 against eight), on one thread and two, in ordinary stores and where
 // `stream` asks and the tile is whole aligned lines (d = 72 unpadded: two columns of 576 bytes), in
-// streaming ones. The padding between runs is left as it was.
-void place_kernel_computes(std::int64_t d, std::int64_t c, std::int64_t pad) {
+// streaming ones. The padding between runs is left as it was. With `narrow` false, its tiles of
+// 512-bit registers, also on ebad (case 5's layout: the summed elements e apart from the run).
+void place_kernel_computes(std::int64_t d, std::int64_t c, std::int64_t pad, bool narrow = true,
+                           const std::string& xl = "abed") {
   const Lengths len{{'a', 2}, {'b', 3}, {'c', c}, {'d', d}, {'e', 7}};
   const std::int64_t cs = d + pad;
-  const std::vector<std::int64_t> ws{c, 1}, xs{3 * 7 * d, 7 * d, d, 1},
+  const bool apart = xl == "ebad";
+  const std::vector<std::int64_t> ws{c, 1},
+      xs = apart ? std::vector<std::int64_t>{3 * 2 * d, 2 * d, d, 1}
+                 : std::vector<std::int64_t>{3 * 7 * d, 7 * d, d, 1},
       zs{3 * c * cs, c * cs, cs, 1};
-  const auto s = streamed_lines<float>("ec", ws, "abed", xs, "abcd", zs, len);
+  // X's element (a, b, e, o).
+  const auto at = [&](std::int64_t a, std::int64_t b, std::int64_t e, std::int64_t o) {
+    return apart ? e * xs[0] + b * xs[1] + a * xs[2] + o : a * xs[0] + b * xs[1] + e * xs[2] + o;
+  };
+  const auto s = streamed_lines<float>("ec", ws, xl, xs, "abcd", zs, len);
   ASSERT_TRUE(s.has_value()) << d;
   ASSERT_TRUE(s->in_place);
   EXPECT_EQ(s->run, d);
-  ASSERT_TRUE(own_place<float>(*s) || !streams()) << d;
+  ASSERT_TRUE((narrow ? own_place<float>(*s) : own_place_wide<float>(*s)) || !streams()) << d;
   const Tensor w = random_values<float>(7 * c, 61), x = random_values<float>(6 * 7 * d, 67);
   for (const int threads : {1, 2})
     for (const bool stream : {false, true}) {
       Tensor z(Dtype::f32, {6 * c * cs + 16});  // 64-byte aligned, as the library allocates
       std::fill(z.data<float>(), z.data<float>() + z.size(), 7.0f);
-      const bool ran =
-          run_streamed_place_own<float>(*s, x.data<float>(), w.data<float>(), z.data<float>(),
-                                        threads, stream, true, /*narrow=*/true);
-      ASSERT_EQ(ran, streams()) << d;
+      const bool ran = run_streamed_place_own<float>(
+          *s, x.data<float>(), w.data<float>(), z.data<float>(), threads, stream, true, narrow);
+      // (With AVX2 alone, our AVX2 kernel takes the summed elements apart: ebad.)
+      ASSERT_EQ(ran, streams() || own_place_chunks<float>(*s)) << d;
       if (!ran) return;
       for (std::int64_t ab = 0; ab < 6; ++ab)
         for (std::int64_t ci = 0; ci < c; ++ci)
@@ -1413,10 +1422,11 @@ void place_kernel_computes(std::int64_t d, std::int64_t c, std::int64_t pad) {
             double want = 0;
             for (std::int64_t e = 0; e < 7; ++e)
               want += static_cast<double>(w.data<float>()[e * c + ci]) *
-                      x.data<float>()[ab * 7 * d + e * d + o];
+                      x.data<float>()[at(ab / 3, ab % 3, e, o)];
             ASSERT_NEAR(got, want, 1e-4)
-                << "d = " << d << ", c = " << c << ", pad " << pad << (stream ? ", streamed" : "")
-                << ", threads " << threads << " at " << ab << ", " << ci << ", " << o;
+                << xl << ", d = " << d << ", c = " << c << ", pad " << pad
+                << (stream ? ", streamed" : "") << (narrow ? "" : ", 512-bit") << ", threads "
+                << threads << " at " << ab << ", " << ci << ", " << o;
           }
     }
 }
@@ -1445,6 +1455,30 @@ TEST(Streamed, InPlaceRunsGoWholeThroughOurKernel) {
   EXPECT_FALSE(takes(32, "abed"));
   EXPECT_FALSE(takes(88, "abed"));
   EXPECT_FALSE(takes(72, "ebad"));
+}
+
+// In 512-bit registers (where the processor runs them at full width), runs of more than four
+// registers and at most five, the last part full, whether the summed elements continue the run
+// (abed: four columns to a tile) or lie apart (ebad: five): tiles of columns whole and short
+// (c = 5, 6, 11).
+TEST(Streamed, InPlaceRunsOfFiveRegistersGoWholeThroughOurWideKernel) {
+  for (const std::string xl : {"abed", "ebad"})
+    for (const auto& [d, c, pad] :
+         {std::tuple{72, 5, 0}, {72, 6, 3}, {72, 11, 0}, {79, 11, 1}, {66, 9, 2}}) {
+      place_kernel_computes(d, c, pad, /*narrow=*/false, xl);
+      if (HasFatalFailure()) return;
+    }
+  const auto takes = [](std::int64_t d, const std::string& xl) {
+    const Lengths len{{'a', 2}, {'b', 3}, {'c', 5}, {'d', d}, {'e', 7}};
+    const auto s = streamed_lines<float>("ec", row_major("ec", len), xl, row_major(xl, len), "abcd",
+                                         row_major("abcd", len), len);
+    return s.has_value() && s->in_place && own_place_wide<float>(*s);
+  };
+  EXPECT_EQ(takes(72, "abed"), streams());
+  EXPECT_EQ(takes(72, "ebad"), streams());
+  EXPECT_FALSE(takes(64, "abed"));  // whole registers: libxsmm's fill them
+  EXPECT_FALSE(takes(48, "ebad"));
+  EXPECT_FALSE(takes(88, "abed"));
 }
 
 // Our AVX2 streamed-rows kernel (rows_line_block, rows_kernel.hpp) on bda,dc->abc, TCCG case 1's

@@ -4,16 +4,20 @@
 // few columns of W, packed once, and written where it lies. libxsmm's kernel takes the run in
 // 512-bit registers, in pieces of whole registers (72 floats: 48 and 24, the second one and a half
 // registers); where the processor runs a 512-bit operation as two 256-bit halves (Zen 4), 256-bit
-// registers compute as many FMAs a cycle and fit such a run exactly.
+// registers compute as many FMAs a cycle and fit such a run exactly. Where it runs them at full
+// width (Zen 5), a run of 72 floats goes whole in five 512-bit registers, the last under a mask:
+// libxsmm's kernel, whole or in pieces, takes a run that leaves a register part full at about two
+// thirds of the rate it takes one of whole registers (TCCG case 5's layout cut to fit L2, on a Zen
+// 5: 160 GFLOP/s on runs of 72 floats, 228 on 64; docs/performance/tccg-place-wide.md).
 //
 // A tile is the run by J columns: J·V accumulators and V registers of X (at most 30 of the 32), W's
 // values broadcast from memory. Where the tile's part of the output is whole aligned lines (TCCG
-// case 11: two columns of 72 floats, 576 bytes, one after the other), it goes out in streaming
-// stores, around the cache; otherwise in ordinary ones, the last register under a mask. Each tile
-// fetches into L1 a share of the next piece's panel of X. Compiled only for AVX-512
-// (isa_target.hpp), for its 32 registers and masks. A second kernel, below, takes the plans whose
-// summed elements lie apart in X where the kernels run AVX2 alone, in floats and doubles.
-// Internal to executor/.
+// case 11: two columns of 72 floats, 576 bytes, one after the other), a tile of 256-bit registers
+// goes out in streaming stores, around the cache; otherwise in ordinary ones, the last register
+// under a mask. Each tile fetches into L1 a share of the next piece's panel of X. Compiled only
+// for AVX-512 (isa_target.hpp), for its 32 registers and masks. A second kernel, below, takes the
+// plans whose summed elements lie apart in X where the kernels run AVX2 alone, in floats and
+// doubles. Internal to executor/.
 #pragma once
 
 #include <immintrin.h>
@@ -47,36 +51,66 @@ namespace {
 // `rows` elements at spacing ds.
 struct PlaceTile {
   std::int64_t depth, ds, width, ldz, rows;
-  __mmask8 last;  // the last register's elements in the run
-  bool stream;    // whole aligned lines: streaming stores
+  std::uint32_t last;  // the last register's elements in the run, a bit each
+  bool stream;         // whole aligned lines: streaming stores (256-bit registers only)
 };
 
-template <int V, int J>
+// A tile's registers: 256-bit ones (8 floats) or 512-bit ones (16).
+template <int L>
+struct PlaceRegs;
+
+template <>
+struct PlaceRegs<8> {
+  using R = __m256;
+  static R zero() { return _mm256_setzero_ps(); }
+  static R load(const float* p) { return _mm256_loadu_ps(p); }
+  static R load(std::uint32_t m, const float* p) { return _mm256_maskz_loadu_ps(m, p); }
+  static R broadcast(float v) { return _mm256_set1_ps(v); }
+  static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
+  static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
+  static void store(std::uint32_t m, float* p, R v) { _mm256_mask_storeu_ps(p, m, v); }
+  static void stream(float* p, R v) { _mm256_stream_ps(p, v); }
+};
+
+template <>
+struct PlaceRegs<16> {
+  using R = __m512;
+  static R zero() { return _mm512_setzero_ps(); }
+  static R load(const float* p) { return _mm512_loadu_ps(p); }
+  static R load(std::uint32_t m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static R broadcast(float v) { return _mm512_set1_ps(v); }
+  static R fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
+  static void store(float* p, R v) { _mm512_storeu_ps(p, v); }
+  static void store(std::uint32_t m, float* p, R v) { _mm512_mask_storeu_ps(p, m, v); }
+};
+
+// A tile of V registers of L floats by J columns.
+template <int V, int J, int L = 8>
 void place_tile(const PlaceTile& t, const float* x, const float* w, float* z, int cols,
                 const float* fetch, std::int64_t fetches) {
+  using P = PlaceRegs<L>;
   for (std::int64_t f = 0; f < fetches; ++f)
     for (std::int64_t i = 0; i < t.rows + 15; i += 16)
       _mm_prefetch(reinterpret_cast<const char*>(fetch + f * t.ds + std::min(i, t.rows - 1)),
                    _MM_HINT_T0);
-  __m256 acc[J][V];
+  typename P::R acc[J][V];
 #pragma GCC unroll 8
   for (int j = 0; j < J; ++j)
 #pragma GCC unroll 10
-    for (int v = 0; v < V; ++v) acc[j][v] = _mm256_setzero_ps();
+    for (int v = 0; v < V; ++v) acc[j][v] = P::zero();
   for (std::int64_t l = 0; l < t.depth; ++l, x += t.ds, w += t.width) {
-    __m256 xv[V];
+    typename P::R xv[V];
 #pragma GCC unroll 10
-    for (int v = 0; v < V; ++v)
-      xv[v] = v + 1 < V ? _mm256_loadu_ps(x + 8 * v) : _mm256_maskz_loadu_ps(t.last, x + 8 * v);
+    for (int v = 0; v < V; ++v) xv[v] = v + 1 < V ? P::load(x + L * v) : P::load(t.last, x + L * v);
       // In registers, each loaded once: folded into each of its J FMAs instead, the loads would
       // outnumber what the load ports take in the FMAs' time (19 against 18 at V = 9, J = 2).
 #pragma GCC unroll 10
     for (int v = 0; v < V; ++v) asm("" : "+v"(xv[v]));
 #pragma GCC unroll 8
     for (int j = 0; j < J; ++j) {
-      const __m256 b = _mm256_set1_ps(w[j]);
+      const auto b = P::broadcast(w[j]);
 #pragma GCC unroll 10
-      for (int v = 0; v < V; ++v) acc[j][v] = _mm256_fmadd_ps(b, xv[v], acc[j][v]);
+      for (int v = 0; v < V; ++v) acc[j][v] = P::fma(b, xv[v], acc[j][v]);
     }
   }
 #pragma GCC unroll 8
@@ -85,12 +119,16 @@ void place_tile(const PlaceTile& t, const float* x, const float* w, float* z, in
     float* const zj = z + j * t.ldz;
 #pragma GCC unroll 10
     for (int v = 0; v < V; ++v) {
-      if (t.stream)
-        _mm256_stream_ps(zj + 8 * v, acc[j][v]);
-      else if (v + 1 < V)
-        _mm256_storeu_ps(zj + 8 * v, acc[j][v]);
+      if constexpr (L == 8) {
+        if (t.stream) {
+          P::stream(zj + L * v, acc[j][v]);
+          continue;
+        }
+      }
+      if (v + 1 < V)
+        P::store(zj + L * v, acc[j][v]);
       else
-        _mm256_mask_storeu_ps(zj + 8 * v, t.last, acc[j][v]);
+        P::store(t.last, zj + L * v, acc[j][v]);
     }
   }
 }

@@ -9,7 +9,8 @@
 // of that index at a time, staged (streamed lines: TCCG cases 2-4 and 6-8); and where X runs
 // along that index itself, the calls write in place (TCCG cases 5, 9, 10, 11, 19), in floats on a
 // processor that runs 512-bit operations in halves through our kernel where each run fits a few
-// 256-bit registers (place_kernel.hpp: case 11), and with AVX2 alone through our kernel in chunks
+// 256-bit registers (place_kernel.hpp: case 11), at full width where it fills four to five 512-bit
+// ones, the last part full (cases 5 and 11), and with AVX2 alone through our kernel in chunks
 // of a run where the summed elements lie apart (place_kernel.hpp: case 5). An output larger than
 // the cache is written in non-temporal stores, around it. Internal to executor/.
 #pragma once
@@ -966,25 +967,37 @@ bool own_place(const StreamedLines& s) {
          (s.wk.size() < 2 || s.x_ds == s.run);
 }
 
+// Whether our in-place kernel takes plan s in 512-bit registers, where the processor runs them at
+// full width: in floats, in one pass over the summed elements, where each run is more than four
+// registers and at most five, the last part full (TCCG cases 5 and 11, ebad,ce->abcd and
+// ec,abed->abcd: 72 floats), whether the summed elements lie apart (case 5) or continue the run
+// (case 11). On a Zen 5, against libxsmm's kernel on the medians: case 11 in floats 1.13 times as
+// fast on one thread and 1.16 on two, case 5 1.05 on one and level on two, where it is bound by
+// memory (docs/performance/tccg-place-wide.md).
+template <typename T>
+bool own_place_wide(const StreamedLines& s) {
+  return std::is_same_v<T, float> && s.in_place && s.kc == static_cast<std::int64_t>(s.wk.size()) &&
+         streams() && s.run > 64 && s.run <= 80 && s.run % 16 != 0 && !s.runs.empty();
+}
+
 #if EINSUMDB_AVX512
-// Plan s through place_tile<V, J>: each run a piece, its tiles J columns each, in the columns'
+// Plan s through place_tile<V, J, L>: each run a piece, its tiles J columns each, in the columns'
 // order; each tile fetches its share of the next piece's panel (the runs at K / tiles of its
 // summed elements).
-template <int V>
+template <int V, int J = place_columns(V), int L = 8>
 void run_place(const StreamedLines& s, const float* x, const float* w, float* z, int threads,
                bool stream) {
-  constexpr int J = place_columns(V);
   const std::int64_t N = s.wn.size(), K = s.wk.size();
   const std::int64_t tiles = (N + J - 1) / J, width = tiles * J;
-  const int rest = static_cast<int>(s.run - 8 * (V - 1));  // the last register's elements
+  const int rest = static_cast<int>(s.run - L * (V - 1));  // the last register's elements
   PlaceTile t{};
   t.depth = K, t.ds = s.x_ds, t.width = width, t.ldz = s.c_cs, t.rows = s.run;
-  t.last = static_cast<__mmask8>((1u << rest) - 1);
+  t.last = (1u << rest) - 1;
   // Streaming stores write whole lines: a run is never whole lines here (own_place), so only a
-  // tile whose columns lie one after another in whole aligned lines streams (TCCG case 11: two
-  // columns of 72 floats, 576 bytes).
+  // tile of 256-bit registers whose columns lie one after another in whole aligned lines streams
+  // (TCCG case 11: two columns of 72 floats, 576 bytes).
   const auto lines = [&](const float* at, std::int64_t cols) {
-    return rest == 8 && s.c_cs == s.run && cols * s.run % 16 == 0 &&
+    return L == 8 && rest == 8 && s.c_cs == s.run && cols * s.run % 16 == 0 &&
            reinterpret_cast<std::uintptr_t>(at) % 64 == 0;
   };
   const auto pack = [&](std::int64_t q, std::vector<float>& to) { s.pack_w(w, q, width, to); };
@@ -997,8 +1010,8 @@ void run_place(const StreamedLines& s, const float* x, const float* w, float* z,
       float* const zt = zq + b * J * s.c_cs;
       PlaceTile tb = t;
       tb.stream = stream && lines(zt, cols);
-      place_tile<V, J>(tb, xq + p.x, packed + b * J, zt, static_cast<int>(cols),
-                       xq + next.x + from * s.x_ds, to - from);
+      place_tile<V, J, L>(tb, xq + p.x, packed + b * J, zt, static_cast<int>(cols),
+                          xq + next.x + from * s.x_ds, to - from);
     }
   };
   over_pieces<float>(s.xb.size(), s.runs, threads, pack, piece);
@@ -1094,7 +1107,8 @@ void run_place_chunks(const StreamedLines& s, const T* x, const T* w, T* z, int 
 
 // Runs an in-place streamed-lines plan into z through our kernels (place_kernel.hpp), where `own`
 // asks for it and one takes it: with AVX-512, where own_place takes it and the processor runs a
-// 512-bit operation in two halves (or `narrow` says so: a test's); with AVX2, where
+// 512-bit operation in two halves (or `narrow` says so: a test's), or own_place_wide where it runs
+// it at full width (or `narrow` says not); with AVX2, where
 // own_place_chunks takes it. False, having computed nothing, otherwise. `stream`: tiles of whole
 // aligned lines around the cache (AVX-512).
 template <typename T>
@@ -1111,8 +1125,19 @@ bool run_streamed_place_own(const StreamedLines& s, const T* x, const T* w, T* z
 #endif
 #if EINSUMDB_AVX512
   if constexpr (std::is_same_v<T, float>) {
-    if (!own || !own_place<T>(s)) return false;
-    if (!(narrow ? *narrow : machine_rows_shape() == RowsShape::narrow)) return false;
+    if (!own) return false;
+    if (!(narrow ? *narrow : machine_rows_shape() == RowsShape::narrow)) {
+      if (!own_place_wide<T>(s)) return false;
+      // Five columns to a tile where the summed elements lie apart (case 5: each tile reads the
+      // panel again, its runs 1.5 MB apart on two sets of L1, from L2), four where they continue
+      // the run (case 11: the panel one block in L1): each went faster than the other there.
+      if (s.wk.size() > 1 && s.x_ds != s.run)
+        run_place<5, 5, 16>(s, x, w, z, threads, stream);
+      else
+        run_place<5, 4, 16>(s, x, w, z, threads, stream);
+      return true;
+    }
+    if (!own_place<T>(s)) return false;
     // A run takes 2 to kPlaceVectors registers: streamed_lines takes 16 values or more.
     static_assert(kPlaceVectors == 10, "the registers' counts below end at kPlaceVectors");
     return run_place_of(std::integer_sequence<int, 2, 3, 4, 5, 6, 7, 8, 9, 10>{}, (s.run + 7) / 8,
