@@ -1431,6 +1431,16 @@ void place_kernel_computes(std::int64_t d, std::int64_t c, std::int64_t pad, boo
     }
 }
 
+// The in-place plan of ec,X->abcd in floats, d's run `d` long: X = abed (TCCG case 11's layout)
+// or ebad (case 5's); nothing where the plan is not in place.
+std::optional<StreamedLines> in_place_plan(std::int64_t d, const std::string& xl) {
+  const Lengths len{{'a', 2}, {'b', 3}, {'c', 5}, {'d', d}, {'e', 7}};
+  auto s = streamed_lines<float>("ec", row_major("ec", len), xl, row_major(xl, len), "abcd",
+                                 row_major("abcd", len), len);
+  if (!s || !s->in_place) return std::nullopt;
+  return s;
+}
+
 TEST(Streamed, InPlaceRunsGoWholeThroughOurKernel) {
   for (const auto& [d, c, pad] : {std::tuple{72, 5, 0},
                                   {72, 6, 0},
@@ -1446,10 +1456,8 @@ TEST(Streamed, InPlaceRunsGoWholeThroughOurKernel) {
   // Not ours: runs of whole 512-bit registers (d = 32: libxsmm's fill them), longer than
   // kPlaceVectors registers (d = 88), or whose summed elements lie apart in X (ebad: e past a, b).
   const auto takes = [](std::int64_t d, const std::string& xl) {
-    const Lengths len{{'a', 2}, {'b', 3}, {'c', 5}, {'d', d}, {'e', 7}};
-    const auto s = streamed_lines<float>("ec", row_major("ec", len), xl, row_major(xl, len), "abcd",
-                                         row_major("abcd", len), len);
-    return s.has_value() && s->in_place && own_place<float>(*s);
+    const auto s = in_place_plan(d, xl);
+    return s.has_value() && own_place<float>(*s);
   };
   EXPECT_EQ(takes(72, "abed"), streams());
   EXPECT_FALSE(takes(32, "abed"));
@@ -1469,10 +1477,8 @@ TEST(Streamed, InPlaceRunsOfFiveRegistersGoWholeThroughOurWideKernel) {
       if (HasFatalFailure()) return;
     }
   const auto takes = [](std::int64_t d, const std::string& xl) {
-    const Lengths len{{'a', 2}, {'b', 3}, {'c', 5}, {'d', d}, {'e', 7}};
-    const auto s = streamed_lines<float>("ec", row_major("ec", len), xl, row_major(xl, len), "abcd",
-                                         row_major("abcd", len), len);
-    return s.has_value() && s->in_place && own_place_wide<float>(*s);
+    const auto s = in_place_plan(d, xl);
+    return s.has_value() && own_place_wide<float>(*s);
   };
   EXPECT_EQ(takes(72, "abed"), streams());
   EXPECT_EQ(takes(72, "ebad"), streams());
