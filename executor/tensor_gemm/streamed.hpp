@@ -742,13 +742,14 @@ bool summed_lines_spread(const StreamedLines& s) {
 
 // How many calls ahead a call of libxsmm's streamed-lines kernel fetches X for, where the plan is
 // not in place: the next call's part, but the call after next's where the summed elements' lines
-// fall on a few sets of L1 (summed_lines_spread), and so of L2. There a call's panel (TCCG case 6,
-// efbad,cf->abcde: 32 runs of 512 bytes 384 KB apart in doubles, on 8 of L2's 1,024 sets, 16 ways
-// each) does not fit L2 whole, and the next call's lines, fetched while this one runs, come in
-// only a call's time before they are read: fetched a call earlier, cases 6 and 8 went 1.06 times
-// as fast on the medians in doubles and in floats on one thread, 1.05-1.08 on two
-// (docs/performance/tccg-fetch-ahead.md). Where the lines spread, the call after next went no
-// faster; in place, where the summed elements continue the run (case 19, adec,ebd->abc), slower.
+// fall on a few sets of L1 (summed_lines_spread; in TCCG cases 6 and 8, of L2 too). There a
+// call's panel (case 6, efbad,cf->abcde: 32 runs of 512 bytes 384 KB apart in doubles, on 8 of
+// L2's 1,024 sets, 16 ways each) does not fit L2 whole, and the next call's lines, fetched while
+// this one runs, come in only a call's time before they are read: fetched a call earlier, cases 6
+// and 8 went 1.06 times as fast on the medians in doubles and in floats on one thread, 1.05-1.08
+// on two (docs/performance/tccg-fetch-ahead.md). Where the lines spread, the call after next went
+// no faster; in place, where the summed elements continue the run (case 19, adec,ebd->abc),
+// slower.
 template <typename T>
 std::int64_t lines_fetch_ahead(const StreamedLines& s) {
   return s.in_place || summed_lines_spread<T>(s) ? 1 : 2;
@@ -1129,8 +1130,9 @@ bool run_streamed_place_own(const StreamedLines& s, const T* x, const T* w, T* z
     if (!(narrow ? *narrow : machine_rows_shape() == RowsShape::narrow)) {
       if (!own_place_wide<T>(s)) return false;
       // Five columns to a tile where the summed elements lie apart (case 5: each tile reads the
-      // panel again, its runs 1.5 MB apart on two sets of L1, from L2), four where they continue
-      // the run (case 11: the panel one block in L1): each went faster than the other there.
+      // panel again, its runs 1.5 MB apart, a multiple of 2 KB, all on the same ten sets of L1,
+      // from L2), four where they continue the run (case 11: the panel one block in L1): each
+      // went faster than the other there.
       if (s.wk.size() > 1 && s.x_ds != s.run)
         run_place<5, 5, 16>(s, x, w, z, threads, stream);
       else
