@@ -1013,7 +1013,8 @@ std::vector<double> streamed_lines_want(const std::string& xl, const std::string
 // with AVX2 alone, in both where `ours_avx2`), otherwise libxsmm's, against the sum itself.
 template <typename T>
 void streamed_lines_compute(const std::string& xl, const std::string& zl, const Lengths& len,
-                            bool own, bool ours = true, bool ours_avx2 = true) {
+                            bool own, bool ours = true, bool ours_avx2 = true,
+                            std::optional<bool> ours_wide = std::nullopt) {
   const double tolerance = std::is_same_v<T, float> ? 1e-4 : 1e-12;
   const auto xs = row_major(xl, len), ws = row_major("bd", len), zs = row_major(zl, len);
   const auto s = streamed_lines<T>(xl, xs, "bd", ws, zl, zs, len);
@@ -1026,13 +1027,19 @@ void streamed_lines_compute(const std::string& xl, const std::string& zl, const 
   for (char c : zl) nz *= len.at(c);
   const Tensor x = random_values<T>(nx, 41), w = random_values<T>(len.at('b') * len.at('d'), 43);
   const std::vector<double> want = streamed_lines_want<T>(xl, zl, len, x, w);
-  const bool taken = own && (avx2 ? ours_avx2 : ours && streams() && std::is_same_v<T, float>);
-  // Whole aligned lines of the output around the cache or not; with AVX-512, our tiles of 16 rows
-  // (full-width registers) and of 8 (half-width), whichever this processor would take.
+  // With AVX-512, our tiles of 16 rows (full-width registers: where `ours_wide`, by default
+  // `ours`) and of 8 (half-width), whichever this processor would take.
+  const auto takes = [&](int rows) {
+    return own && (avx2 ? ours_avx2
+                        : (rows == 16 ? ours_wide.value_or(ours) : ours) && streams() &&
+                              std::is_same_v<T, float>);
+  };
+  // Whole aligned lines of the output around the cache or not.
   const std::vector<int> tile_rows =
-      taken && streams() ? std::vector<int>{16, 8} : std::vector<int>{0};
+      (takes(16) || takes(8)) && streams() ? std::vector<int>{16, 8} : std::vector<int>{0};
   for (const bool stream : {false, true})
     for (const int rows : tile_rows) {
+      const bool taken = takes(rows);
       Tensor z(dtype_of<T>(), {nz});
       std::fill(z.data<T>(), z.data<T>() + nz, T{7});
       ASSERT_EQ(run_streamed_lines_own<T>(*s, x.data<T>(), w.data<T>(), z.data<T>(), 2, stream, own,
@@ -1059,9 +1066,10 @@ void streamed_lines_compute(const std::string& xl, const std::string& zl, const 
 // line's worth at a time), columns past a tile's six (b = 7); and dcea,bd->eabc, where e follows
 // a in X and a piece takes several of its values (a = 16, e = 8). Our kernel leaves the plan to
 // libxsmm's where X's values of c lie a multiple of 4 KB apart (a = 1024 floats), where neither
-// they nor the summed elements lie within a page (a = 1100), and where the summed elements' lines
-// all fall on one set of L1 (c · a = 1024 floats apart); our AVX2 kernel leaves the first and the
-// last (the summed elements' lines of both on one set) and takes the second.
+// they nor the summed elements lie within a page (a = 1100) in tiles of half-width registers (it
+// takes that one in full-width tiles), and where the summed elements' lines all fall on one set of
+// L1 (c · a = 1024 floats apart); our AVX2 kernel leaves the first and the last (the summed
+// elements' lines of both on one set) and takes the second.
 TEST(Streamed, LinesOfTheOutputComeWholeFromTransposedTiles) {
   for (const bool own : {true, false}) {
     for (const std::int64_t a : {24, 21, 29})
@@ -1074,7 +1082,7 @@ TEST(Streamed, LinesOfTheOutputComeWholeFromTransposedTiles) {
       }
     for (const auto& [a, c] : {std::pair{1024, 18}, {1100, 18}, {64, 16}}) {
       streamed_lines_compute<float>("dca", "abc", {{'a', a}, {'b', 6}, {'c', c}, {'d', 3}}, own,
-                                    false, a == 1100);
+                                    false, a == 1100, a == 1100);
       if (HasFatalFailure()) return;
     }
     const Lengths len{{'a', 16}, {'b', 6}, {'c', 19}, {'d', 4}, {'e', 8}};
@@ -2512,13 +2520,20 @@ TEST(Strategies, TensorGemmStreamsComplexLinesThroughOurAvx2Kernel) {
 }
 
 // Streamed lines in place (TCCG case 11's shape, ec,abed->abcd, with its run of 72 floats) go
-// through our in-place kernel by default in floats where the processor runs 512-bit operations in
-// halves; elsewhere, and in doubles, libxsmm's. In ec,aebd->acbd, b follows d in both the operand
-// and the output: d's 20 values and b's 3 make one run of 60, which the summed elements continue
-// (our kernel takes it only so).
+// through our in-place kernel by default in floats where the kernels run AVX-512: in 256-bit
+// registers where the processor runs 512-bit operations in halves, in 512-bit ones (five, the last
+// part full) where it runs them whole; in doubles, libxsmm's. In ec,aebd->acbd, b follows d in
+// both the operand and the output: d's 20 values and b's 3 make one run of 60, which the summed
+// elements continue (our 256-bit kernel takes it only so; the 512-bit one, runs past 64 values).
+// In ebad,ce->abcd (TCCG case 5's shape), the summed elements lie apart from the run of 72: the
+// 512-bit kernel takes it too, and with AVX2 alone our AVX2 kernel, in floats and doubles.
 TEST(Strategies, TensorGemmRunsInPlaceLinesThroughOurKernelWhereRegistersGoInHalves) {
+  const bool wide = tensor_gemm::streams() && !tensor_gemm::runs_in_halves();
+  const bool avx2 = tensor_gemm::writes_stream() && !tensor_gemm::streams();
   streamed_lines_agree("ec,abed->abcd", {{'a', 3}, {'b', 4}, {'c', 13}, {'d', 72}, {'e', 9}}, 47,
-                       tensor_gemm::runs_in_halves());
+                       tensor_gemm::runs_in_halves() || wide);
+  streamed_lines_agree("ebad,ce->abcd", {{'a', 2}, {'b', 3}, {'c', 5}, {'d', 72}, {'e', 6}}, 63,
+                       wide || avx2, avx2);
   streamed_lines_agree("ec,aebd->acbd", {{'a', 2}, {'b', 3}, {'c', 5}, {'d', 20}, {'e', 7}}, 53,
                        tensor_gemm::runs_in_halves());
 }

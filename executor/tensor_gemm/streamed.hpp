@@ -764,24 +764,27 @@ inline std::int64_t fetched_lines(const Piece& p, const Piece& next, std::int64_
   return v < p.lines ? p.x + v * x_us : next.x + std::min(v - p.lines, next.lines - 1) * x_us;
 }
 
-// Whether our streamed-lines kernel takes plan s: in floats (doubles go faster through libxsmm's),
-// not in place, on a processor that runs the AVX-512 kernels, and where X lies as follows.
+// Whether our streamed-lines kernel takes plan s, in tiles of full-width registers (16 rows) or
+// not: in floats (doubles go faster through libxsmm's), not in place, on a processor that runs the
+// AVX-512 kernels, and where X lies as follows.
 template <typename T>
-bool own_lines(const StreamedLines& s) {
+bool own_lines(const StreamedLines& s, bool full_width) {
   const std::int64_t K = s.wk.size();
   if (!std::is_same_v<T, float> || s.in_place || s.kc != K || !streams()) return false;
   // A tile reads a line at each of its summed elements for each of its values of uz, and fetches
   // the next tile's panel a line a step. It runs at its best where one of the two runs within a
   // page, which the hardware's prefetchers follow too (TCCG case 2, dca,bd->abc: c's values 1,248
-  // bytes apart; case 3, dbea,ec->abcd: e's 288), and libxsmm's kernel, one value of uz per call,
-  // goes as fast where neither does (case 4, deca,be->abcd: 20 KB and 1.5 MB). Lines a multiple of
+  // bytes apart; case 3, dbea,ec->abcd: e's 288). Where neither does (case 4, deca,be->abcd: 20 KB
+  // and 1.5 MB), libxsmm's kernel, one value of uz per call, went faster than tiles of half-width
+  // registers (on a Zen 4) and slower than full-width ones (on a Zen 5, those went 1.04 times as
+  // fast on one thread and 1.09 on two: docs/performance/tccg-lines-apart.md). Lines a multiple of
   // 4 KB apart share their sets of L1 (and further apart, of L2): where the values of uz lie so,
   // or the summed elements' lines all fall on a few sets, a tile's lines evict each other before
   // it is done (cases 6-8, uz's values 6-9 MB apart; in cases 6 and 8 the summed elements 192
   // KB).
   const auto bytes = [](std::int64_t n) { return n * static_cast<std::int64_t>(sizeof(T)); };
-  return std::min(bytes(s.x_us), K > 1 ? bytes(s.x_ds) : 0) <= 4096 && bytes(s.x_us) % 4096 != 0 &&
-         summed_lines_spread<T>(s);
+  return (full_width || std::min(bytes(s.x_us), K > 1 ? bytes(s.x_ds) : 0) <= 4096) &&
+         bytes(s.x_us) % 4096 != 0 && summed_lines_spread<T>(s);
 }
 
 #if EINSUMDB_AVX512
@@ -930,11 +933,12 @@ bool run_streamed_lines_own(const StreamedLines& s, const T* x, const T* w, T* z
   // Where own_lines declines (as where EINSUMDB_ISA caps the kernels at AVX2 in code compiled for
   // AVX-512), the AVX2 tiles below may take the plan.
   if constexpr (std::is_same_v<T, float>) {
-    if (own && own_lines<T>(s)) {
-      // Tiles of full-width registers where the processor runs a 512-bit FMA whole (Zen 5: twice
-      // the FMAs a cycle of half-width ones), of half-width ones where it runs it as two halves
-      // (Zen 4: as many FMAs either way); `tile_rows` (16 or 8) chooses, for the tests.
-      if (tile_rows == 0) tile_rows = machine_rows_shape() == RowsShape::wide ? 16 : 8;
+    // Tiles of full-width registers where the processor runs a 512-bit FMA whole (Zen 5: twice
+    // the FMAs a cycle of half-width ones), of half-width ones where it runs it as two halves
+    // (Zen 4: as many FMAs either way); `tile_rows` (16 or 8) chooses, for the tests.
+    if (own && tile_rows == 0 && streams())
+      tile_rows = machine_rows_shape() == RowsShape::wide ? 16 : 8;
+    if (own && own_lines<T>(s, tile_rows == 16)) {
       if (tile_rows == 16)
         run_streamed_lines_rows<16>(s, x, w, z, threads, stream);
       else

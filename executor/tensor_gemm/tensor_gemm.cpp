@@ -109,7 +109,8 @@ std::string streamed_path(const BatchedEinsum& e, const std::vector<std::int64_t
 // Whether row `row` streams its operand through our own kernel by default: its rows
 // (rows_kernel.hpp) where W's row fits it, its lines (lines_kernel.hpp) where own_lines says, or
 // its lines in place (place_kernel.hpp) where own_place says and the processor runs 512-bit
-// operations in halves, all three where the kernels run AVX-512; or with AVX2, its rows where
+// operations in halves, or own_place_wide where it runs them whole, all where the kernels run
+// AVX-512; or with AVX2, its rows where
 // own_rows_avx2 says, its lines where own_lines_avx2 says and its lines in place where
 // own_place_chunks says; in complex numbers, its lines where own_lines_avx2 says (and
 // complex rows do not apply, which run_tensor_gemm tries first). On contiguous operands.
@@ -134,8 +135,9 @@ bool own_streams(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
       return (streams() && s->wn.size() * static_cast<std::int64_t>(sizeof(T)) <= kOwnRowBytes) ||
              own_rows_avx2<T>(*s);
     const auto s = streamed_lines<T>(x, xs, y, ys, z, zs, len);
-    return s && (own_lines<T>(*s) || (own_place<T>(*s) && runs_in_halves()) ||
-                 own_lines_avx2<T>(*s) || own_place_chunks<T>(*s));
+    return s && (own_lines<T>(*s, !runs_in_halves()) || (own_place<T>(*s) && runs_in_halves()) ||
+                 (own_place_wide<T>(*s) && !runs_in_halves()) || own_lines_avx2<T>(*s) ||
+                 own_place_chunks<T>(*s));
   };
   return dtype == Dtype::f32 ? ours(0.0f) : ours(0.0);
 }
