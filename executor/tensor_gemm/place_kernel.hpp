@@ -7,8 +7,7 @@
 // registers compute as many FMAs a cycle and fit such a run exactly. Where it runs them at full
 // width (Zen 5), a run of 72 floats goes whole in five 512-bit registers, the last under a mask:
 // libxsmm's kernel, whole or in pieces, takes a run that leaves a register part full at about two
-// thirds of the rate it takes one of whole registers (TCCG case 5's layout cut to fit L2, on a Zen
-// 5: 160 GFLOP/s on runs of 72 floats, 228 on 64; docs/performance/tccg-place-wide.md).
+// thirds of the rate it takes one of whole registers (docs/performance/tccg-place-wide.md).
 //
 // A tile is the run by J columns: J·V accumulators and V registers of X (at most 30 of the 32), W's
 // values broadcast from memory. Where the tile's part of the output is whole aligned lines (TCCG

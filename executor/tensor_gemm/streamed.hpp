@@ -746,10 +746,9 @@ bool summed_lines_spread(const StreamedLines& s) {
 // call's panel (case 6, efbad,cf->abcde: 32 runs of 512 bytes 384 KB apart in doubles, on 8 of
 // L2's 1,024 sets, 16 ways each) does not fit L2 whole, and the next call's lines, fetched while
 // this one runs, come in only a call's time before they are read: fetched a call earlier, cases 6
-// and 8 went 1.06 times as fast on the medians in doubles and in floats on one thread, 1.05-1.08
-// on two (docs/performance/tccg-fetch-ahead.md). Where the lines spread, the call after next went
-// no faster; in place, where the summed elements continue the run (case 19, adec,ebd->abc),
-// slower.
+// and 8 went faster in doubles and floats, on one thread and two. Where the lines spread, the call
+// after next went no faster; in place, where the summed elements continue the run (case 19,
+// adec,ebd->abc), slower (docs/performance/tccg-fetch-ahead.md has the figures).
 template <typename T>
 std::int64_t lines_fetch_ahead(const StreamedLines& s) {
   return s.in_place || summed_lines_spread<T>(s) ? 1 : 2;
@@ -776,8 +775,8 @@ bool own_lines(const StreamedLines& s, bool full_width) {
   // page, which the hardware's prefetchers follow too (TCCG case 2, dca,bd->abc: c's values 1,248
   // bytes apart; case 3, dbea,ec->abcd: e's 288). Where neither does (case 4, deca,be->abcd: 20 KB
   // and 1.5 MB), libxsmm's kernel, one value of uz per call, went faster than tiles of half-width
-  // registers (on a Zen 4) and slower than full-width ones (on a Zen 5, those went 1.04 times as
-  // fast on one thread and 1.09 on two: docs/performance/tccg-lines-apart.md). Lines a multiple of
+  // registers (on a Zen 4) and slower than full-width ones (on a Zen 5,
+  // docs/performance/tccg-lines-apart.md). Lines a multiple of
   // 4 KB apart share their sets of L1 (and further apart, of L2): where the values of uz lie so,
   // or the summed elements' lines all fall on a few sets, a tile's lines evict each other before
   // it is done (cases 6-8, uz's values 6-9 MB apart; in cases 6 and 8 the summed elements 192
@@ -976,9 +975,8 @@ bool own_place(const StreamedLines& s) {
 // full width: in floats, in one pass over the summed elements, where each run is more than four
 // registers and at most five, the last part full (TCCG cases 5 and 11, ebad,ce->abcd and
 // ec,abed->abcd: 72 floats), whether the summed elements lie apart (case 5) or continue the run
-// (case 11). On a Zen 5, against libxsmm's kernel on the medians: case 11 in floats 1.13 times as
-// fast on one thread and 1.16 on two, case 5 1.05 on one and level on two, where it is bound by
-// memory (docs/performance/tccg-place-wide.md).
+// (case 11): on a Zen 5 faster than libxsmm's kernel, except case 5 on two threads, where both
+// are bound by memory (docs/performance/tccg-place-wide.md).
 template <typename T>
 bool own_place_wide(const StreamedLines& s) {
   return std::is_same_v<T, float> && s.in_place && s.kc == static_cast<std::int64_t>(s.wk.size()) &&
