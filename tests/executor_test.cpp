@@ -817,6 +817,9 @@ TEST(Strategies, BadParametersAreRefusedByName) {
   EXPECT_NE(message("tensor_gemm", {{"tiles_across", "rows"}}).find("'tiles_across' must be true"),
             std::string::npos);
   EXPECT_EQ(message("tensor_gemm", {{"tiles_across", false}}), "no error");
+  EXPECT_NE(message("tensor_gemm", {{"rows_fetch", "l3"}}).find("'rows_fetch' must be \"l1\""),
+            std::string::npos);
+  EXPECT_EQ(message("tensor_gemm", {{"rows_fetch", "l1"}}), "no error");
   EXPECT_NE(message("ttgt", {{"m", index_list_param("k")}}).find("'m' must order"),
             std::string::npos);
   EXPECT_NE(message("loop_over_gemm", {{"m", index_list_param("i")}}).find("'n' is missing"),

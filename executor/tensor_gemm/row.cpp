@@ -46,7 +46,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
     const auto xs = x.tensor->strides(), ys = y.tensor->strides(), zs = z.strides();
     if (const auto s = streamed<T>(xl, xs, yl, ys, zl, zs, len))
       if (run_streamed<T>(*s, s->swap ? yd : xd, s->swap ? xd : yd, z.data<T>(), threads,
-                          options.own_kernel.value_or(true)))
+                          options.own_kernel.value_or(true), options.rows_fetch_l1))
         return z;
     if (const auto s = streamed_lines<T>(xl, xs, yl, ys, zl, zs, len))
       if (run_streamed_lines<T>(*s, s->swap ? yd : xd, s->swap ? xd : yd, z.data<T>(), threads,

@@ -29,6 +29,14 @@ namespace einsumdb::tensor_gemm {
 // The widest row of W our kernel takes: four full vectors (R rows of one to four vectors each, at
 // most 24 accumulators of the 32 registers).
 inline constexpr std::int64_t kOwnRowBytes = 256;
+// The most columns of floats rows_across_tile takes (below).
+inline constexpr int kAcrossColumns = 24;
+// Whether streamed rows of floats whose rows are contiguous at each summed element, n columns, go
+// through rows_across_tile rather than rows_tile: where the processor runs 512-bit operations
+// whole (`wide`) and W's row ends in a half-width register of rows_tile's (17 to 24 columns).
+inline bool rows_across_floats(std::int64_t n, bool wide) {
+  return wide && n > 16 && n <= kAcrossColumns;
+}
 namespace {
 
 // Fetches into L2 the n elements of T at p (at most a line's bytes): the line p starts in, and the
@@ -119,8 +127,9 @@ struct RowsTile {
   unsigned last;
 };
 
-// The tile of rows [0, R) from x into c: Z full vectors of columns, then Y half ones.
-template <typename T, int R, int Z, int Y>
+// The tile of rows [0, R) from x into c: Z full vectors of columns, then Y half ones. Its
+// fetches go into L2, or with L1 into L1 as well ("rows_fetch": "l1", RowOptions::rows_fetch_l1).
+template <typename T, int R, int Z, int Y, bool L1>
 void rows_tile(const RowsTile<T>& t, const T* x, T* c, const T* fetch) {
   using H = Halves<T>;
   constexpr int V = Z + Y;
@@ -137,7 +146,8 @@ void rows_tile(const RowsTile<T>& t, const T* x, T* c, const T* fetch) {
   int q = 0;
   for (std::int64_t l = 0; l < t.depth; ++l, w += t.width) {
     const T* xl = x + l * t.ds;
-    _mm_prefetch(reinterpret_cast<const char*>(fetch + l * t.ds + q * t.fetch_rs), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(fetch + l * t.ds + q * t.fetch_rs),
+                 L1 ? _MM_HINT_T0 : _MM_HINT_T1);
     q = q + 1 == R ? 0 : q + 1;
     typename H::Z wz[Z > 0 ? Z : 1];
     typename H::Y wy[Y > 0 ? Y : 1];
@@ -173,8 +183,9 @@ void rows_tile(const RowsTile<T>& t, const T* x, T* c, const T* fetch) {
 }
 
 // How far ahead a tile fetches X where its rows are contiguous at each summed element: a line
-// along them (the tile after next, or the one after that), into L2: into L1, the lines of the
-// tiles between would evict them.
+// along them (the tile after next, or the one after that), into L2 by default: in L1, the lines
+// of the tiles between may evict them. Which is faster depends on the processor (on an Intel Xeon,
+// into L1: docs/performance/tccg-rows-fetch.md), and the tuner measures both (rows_fetch).
 inline constexpr std::int64_t kRowsFetchBytes = 64;
 
 // The kernels of one shape of columns: R rows at a time, and one for the rows left over.
@@ -209,15 +220,15 @@ struct RowsKernel {
 };
 
 template <typename T, int Z, int Y>
-RowsKernel<T> rows_kernel_of(std::int64_t n) {
+RowsKernel<T> rows_kernel_of(std::int64_t n, bool l1) {
   using H = Halves<T>;
   // At most 24 accumulators, of the 32 registers: the rest hold W's row and the broadcasts.
   constexpr int V = Z + Y;
   constexpr int R = V <= 2 ? 12 : V == 3 ? 8 : 6;
   static_assert(V >= 1 && V <= 4);
   RowsKernel<T> k;
-  k.tile = rows_tile<T, R, Z, Y>;
-  k.one = rows_tile<T, 1, Z, Y>;
+  k.tile = l1 ? rows_tile<T, R, Z, Y, true> : rows_tile<T, R, Z, Y, false>;
+  k.one = l1 ? rows_tile<T, 1, Z, Y, true> : rows_tile<T, 1, Z, Y, false>;
   k.rows = R;
   k.width = Z * H::z + Y * (H::z / 2);
   const std::int64_t rest = n - (k.width - (Y ? H::z / 2 : H::z));  // lanes of the last vector
@@ -242,7 +253,6 @@ enum class RowsShape { narrow, wide };
 // last tile of a piece; X's lanes past h are never read). A tile of all 16 rows (Whole) loads X
 // without a mask: on a Zen 5, with a mask of all its lanes, TCCG case 1 in floats took 1.14 times
 // as long on the median of eight rounds (docs/performance/tccg-unmasked.md).
-inline constexpr int kAcrossColumns = 24;
 template <bool Whole>
 void rows_across_tile(const RowsTile<float>& t, const float* x, float* c, const float* fetch, int h,
                       int n) {
@@ -280,24 +290,25 @@ void rows_across_tile(const RowsTile<float>& t, const float* x, float* c, const 
 
 // Whether rows_across_tile takes n columns of floats on registers of this shape.
 inline bool rows_across(std::int64_t n, RowsShape shape) {
-  return shape == RowsShape::wide && n > 16 && n <= kAcrossColumns;
+  return rows_across_floats(n, shape == RowsShape::wide);
 }
 
-// The kernel for n columns (kOwnRowBytes at most; narrow, half that), or none.
+// The kernel for n columns (kOwnRowBytes at most; narrow, half that), or none; its fetches into
+// L1 as well as L2 where `l1` says.
 template <typename T>
-RowsKernel<T> rows_kernel(std::int64_t n, RowsShape shape) {
+RowsKernel<T> rows_kernel(std::int64_t n, RowsShape shape, bool l1 = false) {
   constexpr std::int64_t z = Halves<T>::z, y = z / 2;
   if (n < 1 || n * static_cast<std::int64_t>(sizeof(T)) > kOwnRowBytes) return {};
   if (shape == RowsShape::narrow) {
     switch ((n + y - 1) / y) {
       case 1:
-        return rows_kernel_of<T, 0, 1>(n);
+        return rows_kernel_of<T, 0, 1>(n, l1);
       case 2:
-        return rows_kernel_of<T, 0, 2>(n);
+        return rows_kernel_of<T, 0, 2>(n, l1);
       case 3:
-        return rows_kernel_of<T, 0, 3>(n);
+        return rows_kernel_of<T, 0, 3>(n, l1);
       case 4:
-        return rows_kernel_of<T, 0, 4>(n);
+        return rows_kernel_of<T, 0, 4>(n, l1);
       default:
         break;  // wider: full registers
     }
@@ -307,21 +318,21 @@ RowsKernel<T> rows_kernel(std::int64_t n, RowsShape shape) {
   const std::int64_t zs = full + (rest > y ? 1 : 0);
   switch (zs * 2 + (half ? 1 : 0)) {
     case 1:
-      return rows_kernel_of<T, 0, 1>(n);
+      return rows_kernel_of<T, 0, 1>(n, l1);
     case 2:
-      return rows_kernel_of<T, 1, 0>(n);
+      return rows_kernel_of<T, 1, 0>(n, l1);
     case 3:
-      return rows_kernel_of<T, 1, 1>(n);
+      return rows_kernel_of<T, 1, 1>(n, l1);
     case 4:
-      return rows_kernel_of<T, 2, 0>(n);
+      return rows_kernel_of<T, 2, 0>(n, l1);
     case 5:
-      return rows_kernel_of<T, 2, 1>(n);
+      return rows_kernel_of<T, 2, 1>(n, l1);
     case 6:
-      return rows_kernel_of<T, 3, 0>(n);
+      return rows_kernel_of<T, 3, 0>(n, l1);
     case 7:
-      return rows_kernel_of<T, 3, 1>(n);
+      return rows_kernel_of<T, 3, 1>(n, l1);
     case 8:
-      return rows_kernel_of<T, 4, 0>(n);
+      return rows_kernel_of<T, 4, 0>(n, l1);
     default:
       return {};
   }

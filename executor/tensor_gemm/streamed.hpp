@@ -340,10 +340,12 @@ void run_streamed_rows_avx2(const Streamed& s, const T* x, const T* w, T* z, int
 // Runs a streamed plan into z through our own kernel (rows_kernel.hpp), where it runs and `own`
 // asks for it: with AVX2 alone, rows_line_block where own_rows_avx2 says; with AVX-512, its
 // registers half-width or full as `narrow` says (by default as this processor runs fastest,
-// machine_rows_shape). False, having computed nothing, otherwise.
+// machine_rows_shape), the tiles of rows_tile fetching X into L1 as well as L2 where `fetch_l1`
+// says ("rows_fetch"). False, having computed nothing, otherwise.
 template <typename T>
 bool run_streamed_own(const Streamed& s, const T* x, const T* w, T* z, int threads, bool own,
-                      [[maybe_unused]] std::optional<bool> narrow = std::nullopt) {
+                      [[maybe_unused]] std::optional<bool> narrow = std::nullopt,
+                      [[maybe_unused]] bool fetch_l1 = false) {
 #if EINSUMDB_AVX2
   if constexpr (std::is_floating_point_v<T>) {
     if (own && own_rows_avx2<T>(s)) {
@@ -387,7 +389,7 @@ bool run_streamed_own(const Streamed& s, const T* x, const T* w, T* z, int threa
       return true;
     }
   }
-  const RowsKernel<T> k = rows_kernel<T>(N, shape);
+  const RowsKernel<T> k = rows_kernel<T>(N, shape, fetch_l1);
   if (!k) return false;
   RowsTile<T> t{};
   t.depth = K, t.rs = s.x_rs, t.ds = s.x_ds, t.width = k.width, t.c_rs = s.c_rs, t.last = k.last;
@@ -409,8 +411,9 @@ bool run_streamed_own(const Streamed& s, const T* x, const T* w, T* z, int threa
 // Runs a streamed plan into z: through our own kernel where `own` asks and it runs, otherwise
 // through libxsmm's; false, having computed nothing, where libxsmm has no kernel for it either.
 template <typename T>
-bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads, bool own) {
-  if (run_streamed_own(s, x, w, z, threads, own)) return true;
+bool run_streamed(const Streamed& s, const T* x, const T* w, T* z, int threads, bool own,
+                  bool fetch_l1 = false) {
+  if (run_streamed_own(s, x, w, z, threads, own, std::nullopt, fetch_l1)) return true;
   using Kernel = kernels::StreamKernel<T>;
   const std::int64_t N = s.wn.size(), K = s.wk.size();
   // libxsmm's C'[N × rows] = W'[N × K] · X'[K × rows]: X' as it lies where its summed elements

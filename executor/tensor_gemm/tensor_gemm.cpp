@@ -58,7 +58,9 @@
 // its columns rather than down its rows; by default where our kernel writes them from its
 // registers and the columns continue the tiles' runs of rows in the output,
 // tiles_across_by_default, and the tuner measures them down the rows wherever our kernel writes
-// them) and "kernel" ("own" or
+// them), "rows_fetch" ("l1" or "l2": whether our streamed-rows tiles, rows_tile in
+// rows_kernel.hpp, fetch X's lines ahead into L1 as well or into L2 alone; L2 by default, and the
+// tuner measures L1 where they run) and "kernel" ("own" or
 // "blis": whose micro-kernel computes whole tiles, ours (line_kernel.hpp, AVX-512, where BLIS's
 // tile is one it computes) or BLIS's; by default ours in floats over a large output read back in
 // several summed passes (own_kernel_by_default), otherwise BLIS's, and in floats the tuner
@@ -140,6 +142,26 @@ bool own_streams(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
                  own_place_chunks<T>(*s));
   };
   return dtype == Dtype::f32 ? ours(0.0f) : ours(0.0);
+}
+
+// Whether row `row` streams its rows through rows_tile (rows_kernel.hpp), whose fetches
+// "rows_fetch" places: a real row where the kernels run AVX-512, W's row at most kOwnRowBytes,
+// save the rows of floats that rows_across_tile takes. On contiguous operands.
+bool rows_tiles(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
+  const Dtype dtype = result_dtype(e, row);
+  if (is_complex(dtype) || !streams()) return false;
+  const auto xs = kernels::row_major_strides(e.inputs[0], len);
+  const auto ys = kernels::row_major_strides(e.inputs[1], len);
+  const auto zs = kernels::row_major_strides(e.output, len);
+  const auto tiles = [&](auto zero) {
+    using T = decltype(zero);
+    const auto s = streamed<T>(e.inputs[0], xs, e.inputs[1], ys, e.output, zs, len);
+    if (!s) return false;
+    const auto n = static_cast<std::int64_t>(s->wn.size());
+    if (n * static_cast<std::int64_t>(sizeof(T)) > kOwnRowBytes) return false;
+    return !(std::is_same_v<T, float> && s->x_rs == 1 && rows_across_floats(n, !runs_in_halves()));
+  };
+  return dtype == Dtype::f32 ? tiles(0.0f) : tiles(0.0);
 }
 
 // How a complex row with both operands complex and contiguous streams: "rows" or "lines" where
@@ -300,6 +322,11 @@ std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Leng
     floats |= result_dtype(e, r) == Dtype::f32 || result_dtype(e, r) == Dtype::c64;
     own_streams |= tensor_gemm::own_streams(e, r, len);
   }
+  // Where our kernel streams rows through rows_tile: its fetches into L1 as well. Whether they
+  // go faster there or left in L2 depends on the processor (docs/performance/tccg-rows-fetch.md).
+  bool rows_tiles = false;
+  for (std::size_t r = 0; r < e.batch.size(); ++r) rows_tiles |= tensor_gemm::rows_tiles(e, r, len);
+  if (rows_tiles) space.push_back({{"rows_fetch", "l1"}});
   if (own_streams)
     space.push_back({{"kernel", "blis"}});
   else if (floats && tensor_gemm::own_kernel_runs())
@@ -314,7 +341,7 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
     throw SpecError("tensor_gemm does not apply: " + *why);
   check_param_keys(params, "tensor_gemm",
                    {"threads", "stream_even", "fetch_ahead", "stream_rows", "stream_line_tiles",
-                    "kernel", "split_sum", "tiles_across"});
+                    "kernel", "split_sum", "tiles_across", "rows_fetch"});
   tensor_gemm::RowOptions options;
   options.threads = read_threads(params, "tensor_gemm");
   const auto flag = [&](const char* name, bool otherwise) {
@@ -328,6 +355,12 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   options.stream_rows = flag("stream_rows", options.stream_rows);
   if (params.contains("stream_line_tiles"))
     options.stream_line_tiles = flag("stream_line_tiles", false);
+  if (params.contains("rows_fetch")) {
+    const auto& f = params["rows_fetch"];
+    if (!f.is_string() || (f != "l1" && f != "l2"))
+      throw SpecError("tensor_gemm: 'rows_fetch' must be \"l1\" or \"l2\", got " + f.dump());
+    options.rows_fetch_l1 = f == "l1";
+  }
   if (params.contains("kernel")) {
     const auto& k = params["kernel"];
     if (!k.is_string() || (k != "own" && k != "blis"))
