@@ -2620,6 +2620,20 @@ TEST(Strategies, TensorGemmRunsOurKernelOrBlisAndTheTunerTriesBoth) {
 // shape, scaled), in f64 and f32 (whose output is then half the bytes), and not where more are
 // summed or the output fits in the cache. Each candidate runs and agrees with the reference (both
 // ways on tiles whose columns lie apart: TensorGemmOrdersACachedOperandsIndicesForTheOutput).
+// The measurement of whether ordinary stores read a line first writes its passes into the memory
+// its first caller offers (a result not yet computed, which tensor_gemm then overwrites) where
+// that holds them, mapping no block of its own; later calls measure nothing. Each test runs in a
+// process of its own under ctest, so the first call is this one.
+TEST(Blocking, StoreMeasurementWritesTheFirstCallersScratch) {
+  if (!recycles_large_tensors()) GTEST_SKIP() << "no recycled blocks to count";
+  Tensor scratch(Dtype::f64, {(std::int64_t{256} << 20) / 8}, Tensor::Uninitialized{});
+  const std::uint64_t before = fresh_mappings();
+  const bool reads = tensor_gemm::scattered_stores_read_lines(scratch.raw(), scratch.bytes());
+  EXPECT_EQ(fresh_mappings(), before);
+  EXPECT_EQ(tensor_gemm::scattered_stores_read_lines(), reads);
+  EXPECT_EQ(fresh_mappings(), before);
+}
+
 TEST(Strategies, TensorGemmSpaceOffersBothWritesOfEvenTilesWhereTheyDiffer) {
   const Strategy* s = find_strategy("tensor_gemm");
   ASSERT_NE(s, nullptr);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <fstream>
 #include <type_traits>
 
@@ -65,8 +66,8 @@ double time_scattered_lines(char* buffer, std::size_t bytes, bool stream) {
 
 }  // namespace
 
-bool scattered_stores_read_lines() {
-  static const bool reads = [] {
+bool scattered_stores_read_lines(void* scratch, std::size_t scratch_bytes) {
+  static const bool reads = [&] {
     // Twice the last-level cache, so that the lines go to memory: twice what one processor's L3
     // holds (sysfs; glibc's sysconf sums a virtual machine's host), 64 MiB to 256 MiB.
     std::size_t l3 = 0;
@@ -75,17 +76,21 @@ bool scattered_stores_read_lines() {
     const std::size_t bytes =
         std::clamp<std::size_t>(2 * l3, std::size_t{64} << 20, std::size_t{256} << 20) /
         kProbeStride * kProbeStride;
-    // A tensor's block: on huge pages, populated in one call before the timing (tensor.hpp).
+    // The caller's scratch where it holds the passes (populated already: a result's block), or a
+    // tensor's block: on huge pages, populated in one call before the timing (tensor.hpp).
     // Populated a page at a time by its first writes, the buffer's faults took longer than the
     // probe's passes on a virtual machine, in every process whose first large output asks.
     Tensor block;
-    try {
-      block = Tensor(Dtype::f64, {static_cast<std::int64_t>(bytes / sizeof(double))},
-                     Tensor::Uninitialized{});
-    } catch (const Error&) {
-      return true;  // no memory to measure with: stream, as where stores read first
+    char* buffer = static_cast<char*>(scratch);
+    if (!buffer || scratch_bytes < bytes || reinterpret_cast<std::uintptr_t>(buffer) % 64 != 0) {
+      try {
+        block = Tensor(Dtype::f64, {static_cast<std::int64_t>(bytes / sizeof(double))},
+                       Tensor::Uninitialized{});
+      } catch (const Error&) {
+        return true;  // no memory to measure with: stream, as where stores read first
+      }
+      buffer = static_cast<char*>(block.raw());
     }
-    char* buffer = static_cast<char*>(block.raw());
     asm volatile("" : : "r"(buffer) : "memory");
     double ordinary = 1e300, streamed = 1e300;
     for (int round = 0; round < 3; ++round) {  // the fastest of three, alternating
@@ -104,8 +109,8 @@ bool line_tiles_may_write(Dtype dtype, std::int64_t summed, double output_bytes)
   return line_tiles_write_out(MicroKernel<double>::get(), summed, bytes);
 }
 
-bool line_tiles_stream_by_default() {
-  return scattered_stores_read_lines();
+bool line_tiles_stream_by_default(void* scratch, std::size_t scratch_bytes) {
+  return scattered_stores_read_lines(scratch, scratch_bytes);
 }
 
 bool tile_columns_apart(const std::string& xl, const std::string& yl, const std::string& zl) {
@@ -118,10 +123,11 @@ bool tile_columns_apart(const std::string& xl, const std::string& yl, const std:
 }
 
 bool streams_even_tiles_by_default(const std::string& xl, const std::string& yl,
-                                   const std::string& zl) {
+                                   const std::string& zl, void* scratch,
+                                   std::size_t scratch_bytes) {
   // (The measurement last: it runs once per process, where the choice depends on it.)
-  return writes_stream() &&
-         ((streams() && tile_columns_apart(xl, yl, zl)) || scattered_stores_read_lines());
+  return writes_stream() && ((streams() && tile_columns_apart(xl, yl, zl)) ||
+                             scattered_stores_read_lines(scratch, scratch_bytes));
 }
 
 bool even_tiles_may_stream(std::int64_t summed, double output_bytes) {

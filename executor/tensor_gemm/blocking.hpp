@@ -69,8 +69,11 @@ inline constexpr std::int64_t kStreamAllDepth = 24;
 // not read first (whose ratio varies from one process to the next around 1) as from the ratio of
 // one whose stores do. Even tiles have gone faster in place on one Zen 5 machine and through the
 // buffer on another, so the answer is measured rather than read from the processor's family.
+// The passes write `scratch` (`scratch_bytes` of memory the caller overwrites whole afterwards: a
+// result not yet computed, populated already) where it holds them, and a block of their own
+// otherwise, which the first run of the process then populates as well.
 inline constexpr double kReadFirstMargin = 1.5;
-bool scattered_stores_read_lines();
+bool scattered_stores_read_lines(void* scratch = nullptr, std::size_t scratch_bytes = 0);
 
 // Whether a tile's columns lie apart in the output, each its own few lines: where the output's
 // two fastest indices belong to the same operand, which then takes the tile's rows, the other's
@@ -90,7 +93,8 @@ bool tile_columns_apart(const std::string& xl, const std::string& yl, const std:
 // different path, they stay in place. The parameter "stream_even" chooses, and the tuner tries
 // both (tensor_gemm_space).
 bool streams_even_tiles_by_default(const std::string& xl, const std::string& yl,
-                                   const std::string& zl);
+                                   const std::string& zl, void* scratch = nullptr,
+                                   std::size_t scratch_bytes = 0);
 
 // Whether copy_run and the write-out's transposes run in vector registers and can stream whole
 // lines around the cache: where the kernels run AVX2 or AVX-512 (kernel_isa(); transpose.hpp).
@@ -262,7 +266,7 @@ bool line_tiles_may_write(Dtype dtype, std::int64_t summed, double output_bytes)
 // twice. Where it does not, the ordinary stores overlap the FMA work of the tiles that follow,
 // where the sum waits on the streamed ones (TCCG's ccsd_t cases on a Zen 5 whose stores do not
 // read first: docs/performance/tccg-line-stores-default.md). The tuner measures the other way.
-bool line_tiles_stream_by_default();
+bool line_tiles_stream_by_default(void* scratch = nullptr, std::size_t scratch_bytes = 0);
 // Whether the tiles of each block go along its columns, a panel of rows at a time, rather than
 // down its rows, a panel of columns at a time (Gemm::run): where our kernel writes them from its
 // registers in one pass over a large output (p.line_tiles), a tile's rows lie in runs of a line

@@ -97,10 +97,12 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
   // output's order its columns lie next to each other (TCCG case 34, dfga,gebc->abcdef: 16 × 14
   // elements in one run of 1,792 bytes, where in gebc's order each of the 14 columns was 48 KB from
   // the next).
-  // (The default is measured on its first use, streams_even_tiles_by_default: asked last.)
+  // (The default is measured on its first use, streams_even_tiles_by_default: asked last, in z's
+  // memory, which the product then overwrites whole.)
   const bool stream_all =
       one_pass(k, summed) && even_tiles_may_stream(summed, static_cast<double>(bytes(z))) &&
-      (options.stream_even ? *options.stream_even : streams_even_tiles_by_default(xl, yl, zl));
+      (options.stream_even ? *options.stream_even
+                           : streams_even_tiles_by_default(xl, yl, zl, z.raw(), z.bytes()));
   // Where our own kernel writes tiles straight from its registers (line_tiles_write_out), the rows
   // and columns follow the output too: a tile's columns are then neighbouring lines, where in an
   // operand's order (which leaves fewer uneven tiles) they can lie far apart: in TCCG case 43
@@ -157,8 +159,9 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
   p.stream = large && p.K <= p.kc && (EINSUMDB_AVX512 || stream_all);
   p.stream_all = stream_all;  // (one pass, an output beyond the cache: p.stream)
   p.line_tiles = line_tiles;
-  p.stream_lines = line_tiles && (options.stream_line_tiles ? *options.stream_line_tiles
-                                                            : line_tiles_stream_by_default());
+  p.stream_lines =
+      line_tiles && (options.stream_line_tiles ? *options.stream_line_tiles
+                                               : line_tiles_stream_by_default(z.raw(), z.bytes()));
   p.fetch_ahead = options.fetch_ahead;
   p.row_step = spacing(p.cm, k.mr);
   p.row_runs = unit_runs(p.cm, k.mr, line, p.row_step);
