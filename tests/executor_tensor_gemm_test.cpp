@@ -972,6 +972,15 @@ TEST(Streamed, OurOwnKernelComputesEveryShapeOfColumns) {
   EXPECT_FALSE(rows_across(24, RowsShape::narrow));
   EXPECT_FALSE(rows_across(16, RowsShape::wide));
   EXPECT_EQ(rows_kernel<float>(40, RowsShape::narrow).rows, 8);  // past four halves: full ones
+  // "rows_fetch": "l1" takes the tiles that fetch into L1 as well, the same shape otherwise.
+  for (const RowsShape shape : {RowsShape::narrow, RowsShape::wide}) {
+    const RowsKernel<double> l2 = rows_kernel<double>(24, shape),
+                             l1 = rows_kernel<double>(24, shape, true);
+    EXPECT_NE(l1.tile, l2.tile);
+    EXPECT_NE(l1.one, l2.one);
+    EXPECT_EQ(l1.rows, l2.rows);
+    EXPECT_EQ(l1.width, l2.width);
+  }
 #endif
 }
 
@@ -2615,11 +2624,6 @@ TEST(Strategies, TensorGemmRunsOurKernelOrBlisAndTheTunerTriesBoth) {
   }
 }
 
-// Which way of writing even tiles is faster depends on the processor, so the tuner tries both
-// where the choice applies: an output over 8 MB summed over 24 elements or fewer (TCCG's ccsd_t
-// shape, scaled), in f64 and f32 (whose output is then half the bytes), and not where more are
-// summed or the output fits in the cache. Each candidate runs and agrees with the reference (both
-// ways on tiles whose columns lie apart: TensorGemmOrdersACachedOperandsIndicesForTheOutput).
 // The measurement of whether ordinary stores read a line first writes its passes into the memory
 // its first caller offers (a result not yet computed, which tensor_gemm then overwrites) where
 // that holds them, mapping no block of its own; later calls measure nothing. Each test runs in a
@@ -2634,6 +2638,11 @@ TEST(Blocking, StoreMeasurementWritesTheFirstCallersScratch) {
   EXPECT_EQ(fresh_mappings(), before);
 }
 
+// Which way of writing even tiles is faster depends on the processor, so the tuner tries both
+// where the choice applies: an output over 8 MB summed over 24 elements or fewer (TCCG's ccsd_t
+// shape, scaled), in f64 and f32 (whose output is then half the bytes), and not where more are
+// summed or the output fits in the cache. Each candidate runs and agrees with the reference (both
+// ways on tiles whose columns lie apart: TensorGemmOrdersACachedOperandsIndicesForTheOutput).
 TEST(Strategies, TensorGemmSpaceOffersBothWritesOfEvenTilesWhereTheyDiffer) {
   const Strategy* s = find_strategy("tensor_gemm");
   ASSERT_NE(s, nullptr);
