@@ -21,6 +21,7 @@ struct RowOptions {
   bool stream_rows = true;
   std::optional<bool> stream_line_tiles;  // without it, line_tiles_stream_by_default
   std::optional<bool> own_kernel;         // without it, own_kernel_by_default
+  std::optional<bool> wide_kernel;        // "kernel": "wide"; without it, wide_kernel_by_default
   std::optional<bool> split_sum;          // without it, sums_split
   std::optional<bool> tiles_across;       // without it, tiles_across_by_default
   bool rows_fetch_l1 = false;             // "rows_fetch": "l1" (or "l2", the default)

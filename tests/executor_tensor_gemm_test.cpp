@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -31,6 +32,7 @@
 #include "einsumdb/executor/tensor_gemm/packing.hpp"
 #include "einsumdb/executor/tensor_gemm/scatter.hpp"
 #include "einsumdb/executor/tensor_gemm/streamed.hpp"
+#include "einsumdb/executor/tensor_gemm/wide_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/write_out.hpp"
 #include "einsumdb/executor/variants.hpp"
 #include "einsumdb/tests/support/executor_cases.hpp"
@@ -765,6 +767,75 @@ void line_tile_writes_each_way() {
 }
 
 #endif  // EINSUMDB_AVX512
+
+#if EINSUMDB_AVX512
+// wide_tile: the tile of two packed panels summed over `depth` into an output whose columns are
+// `cs` apart, every way its callers ask: whole tiles with unit row stride set (beta 0, the output
+// never read: it holds NaN) or added (beta 1), from the registers; and through the buffer, a tile
+// with fewer rows or columns, rows `rs` apart, alpha and beta other than 0 and 1. The elements
+// outside the tile are left alone. Sums shorter and longer than the fetches' tail.
+template <typename T>
+void wide_tile_writes_each_way() {
+  constexpr std::int64_t MR = kWideRows<T>, NR = kWideColumns;
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  for (const std::int64_t depth : {1, 5, 16, 17, 300})
+    for (const auto& [m, n, rs, alpha, beta] :
+         {std::tuple<std::int64_t, std::int64_t, std::int64_t, T, T>{MR, NR, 1, 1, 0},
+          {MR, NR, 1, 1, 1},
+          {MR, 4, 1, 1, 1},
+          {MR - 3, NR, 1, 1, 0},
+          {5, 2, 1, 1, 1},
+          {MR, NR, NR + 1, 1, 1},
+          {MR, NR, 1, 2, T(0.5)},
+          {MR, NR, 1, T(-1), 0}}) {
+      const std::int64_t cs = rs == 1 ? MR + 5 : 1;  // rows apart: columns adjacent
+      const std::int64_t size = (MR - 1) * rs + (NR - 1) * cs + 1 + 8;
+      const Tensor before = random_values<T>(size, 59);
+      Tensor c = random_values<T>(size, 59);
+      T* out = c.data<T>();
+      std::vector<char> inside(static_cast<std::size_t>(size), 0);
+      for (std::int64_t j = 0; j < n; ++j)
+        for (std::int64_t i = 0; i < m; ++i) {
+          inside[static_cast<std::size_t>(i * rs + j * cs)] = 1;
+          if (beta == 0) out[i * rs + j * cs] = nan;
+        }
+      // The panels past the tile's rows and columns are zero, as packed (packing.hpp).
+      Tensor ap = random_values<T>(MR * depth, 51), bp = random_values<T>(NR * depth, 53);
+      for (std::int64_t p = 0; p < depth; ++p) {
+        for (std::int64_t i = m; i < MR; ++i) ap.data<T>()[p * MR + i] = 0;
+        for (std::int64_t j = n; j < NR; ++j) bp.data<T>()[p * NR + j] = 0;
+      }
+      T al = alpha, be = beta;
+      wide_tile<T>(m, n, depth, &al, ap.data<T>(), bp.data<T>(), &be, out, rs, cs, nullptr,
+                   nullptr);
+      const std::string what = "depth " + std::to_string(depth) + ", " + std::to_string(m) + "x" +
+                               std::to_string(n) + " rs " + std::to_string(rs) + " alpha " +
+                               std::to_string(alpha) + " beta " + std::to_string(beta);
+      for (std::int64_t at = 0; at < size; ++at) {
+        if (!inside[static_cast<std::size_t>(at)]) {
+          ASSERT_EQ(out[at], before.data<T>()[at]) << what << ": element " << at;
+          continue;
+        }
+        const std::int64_t j = rs == 1 ? at / cs : at % rs, i = rs == 1 ? at % cs : at / rs;
+        double sum = 0;
+        for (std::int64_t p = 0; p < depth; ++p)
+          sum += static_cast<double>(ap.data<T>()[p * MR + i]) * bp.data<T>()[p * NR + j];
+        const double want = alpha * sum + (beta == 0 ? 0.0 : beta * before.data<T>()[at]);
+        ASSERT_NEAR(out[at], want, sizeof(T) == 4 ? 1e-3 : 1e-11)
+            << what << ": row " << i << ", column " << j;
+      }
+    }
+}
+#endif  // EINSUMDB_AVX512
+
+TEST(WideKernel, ComputesEachWayItsCallersAsk) {
+#if EINSUMDB_AVX512
+  wide_tile_writes_each_way<double>();
+  wide_tile_writes_each_way<float>();
+#else
+  GTEST_SKIP() << "wide_tile is compiled for AVX-512 only";
+#endif
+}
 
 TEST(LineKernel, WritesEachRunOfATileToItsOwnLines) {
 #if EINSUMDB_AVX512
@@ -2617,10 +2688,58 @@ TEST(Strategies, TensorGemmRunsOurKernelOrBlisAndTheTunerTriesBoth) {
       execute(bound, "tensor_gemm", {{"kernel", bad}});
       ADD_FAILURE() << "accepted kernel " << bad.dump();
     } catch (const SpecError& error) {
-      EXPECT_NE(std::string(error.what()).find("'kernel' must be \"own\" or \"blis\""),
+      EXPECT_NE(std::string(error.what()).find("'kernel' must be \"own\", \"blis\" or \"wide\""),
                 std::string::npos)
           << error.what();
     }
+  }
+}
+
+// The wide micro-kernel (wide_kernel.hpp) takes the packed path where the sum takes several of
+// BLIS's passes ("kernel": "wide"; by default in doubles on Intel's processors with AVX-512) and
+// agrees with the reference: a product with edge tiles on both sides (200 rows: six tiles of 32
+// and 8; 151 columns: 25 of 6 and 1) over 700 summed elements, a contraction whose output
+// interleaves the operands' indices, and one summed over two indices, in f32 and f64, on one and
+// two threads and with the sum split between them. The tuner's space offers it, or BLIS's where
+// it is the default, exactly where it applies: on the packed path, not on a sum of one pass.
+TEST(Strategies, TensorGemmWideKernelTakesSumsOfSeveralPasses) {
+  const Strategy* s = find_strategy("tensor_gemm");
+  ASSERT_NE(s, nullptr);
+  for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
+    const bool by_default = tensor_gemm::wide_kernel_by_default(dtype == Dtype::f64);
+    const nlohmann::json other = {{"kernel", by_default ? "blis" : "wide"}};
+    int taken = 0;  // cases where it applies (aecf,bfde->abcd at least, where the kernels run it)
+    for (const auto& [spec, lengths] :
+         {std::pair<const char*, std::map<char, int>>{"ik,kj->ij",
+                                                      {{'i', 200}, {'j', 151}, {'k', 700}}},
+          {"aecf,bfde->abcd", {{'a', 5}, {'b', 7}, {'c', 9}, {'d', 6}, {'e', 5}, {'f', 120}}},
+          {"acd,dbc->ab", {{'a', 70}, {'b', 45}, {'c', 13}, {'d', 61}}},
+          {"ik,kj->ij", {{'i', 200}, {'j', 151}, {'k', 300}}}}) {  // one pass
+      const BatchedEinsum e = binary_spec(spec, lengths, dtype);
+      Lengths len;
+      for (const auto& [c, n] : lengths) len[c] = n;
+      const auto space = s->space(e, len);
+      const Arrays arrays = random_arrays(e, 61);
+      const Bound bound(e, arrays);
+      std::int64_t summed = 1;
+      for (char c : std::string(spec).substr(0, std::string(spec).find(',')))
+        if (std::string(spec).find(c, std::string(spec).find("->")) == std::string::npos)
+          summed *= len.at(c);
+      const std::int64_t kc = dtype == Dtype::f32 ? tensor_gemm::MicroKernel<float>::get().kc
+                                                  : tensor_gemm::MicroKernel<double>::get().kc;
+      const bool applies =
+          tensor_gemm::streams() && tensor_gemm_path(bound) == "packed" && summed > kc + kc / 4;
+      EXPECT_EQ(std::count(space.begin(), space.end(), other), applies ? 1 : 0)
+          << spec << " " << to_string(dtype) << " " << tensor_gemm_path(bound);
+      taken += applies;
+      const Results ref = run_reference(bound);
+      for (const char* kernel : {"wide", "blis"})
+        expect_tensor_gemm_agrees(bound, ref, std::string(spec) + " " + kernel,
+                                  {{"kernel", kernel}});
+      expect_tensor_gemm_agrees(bound, ref, std::string(spec) + " split",
+                                {{"kernel", "wide"}, {"split_sum", true}});
+    }
+    EXPECT_GE(taken, tensor_gemm::streams() ? 1 : 0) << to_string(dtype);
   }
 }
 

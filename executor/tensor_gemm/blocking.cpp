@@ -31,6 +31,10 @@ bool own_kernel_by_default(std::int64_t summed, double output_bytes) {
          !one_pass(MicroKernel<float>::get(), summed);
 }
 
+bool wide_kernel_by_default(bool doubles) {
+  return doubles && streams() && __builtin_cpu_is("intel");
+}
+
 std::int64_t l2_bytes() {
   static const std::int64_t bytes = [] {
     const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
@@ -274,7 +278,7 @@ template <typename T>
 void block_sizes(const MicroKernel<T>& k, Contraction& p, bool large_output, std::int64_t group) {
   if (one_pass(k, p.K)) {
     p.kc = p.K;
-  } else if (large_output && !p.own_tiles) {
+  } else if (large_output && !p.own_tiles && !k.fetches_tile) {
     const std::int64_t passes = (p.K + kLongPass * k.kc - 1) / (kLongPass * k.kc);
     p.kc = (p.K + passes - 1) / passes;
   } else {

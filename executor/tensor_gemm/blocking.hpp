@@ -116,6 +116,12 @@ bool own_kernel_runs();
 // measures both).
 bool own_kernel_by_default(std::int64_t summed, double output_bytes);
 
+// Whether the packed path of a real row summed over several of BLIS's passes runs the wide
+// micro-kernel (wide_kernel.hpp) by default: in doubles on Intel's processors with AVX-512, where
+// it was measured faster than BLIS's Skylake-X kernel (docs/performance/tccg-wide-kernel.md); the
+// tuner measures it against BLIS's wherever it runs (wide_kernel_applies).
+bool wide_kernel_by_default(bool doubles);
+
 // Whether threads share the summed range of a packed GEMM of M × N summed over K (for each of nb
 // batch points) by default, rather than the wider of its rows and columns (`split_rows`: the
 // rows): where the result is small (kernels::kSplitSumElements) and each thread's copy of the
@@ -217,7 +223,8 @@ Rows group_rows(const std::string& labels, const std::map<char, std::int64_t>& l
 // (p.own_tiles, set first), which fetches each tile's lines during its sum, so that reading the
 // output back costs it little, while a longer pass makes its panels longer than L1 holds (an A
 // panel of 32 floats by KC = 384 is already 48 KB); its blocks of A take at most a third of L2,
-// beside the B panels and the next block fetched ahead (NextBlock).
+// beside the B panels and the next block fetched ahead (NextBlock). Nor with the wide kernel
+// (wide_kernel.hpp, MicroKernel::fetches_tile), which fetches its tile's lines likewise.
 //
 // With BLIS's AVX2 (Haswell) tile in doubles, 6 rows by a line of columns, a block at least KC deep
 // holds kHaswellRows rows scaled likewise rather than BLIS's MC. Each micro-panel of B (KC by a

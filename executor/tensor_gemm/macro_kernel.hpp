@@ -89,8 +89,9 @@ class NextBlock {
 template <typename T>
 class Gemm {
  public:
-  Gemm(const Contraction& p, const T* a, const T* b, T* c)
-      : p_(p), k_(MicroKernel<T>::get()), a_(a), b_(b), c_(c) {
+  Gemm(const Contraction& p, const T* a, const T* b, T* c,
+       const MicroKernel<T>& k = MicroKernel<T>::get())
+      : p_(p), k_(k), a_(a), b_(b), c_(c) {
     if (p_.around_ldc > 0)
       for (std::int64_t n = 1; n <= k_.nr; ++n)
         around_.emplace_back(k_.mr, n, p_.K, k_.packmr, k_.packnr, p_.around_ldc, true,

@@ -50,6 +50,9 @@ struct MicroKernel {
   cntx_t* cntx = nullptr;
   std::int64_t mr = 0, nr = 0, packmr = 0, packnr = 0, mc = 0, kc = 0, nc = 0;
   bool prefers_rows = true;  // writes a tile with unit column stride fastest
+  // Fetches its tile's lines during the sum where it adds to them (wide_kernel.hpp), so that an
+  // output read back in each pass costs it little: no longer passes (block_sizes).
+  bool fetches_tile = false;
 
   static const MicroKernel& get();
 };
@@ -58,6 +61,12 @@ struct MicroKernel {
 // (32 × 12 floats, 16 × 14 doubles on skx and zen4), two registers' rows each.
 template <typename T>
 inline constexpr std::int64_t kLineTileColumns = sizeof(T) == 4 ? 12 : 14;
+
+// The tile of tensor_gemm's wide micro-kernel (wide_kernel.hpp, AVX-512): four registers' rows by
+// six columns.
+template <typename T>
+inline constexpr std::int64_t kWideRows = 4 * 64 / static_cast<std::int64_t>(sizeof(T));
+inline constexpr std::int64_t kWideColumns = 6;
 
 // Whether that kernel computes BLIS's tile for this machine, from its packed panels (unpadded).
 template <typename T>

@@ -22,10 +22,51 @@
 #include "einsumdb/executor/tensor_gemm/complex_lines.hpp"
 #include "einsumdb/executor/tensor_gemm/macro_kernel.hpp"
 #include "einsumdb/executor/tensor_gemm/streamed.hpp"
+#include "einsumdb/executor/tensor_gemm/wide_kernel.hpp"
 
 EINSUMDB_TARGET_BEGIN
 namespace einsumdb::tensor_gemm::EINSUMDB_ISA_NS {
 namespace {
+
+#if EINSUMDB_AVX512
+// The wide micro-kernel (wide_kernel.hpp) with its blocks: KC = 256 summed elements in every pass,
+// so that a B micro-panel (6 columns) takes 12 KB of L1 in doubles (it fetches its tile's lines
+// during the sum, fetches_tile); MC rows whose block of A takes five eighths of L2 (384 doubles
+// with 1.25 MB); BLIS's NC, in whole panels of 6. BLIS's context (unused by the kernel) rides
+// along.
+template <typename T>
+const MicroKernel<T>& wide_kernel() {
+  static const MicroKernel<T> k = [] {
+    MicroKernel<T> w = MicroKernel<T>::get();
+    w.run = &wide_tile<T>;
+    w.mr = w.packmr = kWideRows<T>;
+    w.nr = w.packnr = kWideColumns;
+    w.kc = 256;
+    w.mc = std::max(
+        w.mr, l2_bytes() * 5 / 8 / (w.kc * static_cast<std::int64_t>(sizeof(T))) / w.mr * w.mr);
+    w.fetches_tile = true;
+    w.nc = w.nc / kWideColumns * kWideColumns;
+    w.prefers_rows = false;
+    return w;
+  }();
+  return k;
+}
+#endif
+
+// The micro-kernel of the packed path for a row summed over `summed` elements: the wide one where
+// the kernels run AVX-512, the sum takes several of BLIS's passes and `wide` says so (without it,
+// wide_kernel_by_default); BLIS's otherwise.
+template <typename T>
+const MicroKernel<T>& packed_kernel(std::int64_t summed, std::optional<bool> wide) {
+  const MicroKernel<T>& blis = MicroKernel<T>::get();
+#if EINSUMDB_AVX512
+  if (!one_pass(blis, summed) && wide.value_or(wide_kernel_by_default(std::is_same_v<T, double>)))
+    return wide_kernel<T>();
+#else
+  (void)summed, (void)wide;
+#endif
+  return blis;
+}
 
 template <typename T>
 Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& options) {
@@ -55,7 +96,10 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
         return z;
   }
 
-  const MicroKernel<T>& k = MicroKernel<T>::get();
+  std::int64_t summed = 1;  // (the indices both operands hold and the output does not)
+  for (char c : xl)
+    if (contains(yl, c) && !contains(zl, c)) summed *= len.at(c);
+  const MicroKernel<T>& k = packed_kernel<T>(summed, options.wide_kernel);
   const auto zs = z.strides();
   // The micro-kernel writes contiguously along columns (rows when it prefers columns): the
   // output's unit-stride index goes there, swapping the operands when it belongs to the left.
@@ -89,8 +133,6 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
   // pass reads it back from memory: the rows and the columns then follow the output, whose tiles
   // the micro-kernel adds to in place (prefetching them as it starts), rather than going in tiles
   // whose line groups are read back one line at a time on their way out.
-  std::int64_t summed = 1;
-  for (char c : sum) summed *= len.at(c);
   const bool reread = bytes(z) > kCachedBytes && !one_pass(k, summed);
   // Where tiles are written around the cache (Gemm::write_around), they follow the output too: a
   // tile whose columns straddle two runs costs one more kernel call there, no copy, and in the
@@ -174,7 +216,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
       (col_spacing * sizeof(T)) % 64 == 0)
     p.around_ldc = col_spacing;
 
-  const Gemm<T> gemm(p, x.tensor->data<T>(), y.tensor->data<T>(), z.data<T>());
+  const Gemm<T> gemm(p, x.tensor->data<T>(), y.tensor->data<T>(), z.data<T>(), k);
   // Packing space per thread: MC × KC of A and NC × KC of B at most, in micro-panels.
   const std::int64_t kc = std::min(p.kc, p.K);
   const std::int64_t a_elems =

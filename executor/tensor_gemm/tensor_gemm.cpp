@@ -60,18 +60,20 @@
 // tiles_across_by_default, and the tuner measures them down the rows wherever our kernel writes
 // them), "rows_fetch" ("l1" or "l2": whether our streamed-rows tiles, rows_tile in
 // rows_kernel.hpp, fetch X's lines ahead into L1 as well or into L2 alone; L2 by default, and the
-// tuner measures L1 where they run) and "kernel" ("own" or
-// "blis": whose micro-kernel computes whole tiles, ours (line_kernel.hpp, AVX-512, where BLIS's
-// tile is one it computes) or BLIS's; by default ours in floats over a large output read back in
-// several summed passes (own_kernel_by_default), otherwise BLIS's, and in floats the tuner
-// measures both; a tile whose rows are two runs apart in the output, written around the cache, is
-// ours either way; streamed rows go through ours (rows_kernel.hpp) by default, and in floats
-// streamed lines where own_lines says (lines_kernel.hpp) and in place where own_place says and the
-// processor runs 512-bit operations in halves (place_kernel.hpp), with AVX2 alone in place in
-// floats and doubles where own_place_chunks says (place_kernel.hpp), libxsmm's with "blis", and
-// the tuner measures both). A functional operand is evaluated into a buffer in its array's layout
-// first. A complex row runs as a real one (real_form.hpp): the same stages, on real numbers, with
-// an index of two parts added.
+// tuner measures L1 where they run) and "kernel" ("own",
+// "blis" or "wide": whose micro-kernel computes whole tiles, ours (line_kernel.hpp, AVX-512, where
+// BLIS's tile is one it computes), BLIS's, or our wide one (wide_kernel.hpp, AVX-512, where the
+// sum takes several passes: by default in doubles on Intel's processors, wide_kernel_by_default,
+// and the tuner measures it against BLIS's wherever it applies); by default ours in floats over a
+// large output read back in several summed passes (own_kernel_by_default), otherwise BLIS's, and in
+// floats the tuner measures both; a tile whose rows are two runs apart in the output, written
+// around the cache, is ours either way; streamed rows go through ours (rows_kernel.hpp) by default,
+// and in floats streamed lines where own_lines says (lines_kernel.hpp) and in place where own_place
+// says and the processor runs 512-bit operations in halves (place_kernel.hpp), with AVX2 alone in
+// place in floats and doubles where own_place_chunks says (place_kernel.hpp), libxsmm's with
+// "blis", and the tuner measures both). A functional operand is evaluated into a buffer in its
+// array's layout first. A complex row runs as a real one (real_form.hpp): the same stages, on real
+// numbers, with an index of two parts added.
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -228,6 +230,18 @@ std::string contiguous_path(const BatchedEinsum& e, std::size_t row, const Lengt
                        kernels::row_major_strides(e.inputs[1], len), len, result_dtype(e, row));
 }
 
+// Whether a real row runs the packed path (on contiguous operands) summed over several of BLIS's
+// passes where the kernels run AVX-512: where the wide micro-kernel (wide_kernel.hpp) takes it.
+bool wide_kernel_applies(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
+  const Dtype dtype = result_dtype(e, row);
+  if (is_complex(dtype) || !streams() || contiguous_path(e, row, len) != "packed") return false;
+  std::int64_t summed = 1;
+  for (char c : e.inputs[0])
+    if (kernels::contains(e.inputs[1], c) && !kernels::contains(e.output, c)) summed *= len.at(c);
+  return dtype == Dtype::f32 ? !one_pass(MicroKernel<float>::get(), summed)
+                             : !one_pass(MicroKernel<double>::get(), summed);
+}
+
 }  // namespace
 }  // namespace einsumdb::tensor_gemm
 
@@ -332,6 +346,15 @@ std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Leng
   else if (floats && tensor_gemm::own_kernel_runs())
     space.push_back(
         {{"kernel", tensor_gemm::own_kernel_by_default(summed, bytes) ? "blis" : "own"}});
+  // A packed product of several passes: the wide micro-kernel, or where it runs by default, BLIS's.
+  for (std::size_t r = 0; r < e.batch.size(); ++r)
+    if (tensor_gemm::wide_kernel_applies(e, r, len)) {
+      const nlohmann::json other = {
+          {"kernel", tensor_gemm::wide_kernel_by_default(result_dtype(e, r) == Dtype::f64)
+                         ? "blis"
+                         : "wide"}};
+      if (std::find(space.begin(), space.end(), other) == space.end()) space.push_back(other);
+    }
   return space;
 }
 
@@ -363,9 +386,13 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
   }
   if (params.contains("kernel")) {
     const auto& k = params["kernel"];
-    if (!k.is_string() || (k != "own" && k != "blis"))
-      throw SpecError("tensor_gemm: 'kernel' must be \"own\" or \"blis\", got " + k.dump());
-    options.own_kernel = k == "own";
+    if (!k.is_string() || (k != "own" && k != "blis" && k != "wide"))
+      throw SpecError("tensor_gemm: 'kernel' must be \"own\", \"blis\" or \"wide\", got " +
+                      k.dump());
+    if (k == "wide")
+      options.wide_kernel = true;
+    else
+      options.own_kernel = k == "own", options.wide_kernel = false;
   }
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
