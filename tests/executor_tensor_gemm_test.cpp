@@ -2700,14 +2700,14 @@ TEST(Strategies, TensorGemmRunsOurKernelOrBlisAndTheTunerTriesBoth) {
 // agrees with the reference: a product with edge tiles on both sides (200 rows: six tiles of 32
 // and 8; 151 columns: 25 of 6 and 1) over 700 summed elements, a contraction whose output
 // interleaves the operands' indices, and one summed over two indices, in f32 and f64, on one and
-// two threads and with the sum split between them. The tuner's space offers it, or BLIS's where
-// it is the default, exactly where it applies: on the packed path, not on a sum of one pass.
+// two threads and with the sum split between them. The tuner's space offers it exactly where it
+// applies: on the packed path, not on a sum of one pass. By default it runs in doubles over an
+// output beyond the cache on Intel's processors with AVX-512, and nowhere else.
 TEST(Strategies, TensorGemmWideKernelTakesSumsOfSeveralPasses) {
   const Strategy* s = find_strategy("tensor_gemm");
   ASSERT_NE(s, nullptr);
   for (Dtype dtype : {Dtype::f32, Dtype::f64}) {
-    const bool by_default = tensor_gemm::wide_kernel_by_default(dtype == Dtype::f64);
-    const nlohmann::json other = {{"kernel", by_default ? "blis" : "wide"}};
+    const nlohmann::json other = {{"kernel", "wide"}};  // (outputs the cache holds: BLIS's)
     int taken = 0;  // cases where it applies (aecf,bfde->abcd at least, where the kernels run it)
     for (const auto& [spec, lengths] :
          {std::pair<const char*, std::map<char, int>>{"ik,kj->ij",
@@ -2741,6 +2741,10 @@ TEST(Strategies, TensorGemmWideKernelTakesSumsOfSeveralPasses) {
     }
     EXPECT_GE(taken, tensor_gemm::streams() ? 1 : 0) << to_string(dtype);
   }
+  EXPECT_FALSE(tensor_gemm::wide_kernel_by_default(false, 1e9));  // floats
+  EXPECT_FALSE(tensor_gemm::wide_kernel_by_default(true, 1e6));   // an output the cache holds
+  EXPECT_EQ(tensor_gemm::wide_kernel_by_default(true, 1e9),
+            tensor_gemm::streams() && __builtin_cpu_is("intel"));
 }
 
 // The measurement of whether ordinary stores read a line first writes its passes into the memory

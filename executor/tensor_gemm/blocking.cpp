@@ -31,8 +31,9 @@ bool own_kernel_by_default(std::int64_t summed, double output_bytes) {
          !one_pass(MicroKernel<float>::get(), summed);
 }
 
-bool wide_kernel_by_default(bool doubles) {
-  return doubles && streams() && __builtin_cpu_is("intel");
+bool wide_kernel_by_default(bool doubles, double output_bytes) {
+  return doubles && output_bytes > static_cast<double>(kCachedBytes) && streams() &&
+         __builtin_cpu_is("intel");
 }
 
 std::int64_t l2_bytes() {

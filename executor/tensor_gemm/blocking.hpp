@@ -117,10 +117,12 @@ bool own_kernel_runs();
 bool own_kernel_by_default(std::int64_t summed, double output_bytes);
 
 // Whether the packed path of a real row summed over several of BLIS's passes runs the wide
-// micro-kernel (wide_kernel.hpp) by default: in doubles on Intel's processors with AVX-512, where
-// it was measured faster than BLIS's Skylake-X kernel (docs/performance/tccg-wide-kernel.md); the
-// tuner measures it against BLIS's wherever it runs (wide_kernel_applies).
-bool wide_kernel_by_default(bool doubles);
+// micro-kernel (wide_kernel.hpp) by default: in doubles, into an output beyond the cache
+// (kCachedBytes), on Intel's processors with AVX-512, where it was measured faster than BLIS's
+// Skylake-X kernel (the GEMM-shaped cases; on outputs that the cache holds it was level or slower:
+// docs/performance/tccg-wide-kernel.md); the tuner measures it against BLIS's wherever it runs
+// (wide_kernel_applies).
+bool wide_kernel_by_default(bool doubles, double output_bytes);
 
 // Whether threads share the summed range of a packed GEMM of M × N summed over K (for each of nb
 // batch points) by default, rather than the wider of its rows and columns (`split_rows`: the

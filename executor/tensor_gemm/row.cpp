@@ -53,17 +53,19 @@ const MicroKernel<T>& wide_kernel() {
 }
 #endif
 
-// The micro-kernel of the packed path for a row summed over `summed` elements: the wide one where
-// the kernels run AVX-512, the sum takes several of BLIS's passes and `wide` says so (without it,
-// wide_kernel_by_default); BLIS's otherwise.
+// The micro-kernel of the packed path for a row summed over `summed` elements into an output of
+// `output_bytes`: the wide one where the kernels run AVX-512, the sum takes several of BLIS's
+// passes and `wide` says so (without it, wide_kernel_by_default); BLIS's otherwise.
 template <typename T>
-const MicroKernel<T>& packed_kernel(std::int64_t summed, std::optional<bool> wide) {
+const MicroKernel<T>& packed_kernel(std::int64_t summed, double output_bytes,
+                                    std::optional<bool> wide) {
   const MicroKernel<T>& blis = MicroKernel<T>::get();
 #if EINSUMDB_AVX512
-  if (!one_pass(blis, summed) && wide.value_or(wide_kernel_by_default(std::is_same_v<T, double>)))
+  if (!one_pass(blis, summed) &&
+      wide.value_or(wide_kernel_by_default(std::is_same_v<T, double>, output_bytes)))
     return wide_kernel<T>();
 #else
-  (void)summed, (void)wide;
+  (void)summed, (void)output_bytes, (void)wide;
 #endif
   return blis;
 }
@@ -99,7 +101,8 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
   std::int64_t summed = 1;  // (the indices both operands hold and the output does not)
   for (char c : xl)
     if (contains(yl, c) && !contains(zl, c)) summed *= len.at(c);
-  const MicroKernel<T>& k = packed_kernel<T>(summed, options.wide_kernel);
+  const MicroKernel<T>& k =
+      packed_kernel<T>(summed, static_cast<double>(z.bytes()), options.wide_kernel);
   const auto zs = z.strides();
   // The micro-kernel writes contiguously along columns (rows when it prefers columns): the
   // output's unit-stride index goes there, swapping the operands when it belongs to the left.

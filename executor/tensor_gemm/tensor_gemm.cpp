@@ -63,7 +63,8 @@
 // tuner measures L1 where they run) and "kernel" ("own",
 // "blis" or "wide": whose micro-kernel computes whole tiles, ours (line_kernel.hpp, AVX-512, where
 // BLIS's tile is one it computes), BLIS's, or our wide one (wide_kernel.hpp, AVX-512, where the
-// sum takes several passes: by default in doubles on Intel's processors, wide_kernel_by_default,
+// sum takes several passes: by default in doubles over an output beyond the cache on Intel's
+// processors, wide_kernel_by_default,
 // and the tuner measures it against BLIS's wherever it applies); by default ours in floats over a
 // large output read back in several summed passes (own_kernel_by_default), otherwise BLIS's, and in
 // floats the tuner measures both; a tile whose rows are two runs apart in the output, written
@@ -350,7 +351,7 @@ std::vector<nlohmann::json> tensor_gemm_space(const BatchedEinsum& e, const Leng
   for (std::size_t r = 0; r < e.batch.size(); ++r)
     if (tensor_gemm::wide_kernel_applies(e, r, len)) {
       const nlohmann::json other = {
-          {"kernel", tensor_gemm::wide_kernel_by_default(result_dtype(e, r) == Dtype::f64)
+          {"kernel", tensor_gemm::wide_kernel_by_default(result_dtype(e, r) == Dtype::f64, bytes)
                          ? "blis"
                          : "wide"}};
       if (std::find(space.begin(), space.end(), other) == space.end()) space.push_back(other);
