@@ -129,6 +129,31 @@ MicroKernel<double> shape_of_kernel(std::int64_t mr, std::int64_t nr, std::int64
   return k;
 }
 
+// The wide micro-kernel runs where the kernels run AVX-512 and the sum takes several of BLIS's
+// passes: where "kernel" says wide, or by default in doubles over an output beyond the cache on an
+// Intel processor. It fetches its tiles' lines during the sum (fetches_tile), so that its passes
+// over a large output stay KC long where BLIS's kernel's grow to up to twice that.
+TEST(Blocking, TheWideKernelTakesSumsOfSeveralPasses) {
+  const std::int64_t kc = MicroKernel<double>::get().kc, several = 4 * kc;
+  EXPECT_EQ(wide_kernel_runs<double>(several, 1e3, true), streams());
+  EXPECT_EQ(wide_kernel_runs<float>(4 * MicroKernel<float>::get().kc, 1e3, true), streams());
+  EXPECT_FALSE(wide_kernel_runs<double>(kc, 1e9, true));  // one pass
+  EXPECT_FALSE(wide_kernel_runs<double>(several, 1e9, false));
+  EXPECT_EQ(wide_kernel_runs<double>(several, 1e9, std::nullopt),
+            streams() && __builtin_cpu_is("intel"));
+  EXPECT_FALSE(wide_kernel_runs<double>(several, 1e6, std::nullopt));  // the cache holds it
+  EXPECT_FALSE(wide_kernel_runs<float>(4 * MicroKernel<float>::get().kc, 1e9, std::nullopt));
+
+  auto k = shape_of_kernel(16, 14, 240, 256);
+  Contraction p;
+  p.K = 3000;
+  block_sizes(k, p, true, 16);
+  EXPECT_EQ(p.kc, 500);  // six passes of up to 512
+  k.fetches_tile = true;
+  block_sizes(k, p, true, 16);
+  EXPECT_EQ(p.kc, 256);
+}
+
 TEST(Blocking, TheSummedElementsGoInOnePassUpToAQuarterOverKC) {
   const auto k = shape_of_kernel(8, 24, 72, 256);
   Contraction p;
@@ -2721,10 +2746,7 @@ TEST(Strategies, TensorGemmWideKernelTakesSumsOfSeveralPasses) {
       const auto space = s->space(e, len);
       const Arrays arrays = random_arrays(e, 61);
       const Bound bound(e, arrays);
-      std::int64_t summed = 1;
-      for (char c : std::string(spec).substr(0, std::string(spec).find(',')))
-        if (std::string(spec).find(c, std::string(spec).find("->")) == std::string::npos)
-          summed *= len.at(c);
+      const std::int64_t summed = kernels::product(gemm_groups(e).k, len);
       const std::int64_t kc = dtype == Dtype::f32 ? tensor_gemm::MicroKernel<float>::get().kc
                                                   : tensor_gemm::MicroKernel<double>::get().kc;
       const bool applies =
@@ -2741,10 +2763,6 @@ TEST(Strategies, TensorGemmWideKernelTakesSumsOfSeveralPasses) {
     }
     EXPECT_GE(taken, tensor_gemm::streams() ? 1 : 0) << to_string(dtype);
   }
-  EXPECT_FALSE(tensor_gemm::wide_kernel_by_default(false, 1e9));  // floats
-  EXPECT_FALSE(tensor_gemm::wide_kernel_by_default(true, 1e6));   // an output the cache holds
-  EXPECT_EQ(tensor_gemm::wide_kernel_by_default(true, 1e9),
-            tensor_gemm::streams() && __builtin_cpu_is("intel"));
 }
 
 // The measurement of whether ordinary stores read a line first writes its passes into the memory

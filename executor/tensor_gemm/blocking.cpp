@@ -36,6 +36,14 @@ bool wide_kernel_by_default(bool doubles, double output_bytes) {
          __builtin_cpu_is("intel");
 }
 
+template <typename T>
+bool wide_kernel_runs(std::int64_t summed, double output_bytes, std::optional<bool> wide) {
+  return streams() && !one_pass(MicroKernel<T>::get(), summed) &&
+         wide.value_or(wide_kernel_by_default(std::is_same_v<T, double>, output_bytes));
+}
+template bool wide_kernel_runs<double>(std::int64_t, double, std::optional<bool>);
+template bool wide_kernel_runs<float>(std::int64_t, double, std::optional<bool>);
+
 std::int64_t l2_bytes() {
   static const std::int64_t bytes = [] {
     const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);

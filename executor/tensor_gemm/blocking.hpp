@@ -124,6 +124,13 @@ bool own_kernel_by_default(std::int64_t summed, double output_bytes);
 // (wide_kernel_applies).
 bool wide_kernel_by_default(bool doubles, double output_bytes);
 
+// Whether the packed path of a real row in T summed over `summed` elements into an output of
+// `output_bytes` runs the wide micro-kernel: where the kernels run AVX-512 and the sum takes
+// several of BLIS's passes, as `wide` says ("kernel": "wide", or another), or without it by
+// default (wide_kernel_by_default).
+template <typename T>
+bool wide_kernel_runs(std::int64_t summed, double output_bytes, std::optional<bool> wide);
+
 // Whether threads share the summed range of a packed GEMM of M × N summed over K (for each of nb
 // batch points) by default, rather than the wider of its rows and columns (`split_rows`: the
 // rows): where the result is small (kernels::kSplitSumElements) and each thread's copy of the

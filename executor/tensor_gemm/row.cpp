@@ -29,11 +29,11 @@ namespace einsumdb::tensor_gemm::EINSUMDB_ISA_NS {
 namespace {
 
 #if EINSUMDB_AVX512
-// The wide micro-kernel (wide_kernel.hpp) with its blocks: KC = 256 summed elements in every pass,
-// so that a B micro-panel (6 columns) takes 12 KB of L1 in doubles (it fetches its tile's lines
-// during the sum, fetches_tile); MC rows whose block of A takes five eighths of L2 (384 doubles
-// with 1.25 MB); BLIS's NC, in whole panels of 6. BLIS's context (unused by the kernel) rides
-// along.
+// The wide micro-kernel (wide_kernel.hpp) with its blocks: KC = 256 summed elements, so that a B
+// micro-panel (6 columns) takes 12 KB of L1 in doubles, in every pass (it fetches its tile's lines
+// during the sum: fetches_tile, no longer passes); MC rows whose block of A takes five eighths of
+// L2 (384 doubles with 1.25 MB); BLIS's NC, in whole panels of 6. BLIS's context (unused by the
+// kernel) rides along.
 template <typename T>
 const MicroKernel<T>& wide_kernel() {
   static const MicroKernel<T> k = [] {
@@ -54,20 +54,16 @@ const MicroKernel<T>& wide_kernel() {
 #endif
 
 // The micro-kernel of the packed path for a row summed over `summed` elements into an output of
-// `output_bytes`: the wide one where the kernels run AVX-512, the sum takes several of BLIS's
-// passes and `wide` says so (without it, wide_kernel_by_default); BLIS's otherwise.
+// `output_bytes`: the wide one where wide_kernel_runs says, BLIS's otherwise.
 template <typename T>
 const MicroKernel<T>& packed_kernel(std::int64_t summed, double output_bytes,
                                     std::optional<bool> wide) {
-  const MicroKernel<T>& blis = MicroKernel<T>::get();
 #if EINSUMDB_AVX512
-  if (!one_pass(blis, summed) &&
-      wide.value_or(wide_kernel_by_default(std::is_same_v<T, double>, output_bytes)))
-    return wide_kernel<T>();
+  if (wide_kernel_runs<T>(summed, output_bytes, wide)) return wide_kernel<T>();
 #else
   (void)summed, (void)output_bytes, (void)wide;
 #endif
-  return blis;
+  return MicroKernel<T>::get();
 }
 
 template <typename T>
@@ -98,9 +94,7 @@ Tensor tensor_gemm_row(const Bound& bound, std::size_t row, const RowOptions& op
         return z;
   }
 
-  std::int64_t summed = 1;  // (the indices both operands hold and the output does not)
-  for (char c : xl)
-    if (contains(yl, c) && !contains(zl, c)) summed *= len.at(c);
+  const std::int64_t summed = kernels::product(gemm_groups(xl, yl, zl).k, len);
   const MicroKernel<T>& k =
       packed_kernel<T>(summed, static_cast<double>(z.bytes()), options.wide_kernel);
   const auto zs = z.strides();

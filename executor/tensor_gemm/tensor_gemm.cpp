@@ -231,16 +231,14 @@ std::string contiguous_path(const BatchedEinsum& e, std::size_t row, const Lengt
                        kernels::row_major_strides(e.inputs[1], len), len, result_dtype(e, row));
 }
 
-// Whether a real row runs the packed path (on contiguous operands) summed over several of BLIS's
-// passes where the kernels run AVX-512: where the wide micro-kernel (wide_kernel.hpp) takes it.
+// Whether the wide micro-kernel (wide_kernel.hpp) can take a real row: on the packed path (on
+// contiguous operands), where "kernel": "wide" would run it (wide_kernel_runs).
 bool wide_kernel_applies(const BatchedEinsum& e, std::size_t row, const Lengths& len) {
   const Dtype dtype = result_dtype(e, row);
-  if (is_complex(dtype) || !streams() || contiguous_path(e, row, len) != "packed") return false;
-  std::int64_t summed = 1;
-  for (char c : e.inputs[0])
-    if (kernels::contains(e.inputs[1], c) && !kernels::contains(e.output, c)) summed *= len.at(c);
-  return dtype == Dtype::f32 ? !one_pass(MicroKernel<float>::get(), summed)
-                             : !one_pass(MicroKernel<double>::get(), summed);
+  if (is_complex(dtype) || contiguous_path(e, row, len) != "packed") return false;
+  const std::int64_t summed = kernels::product(gemm_groups(e).k, len);
+  return dtype == Dtype::f32 ? wide_kernel_runs<float>(summed, 0, true)
+                             : wide_kernel_runs<double>(summed, 0, true);
 }
 
 }  // namespace
@@ -390,10 +388,8 @@ Results run_tensor_gemm(const Bound& bound, const nlohmann::json& params) {
     if (!k.is_string() || (k != "own" && k != "blis" && k != "wide"))
       throw SpecError("tensor_gemm: 'kernel' must be \"own\", \"blis\" or \"wide\", got " +
                       k.dump());
-    if (k == "wide")
-      options.wide_kernel = true;
-    else
-      options.own_kernel = k == "own", options.wide_kernel = false;
+    options.wide_kernel = k == "wide";
+    if (k != "wide") options.own_kernel = k == "own";
   }
   Results out;
   for (std::size_t r = 0; r < e.batch.size(); ++r) {
